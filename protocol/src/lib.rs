@@ -1,0 +1,15 @@
+//! Wire types and the skill model shared by the skillbox core and executor.
+//!
+//! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, error codes, and a bounded decoder.
+//! - [`methods`]: params and results of every method in CONTRACT §2 (tool stdio) and §5
+//!   (core ↔ executor).
+//! - [`result`]: the result of one tool call (CONTRACT §3) and its `error_kind`.
+//! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
+//!   `skill.yaml`, `package.json`), validation and discovery over several roots.
+//!
+//! Nothing here performs I/O beyond reading skill folders; nothing here holds secrets.
+
+pub mod jsonrpc;
+pub mod methods;
+pub mod result;
+pub mod skill;

@@ -1,0 +1,358 @@
+//! Params and results of every JSON-RPC method skillbox speaks.
+//!
+//! Tool stdio (CONTRACT §2): `tool.invoke` from the executor to the tool, and the
+//! capability requests `fetch`, `sign`, `readFile` from the tool. Core ↔ executor
+//! (CONTRACT §5): `tool.execute`, `tool.list`, `skill.reload`, `health` one way and
+//! `core.fetch`, `core.sign`, `core.readFile` the other. Every struct rejects unknown fields.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::result::ToolResult;
+use crate::skill::Security;
+
+/// Method names.
+pub mod method {
+    /// Executor → tool: run the tool once.
+    pub const TOOL_INVOKE: &str = "tool.invoke";
+    /// Tool → executor: HTTP request through the core's proxy.
+    pub const FETCH: &str = "fetch";
+    /// Tool → executor: signature by a key held in the core.
+    pub const SIGN: &str = "sign";
+    /// Tool → executor: read a workspace file through the core.
+    pub const READ_FILE: &str = "readFile";
+    /// Core → executor: run one tool call.
+    pub const TOOL_EXECUTE: &str = "tool.execute";
+    /// Core → executor: list the tools the executor can run.
+    pub const TOOL_LIST: &str = "tool.list";
+    /// Core → executor: reload the skills root.
+    pub const SKILL_RELOAD: &str = "skill.reload";
+    /// Core → executor: liveness and sandbox status.
+    pub const HEALTH: &str = "health";
+    /// Executor → core: forwarded `fetch`.
+    pub const CORE_FETCH: &str = "core.fetch";
+    /// Executor → core: forwarded `sign`.
+    pub const CORE_SIGN: &str = "core.sign";
+    /// Executor → core: forwarded `readFile`.
+    pub const CORE_READ_FILE: &str = "core.readFile";
+}
+
+/// Longest URL a `fetch` may carry.
+pub const MAX_URL_LEN: usize = 8 * 1024;
+/// Most headers a `fetch` may carry.
+pub const MAX_HEADERS: usize = 64;
+
+/// A value that must never be printed: `Debug` shows `***`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SecretValue(pub String);
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// `tool.invoke` params, the one request the executor writes to a `jsonrpc` tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInvokeParams {
+    /// Tool name within the skill.
+    pub tool: String,
+    /// Arguments, already validated against the tool's schema.
+    pub args: Value,
+    /// The call id.
+    pub call_id: String,
+}
+
+/// `fetch` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchParams {
+    /// Absolute `http`/`https` URL.
+    pub url: String,
+    /// HTTP method, `GET` when absent.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Request body (text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+/// Why capability params are out of bounds.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ParamsBoundError {
+    /// The URL is longer than [`MAX_URL_LEN`].
+    #[error("url of {len} bytes exceeds {max}")]
+    UrlTooLong {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// More than [`MAX_HEADERS`] headers.
+    #[error("{count} headers exceed the limit of {max}")]
+    TooManyHeaders {
+        /// How many.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
+}
+
+impl FetchParams {
+    /// Checks the size bounds of a fetch request.
+    pub fn check_bounds(&self) -> Result<(), ParamsBoundError> {
+        if self.url.len() > MAX_URL_LEN {
+            return Err(ParamsBoundError::UrlTooLong {
+                len: self.url.len(),
+                max: MAX_URL_LEN,
+            });
+        }
+        if self.headers.len() > MAX_HEADERS {
+            return Err(ParamsBoundError::TooManyHeaders {
+                count: self.headers.len(),
+                max: MAX_HEADERS,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `fetch` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FetchResult {
+    /// HTTP status code.
+    pub status: u16,
+    /// Response headers.
+    pub headers: BTreeMap<String, String>,
+    /// Response body (text; binary bodies are base64 by the proxy's choice).
+    pub body: String,
+}
+
+/// What a `sign` request signs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SignType {
+    /// An arbitrary message.
+    Message,
+    /// A transaction.
+    Transaction,
+}
+
+/// `sign` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignParams {
+    /// Message or transaction.
+    #[serde(rename = "type")]
+    pub kind: SignType,
+    /// Base64 of the bytes to sign.
+    pub data: String,
+}
+
+/// `sign` result, all base64.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SignResult {
+    /// The signature.
+    pub signature: String,
+    /// The public key that verifies it.
+    pub public_key: String,
+    /// The algorithm, e.g. `ed25519`.
+    pub algorithm: String,
+}
+
+/// `readFile` params.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileParams {
+    /// Workspace-relative path.
+    pub path: String,
+}
+
+/// `readFile` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadFileResult {
+    /// The file's text.
+    pub content: String,
+}
+
+/// `tool.execute` params (core → executor).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolExecuteParams {
+    /// The id the core gave this call.
+    pub call_id: String,
+    /// Per-call token the executor must present on capability callbacks.
+    pub capability_token: SecretValue,
+    /// Skill name.
+    pub skill: String,
+    /// Tool name within the skill.
+    pub tool: String,
+    /// Arguments.
+    pub args: Value,
+    /// Values of the skill's declared env names that the core holds.
+    #[serde(default)]
+    pub env: BTreeMap<String, SecretValue>,
+}
+
+/// `tool.execute` result: the call's [`ToolResult`].
+pub type ToolExecuteResult = ToolResult;
+
+/// One tool as `tool.list` and `GET /v1/tools` describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInfo {
+    /// `skill:tool`.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    /// Security level.
+    pub security: Security,
+}
+
+/// `tool.list` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolListParams {}
+
+/// `tool.list` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolListResult {
+    /// Every runnable tool.
+    pub tools: Vec<ToolInfo>,
+}
+
+/// `skill.reload` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillReloadParams {}
+
+/// `skill.reload` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillReloadResult {
+    /// Skills loaded.
+    pub loaded: usize,
+    /// Skills skipped, with reasons.
+    pub skipped: Vec<String>,
+}
+
+/// `health` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthParams {}
+
+/// `health` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthResult {
+    /// `ok` or `degraded`.
+    pub status: String,
+    /// Landlock ABI in force, 0 when none.
+    pub landlock_abi: u32,
+    /// Whether seccomp filters are applied.
+    pub seccomp: bool,
+    /// Calls in flight.
+    pub in_flight: usize,
+}
+
+/// A capability callback from the executor to the core: the call it belongs to, the
+/// token the core issued for it, and the tool's request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoreCallbackParams<T> {
+    /// The call id the core issued.
+    pub call_id: String,
+    /// The capability token the core issued with `tool.execute`.
+    pub capability_token: SecretValue,
+    /// The tool's request.
+    pub request: T,
+}
+
+/// `core.fetch` params.
+pub type CoreFetchParams = CoreCallbackParams<FetchParams>;
+/// `core.sign` params.
+pub type CoreSignParams = CoreCallbackParams<SignParams>;
+/// `core.readFile` params.
+pub type CoreReadFileParams = CoreCallbackParams<ReadFileParams>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fetch_params_default_method_and_reject_unknown() {
+        let p: FetchParams = serde_json::from_value(json!({"url": "https://a"})).unwrap();
+        assert_eq!(p.method, "GET");
+        assert!(serde_json::from_value::<FetchParams>(json!({"url": "x", "proxy": "y"})).is_err());
+    }
+
+    #[test]
+    fn fetch_params_bounds_are_checked() {
+        let mut p: FetchParams = serde_json::from_value(json!({"url": "https://a"})).unwrap();
+        assert_eq!(p.check_bounds(), Ok(()));
+        p.url = "x".repeat(MAX_URL_LEN + 1);
+        assert!(matches!(
+            p.check_bounds(),
+            Err(ParamsBoundError::UrlTooLong { .. })
+        ));
+        p.url = "https://a".into();
+        p.headers = (0..=MAX_HEADERS)
+            .map(|i| (format!("h{i}"), "v".into()))
+            .collect();
+        assert!(matches!(
+            p.check_bounds(),
+            Err(ParamsBoundError::TooManyHeaders { .. })
+        ));
+    }
+
+    #[test]
+    fn sign_params_use_type_key() {
+        let p: SignParams =
+            serde_json::from_value(json!({"type": "transaction", "data": "AA=="})).unwrap();
+        assert_eq!(p.kind, SignType::Transaction);
+        assert!(
+            serde_json::from_value::<SignParams>(json!({"type": "other", "data": ""})).is_err()
+        );
+    }
+
+    #[test]
+    fn secret_value_debug_is_masked() {
+        let p = ToolExecuteParams {
+            call_id: "c".into(),
+            capability_token: SecretValue("tok-123".into()),
+            skill: "s".into(),
+            tool: "t".into(),
+            args: json!({}),
+            env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
+        };
+        let dbg = format!("{p:?}");
+        assert!(
+            !dbg.contains("tok-123") && !dbg.contains("sk-live"),
+            "{dbg}"
+        );
+    }
+
+    #[test]
+    fn core_callback_rejects_unknown_fields() {
+        let v = json!({"call_id": "c", "capability_token": "t", "request": {"path": "a"}, "skill": "x"});
+        assert!(serde_json::from_value::<CoreReadFileParams>(v).is_err());
+    }
+}

@@ -1,0 +1,154 @@
+//! The result of one tool call (CONTRACT §3) and the closed set of failure kinds.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Why a call failed, as a machine-readable kind (CONTRACT §3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorKind {
+    /// The arguments do not match the tool's parameter schema.
+    InvalidArgs,
+    /// The skill or tool does not exist.
+    NotFound,
+    /// A declared permission does not cover what was asked.
+    PermissionDenied,
+    /// An approval was denied or timed out.
+    ApprovalDenied,
+    /// The wall-clock limit ended the call.
+    Timeout,
+    /// A memory, output, process or file-size limit ended the call.
+    ResourceLimit,
+    /// The sandbox could not be applied, or it stopped the tool.
+    Sandbox,
+    /// The tool ran and reported a failure.
+    ToolError,
+    /// The tool broke the stdio protocol.
+    Protocol,
+    /// The executor, the core or a prerequisite is not available.
+    Unavailable,
+}
+
+impl ErrorKind {
+    /// The kind's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidArgs => "invalid_args",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::ApprovalDenied => "approval_denied",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::ResourceLimit => "resource_limit",
+            ErrorKind::Sandbox => "sandbox",
+            ErrorKind::ToolError => "tool_error",
+            ErrorKind::Protocol => "protocol",
+            ErrorKind::Unavailable => "unavailable",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The result of one tool call, success or failure, as the gateway and the executor
+/// report it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolResult {
+    /// Whether the tool produced a result.
+    pub success: bool,
+    /// The tool's result when `success`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// A human-readable reason when not `success`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The failure kind when not `success`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// The id the core gave the call.
+    pub call_id: String,
+    /// Wall-clock duration of the call.
+    pub duration_ms: u64,
+}
+
+impl ToolResult {
+    /// A successful result.
+    pub fn ok(call_id: impl Into<String>, data: Value, duration_ms: u64) -> Self {
+        Self {
+            success: true,
+            data: Some(data),
+            error: None,
+            error_kind: None,
+            call_id: call_id.into(),
+            duration_ms,
+        }
+    }
+
+    /// A failed result.
+    pub fn failed(
+        call_id: impl Into<String>,
+        kind: ErrorKind,
+        error: impl Into<String>,
+        duration_ms: u64,
+    ) -> Self {
+        Self {
+            success: false,
+            data: None,
+            error: Some(error.into()),
+            error_kind: Some(kind),
+            call_id: call_id.into(),
+            duration_ms,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn tool_result_serializes_as_contract() {
+        let ok = ToolResult::ok("c1", json!({"x": 1}), 12);
+        assert_eq!(
+            serde_json::to_value(&ok).unwrap(),
+            json!({"success": true, "data": {"x": 1}, "call_id": "c1", "duration_ms": 12})
+        );
+        let bad = ToolResult::failed("c2", ErrorKind::ResourceLimit, "output over 1 MiB", 3);
+        assert_eq!(
+            serde_json::to_value(&bad).unwrap(),
+            json!({"success": false, "error": "output over 1 MiB", "error_kind": "resource_limit",
+                   "call_id": "c2", "duration_ms": 3})
+        );
+    }
+
+    #[test]
+    fn error_kind_names_match_serde() {
+        for k in [
+            ErrorKind::InvalidArgs,
+            ErrorKind::NotFound,
+            ErrorKind::PermissionDenied,
+            ErrorKind::ApprovalDenied,
+            ErrorKind::Timeout,
+            ErrorKind::ResourceLimit,
+            ErrorKind::Sandbox,
+            ErrorKind::ToolError,
+            ErrorKind::Protocol,
+            ErrorKind::Unavailable,
+        ] {
+            assert_eq!(serde_json::to_value(k).unwrap(), json!(k.as_str()));
+        }
+    }
+
+    #[test]
+    fn tool_result_rejects_unknown_fields() {
+        let r: Result<ToolResult, _> = serde_json::from_value(
+            json!({"success": true, "call_id": "c", "duration_ms": 1, "extra": 1}),
+        );
+        assert!(r.is_err());
+    }
+}

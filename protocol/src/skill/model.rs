@@ -1,0 +1,274 @@
+//! The one model of a loaded skill, whichever manifest(s) it came from.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::diagnostics::Diagnostic;
+
+/// Default wall-clock limit of a call.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// Default address-space limit of a call.
+pub const DEFAULT_MEMORY_MB: u64 = 256;
+/// Default cap on a call's stdout + stderr.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
+
+/// Which file a field came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ManifestFormat {
+    /// `SKILL.md` frontmatter.
+    SkillMd,
+    /// `package.json` with an `owliabot`/`skillbox` field.
+    PackageJson,
+    /// `skill.yaml`.
+    SkillYaml,
+}
+
+impl ManifestFormat {
+    /// The file name of this format inside a skill folder.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            ManifestFormat::SkillMd => "SKILL.md",
+            ManifestFormat::PackageJson => "package.json",
+            ManifestFormat::SkillYaml => "skill.yaml",
+        }
+    }
+}
+
+/// Expected cost of running a skill.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CostHint {
+    /// Cheap.
+    Low,
+    /// Moderate.
+    Medium,
+    /// Expensive.
+    High,
+}
+
+/// What a tool may do beyond reading, which decides whether it needs approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Security {
+    /// Runs at once.
+    #[default]
+    Read,
+    /// Changes something: waits for approval.
+    Write,
+    /// Signs with a core key: waits for approval.
+    Sign,
+}
+
+/// How the executor talks to a tool process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolProtocol {
+    /// Newline-delimited JSON-RPC 2.0 over stdio.
+    #[default]
+    Jsonrpc,
+    /// Arguments on stdin, stdout/stderr/exit code as the result.
+    Plain,
+}
+
+/// What runs for a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum ToolEntry {
+    /// An argv; relative paths are inside the skill folder.
+    Command {
+        /// The argv.
+        argv: Vec<String>,
+    },
+    /// A function exported as `tools[name]` from a JavaScript module, run under Node by
+    /// the runner skillbox ships.
+    JsExport {
+        /// The module, relative to the skill folder.
+        main: String,
+    },
+}
+
+/// One tool of a skill.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    /// `[a-z0-9_]{1,64}`; the full name is `skill:tool`.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// What runs.
+    pub entry: ToolEntry,
+    /// Stdio protocol.
+    pub protocol: ToolProtocol,
+    /// Security level.
+    pub security: Security,
+    /// Overrides the skill's `execution.timeout_ms`.
+    pub timeout_ms: Option<u64>,
+    /// JSON Schema of the arguments (compiled during validation).
+    pub parameters: Value,
+}
+
+/// Routing metadata (CONTRACT §1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Routing {
+    /// Words or phrases that should select the skill.
+    pub triggers: Vec<String>,
+    /// Words or phrases that argue against it.
+    pub anti_triggers: Vec<String>,
+    /// Expected cost.
+    pub cost_hint: Option<CostHint>,
+    /// Whether it may run beside another skill.
+    pub parallel_safe: bool,
+    /// Always active.
+    pub always: bool,
+}
+
+/// What must hold on the host for the skill to be usable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Prerequisites {
+    /// Every one of these programs must be on `PATH`.
+    pub bins: Vec<String>,
+    /// At least one of these programs must be on `PATH` (empty: no condition).
+    pub any_bins: Vec<String>,
+    /// Env values the core must hold.
+    pub env: Vec<String>,
+    /// Operating systems (`linux`, `darwin`, `win32`); empty means any.
+    pub os: Vec<String>,
+}
+
+/// Workspace access through the core's `readFile`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceAccess {
+    /// Globs relative to the workspace.
+    pub read: Vec<String>,
+}
+
+/// What a skill declared it may use.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Permissions {
+    /// Env names whose values the core supplies per call.
+    pub env: Vec<String>,
+    /// Network patterns the core's fetch may reach for it.
+    pub network: Vec<String>,
+    /// Workspace read scope.
+    pub workspace: WorkspaceAccess,
+}
+
+/// Per-call limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Execution {
+    /// Wall-clock limit.
+    pub timeout_ms: u64,
+    /// Address-space limit.
+    pub memory_mb: u64,
+    /// Cap on stdout + stderr.
+    pub max_output_bytes: u64,
+}
+
+impl Default for Execution {
+    fn default() -> Self {
+        Self {
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+            memory_mb: DEFAULT_MEMORY_MB,
+            max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+        }
+    }
+}
+
+/// Where the Markdown body of `SKILL.md` starts; the body itself stays on disk until
+/// asked for (progressive disclosure).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BodyRef {
+    /// The `SKILL.md` file.
+    pub path: PathBuf,
+    /// Byte offset of the body.
+    pub offset: u64,
+}
+
+/// A loaded skill: everything but the body and files, which are read on demand.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Skill {
+    /// Skill name.
+    pub name: String,
+    /// Semantic version, when a manifest gives one.
+    pub version: Option<String>,
+    /// What the skill does and when to use it.
+    pub description: String,
+    /// The skill folder.
+    pub dir: PathBuf,
+    /// The manifests found, lowest precedence first.
+    pub formats: Vec<ManifestFormat>,
+    /// SPDX licence or licence file.
+    pub license: Option<String>,
+    /// Environment requirements in words (Agent Skills `compatibility`).
+    pub compatibility: Option<String>,
+    /// Agent Skills `allowed-tools`.
+    pub allowed_tools: Vec<String>,
+    /// Routing metadata.
+    pub routing: Routing,
+    /// Host requirements.
+    pub prerequisites: Prerequisites,
+    /// Declared permissions.
+    pub permissions: Permissions,
+    /// Per-call limits.
+    pub execution: Execution,
+    /// Tools, in manifest order.
+    pub tools: Vec<Tool>,
+    /// The `SKILL.md` body, when there is one.
+    pub body: Option<BodyRef>,
+    /// Warnings from lenient loading.
+    pub warnings: Vec<Diagnostic>,
+}
+
+impl Skill {
+    /// Reads the Markdown body of `SKILL.md` from disk (empty when the skill has none).
+    pub fn read_body(&self) -> std::io::Result<String> {
+        let Some(body) = &self.body else {
+            return Ok(String::new());
+        };
+        let text = std::fs::read_to_string(&body.path)?;
+        let offset = usize::try_from(body.offset).unwrap_or(usize::MAX);
+        Ok(text.get(offset..).unwrap_or_default().to_string())
+    }
+
+    /// The tool with this name.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The effective timeout of a tool.
+    pub fn timeout_ms(&self, tool: &Tool) -> u64 {
+        tool.timeout_ms.unwrap_or(self.execution.timeout_ms)
+    }
+
+    /// Files of the skill, relative to its folder, sorted (symlinks listed, not followed).
+    pub fn list_files(&self) -> std::io::Result<Vec<PathBuf>> {
+        let mut out = Vec::new();
+        walk(&self.dir, Path::new(""), &mut out, 0)?;
+        out.sort();
+        Ok(out)
+    }
+}
+
+const MAX_LIST_DEPTH: usize = 16;
+const MAX_LIST_FILES: usize = 10_000;
+
+fn walk(base: &Path, rel: &Path, out: &mut Vec<PathBuf>, depth: usize) -> std::io::Result<()> {
+    if depth > MAX_LIST_DEPTH {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir(base.join(rel))? {
+        let entry = entry?;
+        if out.len() >= MAX_LIST_FILES {
+            return Ok(());
+        }
+        let rel_path = rel.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            walk(base, &rel_path, out, depth + 1)?;
+        } else {
+            out.push(rel_path);
+        }
+    }
+    Ok(())
+}

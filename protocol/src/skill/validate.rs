@@ -1,0 +1,442 @@
+//! Validation rules. Each rule pushes [`Diagnostic`]s naming the file, the field and what
+//! would be valid. Errors make lenient loading skip the skill; warnings are spec
+//! deviations that lenient loading keeps and `--strict` rejects.
+
+use std::collections::HashSet;
+use std::path::{Component, Path};
+
+use super::diagnostics::Diagnostic;
+use super::manifest::Manifest;
+use super::model::{ToolEntry, DEFAULT_MAX_OUTPUT_BYTES};
+use super::network::NetworkPattern;
+
+/// Longest skill name (Agent Skills spec).
+pub const MAX_NAME_LEN: usize = 64;
+/// Longest description in characters (Agent Skills spec).
+pub const MAX_DESCRIPTION_CHARS: usize = 1024;
+/// Longest `compatibility` in characters (Agent Skills spec).
+pub const MAX_COMPATIBILITY_CHARS: usize = 500;
+/// Longest tool name.
+pub const MAX_TOOL_NAME_LEN: usize = 64;
+/// Allowed range of `timeout_ms`.
+pub const TIMEOUT_MS_RANGE: (u64, u64) = (1, 3_600_000);
+/// Allowed range of `memory_mb`.
+pub const MEMORY_MB_RANGE: (u64, u64) = (16, 65_536);
+/// Allowed range of `max_output_bytes`.
+pub const MAX_OUTPUT_BYTES_RANGE: (u64, u64) = (1024, 256 * DEFAULT_MAX_OUTPUT_BYTES);
+
+/// Env names skills may not declare: the contract sets them, or they change how the
+/// dynamic loader or an interpreter starts.
+const RESERVED_ENV: [&str; 14] = [
+    "PATH",
+    "HOME",
+    "TMPDIR",
+    "LANG",
+    "NODE_OPTIONS",
+    "NODE_PATH",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONSTARTUP",
+    "BASH_ENV",
+    "ENV",
+    "PERL5OPT",
+    "PERL5LIB",
+    "RUBYOPT",
+];
+const RESERVED_ENV_PREFIXES: [&str; 4] = ["SKILLBOX_", "LD_", "DYLD_", "LC_"];
+
+/// Whether `name` follows the Agent Skills rule: 1-64 of `a-z0-9` and single inner `-`.
+pub fn is_spec_skill_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_NAME_LEN
+        && name.split('-').all(|part| {
+            !part.is_empty()
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        })
+}
+
+/// Whether `name` can be used as an identifier at all (even leniently): it must not be
+/// able to name a path or break `skill:tool`.
+pub fn is_usable_skill_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 2 * MAX_NAME_LEN
+        && name != "."
+        && name != ".."
+        && !name
+            .chars()
+            .any(|c| c.is_control() || c.is_whitespace() || "/\\:".contains(c))
+}
+
+/// Whether `name` is a valid tool name: `[a-z0-9_]{1,64}`.
+pub fn is_tool_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_TOOL_NAME_LEN
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+/// Whether `name` is a valid environment variable name.
+pub fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 128
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn is_reserved_env(name: &str) -> bool {
+    RESERVED_ENV.contains(&name) || RESERVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
+}
+
+/// Checks the skill's identity after merging: name (charset, length, folder) and
+/// description. `file` is the manifest that supplied each.
+pub(crate) fn identity(
+    dir: &Path,
+    name: Option<&str>,
+    name_file: &Path,
+    description: Option<&str>,
+    description_file: &Path,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let folder = dir.file_name().and_then(|f| f.to_str()).unwrap_or_default();
+    match name {
+        None => diags.push(Diagnostic::warning(
+            name_file,
+            "name",
+            format!(
+                "missing; required by the Agent Skills spec (the folder name {folder:?} is used)"
+            ),
+        )),
+        Some(n) if !is_usable_skill_name(n) => diags.push(Diagnostic::error(
+            name_file,
+            "name",
+            format!("{n:?} cannot be a skill name: use 1-64 of a-z, 0-9 and single hyphens"),
+        )),
+        Some(n) => {
+            if !is_spec_skill_name(n) {
+                diags.push(Diagnostic::warning(
+                    name_file,
+                    "name",
+                    format!("{n:?}: use 1-64 characters of a-z, 0-9 and single hyphens, not at either end"),
+                ));
+            }
+            if n != folder {
+                diags.push(Diagnostic::warning(
+                    name_file,
+                    "name",
+                    format!("{n:?} differs from its folder {folder:?}; rename one so they match"),
+                ));
+            }
+        }
+    }
+    match description.map(str::trim) {
+        None | Some("") => diags.push(Diagnostic::error(
+            description_file,
+            "description",
+            "missing or empty; say in 1-1024 characters what the skill does and when to use it",
+        )),
+        Some(d) => {
+            let n = d.chars().count();
+            if n > MAX_DESCRIPTION_CHARS {
+                diags.push(Diagnostic::warning(
+                    description_file,
+                    "description",
+                    format!(
+                        "{n} characters; the Agent Skills spec allows 1-{MAX_DESCRIPTION_CHARS}"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Checks everything one manifest file declares, other than identity.
+pub(crate) fn manifest(file: &Path, dir: &Path, m: &Manifest, diags: &mut Vec<Diagnostic>) {
+    let mut v = Rules { file, dir, diags };
+    if let Some(c) = &m.compatibility {
+        let n = c.chars().count();
+        if n == 0 || n > MAX_COMPATIBILITY_CHARS {
+            v.warn(
+                "compatibility",
+                format!("{n} characters; the Agent Skills spec allows 1-{MAX_COMPATIBILITY_CHARS}"),
+            );
+        }
+    }
+    if let Some(version) = &m.version {
+        if semver::Version::parse(version).is_err() {
+            v.error(
+                "version",
+                format!("{version:?} is not a semantic version such as 1.2.3"),
+            );
+        }
+    }
+    for (field, list) in [
+        ("triggers", &m.triggers),
+        ("anti_triggers", &m.anti_triggers),
+    ] {
+        for (i, t) in list.iter().flatten().enumerate() {
+            if t.trim().is_empty() || t.chars().count() > 128 {
+                v.error(&format!("{field}[{i}]"), "must be 1-128 characters of text");
+            }
+        }
+    }
+    if let Some(p) = &m.prerequisites {
+        for (field, bins) in [
+            ("prerequisites.bins", &p.bins),
+            ("prerequisites.any_bins", &p.any_bins),
+        ] {
+            for (i, b) in bins.iter().enumerate() {
+                if b.is_empty() || b.contains(['/', '\0']) || b.chars().any(char::is_whitespace) {
+                    v.error(
+                        &format!("{field}[{i}]"),
+                        format!("{b:?}: give a program name looked up on PATH, like \"python3\""),
+                    );
+                }
+            }
+        }
+        for (i, e) in p.env.iter().enumerate() {
+            if !is_env_name(e) {
+                v.error(
+                    &format!("prerequisites.env[{i}]"),
+                    format!("{e:?} is not an env name ([A-Za-z_][A-Za-z0-9_]*)"),
+                );
+            }
+        }
+    }
+    v.permissions(m);
+    v.limits(m);
+    v.tools(m);
+}
+
+struct Rules<'a> {
+    file: &'a Path,
+    dir: &'a Path,
+    diags: &'a mut Vec<Diagnostic>,
+}
+
+impl Rules<'_> {
+    fn error(&mut self, field: &str, message: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::error(self.file, field, message));
+    }
+
+    fn warn(&mut self, field: &str, message: impl Into<String>) {
+        self.diags
+            .push(Diagnostic::warning(self.file, field, message));
+    }
+
+    fn permissions(&mut self, m: &Manifest) {
+        for (i, e) in m.permissions.env.iter().flatten().enumerate() {
+            let field = format!("permissions.env[{i}]");
+            if !is_env_name(e) {
+                self.error(
+                    &field,
+                    format!("{e:?} is not an env name ([A-Za-z_][A-Za-z0-9_]*)"),
+                );
+            } else if is_reserved_env(e) {
+                self.error(&field, format!("{e:?} is reserved (set by skillbox or changes how programs load); choose another name"));
+            }
+        }
+        for (i, n) in m.permissions.network.iter().flatten().enumerate() {
+            if let Err(e) = NetworkPattern::parse(n) {
+                self.error(&format!("permissions.network[{i}]"), e.to_string());
+            }
+        }
+        if let Some(ws) = &m.permissions.workspace {
+            for (i, g) in ws.read.iter().enumerate() {
+                let field = format!("permissions.workspace.read[{i}]");
+                if let Some(reason) = relative_path_problem(g) {
+                    self.error(&field, format!("{g:?}: {reason}; give a glob relative to the workspace, like \"notes/**\""));
+                } else if let Err(e) = globset::Glob::new(g) {
+                    self.error(&field, format!("{g:?} is not a valid glob: {e}"));
+                }
+            }
+        }
+    }
+
+    fn limits(&mut self, m: &Manifest) {
+        let e = &m.execution;
+        self.range("execution.timeout_ms", e.timeout_ms, TIMEOUT_MS_RANGE);
+        self.range("execution.memory_mb", e.memory_mb, MEMORY_MB_RANGE);
+        self.range(
+            "execution.max_output_bytes",
+            e.max_output_bytes,
+            MAX_OUTPUT_BYTES_RANGE,
+        );
+    }
+
+    fn range(&mut self, field: &str, value: Option<u64>, (lo, hi): (u64, u64)) {
+        if let Some(v) = value {
+            if v < lo || v > hi {
+                self.error(field, format!("{v} is out of range; allowed {lo}-{hi}"));
+            }
+        }
+    }
+
+    fn tools(&mut self, m: &Manifest) {
+        let mut seen = HashSet::new();
+        for (i, t) in m.tools.iter().flatten().enumerate() {
+            let f = |s: &str| format!("tools[{i}].{s}");
+            if !is_tool_name(&t.name) {
+                self.error(
+                    &f("name"),
+                    format!("{:?}: use 1-64 of a-z, 0-9 and _", t.name),
+                );
+            } else if !seen.insert(t.name.as_str()) {
+                self.error(
+                    &f("name"),
+                    format!(
+                        "{:?} is declared twice; tool names are unique in a skill",
+                        t.name
+                    ),
+                );
+            }
+            self.range(&f("timeout_ms"), t.timeout_ms, TIMEOUT_MS_RANGE);
+            match &t.entry {
+                ToolEntry::Command { argv } => self.command(&f("command"), argv),
+                ToolEntry::JsExport { main } => self.skill_file(&f("main"), main),
+            }
+            if !t.parameters.is_object() {
+                self.error(
+                    &f("parameters"),
+                    "must be a JSON Schema object such as {\"type\": \"object\"}",
+                );
+            } else if let Err(e) = jsonschema::validator_for(&t.parameters) {
+                self.error(
+                    &f("parameters"),
+                    format!("JSON Schema does not compile: {e}"),
+                );
+            }
+        }
+    }
+
+    fn command(&mut self, field: &str, argv: &[String]) {
+        let Some(program) = argv.first() else {
+            self.error(
+                field,
+                "empty; give an argv such as [\"python3\", \"scripts/tool.py\"]",
+            );
+            return;
+        };
+        if argv.iter().any(|a| a.contains('\0')) {
+            self.error(field, "arguments cannot contain NUL bytes");
+            return;
+        }
+        if program.is_empty() {
+            self.error(&format!("{field}[0]"), "the program name is empty");
+        } else if program.contains('/') && !program.starts_with('/') {
+            self.skill_file(&format!("{field}[0]"), program);
+        }
+        for (i, arg) in argv.iter().enumerate().skip(1) {
+            if arg.contains('/') && !arg.starts_with('/') && has_parent_component(arg) {
+                self.error(&format!("{field}[{i}]"), format!("{arg:?} leaves the skill folder; relative paths stay inside it (no \"..\")"));
+            }
+        }
+    }
+
+    /// A path relative to the skill folder that must exist inside it, symlinks resolved.
+    fn skill_file(&mut self, field: &str, rel: &str) {
+        if let Some(reason) = relative_path_problem(rel) {
+            self.error(
+                field,
+                format!("{rel:?}: {reason}; give a path inside the skill folder"),
+            );
+            return;
+        }
+        let (Ok(real), Ok(root)) = (self.dir.join(rel).canonicalize(), self.dir.canonicalize())
+        else {
+            self.error(field, format!("{rel:?} does not exist in the skill folder"));
+            return;
+        };
+        if !real.starts_with(&root) {
+            self.error(
+                field,
+                format!(
+                    "{rel:?} resolves outside the skill folder (symlink); ship the file inside it"
+                ),
+            );
+        } else if !real.is_file() {
+            self.error(field, format!("{rel:?} is not a regular file"));
+        }
+    }
+}
+
+fn has_parent_component(p: &str) -> bool {
+    Path::new(p)
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+}
+
+/// Why `p` is not a clean relative path, if it is not.
+fn relative_path_problem(p: &str) -> Option<&'static str> {
+    if p.is_empty() {
+        Some("empty")
+    } else if p.contains('\0') {
+        Some("contains a NUL byte")
+    } else if p.starts_with('/') {
+        Some("absolute paths are not allowed")
+    } else if has_parent_component(p) {
+        Some("\"..\" is not allowed")
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_names() {
+        for ok in [
+            "a",
+            "pdf",
+            "web-artifacts-builder",
+            "a1-b2",
+            &"a".repeat(64),
+        ] {
+            assert!(is_spec_skill_name(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "a--b", "A", "a_b", "a.b", &"a".repeat(65)] {
+            assert!(!is_spec_skill_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn usable_names_exclude_path_and_separator_characters() {
+        assert!(is_usable_skill_name("My_Skill"));
+        for bad in ["", ".", "..", "a/b", "a\\b", "a:b", "a b", "a\nb"] {
+            assert!(!is_usable_skill_name(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn tool_and_env_names() {
+        assert!(is_tool_name("get_price") && !is_tool_name("getPrice") && !is_tool_name(""));
+        assert!(
+            is_env_name("API_KEY")
+                && is_env_name("_x")
+                && !is_env_name("1A")
+                && !is_env_name("A-B")
+        );
+        assert!(
+            is_reserved_env("LD_PRELOAD")
+                && is_reserved_env("PATH")
+                && is_reserved_env("SKILLBOX_CALL_ID")
+        );
+        assert!(!is_reserved_env("COINGECKO_API_KEY"));
+    }
+
+    #[test]
+    fn relative_paths() {
+        assert_eq!(relative_path_problem("scripts/a.py"), None);
+        assert!(relative_path_problem("../a").is_some());
+        assert!(relative_path_problem("a/../../b").is_some());
+        assert!(relative_path_problem("/etc/passwd").is_some());
+        assert!(relative_path_problem("").is_some());
+    }
+}
