@@ -1,1 +1,11 @@
-fn main() {}
+//! `skillbox`: the core daemon and the operator CLI.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    skillbox_core::cli::init_tracing();
+    let cli = skillbox_core::cli::Cli::parse();
+    skillbox_core::cli::run(cli)
+}

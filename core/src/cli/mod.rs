@@ -1,0 +1,55 @@
+//! The `skillbox` command line: one file per command group over the library.
+
+mod skill;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit code when the command ran and found problems (a failed validation, a missing skill).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code for a usage error (clap uses the same).
+pub const EXIT_USAGE: u8 = 2;
+
+/// skillbox: run third-party agent skills without trusting them.
+#[derive(Debug, Parser)]
+#[command(name = "skillbox", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect and validate skills.
+    #[command(subcommand)]
+    Skill(skill::SkillCommand),
+}
+
+/// Runs a parsed command line and returns the process exit code.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Skill(cmd) => skill::run(cmd),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("skillbox: {e:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// Logs to stderr; `RUST_LOG` sets the filter (default: warnings).
+pub fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

@@ -1,0 +1,3 @@
+//! Integration tests of `skillbox-protocol`, compiled as one binary (see `suite/`).
+
+mod suite;

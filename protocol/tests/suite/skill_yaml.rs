@@ -1,0 +1,198 @@
+//! The `skill.yaml` loader: the CONTRACT §1 example, defaults, version, limits and
+//! unknown keys named by their exact path.
+
+use skillbox_protocol::skill::{
+    CostHint, Execution, ManifestFormat, Security, Severity, ToolEntry, ToolProtocol,
+    DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_MS,
+};
+use tempfile::tempdir;
+
+use super::common::*;
+
+/// The example of CONTRACT §1, verbatim.
+const CONTRACT_EXAMPLE: &str = r#"name: crypto-price
+version: 0.1.0                      # semver; required for signed install
+description: Get cryptocurrency prices
+triggers: [price, 价格]
+anti_triggers: [weather]
+cost_hint: low
+parallel_safe: true
+prerequisites: { bins: [python3], env: [COINGECKO_API_KEY] }
+permissions:
+  env: [COINGECKO_API_KEY]          # names; the core supplies the values per call
+  network: ["api.coingecko.com", "*.example.org:8443"]   # only through context fetch
+  workspace: { read: ["notes/**"] } # core readFile scope, relative to the workspace
+execution:
+  timeout_ms: 30000
+  memory_mb: 256
+  max_output_bytes: 1048576
+tools:
+  - name: get_price                 # [a-z0-9_]{1,64}; full name is "<skill>:<tool>"
+    description: Current price of a coin
+    command: ["python3", "scripts/price.py"]   # argv; relative paths are inside the skill
+    protocol: jsonrpc               # jsonrpc (default) | plain
+    security: read                  # read | write | sign
+    timeout_ms: 10000               # optional, overrides execution.timeout_ms
+    parameters:                     # JSON Schema for the arguments; validated before spawn
+      type: object
+      properties: { coin: { type: string } }
+      required: [coin]
+"#;
+
+#[test]
+fn skill_yaml_contract_example_loads_clean() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(
+        root.path(),
+        "crypto-price",
+        &[("skill.yaml", CONTRACT_EXAMPLE), ("scripts/price.py", "print(1)\n")],
+    );
+    let skill = clean(&dir);
+    assert_eq!(skill.name, "crypto-price");
+    assert_eq!(skill.version.as_deref(), Some("0.1.0"));
+    assert_eq!(skill.formats, [ManifestFormat::SkillYaml]);
+    assert_eq!(skill.routing.triggers, ["price", "价格"]);
+    assert_eq!(skill.routing.anti_triggers, ["weather"]);
+    assert_eq!(skill.routing.cost_hint, Some(CostHint::Low));
+    assert!(skill.routing.parallel_safe);
+    assert_eq!(skill.prerequisites.bins, ["python3"]);
+    assert_eq!(skill.permissions.env, ["COINGECKO_API_KEY"]);
+    assert_eq!(skill.permissions.network, ["api.coingecko.com", "*.example.org:8443"]);
+    assert_eq!(skill.permissions.workspace.read, ["notes/**"]);
+    assert_eq!(skill.execution, Execution::default());
+    assert!(skill.body.is_none());
+    assert_eq!(skill.read_body().unwrap(), "");
+    let tool = skill.tool("get_price").unwrap();
+    assert_eq!(
+        tool.entry,
+        ToolEntry::Command {
+            argv: vec!["python3".into(), "scripts/price.py".into()]
+        }
+    );
+    assert_eq!(tool.protocol, ToolProtocol::Jsonrpc);
+    assert_eq!(tool.security, Security::Read);
+    assert_eq!(skill.timeout_ms(tool), 10_000);
+    assert_eq!(tool.parameters["required"][0], "coin");
+}
+
+#[test]
+fn skill_yaml_defaults_apply_when_absent() {
+    let root = tempdir().unwrap();
+    let extra = "tools:\n  - name: t\n    command: [\"true\"]\n";
+    let dir = write_skill(root.path(), "d", &[("skill.yaml", &skill_yaml("d", extra))]);
+    let skill = clean(&dir);
+    assert!(skill.permissions.env.is_empty());
+    assert!(skill.permissions.network.is_empty());
+    assert!(skill.permissions.workspace.read.is_empty());
+    assert_eq!(skill.execution.timeout_ms, DEFAULT_TIMEOUT_MS);
+    assert_eq!(skill.execution.memory_mb, DEFAULT_MEMORY_MB);
+    assert_eq!(skill.execution.max_output_bytes, DEFAULT_MAX_OUTPUT_BYTES);
+    let tool = &skill.tools[0];
+    assert_eq!(tool.security, Security::Read);
+    assert_eq!(tool.protocol, ToolProtocol::Jsonrpc);
+    assert_eq!(tool.parameters, serde_json::json!({"type": "object"}));
+    assert_eq!(skill.timeout_ms(tool), DEFAULT_TIMEOUT_MS);
+}
+
+#[test]
+fn skill_yaml_semver_version_loads() {
+    let root = tempdir().unwrap();
+    for v in ["1.2.3", "0.1.0-alpha.1", "2.0.0+build.5"] {
+        let dir = write_skill(root.path(), "v", &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))]);
+        assert_eq!(clean(&dir).version.as_deref(), Some(v));
+    }
+}
+
+#[test]
+fn skill_yaml_version_not_semver_is_refused() {
+    let root = tempdir().unwrap();
+    for v in ["\"1.0\"", "v1.2.3", "latest"] {
+        let dir = write_skill(root.path(), "v", &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))]);
+        assert_skipped_for(&dir, "skill.yaml", "version", "not a semantic version");
+    }
+}
+
+#[test]
+fn skill_yaml_limits_in_range_load() {
+    let root = tempdir().unwrap();
+    let extra = "execution: { timeout_ms: 1, memory_mb: 16, max_output_bytes: 1024 }\n";
+    let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
+    let skill = clean(&dir);
+    assert_eq!(
+        skill.execution,
+        Execution {
+            timeout_ms: 1,
+            memory_mb: 16,
+            max_output_bytes: 1024
+        }
+    );
+    let extra = "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456 }\n";
+    let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
+    clean(&dir);
+}
+
+#[test]
+fn skill_yaml_limits_out_of_range_are_refused() {
+    let root = tempdir().unwrap();
+    for (extra, field) in [
+        ("execution: { timeout_ms: 0 }\n", "execution.timeout_ms"),
+        ("execution: { timeout_ms: 3600001 }\n", "execution.timeout_ms"),
+        ("execution: { memory_mb: 1 }\n", "execution.memory_mb"),
+        ("execution: { memory_mb: 65537 }\n", "execution.memory_mb"),
+        ("execution: { max_output_bytes: 10 }\n", "execution.max_output_bytes"),
+        (
+            "tools:\n  - name: t\n    command: [\"true\"]\n    timeout_ms: 0\n",
+            "tools[0].timeout_ms",
+        ),
+    ] {
+        let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
+        assert_skipped_for(&dir, "skill.yaml", field, "out of range");
+    }
+}
+
+#[test]
+fn skill_yaml_negative_limit_is_refused_by_type() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", "execution: { memory_mb: -5 }\n"))]);
+    assert_skipped_for(&dir, "skill.yaml", "execution.memory_mb", "invalid value");
+}
+
+#[test]
+fn skill_yaml_unknown_key_names_its_path() {
+    let root = tempdir().unwrap();
+    let extra = "tools:\n  - name: t\n    comand: [\"true\"]\n";
+    let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", extra))]);
+    assert_skipped_for(&dir, "skill.yaml", "tools[0].comand", "unknown field `comand`");
+
+    let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", "permision: {}\n"))]);
+    assert_skipped_for(&dir, "skill.yaml", "permision", "unknown field");
+
+    let extra = "permissions:\n  workspace: { write: [\"x\"] }\n";
+    let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", extra))]);
+    assert_skipped_for(&dir, "skill.yaml", "permissions.workspace.write", "unknown field");
+}
+
+#[test]
+fn skill_yaml_wrong_enum_value_names_its_path() {
+    let root = tempdir().unwrap();
+    let extra = "tools:\n  - name: t\n    command: [\"true\"]\n    security: admin\n";
+    let dir = write_skill(root.path(), "e", &[("skill.yaml", &skill_yaml("e", extra))]);
+    assert_skipped_for(&dir, "skill.yaml", "tools[0].security", "admin");
+}
+
+#[test]
+fn skill_yaml_broken_yaml_is_skipped() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(root.path(), "b", &[("skill.yaml", "name: b\ndescription: [oops\n")]);
+    let s = skipped(&dir);
+    assert_eq!(s.diagnostics[0].severity, Severity::Error);
+    assert!(s.diagnostics[0].file.ends_with("skill.yaml"));
+}
+
+#[test]
+fn skill_yaml_over_size_limit_is_skipped() {
+    let root = tempdir().unwrap();
+    let big = format!("{}# {}\n", skill_yaml("big", ""), "x".repeat(1024 * 1024));
+    let dir = write_skill(root.path(), "big", &[("skill.yaml", &big)]);
+    assert_skipped_for(&dir, "skill.yaml", "-", "manifest limit");
+}
