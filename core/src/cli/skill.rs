@@ -143,13 +143,28 @@ fn list(a: ListArgs) -> anyhow::Result<u8> {
             ]
         })
         .collect();
-    print!("{}", table::render(&["NAME", "VERSION", "TOOLS", "WARNINGS", "DESCRIPTION"], &rows));
-    println!("\n{} skill(s) loaded, {} skipped", catalog.skills.len(), catalog.skipped.len());
+    print!(
+        "{}",
+        table::render(
+            &["NAME", "VERSION", "TOOLS", "WARNINGS", "DESCRIPTION"],
+            &rows
+        )
+    );
+    println!(
+        "\n{} skill(s) loaded, {} skipped",
+        catalog.skills.len(),
+        catalog.skipped.len()
+    );
     for s in &catalog.skipped {
         println!("skipped {}: {}", s.dir.display(), s.reason());
     }
     for s in &catalog.shadowed {
-        println!("shadowed {}: {} is used instead of {}", s.name, s.kept.display(), s.hidden.display());
+        println!(
+            "shadowed {}: {} is used instead of {}",
+            s.name,
+            s.kept.display(),
+            s.hidden.display()
+        );
     }
     for r in &catalog.refused {
         println!("refused {}: {}", r.dir.display(), r.reason);
@@ -169,11 +184,19 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
     let catalog = a.roots.discover()?;
     let Some(skill) = catalog.get(&a.name) else {
         let names: Vec<_> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
-        eprintln!("skillbox: no skill named {:?}; found: {}", a.name, names.join(", "));
+        eprintln!(
+            "skillbox: no skill named {:?}; found: {}",
+            a.name,
+            names.join(", ")
+        );
         return Ok(EXIT_FAILED);
     };
-    let body = skill.read_body().with_context(|| format!("reading the body of {}", skill.name))?;
-    let files = skill.list_files().with_context(|| format!("listing {}", skill.dir.display()))?;
+    let body = skill
+        .read_body()
+        .with_context(|| format!("reading the body of {}", skill.name))?;
+    let files = skill
+        .list_files()
+        .with_context(|| format!("listing {}", skill.dir.display()))?;
     if a.json {
         let mut v = serde_json::to_value(skill)?;
         v["body"] = body.into();
@@ -211,12 +234,22 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
         e.timeout_ms, e.memory_mb, e.max_output_bytes
     );
     for t in &skill.tools {
-        println!("tool:        {}:{} ({:?}) {}", skill.name, t.name, t.security, t.description);
+        println!(
+            "tool:        {}:{} ({:?}) {}",
+            skill.name, t.name, t.security, t.description
+        );
     }
     for w in &skill.warnings {
         println!("{w}");
     }
-    println!("files:       {}", files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", "));
+    println!(
+        "files:       {}",
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("\n{}", body.trim_end());
     Ok(0)
 }
@@ -226,13 +259,23 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
     let mut results: Vec<(PathBuf, Option<String>, bool, Vec<Diagnostic>)> = Vec::new();
     for s in &catalog.skills {
         let passed = !a.strict || s.warnings.is_empty();
-        results.push((s.dir.clone(), Some(s.name.clone()), passed, s.warnings.clone()));
+        results.push((
+            s.dir.clone(),
+            Some(s.name.clone()),
+            passed,
+            s.warnings.clone(),
+        ));
     }
     for s in &catalog.skipped {
         results.push((s.dir.clone(), None, false, s.diagnostics.clone()));
     }
     for r in &catalog.refused {
-        results.push((r.dir.clone(), None, false, vec![Diagnostic::error(&r.dir, "-", r.reason.clone())]));
+        results.push((
+            r.dir.clone(),
+            None,
+            false,
+            vec![Diagnostic::error(&r.dir, "-", r.reason.clone())],
+        ));
     }
     results.sort_by(|x, y| x.0.cmp(&y.0));
     let failed = results.iter().filter(|r| !r.2).count();

@@ -66,6 +66,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
     let mut diags = Vec::new();
     let mut manifests = Manifests::default();
     let mut body = None;
+    let mut unreadable = false;
     for format in formats {
         let file = dir.join(format.file_name());
         let parsed = match format {
@@ -84,8 +85,20 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
                 validate::manifest(&file, dir, &m, &mut diags);
                 manifests.push(format, m);
             }
-            Err(d) => diags.push(d),
+            Err(d) => {
+                unreadable = true;
+                diags.push(d);
+            }
         }
+    }
+    // A manifest that did not parse may hold the name or description: checking identity
+    // without it would report them missing (against a file that may not even exist).
+    if unreadable {
+        diags.sort_by_key(|d| std::cmp::Reverse(d.severity));
+        return LoadOutcome::Skipped(Skipped {
+            dir: dir.to_path_buf(),
+            diagnostics: diags,
+        });
     }
     let merged = manifests.merged();
     let file_of = |pick: &dyn Fn(&super::manifest::Manifest) -> bool| {
@@ -106,7 +119,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
         &mut diags,
     );
     conflicting_names(dir, &manifests, &mut diags);
-    diags.sort_by(|a, b| b.severity.cmp(&a.severity));
+    diags.sort_by_key(|d| std::cmp::Reverse(d.severity));
     if diags.iter().any(|d| d.severity == Severity::Error) {
         return LoadOutcome::Skipped(Skipped {
             dir: dir.to_path_buf(),

@@ -58,7 +58,7 @@ impl Manifests {
     /// Adds a manifest, keeping precedence order.
     pub fn push(&mut self, format: ManifestFormat, manifest: Manifest) {
         self.by_precedence.push((format, manifest));
-        self.by_precedence.sort_by(|a, b| b.0.cmp(&a.0));
+        self.by_precedence.sort_by_key(|m| std::cmp::Reverse(m.0));
     }
 
     /// The merged manifest: each field from the highest-precedence manifest that has it.

@@ -57,7 +57,13 @@ pub fn clean(dir: &Path) -> Skill {
 /// Asserts that `diags` holds a finding about `field` of `file` (a file name inside the
 /// skill folder) with this severity whose message contains `needle`.
 #[track_caller]
-pub fn assert_diag(diags: &[Diagnostic], severity: Severity, file: &str, field: &str, needle: &str) {
+pub fn assert_diag(
+    diags: &[Diagnostic],
+    severity: Severity,
+    file: &str,
+    field: &str,
+    needle: &str,
+) {
     let found = diags.iter().any(|d| {
         d.severity == severity
             && d.field == field
@@ -90,8 +96,5 @@ pub fn assert_skipped_for(dir: &Path, file: &str, field: &str, needle: &str) {
 }
 
 fn render(diags: &[Diagnostic]) -> String {
-    diags
-        .iter()
-        .map(|d| format!("  {d}\n"))
-        .collect::<String>()
+    diags.iter().map(|d| format!("  {d}\n")).collect::<String>()
 }

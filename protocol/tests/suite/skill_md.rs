@@ -18,7 +18,10 @@ fn skill_md_spec_fields_load() {
     );
     let skill = clean(&dir);
     assert_eq!(skill.name, "pdf");
-    assert_eq!(skill.description, "Fill and merge PDF files. Use for forms.\n");
+    assert_eq!(
+        skill.description,
+        "Fill and merge PDF files. Use for forms.\n"
+    );
     assert_eq!(skill.license.as_deref(), Some("Apache-2.0"));
     assert_eq!(skill.compatibility.as_deref(), Some("Needs python3"));
     assert_eq!(skill.allowed_tools, ["Bash", "Read"]);
@@ -33,10 +36,19 @@ fn skill_md_unknown_top_level_key_warns() {
     let dir = write_skill(
         root.path(),
         "x",
-        &[("SKILL.md", &skill_md("x", "Does X.", "homepage: https://example.org\n"))],
+        &[(
+            "SKILL.md",
+            &skill_md("x", "Does X.", "homepage: https://example.org\n"),
+        )],
     );
     let skill = loaded(&dir);
-    assert_diag(&skill.warnings, Severity::Warning, "SKILL.md", "homepage", "unknown frontmatter key");
+    assert_diag(
+        &skill.warnings,
+        Severity::Warning,
+        "SKILL.md",
+        "homepage",
+        "unknown frontmatter key",
+    );
     assert_eq!(skill.warnings.len(), 1);
 }
 
@@ -44,7 +56,11 @@ fn skill_md_unknown_top_level_key_warns() {
 fn skill_md_routing_fields_at_top_level_load_clean() {
     let root = tempdir().unwrap();
     let extra = "triggers: [price, 价格]\nanti_triggers: weather\ncost_hint: medium\nparallel_safe: true\nalways: true\nprerequisites:\n  bins: [python3]\n  env: [API_KEY]\n";
-    let dir = write_skill(root.path(), "route", &[("SKILL.md", &skill_md("route", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "route",
+        &[("SKILL.md", &skill_md("route", "Does X.", extra))],
+    );
     let skill = clean(&dir);
     assert_eq!(skill.routing.triggers, ["price", "价格"]);
     assert_eq!(skill.routing.anti_triggers, ["weather"]);
@@ -58,7 +74,11 @@ fn skill_md_routing_fields_at_top_level_load_clean() {
 fn skill_md_routing_fields_under_metadata_skillbox_load_clean() {
     let root = tempdir().unwrap();
     let extra = "metadata:\n  skillbox:\n    triggers: [price]\n    cost_hint: high\n    parallel_safe: false\n    prerequisites: { any_bins: [curl, wget], os: [linux] }\n";
-    let dir = write_skill(root.path(), "route", &[("SKILL.md", &skill_md("route", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "route",
+        &[("SKILL.md", &skill_md("route", "Does X.", extra))],
+    );
     let skill = clean(&dir);
     assert_eq!(skill.routing.triggers, ["price"]);
     assert_eq!(skill.routing.cost_hint, Some(CostHint::High));
@@ -71,7 +91,11 @@ fn skill_md_routing_fields_under_metadata_skillbox_load_clean() {
 fn skill_md_top_level_routing_wins_over_metadata_skillbox() {
     let root = tempdir().unwrap();
     let extra = "triggers: [top]\nmetadata:\n  skillbox:\n    triggers: [nested]\n    anti_triggers: [nested-anti]\n";
-    let dir = write_skill(root.path(), "route", &[("SKILL.md", &skill_md("route", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "route",
+        &[("SKILL.md", &skill_md("route", "Does X.", extra))],
+    );
     let skill = clean(&dir);
     assert_eq!(skill.routing.triggers, ["top"]);
     assert_eq!(skill.routing.anti_triggers, ["nested-anti"]);
@@ -80,18 +104,35 @@ fn skill_md_top_level_routing_wins_over_metadata_skillbox() {
 #[test]
 fn skill_md_routing_field_of_wrong_type_is_refused() {
     let root = tempdir().unwrap();
-    let dir = write_skill(root.path(), "r", &[("SKILL.md", &skill_md("r", "Does X.", "cost_hint: free\n"))]);
+    let dir = write_skill(
+        root.path(),
+        "r",
+        &[("SKILL.md", &skill_md("r", "Does X.", "cost_hint: free\n"))],
+    );
     assert_skipped_for(&dir, "SKILL.md", "cost_hint", "low, medium, high");
     let extra = "metadata:\n  skillbox:\n    parallel_safe: maybe\n";
-    let dir = write_skill(root.path(), "r", &[("SKILL.md", &skill_md("r", "Does X.", extra))]);
-    assert_skipped_for(&dir, "SKILL.md", "metadata.skillbox.parallel_safe", "true or false");
+    let dir = write_skill(
+        root.path(),
+        "r",
+        &[("SKILL.md", &skill_md("r", "Does X.", extra))],
+    );
+    assert_skipped_for(
+        &dir,
+        "SKILL.md",
+        "metadata.skillbox.parallel_safe",
+        "true or false",
+    );
 }
 
 #[test]
 fn skill_md_unknown_key_under_metadata_skillbox_is_refused() {
     let root = tempdir().unwrap();
     let extra = "metadata:\n  skillbox:\n    triggers: [a]\n    trigers: [b]\n";
-    let dir = write_skill(root.path(), "r", &[("SKILL.md", &skill_md("r", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "r",
+        &[("SKILL.md", &skill_md("r", "Does X.", extra))],
+    );
     assert_skipped_for(&dir, "SKILL.md", "metadata.skillbox.trigers", "unknown key");
 }
 
@@ -99,7 +140,11 @@ fn skill_md_unknown_key_under_metadata_skillbox_is_refused() {
 fn skill_md_other_metadata_keys_are_free() {
     let root = tempdir().unwrap();
     let extra = "metadata:\n  author: me\n  anything: { nested: [1, 2] }\n";
-    let dir = write_skill(root.path(), "r", &[("SKILL.md", &skill_md("r", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "r",
+        &[("SKILL.md", &skill_md("r", "Does X.", extra))],
+    );
     clean(&dir);
 }
 
@@ -126,7 +171,11 @@ const OPENCLAW_METADATA: &str = r#"metadata:
 #[test]
 fn skill_md_openclaw_requires_and_os_map_to_prerequisites() {
     let root = tempdir().unwrap();
-    let dir = write_skill(root.path(), "oc", &[("SKILL.md", &skill_md("oc", "Does X.", OPENCLAW_METADATA))]);
+    let dir = write_skill(
+        root.path(),
+        "oc",
+        &[("SKILL.md", &skill_md("oc", "Does X.", OPENCLAW_METADATA))],
+    );
     let skill = clean(&dir);
     assert_eq!(
         skill.prerequisites,
@@ -143,7 +192,11 @@ fn skill_md_openclaw_requires_and_os_map_to_prerequisites() {
 fn skill_md_skillbox_prerequisites_win_per_list_over_openclaw() {
     let root = tempdir().unwrap();
     let extra = "prerequisites: { bins: [mine] }\nmetadata: { \"openclaw\": { \"requires\": { \"bins\": [\"theirs\"], \"env\": [\"TOKEN\"] } } }\n";
-    let dir = write_skill(root.path(), "oc", &[("SKILL.md", &skill_md("oc", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "oc",
+        &[("SKILL.md", &skill_md("oc", "Does X.", extra))],
+    );
     let skill = clean(&dir);
     assert_eq!(skill.prerequisites.bins, ["mine"]);
     assert_eq!(skill.prerequisites.env, ["TOKEN"]);
@@ -153,18 +206,40 @@ fn skill_md_skillbox_prerequisites_win_per_list_over_openclaw() {
 fn skill_md_openclaw_requires_of_wrong_type_is_refused() {
     let root = tempdir().unwrap();
     let extra = "metadata: { \"openclaw\": { \"requires\": { \"bins\": { \"op\": 1 } } } }\n";
-    let dir = write_skill(root.path(), "oc", &[("SKILL.md", &skill_md("oc", "Does X.", extra))]);
-    assert_skipped_for(&dir, "SKILL.md", "metadata.openclaw.requires.bins", "list of strings");
+    let dir = write_skill(
+        root.path(),
+        "oc",
+        &[("SKILL.md", &skill_md("oc", "Does X.", extra))],
+    );
+    assert_skipped_for(
+        &dir,
+        "SKILL.md",
+        "metadata.openclaw.requires.bins",
+        "list of strings",
+    );
     let extra = "metadata: { \"openclaw\": { \"os\": [\"darwin\", 7] } }\n";
-    let dir = write_skill(root.path(), "oc", &[("SKILL.md", &skill_md("oc", "Does X.", extra))]);
-    assert_skipped_for(&dir, "SKILL.md", "metadata.openclaw.os[1]", "must be a string");
+    let dir = write_skill(
+        root.path(),
+        "oc",
+        &[("SKILL.md", &skill_md("oc", "Does X.", extra))],
+    );
+    assert_skipped_for(
+        &dir,
+        "SKILL.md",
+        "metadata.openclaw.os[1]",
+        "must be a string",
+    );
 }
 
 #[test]
 fn skill_md_prerequisite_bin_with_a_path_is_refused() {
     let root = tempdir().unwrap();
     let extra = "prerequisites: { bins: [/usr/bin/python3] }\n";
-    let dir = write_skill(root.path(), "p", &[("SKILL.md", &skill_md("p", "Does X.", extra))]);
+    let dir = write_skill(
+        root.path(),
+        "p",
+        &[("SKILL.md", &skill_md("p", "Does X.", extra))],
+    );
     assert_skipped_for(&dir, "SKILL.md", "prerequisites.bins[0]", "program name");
 }
 
@@ -174,19 +249,34 @@ fn skill_md_broken_yaml_is_skipped_with_reason() {
     let dir = write_skill(
         root.path(),
         "broken",
-        &[("SKILL.md", "---\nname: broken\ndescription: [unclosed\n---\nbody\n")],
+        &[(
+            "SKILL.md",
+            "---\nname: broken\ndescription: [unclosed\n---\nbody\n",
+        )],
     );
     assert_skipped_for(&dir, "SKILL.md", "frontmatter", "YAML does not parse");
-    let dir = write_skill(root.path(), "scalar", &[("SKILL.md", "---\njust text\n---\nbody\n")]);
+    let dir = write_skill(
+        root.path(),
+        "scalar",
+        &[("SKILL.md", "---\njust text\n---\nbody\n")],
+    );
     assert_skipped_for(&dir, "SKILL.md", "frontmatter", "must be a YAML mapping");
 }
 
 #[test]
 fn skill_md_missing_frontmatter_is_skipped_with_reason() {
     let root = tempdir().unwrap();
-    let dir = write_skill(root.path(), "nofm", &[("SKILL.md", "# Just Markdown\n\nname: nofm\n")]);
+    let dir = write_skill(
+        root.path(),
+        "nofm",
+        &[("SKILL.md", "# Just Markdown\n\nname: nofm\n")],
+    );
     assert_skipped_for(&dir, "SKILL.md", "-", "must start with a line \"---\"");
-    let dir = write_skill(root.path(), "open", &[("SKILL.md", "---\nname: open\ndescription: x\n")]);
+    let dir = write_skill(
+        root.path(),
+        "open",
+        &[("SKILL.md", "---\nname: open\ndescription: x\n")],
+    );
     assert_skipped_for(&dir, "SKILL.md", "-", "no closing");
 }
 
@@ -196,7 +286,10 @@ fn skill_md_crlf_and_bom_load() {
     let dir = write_skill(
         root.path(),
         "crlf",
-        &[("SKILL.md", "\u{feff}---\r\nname: crlf\r\ndescription: Does X.\r\n---\r\n# Body\r\n")],
+        &[(
+            "SKILL.md",
+            "\u{feff}---\r\nname: crlf\r\ndescription: Does X.\r\n---\r\n# Body\r\n",
+        )],
     );
     let skill = clean(&dir);
     assert_eq!(skill.read_body().unwrap(), "# Body\r\n");
@@ -206,7 +299,11 @@ fn skill_md_crlf_and_bom_load() {
 fn skill_md_compatibility_up_to_500_chars_loads() {
     let root = tempdir().unwrap();
     let extra = format!("compatibility: {}\n", "c".repeat(500));
-    let dir = write_skill(root.path(), "c", &[("SKILL.md", &skill_md("c", "Does X.", &extra))]);
+    let dir = write_skill(
+        root.path(),
+        "c",
+        &[("SKILL.md", &skill_md("c", "Does X.", &extra))],
+    );
     clean(&dir);
 }
 
@@ -214,9 +311,19 @@ fn skill_md_compatibility_up_to_500_chars_loads() {
 fn skill_md_compatibility_over_500_chars_warns() {
     let root = tempdir().unwrap();
     let extra = format!("compatibility: {}\n", "c".repeat(501));
-    let dir = write_skill(root.path(), "c", &[("SKILL.md", &skill_md("c", "Does X.", &extra))]);
+    let dir = write_skill(
+        root.path(),
+        "c",
+        &[("SKILL.md", &skill_md("c", "Does X.", &extra))],
+    );
     let skill = loaded(&dir);
-    assert_diag(&skill.warnings, Severity::Warning, "SKILL.md", "compatibility", "501 characters");
+    assert_diag(
+        &skill.warnings,
+        Severity::Warning,
+        "SKILL.md",
+        "compatibility",
+        "501 characters",
+    );
 }
 
 #[test]
@@ -257,6 +364,10 @@ fn skill_md_not_utf8_is_skipped() {
     let root = tempdir().unwrap();
     let dir = root.path().join("bin");
     std::fs::create_dir(&dir).unwrap();
-    std::fs::write(dir.join("SKILL.md"), b"---\nname: bin\ndescription: \xff\xfe\n---\n").unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        b"---\nname: bin\ndescription: \xff\xfe\n---\n",
+    )
+    .unwrap();
     assert_skipped_for(&dir, "SKILL.md", "-", "not UTF-8");
 }

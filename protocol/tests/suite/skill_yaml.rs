@@ -45,7 +45,10 @@ fn skill_yaml_contract_example_loads_clean() {
     let dir = write_skill(
         root.path(),
         "crypto-price",
-        &[("skill.yaml", CONTRACT_EXAMPLE), ("scripts/price.py", "print(1)\n")],
+        &[
+            ("skill.yaml", CONTRACT_EXAMPLE),
+            ("scripts/price.py", "print(1)\n"),
+        ],
     );
     let skill = clean(&dir);
     assert_eq!(skill.name, "crypto-price");
@@ -57,7 +60,10 @@ fn skill_yaml_contract_example_loads_clean() {
     assert!(skill.routing.parallel_safe);
     assert_eq!(skill.prerequisites.bins, ["python3"]);
     assert_eq!(skill.permissions.env, ["COINGECKO_API_KEY"]);
-    assert_eq!(skill.permissions.network, ["api.coingecko.com", "*.example.org:8443"]);
+    assert_eq!(
+        skill.permissions.network,
+        ["api.coingecko.com", "*.example.org:8443"]
+    );
     assert_eq!(skill.permissions.workspace.read, ["notes/**"]);
     assert_eq!(skill.execution, Execution::default());
     assert!(skill.body.is_none());
@@ -98,7 +104,11 @@ fn skill_yaml_defaults_apply_when_absent() {
 fn skill_yaml_semver_version_loads() {
     let root = tempdir().unwrap();
     for v in ["1.2.3", "0.1.0-alpha.1", "2.0.0+build.5"] {
-        let dir = write_skill(root.path(), "v", &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))]);
+        let dir = write_skill(
+            root.path(),
+            "v",
+            &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))],
+        );
         assert_eq!(clean(&dir).version.as_deref(), Some(v));
     }
 }
@@ -107,7 +117,11 @@ fn skill_yaml_semver_version_loads() {
 fn skill_yaml_version_not_semver_is_refused() {
     let root = tempdir().unwrap();
     for v in ["\"1.0\"", "v1.2.3", "latest"] {
-        let dir = write_skill(root.path(), "v", &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))]);
+        let dir = write_skill(
+            root.path(),
+            "v",
+            &[("skill.yaml", &skill_yaml("v", &format!("version: {v}\n")))],
+        );
         assert_skipped_for(&dir, "skill.yaml", "version", "not a semantic version");
     }
 }
@@ -126,7 +140,8 @@ fn skill_yaml_limits_in_range_load() {
             max_output_bytes: 1024
         }
     );
-    let extra = "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456 }\n";
+    let extra =
+        "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456 }\n";
     let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
     clean(&dir);
 }
@@ -136,10 +151,16 @@ fn skill_yaml_limits_out_of_range_are_refused() {
     let root = tempdir().unwrap();
     for (extra, field) in [
         ("execution: { timeout_ms: 0 }\n", "execution.timeout_ms"),
-        ("execution: { timeout_ms: 3600001 }\n", "execution.timeout_ms"),
+        (
+            "execution: { timeout_ms: 3600001 }\n",
+            "execution.timeout_ms",
+        ),
         ("execution: { memory_mb: 1 }\n", "execution.memory_mb"),
         ("execution: { memory_mb: 65537 }\n", "execution.memory_mb"),
-        ("execution: { max_output_bytes: 10 }\n", "execution.max_output_bytes"),
+        (
+            "execution: { max_output_bytes: 10 }\n",
+            "execution.max_output_bytes",
+        ),
         (
             "tools:\n  - name: t\n    command: [\"true\"]\n    timeout_ms: 0\n",
             "tools[0].timeout_ms",
@@ -153,8 +174,18 @@ fn skill_yaml_limits_out_of_range_are_refused() {
 #[test]
 fn skill_yaml_negative_limit_is_refused_by_type() {
     let root = tempdir().unwrap();
-    let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", "execution: { memory_mb: -5 }\n"))]);
-    assert_skipped_for(&dir, "skill.yaml", "execution.memory_mb", "invalid value");
+    let dir = write_skill(
+        root.path(),
+        "l",
+        &[(
+            "skill.yaml",
+            &skill_yaml("l", "execution: { memory_mb: -5 }\n"),
+        )],
+    );
+    assert_skipped_for(&dir, "skill.yaml", "execution.memory_mb", "expected u64");
+    let s = skipped(&dir);
+    assert_eq!(s.diagnostics.len(), 1, "{:#?}", s.diagnostics);
+    assert!(s.diagnostics[0].message.starts_with("invalid type"));
 }
 
 #[test]
@@ -162,14 +193,28 @@ fn skill_yaml_unknown_key_names_its_path() {
     let root = tempdir().unwrap();
     let extra = "tools:\n  - name: t\n    comand: [\"true\"]\n";
     let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", extra))]);
-    assert_skipped_for(&dir, "skill.yaml", "tools[0].comand", "unknown field `comand`");
+    assert_skipped_for(
+        &dir,
+        "skill.yaml",
+        "tools[0].comand",
+        "unknown field `comand`",
+    );
 
-    let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", "permision: {}\n"))]);
+    let dir = write_skill(
+        root.path(),
+        "u",
+        &[("skill.yaml", &skill_yaml("u", "permision: {}\n"))],
+    );
     assert_skipped_for(&dir, "skill.yaml", "permision", "unknown field");
 
     let extra = "permissions:\n  workspace: { write: [\"x\"] }\n";
     let dir = write_skill(root.path(), "u", &[("skill.yaml", &skill_yaml("u", extra))]);
-    assert_skipped_for(&dir, "skill.yaml", "permissions.workspace.write", "unknown field");
+    assert_skipped_for(
+        &dir,
+        "skill.yaml",
+        "permissions.workspace.write",
+        "unknown field",
+    );
 }
 
 #[test]
@@ -183,8 +228,14 @@ fn skill_yaml_wrong_enum_value_names_its_path() {
 #[test]
 fn skill_yaml_broken_yaml_is_skipped() {
     let root = tempdir().unwrap();
-    let dir = write_skill(root.path(), "b", &[("skill.yaml", "name: b\ndescription: [oops\n")]);
+    let dir = write_skill(
+        root.path(),
+        "b",
+        &[("skill.yaml", "name: b\ndescription: [oops\n")],
+    );
     let s = skipped(&dir);
+    // Only the parse error: no made-up "name missing" / "description missing" findings.
+    assert_eq!(s.diagnostics.len(), 1, "{:#?}", s.diagnostics);
     assert_eq!(s.diagnostics[0].severity, Severity::Error);
     assert!(s.diagnostics[0].file.ends_with("skill.yaml"));
 }

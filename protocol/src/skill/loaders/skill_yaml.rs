@@ -120,7 +120,12 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
     let de = serde_norway::Deserializer::from_str(&text);
     let y: SkillYaml = serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();
-        Diagnostic::error(path, field, e.into_inner().to_string())
+        // serde_norway already prefixes its message with the path; keep it once.
+        let message = e.into_inner().to_string();
+        let message = message
+            .strip_prefix(&format!("{field}: "))
+            .map_or_else(|| message.clone(), str::to_string);
+        Diagnostic::error(path, field, message)
     })?;
     Ok(Manifest {
         name: y.name,

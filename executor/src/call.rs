@@ -1,0 +1,349 @@
+//! One tool call, from `tool.execute` params to a [`ToolResult`]: look up the tool,
+//! validate the arguments before anything is spawned, prepare the sandbox, run the stdio
+//! protocol under the timeout and output budget, end every process, and say which limit
+//! or rule ended the call.
+
+use std::process::ExitStatus;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use skillbox_protocol::methods::ToolExecuteParams;
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::skill::{ToolEntry, ToolProtocol};
+
+use crate::broker::{CallInfo, CapabilityBroker};
+use crate::registry::Registry;
+use crate::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::stdio::output::{self, Budget, StderrLog};
+use crate::stdio::{jsonrpc, StdioFailure};
+
+/// Address space given to Node on top of the skill's budget: V8 reserves large virtual
+/// ranges up front, so its heap is capped with `--max-old-space-size` instead.
+const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
+
+/// Why a call failed; mapped to `error_kind` in [`CallError::kind`] only.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No such skill or tool.
+    #[error("{0}")]
+    NotFound(String),
+    /// Arguments do not match the schema.
+    #[error("arguments do not match the tool's schema: {0}")]
+    InvalidArgs(String),
+    /// The sandbox could not be prepared or applied.
+    #[error("sandbox: {0}")]
+    Sandbox(String),
+    /// The executor is at its concurrency limit.
+    #[error("{0}")]
+    Busy(String),
+    /// Wall-clock limit.
+    #[error("timed out after {0} ms (the tool's timeout_ms)")]
+    Timeout(u64),
+    /// Output limit.
+    #[error("output exceeded max_output_bytes ({0} bytes); the call was stopped")]
+    Output(u64),
+    /// Memory limit.
+    #[error("memory limit of {0} MiB reached (memory_mb){1}")]
+    Memory(u64, String),
+    /// CPU-time limit (SIGXCPU).
+    #[error("CPU time limit reached (killed by SIGXCPU)")]
+    Cpu,
+    /// File-size limit (SIGXFSZ).
+    #[error("file size limit of {0} bytes reached (killed by SIGXFSZ)")]
+    FileSize(u64),
+    /// The seccomp filter killed the process (SIGSYS).
+    #[error("a forbidden system call was made (killed by SIGSYS){0}")]
+    Forbidden(String),
+    /// The tool failed.
+    #[error("{0}")]
+    Tool(String),
+    /// The tool broke the stdio protocol.
+    #[error("{0}")]
+    Protocol(String),
+}
+
+impl CallError {
+    /// The contract's `error_kind` of this failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CallError::NotFound(_) => ErrorKind::NotFound,
+            CallError::InvalidArgs(_) => ErrorKind::InvalidArgs,
+            CallError::Sandbox(_) | CallError::Forbidden(_) => ErrorKind::Sandbox,
+            CallError::Busy(_) => ErrorKind::Unavailable,
+            CallError::Timeout(_) => ErrorKind::Timeout,
+            CallError::Output(_)
+            | CallError::Memory(..)
+            | CallError::Cpu
+            | CallError::FileSize(_) => ErrorKind::ResourceLimit,
+            CallError::Tool(_) => ErrorKind::ToolError,
+            CallError::Protocol(_) => ErrorKind::Protocol,
+        }
+    }
+}
+
+impl From<SandboxError> for CallError {
+    fn from(e: SandboxError) -> Self {
+        match e {
+            SandboxError::Busy(_) => CallError::Busy(e.to_string()),
+            SandboxError::ProgramNotFound { .. } => CallError::NotFound(e.to_string()),
+            _ => CallError::Sandbox(e.to_string()),
+        }
+    }
+}
+
+/// Runs one call and reports it; never panics on tool behaviour.
+pub async fn execute<B: CapabilityBroker>(
+    sandbox: &Sandbox,
+    registry: &Registry,
+    broker: &B,
+    params: ToolExecuteParams,
+) -> ToolResult {
+    let started = Instant::now();
+    let call_id = params.call_id.clone();
+    let outcome = run(sandbox, registry, broker, params).await;
+    let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match outcome {
+        Ok(data) => ToolResult::ok(call_id, data, ms),
+        Err(e) => {
+            tracing::warn!(call_id = %call_id, error_kind = %e.kind(), reason = %e, "tool call refused or failed");
+            ToolResult::failed(call_id, e.kind(), e.to_string(), ms)
+        }
+    }
+}
+
+async fn run<B: CapabilityBroker>(
+    sandbox: &Sandbox,
+    registry: &Registry,
+    broker: &B,
+    params: ToolExecuteParams,
+) -> Result<Value, CallError> {
+    let registered = registry.skill(&params.skill).ok_or_else(|| {
+        CallError::NotFound(format!(
+            "no skill named {:?} in {}",
+            params.skill,
+            registry.root().display()
+        ))
+    })?;
+    let skill = &registered.skill;
+    let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
+        CallError::NotFound(format!(
+            "skill {:?} has no tool {:?}",
+            skill.name, params.tool
+        ))
+    })?;
+    let problems: Vec<String> = validator
+        .iter_errors(&params.args)
+        .take(5)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    if !problems.is_empty() {
+        return Err(CallError::InvalidArgs(problems.join("; ")));
+    }
+    let timeout_ms = skill.timeout_ms(tool);
+    let mut env = vec![
+        ("SKILLBOX_SKILL".to_string(), skill.name.clone()),
+        ("SKILLBOX_TOOL".to_string(), tool.name.clone()),
+        ("SKILLBOX_CALL_ID".to_string(), params.call_id.clone()),
+    ];
+    for (name, value) in &params.env {
+        if skill.permissions.env.contains(name) {
+            env.push((name.clone(), value.0.clone()));
+        } else {
+            tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
+        }
+    }
+    if tool.protocol == ToolProtocol::Plain {
+        env.push(("SKILLBOX_ARGS".to_string(), params.args.to_string()));
+    }
+    let mut memory_mb = skill.execution.memory_mb;
+    let argv = match &tool.entry {
+        ToolEntry::Command { argv } => argv.clone(),
+        ToolEntry::JsExport { main } => {
+            memory_mb += NODE_VIRTUAL_RESERVE_MB;
+            vec![
+                "node".into(),
+                format!("--max-old-space-size={}", skill.execution.memory_mb),
+                sandbox.node_runner().to_string_lossy().into_owned(),
+                main.clone(),
+                tool.name.clone(),
+            ]
+        }
+    };
+    let PreparedCall { mut command, guard } = sandbox.prepare(LaunchSpec {
+        skill_dir: &skill.dir,
+        argv: &argv,
+        env,
+        memory_mb,
+        timeout_ms,
+    })?;
+    let mut child = command
+        .spawn()
+        .map_err(|e| CallError::Sandbox(format!("the tool could not start in the sandbox: {e}")))?;
+    let pid = child.id();
+    let call = CallInfo {
+        call_id: params.call_id.clone(),
+        skill: skill.name.clone(),
+        tool: tool.name.clone(),
+        capability_token: params.capability_token.clone(),
+    };
+    let budget = Budget::new(skill.execution.max_output_bytes);
+    let log = Arc::new(Mutex::new(StderrLog::default()));
+    let stderr_task = child.stderr.take().map(|s| {
+        tokio::spawn(output::drain_stderr(
+            s,
+            Arc::clone(&budget),
+            Arc::clone(&log),
+        ))
+    });
+    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
+    let conversation = async {
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            return Err(CallError::Sandbox("tool stdio was not piped".into()));
+        };
+        match tool.protocol {
+            ToolProtocol::Jsonrpc => {
+                let answer =
+                    jsonrpc::converse(stdin, stdout, &call, &params.args, broker, &budget).await;
+                match answer {
+                    Ok(Ok(v)) => Ok(Ok(v)),
+                    Ok(Err(e)) => Ok(Err(CallError::Tool(format!(
+                        "the tool reported error {}: {}",
+                        e.code, e.message
+                    )))),
+                    Err(StdioFailure::OutputLimit) => Err(CallError::Output(budget.max())),
+                    Err(StdioFailure::Protocol(m)) => Ok(Err(CallError::Protocol(m))),
+                    Err(StdioFailure::Eof) => {
+                        let status = child.wait().await.ok();
+                        Err(exit_failure(
+                            status,
+                            &log,
+                            skill.execution.memory_mb,
+                            sandbox,
+                            true,
+                        ))
+                    }
+                }
+            }
+            ToolProtocol::Plain => {
+                let mut stdin = stdin;
+                let _ = tokio::io::AsyncWriteExt::write_all(
+                    &mut stdin,
+                    params.args.to_string().as_bytes(),
+                )
+                .await;
+                drop(stdin);
+                let out = output::read_all(stdout, &budget)
+                    .await
+                    .ok_or(CallError::Output(budget.max()))?;
+                let status = child.wait().await.ok();
+                if let Some(task) = stderr_task.as_ref() {
+                    while !task.is_finished() && !budget.is_exceeded() {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                }
+                if budget.is_exceeded() {
+                    return Err(CallError::Output(budget.max()));
+                }
+                let code = status.and_then(|s| s.code());
+                if code.is_none() {
+                    return Err(exit_failure(
+                        status,
+                        &log,
+                        skill.execution.memory_mb,
+                        sandbox,
+                        false,
+                    ));
+                }
+                let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
+                let result = json!({
+                    "stdout": String::from_utf8_lossy(&out),
+                    "stderr": stderr,
+                    "exit_code": code,
+                });
+                Ok(if code == Some(0) {
+                    Ok(result)
+                } else {
+                    Err(CallError::Tool(format!(
+                        "exited with code {}: {}",
+                        code.unwrap_or(-1),
+                        last_line(&stderr)
+                    )))
+                })
+            }
+        }
+    };
+    let guarded = async {
+        tokio::select! {
+            r = conversation => r,
+            _ = budget.exceeded.notified() => Err(CallError::Output(budget.max())),
+        }
+    };
+    let outcome = match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
+        Ok(Ok(inner)) => inner,
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(CallError::Timeout(timeout_ms)),
+    };
+    let _ = child.start_kill();
+    drop(command);
+    guard.finish(pid);
+    let _ = child.wait().await;
+    if let Some(task) = stderr_task {
+        task.abort();
+    }
+    outcome
+}
+
+/// Says why a process ended without a final answer.
+fn exit_failure(
+    status: Option<ExitStatus>,
+    log: &Mutex<StderrLog>,
+    memory_mb: u64,
+    sandbox: &Sandbox,
+    protocol: bool,
+) -> CallError {
+    use std::os::unix::process::ExitStatusExt;
+    let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
+    let tail = if stderr.trim().is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {}", last_line(&stderr))
+    };
+    let out_of_memory = [
+        "MemoryError",
+        "Cannot allocate memory",
+        "out of memory",
+        "bad_alloc",
+        "Out of memory",
+    ]
+    .iter()
+    .any(|m| stderr.contains(m));
+    if out_of_memory {
+        return CallError::Memory(memory_mb, tail);
+    }
+    match status.and_then(|s| s.signal()) {
+        Some(libc::SIGXCPU) => CallError::Cpu,
+        Some(libc::SIGXFSZ) => CallError::FileSize(sandbox.config().max_file_bytes),
+        Some(libc::SIGSYS) => CallError::Forbidden(tail),
+        Some(sig) => CallError::Tool(format!("killed by signal {sig}{tail}")),
+        None => {
+            let code = status.and_then(|s| s.code()).unwrap_or(-1);
+            if protocol {
+                CallError::Protocol(format!(
+                    "exited with code {code} before its final answer{tail}"
+                ))
+            } else {
+                CallError::Tool(format!("exited with code {code}{tail}"))
+            }
+        }
+    }
+}
+
+fn last_line(s: &str) -> String {
+    let line = s
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    line.chars().take(300).collect()
+}

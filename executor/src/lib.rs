@@ -1,0 +1,15 @@
+//! skillbox executor: holds no secrets and runs every tool call as a fresh process in a
+//! kernel-enforced sandbox.
+//!
+//! - [`sandbox`]: the launcher and the rules it applies (Landlock, seccomp, capabilities,
+//!   rlimits, the env allowlist, process lifetime), and the kernel probe.
+//! - [`stdio`]: the tool stdio protocols of CONTRACT §2 (`jsonrpc`, `plain`).
+//! - [`broker`]: where a tool's capability requests go (the core, or nowhere in one-shot mode).
+//! - [`registry`]: the skills this executor can run, with compiled argument schemas.
+//! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
+
+pub mod broker;
+pub mod call;
+pub mod registry;
+pub mod sandbox;
+pub mod stdio;

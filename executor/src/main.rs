@@ -1,0 +1,179 @@
+//! `skillbox-executor`: `exec` runs one tool call in the full sandbox with no core;
+//! `probe` prints what the kernel enforces (CONTRACT §4).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use skillbox_executor::broker::OneShotBroker;
+use skillbox_executor::call;
+use skillbox_executor::registry::Registry;
+use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
+use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+
+const EXIT_FAILED: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+
+/// skillbox executor: runs tool calls in a kernel sandbox; holds no secrets.
+#[derive(Debug, Parser)]
+#[command(name = "skillbox-executor", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run one tool call in the full sandbox, with no core, and print its result as JSON.
+    Exec(ExecArgs),
+    /// Print what the kernel enforces; exit 1 when the sandbox cannot be fully applied.
+    Probe {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ExecArgs {
+    /// Skills root.
+    #[arg(long, value_name = "DIR")]
+    skills: PathBuf,
+    /// The tool, as SKILL:TOOL.
+    #[arg(long, value_name = "SKILL:TOOL")]
+    tool: String,
+    /// Arguments as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    args: String,
+    /// A value for a declared env name; repeatable. Undeclared names are dropped.
+    #[arg(long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+    /// Where per-call scratch dirs are made.
+    #[arg(long, value_name = "DIR")]
+    scratch_root: Option<PathBuf>,
+    /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
+    #[arg(long)]
+    insecure_no_sandbox: bool,
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Probe { json } => run_probe(json),
+        Command::Exec(args) => run_exec(args),
+    }
+}
+
+fn run_probe(json: bool) -> ExitCode {
+    let k = probe::probe();
+    let problems = k.problems();
+    if json {
+        let mut v = serde_json::to_value(&k).unwrap_or_default();
+        v["min_landlock_abi"] = probe::MIN_LANDLOCK_ABI.into();
+        v["enforceable"] = problems.is_empty().into();
+        v["problems"] = serde_json::to_value(&problems).unwrap_or_default();
+        println!("{v}");
+    } else {
+        println!("kernel:        {}", k.kernel);
+        println!(
+            "landlock ABI:  {} (minimum {})",
+            k.landlock_abi,
+            probe::MIN_LANDLOCK_ABI
+        );
+        println!("seccomp:       {}", if k.seccomp { "yes" } else { "no" });
+        println!(
+            "per-call user: {}",
+            if k.user_switch {
+                "yes (running as root)"
+            } else {
+                "no (not root: process-tree kill only)"
+            }
+        );
+        for p in &problems {
+            println!("problem:       {p}");
+        }
+        println!(
+            "sandbox:       {}",
+            if problems.is_empty() {
+                "enforceable"
+            } else {
+                "NOT enforceable"
+            }
+        );
+    }
+    ExitCode::from(if problems.is_empty() { 0 } else { EXIT_FAILED })
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("skillbox-executor: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn run_exec(a: ExecArgs) -> ExitCode {
+    let Some((skill, tool)) = a.tool.split_once(':') else {
+        return usage("--tool must be SKILL:TOOL, e.g. echo:echo");
+    };
+    let args: serde_json::Value = match serde_json::from_str(&a.args) {
+        Ok(v) => v,
+        Err(e) => return usage(&format!("--args is not JSON: {e}")),
+    };
+    let mut env = BTreeMap::new();
+    for pair in &a.env {
+        let Some((k, v)) = pair.split_once('=') else {
+            return usage(&format!("--env {pair:?} must be NAME=VALUE"));
+        };
+        env.insert(k.to_string(), SecretValue(v.to_string()));
+    }
+    if !a.skills.is_dir() {
+        return usage(&format!("--skills {} is not a folder", a.skills.display()));
+    }
+    let mut config = SandboxConfig {
+        insecure_no_sandbox: a.insecure_no_sandbox,
+        ..SandboxConfig::default()
+    };
+    if let Some(root) = a.scratch_root {
+        config.scratch_root = root;
+    }
+    let sandbox = match Sandbox::new(config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("skillbox-executor: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let registry = Registry::load(&a.skills);
+    let params = ToolExecuteParams {
+        call_id: format!("exec-{}", std::process::id()),
+        capability_token: SecretValue(String::new()),
+        skill: skill.to_string(),
+        tool: tool.to_string(),
+        args,
+        env,
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("skillbox-executor: cannot start the runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let result = runtime.block_on(call::execute(&sandbox, &registry, &OneShotBroker, params));
+    match serde_json::to_string(&result) {
+        Ok(line) => println!("{line}"),
+        Err(e) => {
+            eprintln!("skillbox-executor: cannot print the result: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    }
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,161 @@
+//! The steps run in the forked child between fork and exec, in this order: new session,
+//! rlimits, fds above 2 closed (on exec), capabilities dropped (bounding set, securebits
+//! locked, user switched when the executor is root, effective/permitted/inheritable/
+//! ambient cleared), no_new_privs, Landlock, seccomp. Everything they need is prepared
+//! before the fork; these steps only make system calls (async-signal-safe, no allocation).
+
+use std::io;
+use std::sync::Arc;
+
+use landlock::RulesetCreated;
+
+use super::landlock::is_enforced;
+use super::limits::Limits;
+use super::seccomp::ToolFilters;
+
+/// Linux securebits: keep root from regaining capabilities, and lock that.
+const SECUREBITS: libc::c_ulong = (libc::SECBIT_NOROOT
+    | libc::SECBIT_NOROOT_LOCKED
+    | libc::SECBIT_NO_SETUID_FIXUP_LOCKED
+    | libc::SECBIT_KEEP_CAPS_LOCKED
+    | libc::SECBIT_NO_CAP_AMBIENT_RAISE
+    | libc::SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED) as libc::c_ulong;
+
+const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Everything the child needs, prepared in the parent.
+#[derive(Debug)]
+pub struct ChildSetup {
+    /// rlimits.
+    pub limits: Limits,
+    /// Highest capability number of the kernel (`/proc/sys/kernel/cap_last_cap`).
+    pub cap_last: u32,
+    /// User and group to switch to (when the executor is root).
+    pub user: Option<(libc::uid_t, libc::gid_t)>,
+    /// The Landlock ruleset; taken when enforced. `None` only with `--insecure-no-sandbox`.
+    pub ruleset: Option<RulesetCreated>,
+    /// seccomp filters. `None` only with `--insecure-no-sandbox`.
+    pub filters: Option<Arc<ToolFilters>>,
+}
+
+fn check(ret: libc::c_int) -> io::Result<()> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+impl ChildSetup {
+    /// Runs in the child after fork. Returns an error to make the spawn fail.
+    pub fn apply(&mut self) -> io::Result<()> {
+        nix::unistd::setsid()?;
+        self.limits.apply()?;
+        // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors;
+        // every fd above 2 closes at exec, including ones the std spawn machinery needs
+        // until then.
+        check(unsafe {
+            libc::close_range(
+                3,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_CLOEXEC as libc::c_int,
+            )
+        })?;
+        self.drop_privileges()?;
+        // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
+        check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
+        if let Some(ruleset) = self.ruleset.take() {
+            let status = ruleset
+                .restrict_self()
+                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
+            if !is_enforced(&status) {
+                return Err(io::Error::from_raw_os_error(libc::ENOSYS));
+            }
+        }
+        if let Some(filters) = &self.filters {
+            filters.apply()?;
+        }
+        Ok(())
+    }
+
+    fn drop_privileges(&self) -> io::Result<()> {
+        let root = nix::unistd::geteuid().is_root();
+        for cap in 0..=self.cap_last {
+            // SAFETY: integer arguments only.
+            let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+            if r < 0 {
+                // Without CAP_SETPCAP the drop fails; that is fine only if the capability
+                // is already gone from the bounding set.
+                // SAFETY: integer arguments only.
+                let present =
+                    unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) };
+                if present != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+        }
+        if root {
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) })?;
+        }
+        if let Some((uid, gid)) = self.user {
+            // SAFETY: setgroups with length 0 reads no memory.
+            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::setresgid(gid, gid, gid) })?;
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::setresuid(uid, uid, uid) })?;
+        }
+        // SAFETY: integer arguments only.
+        check(unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+                0,
+                0,
+                0,
+            )
+        })?;
+        let mut header = CapHeader {
+            version: LINUX_CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let data = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        // SAFETY: capset reads a v3 header and two data structs from live locals with the
+        // layout the kernel expects (repr(C), three u32 each).
+        check(unsafe {
+            libc::syscall(
+                libc::SYS_capset,
+                &mut header as *mut CapHeader,
+                data.as_ptr(),
+            ) as libc::c_int
+        })?;
+        Ok(())
+    }
+}
+
+/// Highest capability number the kernel knows.
+pub fn cap_last() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(40)
+}

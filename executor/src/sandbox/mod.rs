@@ -1,0 +1,338 @@
+//! The sandbox every tool call runs in: prepared in the executor, applied by the kernel.
+//!
+//! [`Sandbox::new`] probes the kernel and compiles the seccomp policy once, refusing to
+//! start where the sandbox cannot be enforced (unless `insecure_no_sandbox`).
+//! [`Sandbox::prepare`] makes one call's scratch dir, user, Landlock ruleset, environment
+//! and command; [`child::ChildSetup`] applies the rest between fork and exec.
+
+pub mod child;
+pub mod env;
+pub mod landlock;
+pub mod limits;
+pub mod probe;
+pub mod reaper;
+pub mod scratch;
+pub mod seccomp;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use self::child::ChildSetup;
+use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
+use self::probe::KernelSupport;
+use self::reaper::{CallUser, UserPool, DEFAULT_UID_BASE};
+use self::scratch::Scratch;
+use self::seccomp::ToolFilters;
+
+/// Default most calls in flight (and size of the per-call user pool).
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
+
+/// Executor-wide sandbox settings.
+#[derive(Debug, Clone)]
+pub struct SandboxConfig {
+    /// Where per-call scratch dirs are made.
+    pub scratch_root: PathBuf,
+    /// First user id of the per-call pool (used when the executor is root).
+    pub uid_base: u32,
+    /// Calls in flight at most.
+    pub max_concurrent_calls: usize,
+    /// RLIMIT_NPROC of a call.
+    pub max_processes: u64,
+    /// RLIMIT_FSIZE of a call.
+    pub max_file_bytes: u64,
+    /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
+    pub insecure_no_sandbox: bool,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        Self {
+            scratch_root: std::env::temp_dir().join("skillbox-scratch"),
+            uid_base: DEFAULT_UID_BASE,
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_processes: DEFAULT_MAX_PROCESSES,
+            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
+            insecure_no_sandbox: false,
+        }
+    }
+}
+
+/// Why the sandbox cannot start or prepare a call.
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    /// The kernel cannot enforce the sandbox.
+    #[error("the kernel cannot enforce the sandbox: {}; run on Linux 6.7+ with Landlock and seccomp, or pass --insecure-no-sandbox to run tools UNCONFINED", problems.join("; "))]
+    Unenforceable {
+        /// What is missing.
+        problems: Vec<String>,
+    },
+    /// The seccomp policy did not compile.
+    #[error("seccomp policy: {source}")]
+    Seccomp {
+        /// Cause.
+        #[from]
+        source: seccomp::SeccompError,
+    },
+    /// The Landlock ruleset could not be built.
+    #[error(transparent)]
+    Landlock(#[from] landlock::LandlockError),
+    /// The scratch directory could not be made.
+    #[error("cannot create a scratch dir under {root}: {source}")]
+    Scratch {
+        /// The scratch root.
+        root: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Every per-call user id is in use.
+    #[error("all {0} sandbox users are busy; retry later or raise the concurrency limit")]
+    Busy(usize),
+    /// The sandbox user cannot read the skill folder.
+    #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
+    SkillNotReadable(PathBuf),
+    /// The program is not on the sandbox PATH.
+    #[error("program {program:?} is not on the sandbox PATH ({path})")]
+    ProgramNotFound {
+        /// The argv[0].
+        program: String,
+        /// The PATH searched.
+        path: &'static str,
+    },
+}
+
+/// The sandbox of an executor: kernel support, the compiled seccomp policy, the user pool.
+#[derive(Debug)]
+pub struct Sandbox {
+    config: SandboxConfig,
+    kernel: KernelSupport,
+    filters: Option<Arc<ToolFilters>>,
+    runtime_paths: Vec<PathBuf>,
+    node_runner: PathBuf,
+    cap_last: u32,
+    users: Option<Arc<UserPool>>,
+}
+
+/// The runner for JavaScript skills, written next to the scratch dirs at startup.
+const NODE_RUNNER: &str = include_str!("../node_runner.mjs");
+
+/// One call, ready to spawn.
+#[derive(Debug)]
+pub struct PreparedCall {
+    /// The command, with stdio piped and the child setup installed.
+    pub command: tokio::process::Command,
+    /// What ends the call.
+    pub guard: CallGuard,
+}
+
+/// The resources of a call in flight. [`CallGuard::finish`] (or drop) kills every process
+/// the call started, then removes its scratch dir.
+#[derive(Debug)]
+pub struct CallGuard {
+    user: Option<CallUser>,
+    scratch: Scratch,
+}
+
+impl CallGuard {
+    /// Ends the call: kills the tool's tree, every process of the call's user, then
+    /// removes the scratch dir.
+    pub fn finish(self, pid: Option<u32>) {
+        if let Some(pid) = pid {
+            reaper::kill_tree(pid);
+        }
+        drop(self.user);
+        drop(self.scratch);
+    }
+
+    /// The call's scratch dir.
+    pub fn scratch(&self) -> &Path {
+        self.scratch.path()
+    }
+}
+
+/// What to run.
+#[derive(Debug)]
+pub struct LaunchSpec<'a> {
+    /// The skill folder (working directory, read-only).
+    pub skill_dir: &'a Path,
+    /// argv; argv[0] is looked up on the sandbox PATH unless it holds a `/`.
+    pub argv: &'a [String],
+    /// Variables beyond the contract's base set (SKILLBOX_*, declared names).
+    pub env: Vec<(String, String)>,
+    /// Memory budget.
+    pub memory_mb: u64,
+    /// Wall-clock timeout (sets the CPU-time limit too).
+    pub timeout_ms: u64,
+}
+
+impl Sandbox {
+    /// Probes the kernel and compiles the policy; fails closed.
+    pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
+        let kernel = probe::probe();
+        let filters = if config.insecure_no_sandbox {
+            tracing::error!(
+                "INSECURE: --insecure-no-sandbox is set; tools run WITHOUT Landlock and seccomp"
+            );
+            None
+        } else {
+            if !kernel.is_enforceable() {
+                return Err(SandboxError::Unenforceable {
+                    problems: kernel.problems(),
+                });
+            }
+            Some(Arc::new(seccomp::compile()?))
+        };
+        let users = if kernel.user_switch {
+            let lock_dir = config.scratch_root.join(".uids");
+            Some(
+                UserPool::new(config.uid_base, config.max_concurrent_calls, lock_dir).map_err(
+                    |source| SandboxError::Scratch {
+                        root: config.scratch_root.clone(),
+                        source,
+                    },
+                )?,
+            )
+        } else {
+            None
+        };
+        let node_runner =
+            install_runner(&config.scratch_root).map_err(|source| SandboxError::Scratch {
+                root: config.scratch_root.clone(),
+                source,
+            })?;
+        let mut runtime_paths = landlock::runtime_paths();
+        runtime_paths.extend(node_runner.parent().map(Path::to_path_buf));
+        Ok(Self {
+            runtime_paths,
+            node_runner,
+            cap_last: child::cap_last(),
+            users,
+            kernel,
+            filters,
+            config,
+        })
+    }
+
+    /// What the kernel enforces.
+    pub fn kernel(&self) -> &KernelSupport {
+        &self.kernel
+    }
+
+    /// Where the JavaScript runner is.
+    pub fn node_runner(&self) -> &Path {
+        &self.node_runner
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &SandboxConfig {
+        &self.config
+    }
+
+    /// Prepares one call.
+    pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
+        let program = resolve_program(spec.skill_dir, &spec.argv[0])?;
+        let user = match &self.users {
+            Some(pool) => Some(
+                pool.acquire()
+                    .ok_or(SandboxError::Busy(self.config.max_concurrent_calls))?,
+            ),
+            None => None,
+        };
+        if user.is_some() && !others_can_read(spec.skill_dir) {
+            return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
+        }
+        let scratch = Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
+            .map_err(|source| SandboxError::Scratch {
+                root: self.config.scratch_root.clone(),
+                source,
+            })?;
+        let ruleset = match self.filters {
+            Some(_) => Some(landlock::build(
+                spec.skill_dir,
+                scratch.path(),
+                &self.runtime_paths,
+            )?),
+            None => None,
+        };
+        let mut setup = ChildSetup {
+            limits: Limits::for_call(
+                spec.memory_mb,
+                spec.timeout_ms,
+                self.config.max_processes,
+                self.config.max_file_bytes,
+            ),
+            cap_last: self.cap_last,
+            user: user.as_ref().map(|u| (u.uid, u.gid())),
+            ruleset,
+            filters: self.filters.clone(),
+        };
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(&spec.argv[1..])
+            .env_clear()
+            .envs(env::base(scratch.path()))
+            .envs(spec.env)
+            .current_dir(spec.skill_dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: ChildSetup::apply only makes system calls with data prepared above; it
+        // allocates nothing and takes no locks, as required between fork and exec.
+        unsafe {
+            command.pre_exec(move || setup.apply());
+        }
+        Ok(PreparedCall {
+            command,
+            guard: CallGuard { user, scratch },
+        })
+    }
+}
+
+/// Writes the JavaScript runner to `<scratch_root>/.runtime/` (0755 dir, 0644 file).
+fn install_runner(scratch_root: &Path) -> std::io::Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = scratch_root.join(".runtime");
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(&dir)?;
+    std::fs::set_permissions(scratch_root, std::fs::Permissions::from_mode(0o711))?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755))?;
+    let path = dir.join("node_runner.mjs");
+    let tmp = dir.join(format!(".node_runner.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, NODE_RUNNER)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
+}
+
+/// Finds argv[0]: a path with `/` is taken relative to the skill folder; a bare name is
+/// looked up on the sandbox PATH.
+fn resolve_program(skill_dir: &Path, program: &str) -> Result<PathBuf, SandboxError> {
+    if program.contains('/') {
+        return Ok(skill_dir.join(program));
+    }
+    env::SANDBOX_PATH
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .ok_or(SandboxError::ProgramNotFound {
+            program: program.to_string(),
+            path: env::SANDBOX_PATH,
+        })
+}
+
+/// Whether a user other than the owner can reach `dir`: o+x on every ancestor, o+rx on it.
+fn others_can_read(dir: &Path) -> bool {
+    let Ok(dir) = dir.canonicalize() else {
+        return false;
+    };
+    let mode = |p: &Path| {
+        std::fs::metadata(p)
+            .map(|m| m.permissions().mode())
+            .unwrap_or(0)
+    };
+    dir.ancestors().skip(1).all(|a| mode(a) & 0o001 != 0) && mode(&dir) & 0o005 == 0o005
+}

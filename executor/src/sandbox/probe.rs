@@ -1,0 +1,110 @@
+//! What the running kernel can enforce, probed rather than assumed.
+
+use serde::Serialize;
+
+/// Lowest Landlock ABI the sandbox accepts: 4 adds TCP bind/connect control to the file
+/// system rules of 1-3. Newer ABIs add scoping of abstract UNIX sockets and signals (6),
+/// which is used when present.
+pub const MIN_LANDLOCK_ABI: u32 = 4;
+
+const LANDLOCK_CREATE_RULESET_VERSION: libc::c_uint = 1;
+const SECCOMP_GET_ACTION_AVAIL: libc::c_uint = 2;
+const SECCOMP_RET_ERRNO: u32 = 0x0005_0000;
+
+/// Kernel features the sandbox relies on.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct KernelSupport {
+    /// Landlock ABI version, 0 when Landlock is unavailable.
+    pub landlock_abi: u32,
+    /// Whether seccomp filters with an errno action can be installed.
+    pub seccomp: bool,
+    /// Whether the executor runs as root and so can give each call its own user id.
+    pub user_switch: bool,
+    /// Kernel release.
+    pub kernel: String,
+}
+
+impl KernelSupport {
+    /// What is missing for the full sandbox; empty when everything is enforceable.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.landlock_abi < MIN_LANDLOCK_ABI {
+            out.push(format!(
+                "Landlock ABI {} is below the required {MIN_LANDLOCK_ABI} (Linux 6.7+ with landlock in the lsm= boot list)",
+                self.landlock_abi
+            ));
+        }
+        if !self.seccomp {
+            out.push(
+                "seccomp filters are unavailable (kernel built without CONFIG_SECCOMP_FILTER)"
+                    .into(),
+            );
+        }
+        out
+    }
+
+    /// Whether the full sandbox can be applied.
+    pub fn is_enforceable(&self) -> bool {
+        self.problems().is_empty()
+    }
+}
+
+/// Probes the running kernel.
+pub fn probe() -> KernelSupport {
+    KernelSupport {
+        landlock_abi: landlock_abi(),
+        seccomp: seccomp_available(),
+        user_switch: nix::unistd::geteuid().is_root(),
+        kernel: nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    }
+}
+
+fn landlock_abi() -> u32 {
+    // SAFETY: landlock_create_ruleset with a null attr, size 0 and the VERSION flag only
+    // returns the ABI version (or -1); it reads no memory and creates no fd.
+    let v = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<libc::c_void>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn seccomp_available() -> bool {
+    let action: u32 = SECCOMP_RET_ERRNO;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL reads one u32 from the pointer, which points at a
+    // live local; it changes no state.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            SECCOMP_GET_ACTION_AVAIL,
+            0u32,
+            &action as *const u32,
+        )
+    };
+    r == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_name_what_is_missing() {
+        let k = KernelSupport {
+            landlock_abi: 3,
+            seccomp: false,
+            user_switch: false,
+            kernel: "x".into(),
+        };
+        let p = k.problems();
+        assert_eq!(p.len(), 2);
+        assert!(p[0].contains("Landlock ABI 3"));
+        assert!(!k.is_enforceable());
+    }
+}

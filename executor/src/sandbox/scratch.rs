@@ -1,0 +1,48 @@
+//! The per-call scratch directory: the only writable place a tool has (`HOME`, `TMPDIR`),
+//! owned by the call's user, removed when the call ends.
+
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A scratch directory, removed on drop.
+#[derive(Debug)]
+pub struct Scratch {
+    path: PathBuf,
+}
+
+impl Scratch {
+    /// Creates a fresh directory under `root` (created 0711 if missing), mode 0700, owned
+    /// by `owner` when given.
+    pub fn create(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
+        if !root.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o711)
+                .create(root)?;
+            std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+        }
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = root.join(format!("call-{}-{n}", std::process::id()));
+        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&path, Some(uid), Some(uid))?;
+        }
+        Ok(Self { path })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_dir_all(&self.path) {
+            tracing::warn!(path = %self.path.display(), error = %e, "cannot remove scratch dir");
+        }
+    }
+}

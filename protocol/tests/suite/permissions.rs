@@ -1,0 +1,109 @@
+//! Permission rules: env names, network patterns, workspace globs.
+
+use tempfile::tempdir;
+
+use super::common::*;
+
+fn with_permissions(root: &std::path::Path, permissions: &str) -> std::path::PathBuf {
+    write_skill(
+        root,
+        "p",
+        &[(
+            "skill.yaml",
+            &skill_yaml("p", &format!("permissions: {permissions}\n")),
+        )],
+    )
+}
+
+#[test]
+fn permissions_env_valid_names_load() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(root.path(), "{ env: [COINGECKO_API_KEY, _private, a1] }");
+    assert_eq!(
+        clean(&dir).permissions.env,
+        ["COINGECKO_API_KEY", "_private", "a1"]
+    );
+}
+
+#[test]
+fn permissions_env_invalid_name_is_refused() {
+    let root = tempdir().unwrap();
+    for name in ["1BAD", "A-B", "\"A B\"", "\"\""] {
+        let dir = with_permissions(root.path(), &format!("{{ env: [OK, {name}] }}"));
+        assert_skipped_for(
+            &dir,
+            "skill.yaml",
+            "permissions.env[1]",
+            "is not an env name",
+        );
+    }
+}
+
+#[test]
+fn permissions_env_reserved_name_is_refused() {
+    let root = tempdir().unwrap();
+    for name in [
+        "LD_PRELOAD",
+        "PATH",
+        "SKILLBOX_X",
+        "HOME",
+        "NODE_OPTIONS",
+        "DYLD_INSERT_LIBRARIES",
+    ] {
+        let dir = with_permissions(root.path(), &format!("{{ env: [{name}] }}"));
+        assert_skipped_for(&dir, "skill.yaml", "permissions.env[0]", "is reserved");
+    }
+}
+
+#[test]
+fn permissions_network_valid_patterns_load() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(
+        root.path(),
+        r#"{ network: ["api.x.com", "*.example.org:8443", "http://127.0.0.1:8080", "https://[::1]"] }"#,
+    );
+    assert_eq!(clean(&dir).permissions.network.len(), 4);
+}
+
+#[test]
+fn permissions_network_invalid_patterns_are_refused() {
+    let root = tempdir().unwrap();
+    for (pattern, needle) in [
+        ("*", "wildcard"),
+        ("a.com/path", "no path"),
+        ("*.com", "at least two labels"),
+        ("ftp://a.com", "scheme"),
+        ("a.com:0", "port"),
+    ] {
+        let dir = with_permissions(root.path(), &format!("{{ network: [\"{pattern}\"] }}"));
+        assert_skipped_for(&dir, "skill.yaml", "permissions.network[0]", needle);
+    }
+}
+
+#[test]
+fn permissions_workspace_read_globs_load() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(
+        root.path(),
+        r#"{ workspace: { read: ["notes/**", "*.md", "data/{a,b}.csv"] } }"#,
+    );
+    assert_eq!(clean(&dir).permissions.workspace.read.len(), 3);
+}
+
+#[test]
+fn permissions_workspace_read_escaping_or_invalid_globs_are_refused() {
+    let root = tempdir().unwrap();
+    for (glob, needle) in [
+        ("../x", "\"..\" is not allowed"),
+        ("notes/../../x", "\"..\" is not allowed"),
+        ("/abs", "absolute paths are not allowed"),
+        ("a[b", "not a valid glob"),
+        ("", "empty"),
+    ] {
+        let dir = with_permissions(
+            root.path(),
+            &format!("{{ workspace: {{ read: [\"{glob}\"] }} }}"),
+        );
+        assert_skipped_for(&dir, "skill.yaml", "permissions.workspace.read[0]", needle);
+    }
+}
