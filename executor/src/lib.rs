@@ -13,3 +13,4 @@ pub mod call;
 pub mod registry;
 pub mod sandbox;
 pub mod stdio;
+pub mod server;

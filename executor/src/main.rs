@@ -27,6 +27,8 @@ struct Cli {
 enum Command {
     /// Run one tool call in the full sandbox, with no core, and print its result as JSON.
     Exec(ExecArgs),
+    /// Serve the core over mutual TLS (JSON-RPC on POST /rpc).
+    Serve(ServeArgs),
     /// Print what the kernel enforces; exit 1 when the sandbox cannot be fully applied.
     Probe {
         /// Print JSON.
@@ -57,6 +59,37 @@ struct ExecArgs {
     insecure_no_sandbox: bool,
 }
 
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// Skills root (read-only).
+    #[arg(long, value_name = "DIR")]
+    skills: PathBuf,
+    /// Address to listen on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
+    listen: String,
+    /// Folder with ca.pem, skillbox-executor.pem and skillbox-executor.key.
+    #[arg(long, value_name = "DIR")]
+    pki: PathBuf,
+    /// The core's callback URL (https://host:port).
+    #[arg(long, value_name = "URL")]
+    core_url: String,
+    /// Seconds to wait for the PKI files to appear (the core creates them).
+    #[arg(long, default_value_t = 60)]
+    wait_pki: u64,
+    /// Calls run at once.
+    #[arg(long, default_value_t = skillbox_executor::sandbox::DEFAULT_MAX_CONCURRENT_CALLS)]
+    max_concurrent: usize,
+    /// Calls waiting for a slot before new ones are refused with `unavailable`.
+    #[arg(long, default_value_t = skillbox_executor::server::DEFAULT_MAX_QUEUE)]
+    max_queue: usize,
+    /// Where per-call scratch dirs are made.
+    #[arg(long, value_name = "DIR")]
+    scratch_root: Option<PathBuf>,
+    /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
+    #[arg(long)]
+    insecure_no_sandbox: bool,
+}
+
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -68,6 +101,13 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Probe { json } => run_probe(json),
         Command::Exec(args) => run_exec(args),
+        Command::Serve(args) => match run_serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("skillbox-executor: {e:#}");
+                ExitCode::from(EXIT_FAILED)
+            }
+        },
     }
 }
 
@@ -176,4 +216,65 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use skillbox_executor::server::{CoreBroker, ExecutorService};
+    use skillbox_protocol::channel::{
+        client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY,
+    };
+    let files = TlsFiles::in_dir(&a.pki, EXECUTOR_IDENTITY);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(a.wait_pki);
+    while !(files.ca.exists() && files.cert.exists() && files.key.exists()) {
+        if std::time::Instant::now() > deadline {
+            anyhow::bail!(
+                "PKI files missing in {} after {} s; start the core first (it creates them)",
+                a.pki.display(),
+                a.wait_pki
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let mut config = SandboxConfig {
+        insecure_no_sandbox: a.insecure_no_sandbox,
+        max_concurrent_calls: a.max_concurrent,
+        ..SandboxConfig::default()
+    };
+    if let Some(root) = a.scratch_root {
+        config.scratch_root = root;
+    }
+    let sandbox = Sandbox::new(config)?;
+    let tls = std::sync::Arc::new(
+        server::ReloadingServerConfig::new(files.clone()).context("loading the executor certificate")?,
+    );
+    let client = RpcClient::new(&a.core_url, CORE_IDENTITY, &files).context("core callback client")?;
+    let service = ExecutorService::new(sandbox, a.skills, CoreBroker::new(client), a.max_concurrent, a.max_queue);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&a.listen)
+            .await
+            .with_context(|| format!("binding {}", a.listen))?;
+        tracing::info!(listen = %listener.local_addr()?, "executor serving");
+        let options = server::ServerOptions {
+            expected_peer: CORE_IDENTITY.to_string(),
+            max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
+        };
+        tokio::select! {
+            _ = server::serve(listener, tls, options, std::sync::Arc::new(service)) => {}
+            _ = shutdown_signal() => tracing::info!("executor shutting down"),
+        }
+        Ok(())
+    })
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
 }

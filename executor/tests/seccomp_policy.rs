@@ -91,9 +91,9 @@ fn close(fd: libc::c_long) {
     unsafe { libc::close(fd as libc::c_int) };
 }
 
-fn socket(domain: libc::c_int) -> Result<libc::c_long, i32> {
+fn socket(domain: libc::c_int, kind: libc::c_int) -> Result<libc::c_long, i32> {
     // SAFETY: socket takes integers only; a returned fd is closed below.
-    let result = outcome(unsafe { libc::socket(domain, libc::SOCK_STREAM, 0) }.into());
+    let result = outcome(unsafe { libc::socket(domain, kind, 0) }.into());
     if let Ok(fd) = result {
         close(fd);
     }
@@ -118,18 +118,30 @@ fn seccomp_apply_does_not_allocate() {
 
 #[test]
 fn seccomp_denies_inet_socket() {
-    assert_eq!(confined(|| socket(libc::AF_INET)), Err(libc::EPERM));
-    assert_eq!(confined(|| socket(libc::AF_INET6)), Err(libc::EPERM));
+    assert_eq!(
+        confined(|| socket(libc::AF_INET, libc::SOCK_STREAM)),
+        Err(libc::EPERM)
+    );
+    assert_eq!(
+        confined(|| socket(libc::AF_INET6, libc::SOCK_DGRAM)),
+        Err(libc::EPERM)
+    );
 }
 
 #[test]
 fn seccomp_denies_unix_socket() {
-    assert_eq!(confined(|| socket(libc::AF_UNIX)), Err(libc::EPERM));
+    assert_eq!(
+        confined(|| socket(libc::AF_UNIX, libc::SOCK_STREAM)),
+        Err(libc::EPERM)
+    );
 }
 
 #[test]
 fn seccomp_denies_netlink_socket() {
-    assert_eq!(confined(|| socket(libc::AF_NETLINK)), Err(libc::EPERM));
+    assert_eq!(
+        confined(|| socket(libc::AF_NETLINK, libc::SOCK_RAW)),
+        Err(libc::EPERM)
+    );
 }
 
 #[test]

@@ -9,6 +9,8 @@
 //!
 //! Nothing here performs I/O beyond reading skill folders; nothing here holds secrets.
 
+#[cfg(feature = "channel")]
+pub mod channel;
 pub mod jsonrpc;
 pub mod methods;
 pub mod result;

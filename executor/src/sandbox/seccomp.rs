@@ -18,8 +18,9 @@
 //! Every program starts with an architecture check: a syscall made through the i386 entry
 //! points (`int 0x80`, `sysenter`) reports `AUDIT_ARCH_I386` and kills the process, so the
 //! 32-bit syscall table (different numbers, `socketcall`) cannot be used to slip past the
-//! rules. When several programs match, the kernel takes the strictest action, so the order of
-//! installation does not matter.
+//! rules. When several programs match, the kernel takes the strictest action, and no two
+//! programs return different errnos for the same syscall, so the order of installation does
+//! not matter.
 
 use std::fmt;
 use std::io;

@@ -1,0 +1,557 @@
+//! The `approvals` table: one row per approval asked for a `write`/`sign` tool call, and
+//! its life: pending → approved | denied | expired, approved → used.
+
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, ValueRef};
+use rusqlite::{params, OptionalExtension, Row, ToSql, TransactionBehavior};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use skillbox_protocol::Security;
+
+use super::{unix_ms_now, Store, StoreError};
+
+/// Where an approval stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalStatus {
+    /// Waiting for an operator.
+    Pending,
+    /// Approved and not yet used: the next identical call may run once.
+    Approved,
+    /// Denied by an operator.
+    Denied,
+    /// Nobody decided in time.
+    Expired,
+    /// Approved and consumed by a call.
+    Used,
+}
+
+impl ApprovalStatus {
+    /// The status as stored and shown: `pending`, `approved`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalStatus::Pending => "pending",
+            ApprovalStatus::Approved => "approved",
+            ApprovalStatus::Denied => "denied",
+            ApprovalStatus::Expired => "expired",
+            ApprovalStatus::Used => "used",
+        }
+    }
+
+    /// Parses [`ApprovalStatus::as_str`]'s names.
+    pub fn from_name(name: &str) -> Option<ApprovalStatus> {
+        [
+            ApprovalStatus::Pending,
+            ApprovalStatus::Approved,
+            ApprovalStatus::Denied,
+            ApprovalStatus::Expired,
+            ApprovalStatus::Used,
+        ]
+        .into_iter()
+        .find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ToSql for ApprovalStatus {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(ToSqlOutput::from(self.as_str()))
+    }
+}
+
+impl FromSql for ApprovalStatus {
+    fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+        let name = value.as_str()?;
+        ApprovalStatus::from_name(name).ok_or_else(|| {
+            FromSqlError::Other(Box::new(UnknownName {
+                what: "approval status",
+                name: name.to_owned(),
+            }))
+        })
+    }
+}
+
+/// An operator's decision on a pending approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Let the call run (once).
+    Approve,
+    /// Refuse the call.
+    Deny,
+}
+
+impl Decision {
+    /// The status a pending approval takes on this decision.
+    pub fn status(self) -> ApprovalStatus {
+        match self {
+            Decision::Approve => ApprovalStatus::Approved,
+            Decision::Deny => ApprovalStatus::Denied,
+        }
+    }
+}
+
+/// One approval, as stored and as listed to operators.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ApprovalRecord {
+    /// Random id, 32 hex digits.
+    pub id: String,
+    /// The skill whose tool is called.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// Hex SHA-256 of the canonical JSON of `args`; identical calls share it.
+    pub args_hash: String,
+    /// The call's arguments, shown to the operator who decides.
+    pub args: Value,
+    /// The tool's declared security.
+    pub security: Security,
+    /// Where the approval stands.
+    pub status: ApprovalStatus,
+    /// When it was asked for, Unix milliseconds.
+    pub created_at: i64,
+    /// When it was decided or expired, Unix milliseconds.
+    pub decided_at: Option<i64>,
+    /// The operator's reason, if one was given.
+    pub reason: Option<String>,
+}
+
+/// A stored name this build does not know.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown {what} {name:?} in the state database")]
+struct UnknownName {
+    what: &'static str,
+    name: String,
+}
+
+fn security_name(security: Security) -> &'static str {
+    match security {
+        Security::Read => "read",
+        Security::Write => "write",
+        Security::Sign => "sign",
+    }
+}
+
+fn security_from_name(name: &str) -> Option<Security> {
+    [Security::Read, Security::Write, Security::Sign]
+        .into_iter()
+        .find(|s| security_name(*s) == name)
+}
+
+const COLUMNS: &str =
+    "id, skill, tool, args_hash, args_json, security, status, created_at, decided_at, reason";
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let args_json: String = row.get(4)?;
+    let args = serde_json::from_str(&args_json)
+        .map_err(|e| rusqlite::Error::FromSqlConversionFailure(4, Type::Text, Box::new(e)))?;
+    let security: String = row.get(5)?;
+    let security = security_from_name(&security).ok_or_else(|| {
+        rusqlite::Error::FromSqlConversionFailure(
+            5,
+            Type::Text,
+            Box::new(UnknownName {
+                what: "security",
+                name: security,
+            }),
+        )
+    })?;
+    Ok(ApprovalRecord {
+        id: row.get(0)?,
+        skill: row.get(1)?,
+        tool: row.get(2)?,
+        args_hash: row.get(3)?,
+        args,
+        security,
+        status: row.get(6)?,
+        created_at: row.get(7)?,
+        decided_at: row.get(8)?,
+        reason: row.get(9)?,
+    })
+}
+
+fn select_by_id(conn: &rusqlite::Connection, id: &str) -> rusqlite::Result<Option<ApprovalRecord>> {
+    conn.query_row(
+        &format!("SELECT {COLUMNS} FROM approvals WHERE id = ?1"),
+        [id],
+        from_row,
+    )
+    .optional()
+}
+
+impl Store {
+    /// Saves a new approval (normally `pending`).
+    pub fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                params![
+                    record.id,
+                    record.skill,
+                    record.tool,
+                    record.args_hash,
+                    record.args.to_string(),
+                    security_name(record.security),
+                    record.status,
+                    record.created_at,
+                    record.decided_at,
+                    record.reason,
+                ],
+            )
+            .map(drop)
+            .map_err(|source| StoreError::InsertApproval {
+                id: record.id.clone(),
+                source,
+            })
+    }
+
+    /// The approval with this id, if any.
+    pub fn get_approval(&self, id: &str) -> Result<Option<ApprovalRecord>, StoreError> {
+        select_by_id(&self.conn(), id).map_err(|source| StoreError::ReadApprovals { source })
+    }
+
+    /// Approvals, oldest first, all or those with one status.
+    pub fn list_approvals(
+        &self,
+        status: Option<ApprovalStatus>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let conn = self.conn();
+        let read = || -> rusqlite::Result<Vec<ApprovalRecord>> {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM approvals WHERE ?1 IS NULL OR status = ?1 \
+                 ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([status], from_row)?;
+            rows.collect()
+        };
+        read().map_err(|source| StoreError::ReadApprovals { source })
+    }
+
+    /// Decides a pending approval. Anything but `pending` is refused with
+    /// [`StoreError::NotPending`], which carries the current status.
+    pub fn decide_approval(
+        &self,
+        id: &str,
+        decision: Decision,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        self.transition(
+            id,
+            ApprovalStatus::Pending,
+            decision.status(),
+            Some(unix_ms_now()),
+            reason,
+        )
+    }
+
+    /// Marks a pending approval expired (nobody decided in time).
+    pub fn expire_approval(&self, id: &str) -> Result<ApprovalRecord, StoreError> {
+        self.transition(
+            id,
+            ApprovalStatus::Pending,
+            ApprovalStatus::Expired,
+            Some(unix_ms_now()),
+            None,
+        )
+    }
+
+    /// The oldest approved, unused approval of this exact call (skill, tool, args hash).
+    pub fn find_usable_approval(
+        &self,
+        skill: &str,
+        tool: &str,
+        args_hash: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        find_usable(&self.conn(), skill, tool, args_hash)
+            .map_err(|source| StoreError::ReadApprovals { source })
+    }
+
+    /// Consumes an approved approval (approved → used). Anything else is refused with
+    /// [`StoreError::NotApproved`], so two calls cannot use one approval.
+    pub fn mark_used(&self, id: &str) -> Result<ApprovalRecord, StoreError> {
+        self.transition(id, ApprovalStatus::Approved, ApprovalStatus::Used, None, None)
+    }
+
+    /// [`Store::find_usable_approval`] and [`Store::mark_used`] in one transaction: the
+    /// approval returned (now `used`) was taken by this caller only.
+    pub fn claim_usable_approval(
+        &self,
+        skill: &str,
+        tool: &str,
+        args_hash: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let mut conn = self.conn();
+        let claim = || -> rusqlite::Result<Option<ApprovalRecord>> {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let Some(mut record) = find_usable(&tx, skill, tool, args_hash)? else {
+                return Ok(None);
+            };
+            tx.execute(
+                "UPDATE approvals SET status = ?2 WHERE id = ?1",
+                params![record.id, ApprovalStatus::Used],
+            )?;
+            tx.commit()?;
+            record.status = ApprovalStatus::Used;
+            Ok(Some(record))
+        };
+        claim().map_err(|source| StoreError::ClaimApproval {
+            skill: skill.to_owned(),
+            tool: tool.to_owned(),
+            source,
+        })
+    }
+
+    /// Moves one approval from `from` to `to` in one transaction, or says why not.
+    fn transition(
+        &self,
+        id: &str,
+        from: ApprovalStatus,
+        to: ApprovalStatus,
+        decided_at: Option<i64>,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, StoreError> {
+        let mut conn = self.conn();
+        let failed = |source| StoreError::UpdateApproval {
+            id: id.to_owned(),
+            to,
+            source,
+        };
+        let tx = conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(failed)?;
+        let Some(mut record) = select_by_id(&tx, id).map_err(failed)? else {
+            return Err(StoreError::ApprovalNotFound { id: id.to_owned() });
+        };
+        if record.status != from {
+            let status = record.status;
+            let id = id.to_owned();
+            return Err(match from {
+                ApprovalStatus::Approved => StoreError::NotApproved { id, status },
+                _ => StoreError::NotPending { id, status },
+            });
+        }
+        record.status = to;
+        record.decided_at = decided_at.or(record.decided_at);
+        record.reason = reason.map(str::to_owned).or(record.reason);
+        tx.execute(
+            "UPDATE approvals SET status = ?2, decided_at = ?3, reason = ?4 WHERE id = ?1",
+            params![id, to, record.decided_at, record.reason],
+        )
+        .map_err(failed)?;
+        tx.commit().map_err(failed)?;
+        Ok(record)
+    }
+}
+
+fn find_usable(
+    conn: &rusqlite::Connection,
+    skill: &str,
+    tool: &str,
+    args_hash: &str,
+) -> rusqlite::Result<Option<ApprovalRecord>> {
+    conn.query_row(
+        &format!(
+            "SELECT {COLUMNS} FROM approvals \
+             WHERE skill = ?1 AND tool = ?2 AND args_hash = ?3 AND status = 'approved' \
+             ORDER BY decided_at, id LIMIT 1"
+        ),
+        params![skill, tool, args_hash],
+        from_row,
+    )
+    .optional()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pending(id: &str, args: Value) -> ApprovalRecord {
+        ApprovalRecord {
+            id: id.to_owned(),
+            skill: "mail".to_owned(),
+            tool: "send".to_owned(),
+            args_hash: format!("hash-of-{args}"),
+            args,
+            security: Security::Write,
+            status: ApprovalStatus::Pending,
+            created_at: unix_ms_now(),
+            decided_at: None,
+            reason: None,
+        }
+    }
+
+    fn open() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Store::db_path(dir.path())).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn insert_then_get_round_trips() {
+        let (_dir, store) = open();
+        let record = pending("a1", json!({"to": "x@example.org", "n": [1, 2.5, null]}));
+        store.insert_approval(&record).unwrap();
+        assert_eq!(store.get_approval("a1").unwrap(), Some(record));
+        assert_eq!(store.get_approval("nope").unwrap(), None);
+    }
+
+    #[test]
+    fn list_filters_by_status() {
+        let (_dir, store) = open();
+        store.insert_approval(&pending("a1", json!({}))).unwrap();
+        store.insert_approval(&pending("a2", json!({}))).unwrap();
+        store
+            .decide_approval("a2", Decision::Deny, Some("no"))
+            .unwrap();
+        let ids = |s| -> Vec<String> {
+            store
+                .list_approvals(s)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect()
+        };
+        assert_eq!(ids(None), ["a1", "a2"]);
+        assert_eq!(ids(Some(ApprovalStatus::Pending)), ["a1"]);
+        assert_eq!(ids(Some(ApprovalStatus::Denied)), ["a2"]);
+        assert!(ids(Some(ApprovalStatus::Used)).is_empty());
+    }
+
+    #[test]
+    fn decide_sets_status_time_and_reason() {
+        let (_dir, store) = open();
+        store.insert_approval(&pending("a1", json!({}))).unwrap();
+        let decided = store
+            .decide_approval("a1", Decision::Approve, Some("looks fine"))
+            .unwrap();
+        assert_eq!(decided.status, ApprovalStatus::Approved);
+        assert!(decided.decided_at.is_some());
+        assert_eq!(decided.reason.as_deref(), Some("looks fine"));
+        assert_eq!(store.get_approval("a1").unwrap(), Some(decided));
+    }
+
+    #[test]
+    fn decide_twice_is_refused_with_current_status() {
+        let (_dir, store) = open();
+        store.insert_approval(&pending("a1", json!({}))).unwrap();
+        store.decide_approval("a1", Decision::Deny, None).unwrap();
+        let err = store
+            .decide_approval("a1", Decision::Approve, None)
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::NotPending {
+                    status: ApprovalStatus::Denied,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("already denied"), "{err}");
+        // The refused decision changed nothing.
+        let record = store.get_approval("a1").unwrap().unwrap();
+        assert_eq!(record.status, ApprovalStatus::Denied);
+    }
+
+    #[test]
+    fn decide_unknown_id_is_not_found() {
+        let (_dir, store) = open();
+        let err = store
+            .decide_approval("ghost", Decision::Approve, None)
+            .unwrap_err();
+        assert!(matches!(err, StoreError::ApprovalNotFound { .. }), "{err}");
+    }
+
+    #[test]
+    fn expire_only_pending() {
+        let (_dir, store) = open();
+        store.insert_approval(&pending("a1", json!({}))).unwrap();
+        let expired = store.expire_approval("a1").unwrap();
+        assert_eq!(expired.status, ApprovalStatus::Expired);
+        let err = store.expire_approval("a1").unwrap_err();
+        assert!(matches!(err, StoreError::NotPending { .. }), "{err}");
+        let err = store
+            .decide_approval("a1", Decision::Approve, None)
+            .unwrap_err();
+        assert!(err.to_string().contains("already expired"), "{err}");
+    }
+
+    #[test]
+    fn usable_approval_is_single_use() {
+        let (_dir, store) = open();
+        let record = pending("a1", json!({"x": 1}));
+        let hash = record.args_hash.clone();
+        store.insert_approval(&record).unwrap();
+        assert_eq!(store.find_usable_approval("mail", "send", &hash).unwrap(), None);
+        store.decide_approval("a1", Decision::Approve, None).unwrap();
+        assert_eq!(
+            store.find_usable_approval("mail", "other", &hash).unwrap(),
+            None
+        );
+        let found = store
+            .find_usable_approval("mail", "send", &hash)
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.id, "a1");
+        assert_eq!(store.mark_used("a1").unwrap().status, ApprovalStatus::Used);
+        assert_eq!(store.find_usable_approval("mail", "send", &hash).unwrap(), None);
+        let err = store.mark_used("a1").unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::NotApproved {
+                    status: ApprovalStatus::Used,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn claim_takes_an_approval_once() {
+        let (_dir, store) = open();
+        let record = pending("a1", json!({"x": 1}));
+        let hash = record.args_hash.clone();
+        store.insert_approval(&record).unwrap();
+        assert_eq!(store.claim_usable_approval("mail", "send", &hash).unwrap(), None);
+        store.decide_approval("a1", Decision::Approve, None).unwrap();
+        let claimed = store
+            .claim_usable_approval("mail", "send", &hash)
+            .unwrap()
+            .unwrap();
+        assert_eq!(claimed.status, ApprovalStatus::Used);
+        assert_eq!(store.get_approval("a1").unwrap(), Some(claimed));
+        assert_eq!(store.claim_usable_approval("mail", "send", &hash).unwrap(), None);
+    }
+
+    #[test]
+    fn status_check_constraint_rejects_unknown_status() {
+        let (_dir, store) = open();
+        store.insert_approval(&pending("a1", json!({}))).unwrap();
+        let err = store
+            .conn()
+            .execute("UPDATE approvals SET status = 'maybe' WHERE id = 'a1'", [])
+            .unwrap_err();
+        assert!(err.to_string().contains("CHECK"), "{err}");
+    }
+
+    #[test]
+    fn reopening_keeps_approvals() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Store::db_path(dir.path());
+        let record = pending("a1", json!({"k": "v"}));
+        {
+            let store = Store::open(&path).unwrap();
+            store.insert_approval(&record).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.get_approval("a1").unwrap(), Some(record));
+    }
+}

@@ -1,0 +1,754 @@
+//! Spawn latency of a trivial tool, four ways in one run: bare `std::process`, skillbox's
+//! full sandbox, bubblewrap with a comparable policy, and `docker run`.
+//!
+//! Each sample is wall-clock time from spawn to the tool's exit, reaped; for skillbox it
+//! also includes `Sandbox::prepare` before and `CallGuard::finish` after, because a call
+//! pays for both. Methods are interleaved round by round so background load (other builds
+//! on the machine) falls on all of them alike. A benchmark, not a test: it asserts nothing
+//! about time, only that every tool run exits 0.
+//!
+//! `SPAWN_BENCH_N` sets the runs per method (default 200), `SPAWN_BENCH_DOCKER_N` those of
+//! docker (default 20). The Markdown report goes to `target/spawn-bench.md` and stdout.
+//! `executor/benches/run-spawn-bench.sh` installs bubblewrap first.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use skillbox_executor::sandbox::scratch::Scratch;
+use skillbox_executor::sandbox::{env, landlock, reaper};
+use skillbox_executor::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
+
+const DEFAULT_N: usize = 200;
+const DEFAULT_DOCKER_N: usize = 20;
+/// Uncounted runs per method before measuring (page cache, lazy init).
+const WARMUP: usize = 5;
+/// Per-call user ids of this bench. Away from the default pool (2,000,000) on purpose:
+/// pools with different lock dirs do not see each other's locks, and releasing a uid kills
+/// every process it owns, so sharing ids with tests running beside us would kill theirs.
+const UID_BASE: u32 = 2_900_000;
+const DOCKER_IMAGE: &str = "skillbox-spawn-bench:tiny";
+const TINY_C: &str = "int main(void) { return 0; }\n";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Bare,
+    Skillbox,
+    Bwrap,
+    Docker,
+}
+
+impl Method {
+    const ALL: [Method; 4] = [
+        Method::Bare,
+        Method::Skillbox,
+        Method::Bwrap,
+        Method::Docker,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Method::Bare => "bare",
+            Method::Skillbox => "skillbox",
+            Method::Bwrap => "bwrap",
+            Method::Docker => "docker",
+        }
+    }
+}
+
+/// One tool as each method launches it.
+#[derive(Debug)]
+struct Tool {
+    label: String,
+    /// argv on the host (absolute program path), also used by bwrap, which binds the
+    /// same paths.
+    host_argv: Vec<String>,
+    /// argv given to `Sandbox::prepare`.
+    sandbox_argv: Vec<String>,
+    /// argv inside the docker image, when the tool can run there.
+    docker_argv: Option<Vec<String>>,
+}
+
+/// The samples (or the skip reason) of one tool under one method.
+#[derive(Debug)]
+struct Series {
+    tool: usize,
+    method: Method,
+    target: usize,
+    skipped: Option<String>,
+    total: Vec<Duration>,
+    /// skillbox only: prepare, spawn→exit, finish.
+    phases: [Vec<Duration>; 3],
+}
+
+/// What the host offers, found at start.
+#[derive(Debug)]
+struct Host {
+    tiny_note: String,
+    bwrap: Result<Vec<String>, String>,
+    docker: Result<String, String>,
+    bwrap_version: String,
+}
+
+fn main() -> Result<()> {
+    let n = env_count("SPAWN_BENCH_N", DEFAULT_N)?;
+    let docker_n = env_count("SPAWN_BENCH_DOCKER_N", DEFAULT_DOCKER_N)?.min(n);
+
+    let skill = tempfile::Builder::new()
+        .prefix("skillbox-bench-skill-")
+        .tempdir()?;
+    std::fs::set_permissions(skill.path(), std::fs::Permissions::from_mode(0o755))?;
+    let scratch_root = tempfile::Builder::new()
+        .prefix("skillbox-bench-scratch-")
+        .tempdir()?;
+    std::fs::set_permissions(scratch_root.path(), std::fs::Permissions::from_mode(0o711))?;
+
+    let mut tools = Vec::new();
+    let mut notes = Vec::new();
+    let mut tiny_static = false;
+    let tiny_note = match build_tiny(skill.path()) {
+        Ok((path, is_static, note)) => {
+            tiny_static = is_static;
+            tools.push(Tool {
+                label: "tiny C".into(),
+                host_argv: vec![path.to_string_lossy().into_owned()],
+                sandbox_argv: vec!["./tiny".into()],
+                docker_argv: Some(vec!["/tiny".into()]),
+            });
+            note
+        }
+        Err(why) => {
+            notes.push(format!("tiny C tool skipped: {why}"));
+            "unavailable".into()
+        }
+    };
+    match find_on_sandbox_path("python3") {
+        Some(python) => tools.push(Tool {
+            label: "python3 -c pass".into(),
+            host_argv: vec![python, "-c".into(), "pass".into()],
+            sandbox_argv: vec!["python3".into(), "-c".into(), "pass".into()],
+            docker_argv: None,
+        }),
+        None => notes.push(format!(
+            "python3 tool skipped: no python3 on the sandbox PATH ({})",
+            env::SANDBOX_PATH
+        )),
+    }
+
+    let host = Host {
+        tiny_note,
+        bwrap: bwrap_prefix(skill.path()),
+        bwrap_version: tool_version("bwrap", &["--version"]),
+        docker: if tiny_static {
+            docker_image(skill.path())
+        } else {
+            Err(
+                "the tiny tool is not a static binary, so a FROM scratch image cannot run it"
+                    .into(),
+            )
+        },
+    };
+
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root.path().to_path_buf(),
+        uid_base: UID_BASE,
+        ..SandboxConfig::default()
+    })
+    .context("Sandbox::new")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+
+    let mut series = Vec::new();
+    for (t, tool) in tools.iter().enumerate() {
+        for method in Method::ALL {
+            let skipped = match method {
+                Method::Bare | Method::Skillbox => None,
+                Method::Bwrap => host.bwrap.as_ref().err().cloned(),
+                Method::Docker => match (&tool.docker_argv, &host.docker) {
+                    (None, _) => Some("not run under docker (the image is FROM scratch)".into()),
+                    (Some(_), Err(why)) => Some(why.clone()),
+                    (Some(_), Ok(_)) => None,
+                },
+            };
+            series.push(Series {
+                tool: t,
+                method,
+                target: if method == Method::Docker {
+                    docker_n
+                } else {
+                    n
+                },
+                skipped,
+                total: Vec::new(),
+                phases: Default::default(),
+            });
+        }
+    }
+
+    let bench = Bench {
+        sandbox: &sandbox,
+        skill_dir: skill.path(),
+        bwrap: host.bwrap.as_ref().ok(),
+    };
+    runtime.block_on(async {
+        // Warm-up, also a check that every method really runs the tool.
+        for s in series.iter_mut().filter(|s| s.skipped.is_none()) {
+            let warmup = if s.method == Method::Docker {
+                1
+            } else {
+                WARMUP
+            };
+            for _ in 0..warmup {
+                if let Err(e) = bench.once(&tools[s.tool], s.method).await {
+                    s.skipped = Some(format!("failed at warm-up: {e:#}"));
+                    break;
+                }
+            }
+        }
+        for round in 0..n {
+            for s in series.iter_mut().filter(|s| s.skipped.is_none()) {
+                // Spread a shorter series (docker) evenly over the rounds.
+                if (round * s.target) / n == ((round + 1) * s.target) / n {
+                    continue;
+                }
+                let sample = bench.once(&tools[s.tool], s.method).await?;
+                s.total.push(sample.total);
+                if let Some(phases) = sample.phases {
+                    for (v, d) in s.phases.iter_mut().zip(phases) {
+                        v.push(d);
+                    }
+                }
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    let components = runtime.block_on(components(&sandbox, skill.path(), n))?;
+
+    if host.docker.is_ok() {
+        let _ = Command::new("docker")
+            .args(["rmi", "-f", DOCKER_IMAGE])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+
+    let report = report(&Report {
+        n,
+        docker_n,
+        tools: &tools,
+        series: &series,
+        host: &host,
+        notes: &notes,
+        components: &components,
+        landlock_abi: sandbox.kernel().landlock_abi,
+        user_switch: sandbox.kernel().user_switch,
+    });
+    let out = target_dir().join("spawn-bench.md");
+    std::fs::create_dir_all(target_dir())?;
+    std::fs::write(&out, &report).with_context(|| format!("writing {}", out.display()))?;
+    println!("{report}");
+    println!("(written to {})", out.display());
+    Ok(())
+}
+
+fn env_count(name: &str, default: usize) -> Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if n > 0 => Ok(n),
+            _ => bail!("{name}={v:?} is not a positive count"),
+        },
+        Err(_) => Ok(default),
+    }
+}
+
+/// Compiles the tiny tool into `dir/tiny`, static if the C library allows.
+fn build_tiny(dir: &Path) -> Result<(PathBuf, bool, String), String> {
+    let src = dir.join("tiny.c");
+    let bin = dir.join("tiny");
+    std::fs::write(&src, TINY_C).map_err(|e| format!("writing {}: {e}", src.display()))?;
+    let gcc = |extra: &[&str]| {
+        Command::new("gcc")
+            .args(extra)
+            .args(["-O2", "-o"])
+            .arg(&bin)
+            .arg(&src)
+            .output()
+    };
+    let stat = gcc(&["-static"]).map_err(|e| format!("cannot run gcc: {e}"))?;
+    let (is_static, note) = if stat.status.success() {
+        (true, "static (`gcc -static -O2`)".to_string())
+    } else {
+        let why = first_line(&stat.stderr);
+        let dynamic = gcc(&[]).map_err(|e| format!("cannot run gcc: {e}"))?;
+        if !dynamic.status.success() {
+            return Err(format!("gcc failed: {}", first_line(&dynamic.stderr)));
+        }
+        eprintln!("static libc unavailable ({why}); the tiny tool is linked dynamically");
+        (
+            false,
+            format!("DYNAMIC (`gcc -O2`; static libc unavailable: {why})"),
+        )
+    };
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755))
+        .map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&src);
+    Ok((bin, is_static, note))
+}
+
+fn find_on_sandbox_path(program: &str) -> Option<String> {
+    env::SANDBOX_PATH
+        .split(':')
+        .map(|d| Path::new(d).join(program))
+        .find(|p| p.is_file())
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// The bwrap command line up to the tool's argv, or why bwrap is skipped.
+fn bwrap_prefix(skill_dir: &Path) -> Result<Vec<String>, String> {
+    match Command::new("bwrap")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+    {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let why = "bwrap: skipped, `bwrap` (Debian package bubblewrap) is not installed; \
+                       executor/benches/run-spawn-bench.sh installs it";
+            println!("{why}");
+            return Err(why.into());
+        }
+        Err(e) => return Err(format!("bwrap: cannot run: {e}")),
+    }
+    let skill = skill_dir.to_string_lossy().into_owned();
+    let mut args: Vec<String> = [
+        "--unshare-all",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    .map(String::from)
+    .to_vec();
+    // /bin, /lib, ...: a symlink on merged-/usr hosts (recreated), else a directory (bound).
+    for top in ["/bin", "/sbin", "/lib", "/lib64"] {
+        if let Ok(target) = std::fs::read_link(top) {
+            args.extend([
+                "--symlink".into(),
+                target.to_string_lossy().into_owned(),
+                top.into(),
+            ]);
+        } else if Path::new(top).is_dir() {
+            args.extend(["--ro-bind".into(), top.into(), top.into()]);
+        }
+    }
+    args.extend(
+        [
+            "--tmpfs",
+            "/tmp",
+            "--ro-bind",
+            &skill,
+            &skill,
+            "--chdir",
+            &skill,
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--clearenv",
+            "--setenv",
+            "PATH",
+        ]
+        .map(String::from),
+    );
+    args.push(env::SANDBOX_PATH.into());
+    args.push("--".into());
+    Ok(args)
+}
+
+/// Builds the FROM scratch image holding the tiny tool; returns the server version.
+fn docker_image(skill_dir: &Path) -> Result<String, String> {
+    let version = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .output();
+    let version = match version {
+        Err(e) => return Err(format!("docker: skipped, cannot run the docker CLI: {e}")),
+        Ok(out) if !out.status.success() => {
+            return Err(format!(
+                "docker: skipped, no docker daemon: {}",
+                first_line(&out.stderr)
+            ))
+        }
+        Ok(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
+    };
+    let ctx = tempfile::tempdir().map_err(|e| e.to_string())?;
+    std::fs::copy(skill_dir.join("tiny"), ctx.path().join("tiny")).map_err(|e| e.to_string())?;
+    std::fs::write(
+        ctx.path().join("Dockerfile"),
+        "FROM scratch\nCOPY tiny /tiny\nENTRYPOINT [\"/tiny\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let build = Command::new("docker")
+        .args(["build", "-q", "-t", DOCKER_IMAGE])
+        .arg(ctx.path())
+        .output()
+        .map_err(|e| format!("docker build: {e}"))?;
+    if !build.status.success() {
+        return Err(format!(
+            "docker: skipped, `docker build` of a FROM scratch image failed: {}",
+            first_line(&build.stderr)
+        ));
+    }
+    Ok(version)
+}
+
+fn tool_version(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "not installed".into())
+}
+
+fn first_line(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("(no output)")
+        .trim()
+        .to_string()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+}
+
+struct Bench<'a> {
+    sandbox: &'a Sandbox,
+    skill_dir: &'a Path,
+    bwrap: Option<&'a Vec<String>>,
+}
+
+struct Sample {
+    total: Duration,
+    phases: Option<[Duration; 3]>,
+}
+
+impl Bench<'_> {
+    /// One spawn of `tool` under `method`, timed.
+    async fn once(&self, tool: &Tool, method: Method) -> Result<Sample> {
+        let plain = |program: &str, args: &[String]| -> Result<Sample> {
+            let start = Instant::now();
+            let status = Command::new(program)
+                .args(args)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .with_context(|| format!("spawning {program}"))?;
+            let total = start.elapsed();
+            if !status.success() {
+                bail!("{program} {args:?} exited with {status}");
+            }
+            Ok(Sample {
+                total,
+                phases: None,
+            })
+        };
+        match method {
+            Method::Bare => plain(&tool.host_argv[0], &tool.host_argv[1..]),
+            Method::Bwrap => {
+                let mut args = self.bwrap.context("bwrap is not available")?.clone();
+                args.extend(tool.host_argv.iter().cloned());
+                plain("bwrap", &args)
+            }
+            Method::Docker => {
+                let argv = tool.docker_argv.as_ref().context("no docker argv")?;
+                let mut args: Vec<String> = [
+                    "run",
+                    "--rm",
+                    "--network",
+                    "none",
+                    "--read-only",
+                    "--cap-drop",
+                    "ALL",
+                    "--entrypoint",
+                ]
+                .map(String::from)
+                .to_vec();
+                args.push(argv[0].clone());
+                args.push(DOCKER_IMAGE.into());
+                args.extend(argv[1..].iter().cloned());
+                plain("docker", &args)
+            }
+            Method::Skillbox => self.skillbox(tool).await,
+        }
+    }
+
+    async fn skillbox(&self, tool: &Tool) -> Result<Sample> {
+        let start = Instant::now();
+        let PreparedCall { mut command, guard } = self.sandbox.prepare(LaunchSpec {
+            skill_dir: self.skill_dir,
+            argv: &tool.sandbox_argv,
+            env: Vec::new(),
+            memory_mb: 512,
+            timeout_ms: 10_000,
+        })?;
+        let prepared = Instant::now();
+        let mut child = command.spawn().context("spawning in the sandbox")?;
+        let pid = child.id();
+        let status = child.wait().await?;
+        let exited = Instant::now();
+        guard.finish(pid);
+        let finished = Instant::now();
+        if !status.success() {
+            bail!(
+                "{:?} exited with {status} in the sandbox",
+                tool.sandbox_argv
+            );
+        }
+        Ok(Sample {
+            total: finished - start,
+            phases: Some([prepared - start, exited - prepared, finished - exited]),
+        })
+    }
+}
+
+/// Medians of the pieces of a skillbox call, measured alone, to see what dominates.
+async fn components(
+    sandbox: &Sandbox,
+    skill_dir: &Path,
+    n: usize,
+) -> Result<Vec<(&'static str, Duration)>> {
+    let root = sandbox.config().scratch_root.as_path();
+    let runtime_paths = landlock::runtime_paths();
+    let tiny = skill_dir.join("tiny");
+    // A uid of the bench's own range, outside the pool: no process runs under it.
+    let idle_uid = UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1;
+    let mut out = Vec::new();
+
+    let mut timed = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
+        let mut v = Vec::with_capacity(n);
+        for _ in 0..n {
+            let start = Instant::now();
+            f()?;
+            v.push(start.elapsed());
+        }
+        out.push((name, percentile(&mut v, 0.5)));
+        Ok(())
+    };
+    if sandbox.kernel().user_switch {
+        timed(
+            "`reaper::kill_user` (fork a helper, setresuid, kill(-1), wait); twice per call",
+            &mut || {
+                reaper::kill_user(idle_uid);
+                Ok(())
+            },
+        )?;
+    }
+    timed(
+        "`Scratch::create` + drop (mkdir, chown, rmdir)",
+        &mut || {
+            drop(Scratch::create(root, Some(idle_uid))?);
+            Ok(())
+        },
+    )?;
+    timed(
+        "`landlock::build` (ruleset fd + one rule per runtime path)",
+        &mut || {
+            let scratch = skill_dir;
+            drop(landlock::build(skill_dir, scratch, &runtime_paths)?);
+            Ok(())
+        },
+    )?;
+
+    // tokio without the sandbox: the async spawn path with piped stdio, no pre_exec.
+    let mut v = Vec::with_capacity(n);
+    if tiny.is_file() {
+        for _ in 0..n {
+            let start = Instant::now();
+            let status = tokio::process::Command::new(&tiny)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?
+                .wait()
+                .await?;
+            v.push(start.elapsed());
+            if !status.success() {
+                bail!("tiny exited with {status}");
+            }
+        }
+        out.push((
+            "tiny C via `tokio::process`, piped stdio, no sandbox (spawn → exit)",
+            percentile(&mut v, 0.5),
+        ));
+    }
+    Ok(out)
+}
+
+/// Nearest-rank percentile.
+fn percentile(v: &mut [Duration], p: f64) -> Duration {
+    if v.is_empty() {
+        return Duration::ZERO;
+    }
+    v.sort_unstable();
+    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+fn ms(d: Duration) -> String {
+    let ms = d.as_secs_f64() * 1e3;
+    if ms >= 100.0 {
+        format!("{ms:.0} ms")
+    } else if ms >= 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.3} ms")
+    }
+}
+
+struct Report<'a> {
+    n: usize,
+    docker_n: usize,
+    tools: &'a [Tool],
+    series: &'a [Series],
+    host: &'a Host,
+    notes: &'a [String],
+    components: &'a [(&'static str, Duration)],
+    landlock_abi: u32,
+    user_switch: bool,
+}
+
+fn report(r: &Report<'_>) -> String {
+    let mut md = String::new();
+    let date = tool_version("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
+    let kernel = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        md,
+        "# Spawn benchmark: bare vs skillbox vs bwrap vs docker\n"
+    );
+    let _ = writeln!(md, "- date: {date}");
+    let _ = writeln!(
+        md,
+        "- machine: nproc {nproc}, kernel {kernel}, Landlock ABI {}, {}",
+        r.landlock_abi,
+        if r.user_switch {
+            "running as root (per-call uid on)"
+        } else {
+            "not root (no per-call uid)"
+        }
+    );
+    let _ = writeln!(
+        md,
+        "- runs: {} per method ({} for docker), after {WARMUP} uncounted warm-up runs (1 for docker); methods interleaved round by round",
+        r.n, r.docker_n
+    );
+    let _ = writeln!(
+        md,
+        "- tiny C tool: `{}` {}",
+        TINY_C.trim(),
+        r.host.tiny_note
+    );
+    let _ = writeln!(
+        md,
+        "- bwrap: {}; docker: {}",
+        r.host.bwrap_version,
+        match &r.host.docker {
+            Ok(v) => format!("server {v}"),
+            Err(_) => "unavailable".into(),
+        }
+    );
+    let _ = writeln!(
+        md,
+        "- time per spawn = wall clock from spawn to the reaped exit; skillbox adds `prepare()` before and `guard.finish()` after\n"
+    );
+
+    let _ = writeln!(
+        md,
+        "| tool | method | runs | median | p99 | median ÷ bare | median − bare |"
+    );
+    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
+    let mut skipped = Vec::new();
+    for (t, tool) in r.tools.iter().enumerate() {
+        let mut bare_median = None;
+        for s in r.series.iter().filter(|s| s.tool == t) {
+            if let Some(why) = &s.skipped {
+                skipped.push(format!("{} / {}: {why}", tool.label, s.method.name()));
+                continue;
+            }
+            let mut v = s.total.clone();
+            let median = percentile(&mut v, 0.5);
+            let p99 = percentile(&mut v, 0.99);
+            if s.method == Method::Bare {
+                bare_median = Some(median);
+            }
+            let (ratio, added) = match bare_median {
+                Some(b) if s.method != Method::Bare && !b.is_zero() => (
+                    format!("{:.1}×", median.as_secs_f64() / b.as_secs_f64()),
+                    format!("{:+.3} ms", (median.as_secs_f64() - b.as_secs_f64()) * 1e3),
+                ),
+                _ => ("1.0×".into(), "—".into()),
+            };
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} | {ratio} | {added} |",
+                tool.label,
+                s.method.name(),
+                v.len(),
+                ms(median),
+                ms(p99)
+            );
+        }
+    }
+    if !skipped.is_empty() || !r.notes.is_empty() {
+        let _ = writeln!(md, "\nSkipped:");
+        for s in r.notes.iter().chain(&skipped) {
+            let _ = writeln!(md, "- {s}");
+        }
+    }
+
+    let _ = writeln!(md, "\n## Where a skillbox call spends its time (medians)\n");
+    let _ = writeln!(
+        md,
+        "| tool | `prepare()` | spawn → exit (fork, child setup, exec, run) | `guard.finish()` |"
+    );
+    let _ = writeln!(md, "|---|---:|---:|---:|");
+    for s in r
+        .series
+        .iter()
+        .filter(|s| s.method == Method::Skillbox && s.skipped.is_none())
+    {
+        let [mut p, mut e, mut f] = s.phases.clone();
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            r.tools[s.tool].label,
+            ms(percentile(&mut p, 0.5)),
+            ms(percentile(&mut e, 0.5)),
+            ms(percentile(&mut f, 0.5))
+        );
+    }
+    let _ = writeln!(md, "\nPieces measured alone ({} runs each):\n", r.n);
+    let _ = writeln!(md, "| piece | median |");
+    let _ = writeln!(md, "|---|---:|");
+    for (name, d) in r.components {
+        let _ = writeln!(md, "| {name} | {} |", ms(*d));
+    }
+    md
+}

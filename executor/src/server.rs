@@ -1,0 +1,184 @@
+//! `skillbox-executor serve`: the daemon the core talks to (CONTRACT §5). JSON-RPC over
+//! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`;
+//! bounded concurrency with a bounded queue (`unavailable` when full); a call whose
+//! connection the core drops is cancelled (its processes killed, its scratch removed).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use serde_json::Value;
+use skillbox_protocol::channel::client::{ClientError, RpcClient};
+use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
+use skillbox_protocol::jsonrpc::{code, ErrorObject};
+use skillbox_protocol::methods::{
+    method, CoreCallbackParams, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
+};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use tokio::sync::Semaphore;
+
+use crate::broker::{CallInfo, CapabilityBroker};
+use crate::call;
+use crate::registry::Registry;
+use crate::sandbox::Sandbox;
+
+/// Default calls waiting for a slot before new ones are refused.
+pub const DEFAULT_MAX_QUEUE: usize = 64;
+/// How long a capability callback to the core may take.
+pub const CALLBACK_TIMEOUT: Duration = Duration::from_secs(150);
+
+/// Forwards a tool's capability requests to the core with the call's id and token.
+#[derive(Debug)]
+pub struct CoreBroker {
+    client: RpcClient,
+}
+
+impl CoreBroker {
+    /// A broker over a client of the core's callback listener.
+    pub fn new(client: RpcClient) -> Self {
+        Self { client }
+    }
+}
+
+impl CapabilityBroker for CoreBroker {
+    async fn request(&self, call: &CallInfo, method_name: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let core_method = match method_name {
+            method::FETCH => method::CORE_FETCH,
+            method::SIGN => method::CORE_SIGN,
+            method::READ_FILE => method::CORE_READ_FILE,
+            other => {
+                return Err(ErrorObject::new(code::METHOD_NOT_FOUND, format!("unknown capability {other:?}")));
+            }
+        };
+        let body = CoreCallbackParams {
+            call_id: call.call_id.clone(),
+            capability_token: call.capability_token.clone(),
+            request: params.unwrap_or(Value::Null),
+        };
+        let params = serde_json::to_value(body).map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+        match self.client.call(core_method, params, CALLBACK_TIMEOUT).await {
+            Ok(v) => Ok(v),
+            Err(ClientError::Rpc(e)) => Err(e),
+            Err(e) => Err(ErrorObject::new(
+                code::CAPABILITY_UNAVAILABLE,
+                format!("the core is unreachable for {method_name}: {e}"),
+            )),
+        }
+    }
+}
+
+/// The executor's method handler.
+#[derive(Debug)]
+pub struct ExecutorService {
+    sandbox: Sandbox,
+    skills_root: PathBuf,
+    registry: RwLock<Arc<Registry>>,
+    broker: CoreBroker,
+    slots: Semaphore,
+    max_queue: usize,
+    waiting: AtomicUsize,
+    in_flight: AtomicUsize,
+}
+
+impl ExecutorService {
+    /// A service over `skills_root` that runs at most `max_concurrent` calls and queues at
+    /// most `max_queue` more.
+    pub fn new(sandbox: Sandbox, skills_root: PathBuf, broker: CoreBroker, max_concurrent: usize, max_queue: usize) -> Self {
+        let registry = Registry::load(&skills_root);
+        log_registry(&registry);
+        Self {
+            sandbox,
+            registry: RwLock::new(Arc::new(registry)),
+            skills_root,
+            broker,
+            slots: Semaphore::new(max_concurrent),
+            max_queue,
+            waiting: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+        }
+    }
+
+    fn registry(&self) -> Arc<Registry> {
+        self.registry
+            .read()
+            .map(|r| Arc::clone(&r))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    async fn execute(&self, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let params: ToolExecuteParams = serde_json::from_value(params.unwrap_or(Value::Null))
+            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}")))?;
+        let call_id = params.call_id.clone();
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue && self.slots.available_permits() == 0 {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            let r = ToolResult::failed(
+                call_id,
+                ErrorKind::Unavailable,
+                format!("the executor is busy (queue of {} full); retry later", self.max_queue),
+                0,
+            );
+            return to_value(&r);
+        }
+        let permit = self.slots.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        let Ok(_permit) = permit else {
+            return Err(ErrorObject::new(code::INTERNAL_ERROR, "executor shutting down"));
+        };
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+        let registry = self.registry();
+        let result = call::execute(&self.sandbox, &registry, &self.broker, params).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        to_value(&result)
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ErrorObject> {
+    serde_json::to_value(v).map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))
+}
+
+fn log_registry(registry: &Registry) {
+    tracing::info!(skills = registry.len(), root = %registry.root().display(), "skills loaded");
+    for s in &registry.skipped {
+        tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
+    }
+}
+
+impl RpcHandler for ExecutorService {
+    fn handle<'a>(&'a self, method_name: &'a str, params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move {
+            match method_name {
+                method::TOOL_EXECUTE => self.execute(params).await,
+                method::TOOL_LIST => to_value(&ToolListResult {
+                    tools: self.registry().tools(),
+                }),
+                method::SKILL_RELOAD => {
+                    let registry = Registry::load(&self.skills_root);
+                    log_registry(&registry);
+                    let result = SkillReloadResult {
+                        loaded: registry.len(),
+                        skipped: registry.skipped.iter().map(|s| s.reason()).collect(),
+                    };
+                    if let Ok(mut r) = self.registry.write() {
+                        *r = Arc::new(registry);
+                    }
+                    to_value(&result)
+                }
+                method::HEALTH => {
+                    let k = self.sandbox.kernel();
+                    let sandboxed = !self.sandbox.config().insecure_no_sandbox;
+                    to_value(&HealthResult {
+                        status: if sandboxed { "ok".into() } else { "degraded".into() },
+                        landlock_abi: if sandboxed { k.landlock_abi } else { 0 },
+                        seccomp: sandboxed && k.seccomp,
+                        in_flight: self.in_flight.load(Ordering::SeqCst),
+                    })
+                }
+                other => Err(ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("unknown method {other:?}; the executor serves tool.execute, tool.list, skill.reload, health"),
+                )),
+            }
+        })
+    }
+}

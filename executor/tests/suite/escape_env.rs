@@ -1,0 +1,141 @@
+//! Environment leaks: the tool sees exactly the contract's variables (CONTRACT §2) and the
+//! declared names the caller supplied, never anything of the executor's own environment.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::harness::{scratch_root, SkillRoot};
+
+const EXECUTOR_SECRET: &str = "executor-secret-7f3a";
+const AWS_SECRET: &str = "aws-secret-9c1e";
+
+/// The tool's environment exactly as exec'd: `/proc/self/environ`, not `os.environ`.
+const DUMP_ENVIRON: &str = r#"
+raw = open("/proc/self/environ", "rb").read().decode()
+reply(dict(kv.split("=", 1) for kv in raw.split("\0") if kv))
+"#;
+
+fn environ(data: &Value) -> BTreeMap<String, String> {
+    serde_json::from_value(data.clone()).unwrap()
+}
+
+fn names(env: &BTreeMap<String, String>) -> Vec<&str> {
+    env.keys().map(String::as_str).collect()
+}
+
+fn assert_no_secret(env: &BTreeMap<String, String>) {
+    for (name, value) in env {
+        for secret in [EXECUTOR_SECRET, AWS_SECRET, "parent-api-key"] {
+            assert!(
+                !value.contains(secret),
+                "{name} carries a secret of the executor's environment: {value}"
+            );
+        }
+    }
+}
+
+#[test]
+fn sandbox_hides_executor_environment_from_tool() {
+    let root = SkillRoot::new();
+    root.python_skill("attack", DUMP_ENVIRON);
+    let outcome = root
+        .call("attack:run")
+        .process_env("SKILLBOX_TEST_SECRET", EXECUTOR_SECRET)
+        .process_env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
+        .process_env("LD_PRELOAD", "/tmp/evil.so")
+        .run();
+    let env = environ(outcome.data());
+    assert_eq!(
+        names(&env),
+        [
+            "HOME",
+            "LANG",
+            "PATH",
+            "SKILLBOX_CALL_ID",
+            "SKILLBOX_SKILL",
+            "SKILLBOX_TOOL",
+            "TMPDIR"
+        ],
+        "{env:?}"
+    );
+    assert_no_secret(&env);
+    assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
+    assert_eq!(env["LANG"], "C.UTF-8");
+    assert_eq!(env["HOME"], env["TMPDIR"]);
+    assert!(
+        env["HOME"].starts_with(&*scratch_root().to_string_lossy()),
+        "HOME {} is not a scratch dir",
+        env["HOME"]
+    );
+    assert_eq!(env["SKILLBOX_SKILL"], "attack");
+    assert_eq!(env["SKILLBOX_TOOL"], "run");
+    assert_eq!(env["SKILLBOX_CALL_ID"], outcome.call_id());
+}
+
+#[test]
+fn sandbox_passes_declared_env_and_drops_undeclared() {
+    let root = SkillRoot::new();
+    root.python_skill_with(
+        "attack",
+        DUMP_ENVIRON,
+        super::harness::Manifest {
+            skill: "permissions: { env: [API_KEY] }",
+            ..Default::default()
+        },
+    );
+    let outcome = root
+        .call("attack:run")
+        .env_flag("API_KEY=declared-value")
+        .env_flag("UNDECLARED_TOKEN=undeclared-value")
+        .env_flag("PATH=/tmp/evil")
+        .process_env("SKILLBOX_TEST_SECRET", EXECUTOR_SECRET)
+        .run();
+    let env = environ(outcome.data());
+    assert_eq!(
+        names(&env),
+        [
+            "API_KEY",
+            "HOME",
+            "LANG",
+            "PATH",
+            "SKILLBOX_CALL_ID",
+            "SKILLBOX_SKILL",
+            "SKILLBOX_TOOL",
+            "TMPDIR"
+        ],
+        "{env:?}"
+    );
+    assert_eq!(env["API_KEY"], "declared-value");
+    assert_eq!(
+        env["PATH"], "/usr/local/bin:/usr/bin:/bin",
+        "an undeclared --env must not override PATH"
+    );
+    assert!(
+        !env.values().any(|v| v.contains("undeclared-value")),
+        "{env:?}"
+    );
+    assert_no_secret(&env);
+}
+
+#[test]
+fn sandbox_does_not_fill_declared_env_from_executor_environment() {
+    let root = SkillRoot::new();
+    root.python_skill_with(
+        "attack",
+        DUMP_ENVIRON,
+        super::harness::Manifest {
+            skill: "permissions: { env: [API_KEY] }",
+            ..Default::default()
+        },
+    );
+    // The name is declared but the caller supplies no value: the executor's own API_KEY
+    // must not stand in for it.
+    let outcome = root
+        .call("attack:run")
+        .process_env("API_KEY", "parent-api-key")
+        .run();
+    let env = environ(outcome.data());
+    assert!(!env.contains_key("API_KEY"), "{env:?}");
+    assert_no_secret(&env);
+}

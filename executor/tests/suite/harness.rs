@@ -1,0 +1,452 @@
+//! Test harness: writes skills into a temporary skills root, runs
+//! `skillbox-executor exec` on them and parses the one-line result (CONTRACT §3, §4).
+//!
+//! Attack tools are Python scripts speaking `protocol: jsonrpc`. Each script is run after
+//! [`PRELUDE`], which reads the `tool.invoke` request and gives the script:
+//! - `args`: the call's arguments;
+//! - `attempt(f)`: runs `f()` and returns `{"ok": true, "value": ...}` or, on `OSError`,
+//!   `{"ok": false, "errno": N, "name": "EACCES", "message": ...}`;
+//! - `libc_call(name, *args)`: a libc function through ctypes, raising `OSError` on -1;
+//! - `reply(result)`: the final answer.
+//!
+//! The executor runs as root here, so every call runs as its own user id and the skill
+//! folders must be readable by others: [`SkillRoot`] makes its folders 0755 and its files
+//! 0644 (the temporary dir itself 0711).
+//!
+//! All tests share one scratch root, the executor's default one ([`scratch_root`]):
+//! the per-call user ids are claimed through lock files under `<scratch root>/.uids`, so
+//! two executors with different scratch roots would hand the same user id to two calls in
+//! flight and kill each other's tool processes (see
+//! `limits::calls_under_different_scratch_roots_get_different_users`).
+
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+/// The binary under test.
+pub const EXECUTOR: &str = env!("CARGO_BIN_EXE_skillbox-executor");
+
+/// Longest a single `exec` may take before the test kills it and fails.
+const EXEC_DEADLINE: Duration = Duration::from_secs(30);
+
+/// Python run before every attack script (see the module docs).
+pub const PRELUDE: &str = r#"
+import ctypes, errno, json, os, signal, socket, sys, time
+_request = json.loads(sys.stdin.readline())
+args = _request["params"]["args"]
+call_id = _request["params"]["call_id"]
+def attempt(f):
+    try:
+        return {"ok": True, "value": f()}
+    except OSError as e:
+        return {"ok": False, "errno": e.errno, "name": errno.errorcode.get(e.errno, "?"), "message": str(e)}
+_libc = ctypes.CDLL(None, use_errno=True)
+def libc_call(name, *a):
+    r = getattr(_libc, name)(*a)
+    if r == -1:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+    return r
+def reply(result):
+    sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": 0, "result": result}) + "\n")
+    sys.stdout.flush()
+"#;
+
+/// The scratch root every test passes with `--scratch-root`: the executor's default, so
+/// that all executors on this host share one pool of per-call user ids.
+pub fn scratch_root() -> PathBuf {
+    std::env::temp_dir().join("skillbox-scratch")
+}
+
+/// A name no other test (process) uses, for paths outside the test's own tempdir.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{nanos}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Sets `mode` on `path`.
+pub fn chmod(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .unwrap_or_else(|e| panic!("chmod {mode:o} {}: {e}", path.display()));
+}
+
+/// Makes a tree readable by others: folders 0755, files 0644 (symlinks left alone).
+pub fn open_up(path: &Path) {
+    let meta = std::fs::symlink_metadata(path).unwrap();
+    if meta.file_type().is_symlink() {
+        return;
+    }
+    if meta.is_dir() {
+        chmod(path, 0o755);
+        for entry in std::fs::read_dir(path).unwrap() {
+            open_up(&entry.unwrap().path());
+        }
+    } else {
+        chmod(path, 0o644);
+    }
+}
+
+/// Extra YAML for a generated skill.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Manifest<'a> {
+    /// Top-level lines (`permissions:`, `execution:`), unindented.
+    pub skill: &'a str,
+    /// Lines of the tool entry, indented by four spaces (`timeout_ms: 1500`).
+    pub tool: &'a str,
+    /// The tool's parameters schema as flow YAML/JSON; `{type: object}` when empty.
+    pub parameters: &'a str,
+}
+
+/// A temporary skills root, removed on drop.
+#[derive(Debug)]
+pub struct SkillRoot {
+    dir: tempfile::TempDir,
+    skills: PathBuf,
+}
+
+impl SkillRoot {
+    /// An empty skills root: `<tempdir 0711>/skills 0755`.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        chmod(dir.path(), 0o711);
+        let skills = dir.path().join("skills");
+        std::fs::create_dir(&skills).unwrap();
+        chmod(&skills, 0o755);
+        Self { dir, skills }
+    }
+
+    /// The tempdir holding the skills root; a place outside every skill for test files.
+    pub fn base(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The skills root.
+    pub fn skills(&self) -> &Path {
+        &self.skills
+    }
+
+    /// Writes a skill folder with `skill.yaml` and `files`, readable by others.
+    pub fn skill(&self, name: &str, manifest: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dir = self.skills.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("skill.yaml"), manifest).unwrap();
+        for (path, text) in files {
+            let path = dir.join(path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).unwrap();
+            }
+            std::fs::write(path, text).unwrap();
+        }
+        open_up(&dir);
+        dir
+    }
+
+    /// A skill `name` with one jsonrpc tool `run`: `python3 tool.py`, where `tool.py` is
+    /// [`PRELUDE`] followed by `script`.
+    pub fn python_skill(&self, name: &str, script: &str) -> PathBuf {
+        self.python_skill_with(name, script, Manifest::default())
+    }
+
+    /// [`SkillRoot::python_skill`] with extra manifest lines.
+    pub fn python_skill_with(&self, name: &str, script: &str, extra: Manifest<'_>) -> PathBuf {
+        let parameters = if extra.parameters.is_empty() {
+            "{type: object}"
+        } else {
+            extra.parameters
+        };
+        let manifest = format!(
+            "name: {name}\n\
+             description: escape-suite skill {name}\n\
+             {skill}\n\
+             tools:\n  \
+               - name: run\n    \
+                 description: runs the test script\n    \
+                 command: [\"python3\", \"tool.py\"]\n    \
+                 protocol: jsonrpc\n    \
+                 parameters: {parameters}\n\
+             {tool}\n",
+            skill = extra.skill,
+            tool = extra.tool,
+        );
+        let script = format!("{PRELUDE}\n{}\n", dedent(script));
+        self.skill(name, &manifest, &[("tool.py", &script)])
+    }
+
+    /// A call of `tool` (`SKILL:TOOL`) on this root with `{}` as arguments.
+    pub fn call(&self, tool: &str) -> Call<'_> {
+        Call {
+            root: self,
+            tool: tool.to_string(),
+            args: Value::Object(Default::default()),
+            env_flags: Vec::new(),
+            process_env: Vec::new(),
+            scratch_root: scratch_root(),
+        }
+    }
+}
+
+/// Removes the common leading whitespace of `script`'s lines (tests indent their Python).
+fn dedent(script: &str) -> String {
+    let indent = script
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    script
+        .lines()
+        .map(|l| l.get(indent..).unwrap_or_else(|| l.trim_start()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One `skillbox-executor exec` invocation, built up then [`Call::run`].
+#[derive(Debug)]
+pub struct Call<'a> {
+    root: &'a SkillRoot,
+    tool: String,
+    args: Value,
+    env_flags: Vec<String>,
+    process_env: Vec<(String, String)>,
+    scratch_root: PathBuf,
+}
+
+impl Call<'_> {
+    /// Another `--scratch-root` than the suite's shared one.
+    pub fn scratch_root(mut self, dir: &Path) -> Self {
+        self.scratch_root = dir.to_path_buf();
+        self
+    }
+
+    /// The arguments (`--args`).
+    pub fn args(mut self, args: Value) -> Self {
+        self.args = args;
+        self
+    }
+
+    /// A `--env NAME=VALUE` flag.
+    pub fn env_flag(mut self, pair: &str) -> Self {
+        self.env_flags.push(pair.to_string());
+        self
+    }
+
+    /// A variable in the executor's own environment.
+    pub fn process_env(mut self, name: &str, value: &str) -> Self {
+        self.process_env.push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Runs the executor, checks that it exited 0 with one JSON line, and returns it.
+    pub fn run(self) -> Outcome {
+        let mut command = Command::new(EXECUTOR);
+        command
+            .arg("exec")
+            .arg("--skills")
+            .arg(self.root.skills())
+            .arg("--tool")
+            .arg(&self.tool)
+            .arg("--args")
+            .arg(self.args.to_string())
+            .arg("--scratch-root")
+            .arg(&self.scratch_root);
+        for pair in &self.env_flags {
+            command.arg("--env").arg(pair);
+        }
+        command
+            .envs(self.process_env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let started = Instant::now();
+        let child = command.spawn().expect("start skillbox-executor");
+        let executor_pid = child.id();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let output = match rx.recv_timeout(EXEC_DEADLINE) {
+            Ok(output) => output.expect("wait for skillbox-executor"),
+            Err(_) => {
+                // SAFETY: kill with integer arguments; the pid is our unreaped child.
+                unsafe { libc::kill(executor_pid as libc::pid_t, libc::SIGKILL) };
+                panic!(
+                    "skillbox-executor exec --tool {} did not finish within {EXEC_DEADLINE:?}",
+                    self.tool
+                );
+            }
+        };
+        let elapsed = started.elapsed();
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(
+            output.status.success(),
+            "skillbox-executor exited with {}; stdout: {stdout}; stderr: {stderr}",
+            output.status
+        );
+        let lines: Vec<&str> = stdout.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected one JSON line on stdout, got: {stdout}; stderr: {stderr}"
+        );
+        let result: Value = serde_json::from_str(lines[0])
+            .unwrap_or_else(|e| panic!("result is not JSON ({e}): {stdout}"));
+        Outcome {
+            result,
+            stderr,
+            executor_pid,
+            elapsed,
+        }
+    }
+}
+
+/// The result of one `exec`.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The printed result (CONTRACT §3).
+    pub result: Value,
+    /// The executor's log.
+    pub stderr: String,
+    /// The executor's process id (the tool's parent).
+    pub executor_pid: u32,
+    /// Wall-clock time of the whole `exec`.
+    pub elapsed: Duration,
+}
+
+impl fmt::Display for Outcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let log: String = self
+            .stderr
+            .chars()
+            .rev()
+            .take(2000)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        write!(f, "result: {}\nexecutor log: {log}", self.result)
+    }
+}
+
+impl Outcome {
+    /// The data of a successful call; panics with the whole result otherwise.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.result["success"], true, "the call failed:\n{self}");
+        assert!(self.result.get("error_kind").is_none(), "{self}");
+        &self.result["data"]
+    }
+
+    /// The error message of a call that failed with `kind`; panics otherwise.
+    pub fn failure(&self, kind: &str) -> &str {
+        assert_eq!(
+            self.result["success"], false,
+            "the call succeeded, expected {kind}:\n{self}"
+        );
+        assert_eq!(self.result["error_kind"], kind, "wrong error_kind:\n{self}");
+        self.result["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no error message:\n{self}"))
+    }
+
+    /// `duration_ms` of the result.
+    pub fn duration_ms(&self) -> u64 {
+        self.result["duration_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no duration_ms:\n{self}"))
+    }
+
+    /// `call_id` of the result.
+    pub fn call_id(&self) -> &str {
+        self.result["call_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no call_id:\n{self}"))
+    }
+}
+
+/// Whether the tests run as root, so that each call runs as its own user.
+pub fn running_as_root() -> bool {
+    // SAFETY: geteuid takes no arguments and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Copies a folder tree (files and folders only).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Asserts that an `attempt(...)` result failed with `errno`.
+#[track_caller]
+pub fn assert_errno(attempt: &Value, errno: i32, what: &str) {
+    assert_eq!(
+        attempt["ok"], false,
+        "{what} was allowed (expected errno {errno}): {attempt}"
+    );
+    assert_eq!(
+        attempt["errno"],
+        Value::from(errno),
+        "{what} failed with another errno than {errno}: {attempt}"
+    );
+}
+
+/// Asserts that an `attempt(...)` result succeeded and returns its value.
+#[track_caller]
+pub fn assert_allowed<'a>(attempt: &'a Value, what: &str) -> &'a Value {
+    assert_eq!(attempt["ok"], true, "{what} was refused: {attempt}");
+    &attempt["value"]
+}
+
+/// Asserts that `message` contains `fragment` (case-insensitive).
+#[track_caller]
+pub fn assert_mentions(message: &str, fragment: &str) {
+    assert!(
+        message.to_lowercase().contains(&fragment.to_lowercase()),
+        "{message:?} does not mention {fragment:?}"
+    );
+}
+
+/// `Ok` when process `pid` of user `uid` is gone or a zombie (dead, waiting to be reaped);
+/// a live process of another user is a reused pid and counts as gone.
+pub fn is_dead(pid: i64, uid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = format!("/proc/{pid}");
+    let (Ok(meta), Ok(stat)) = (
+        std::fs::metadata(&dir),
+        std::fs::read_to_string(format!("{dir}/stat")),
+    ) else {
+        return Ok(());
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or("?");
+    if meta.uid() != uid || state == "Z" || state == "X" {
+        Ok(())
+    } else {
+        Err(format!(
+            "process {pid} of user {uid} is still running: {stat}"
+        ))
+    }
+}

@@ -1,0 +1,327 @@
+//! Resource and lifetime limits: processes (RLIMIT_NPROC, 64 per call user), memory
+//! (RLIMIT_AS, 256 MiB), file size (RLIMIT_FSIZE, 64 MiB), output (1 MiB), wall-clock time,
+//! and processes that try to outlive their call.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::harness::{
+    assert_mentions, chmod, is_dead, running_as_root, unique, Manifest, SkillRoot,
+};
+
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+fn uid_of(data: &Value) -> u32 {
+    u32::try_from(data["uid"].as_u64().unwrap()).unwrap()
+}
+
+#[test]
+fn sandbox_limits_fork_flood() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        pids, error = [], None
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError as e:
+                error = e.errno
+                break
+            if pid == 0:
+                time.sleep(30)
+                os._exit(0)
+            pids.append(pid)
+        reply({"forks": len(pids), "errno": error, "pids": pids, "uid": os.getuid()})
+        "#,
+    );
+    root.python_skill("after", r#"reply("still works")"#);
+    let outcome = root.call("attack:run").run();
+    let data = outcome.data();
+    let forks = data["forks"].as_u64().unwrap();
+    assert_eq!(data["errno"], libc::EAGAIN, "fork failed otherwise: {data}");
+    assert!(
+        (1..64).contains(&forks),
+        "{forks} forks succeeded; RLIMIT_NPROC is 64 per call"
+    );
+    let uid = uid_of(data);
+    for pid in data["pids"].as_array().unwrap() {
+        is_dead(pid.as_i64().unwrap(), uid).unwrap();
+    }
+    assert!(
+        outcome.elapsed < Duration::from_secs(15),
+        "{:?}",
+        outcome.elapsed
+    );
+    let next = root.call("after:run").run();
+    assert_eq!(next.data(), "still works");
+}
+
+#[test]
+fn sandbox_limits_memory_of_2_gib_allocation() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        hog = bytearray(2 * 1024 ** 3)
+        reply({"allocated": len(hog)})
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "memory");
+    assert_mentions(error, "256 MiB");
+}
+
+/// The limit itself: Python ignores SIGXFSZ, so its writes past 64 MiB fail with EFBIG and
+/// the file stops at the limit.
+#[test]
+fn sandbox_caps_file_size_at_64_mib() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        path = os.environ["HOME"] + "/big"
+        chunk = b"\0" * (1 << 20)
+        error = None
+        with open(path, "wb", buffering=0) as f:
+            try:
+                for _ in range(1024):
+                    f.write(chunk)
+            except OSError as e:
+                error = e.errno
+        reply({"errno": error, "size": os.path.getsize(path)})
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let data = outcome.data();
+    assert_eq!(data["errno"], libc::EFBIG, "{data}");
+    assert_eq!(data["size"], MAX_FILE_BYTES, "{data}");
+}
+
+/// A tool killed by SIGXFSZ (the default action) is reported as a file-size limit.
+#[test]
+fn sandbox_stops_shell_tool_writing_1_gib_file() {
+    let root = SkillRoot::new();
+    root.skill(
+        "attack",
+        "name: attack\n\
+         description: writes 1 GiB\n\
+         tools:\n  \
+           - name: run\n    \
+             description: writes 1 GiB into scratch\n    \
+             command: [\"sh\", \"-c\", \"exec head -c 1073741824 /dev/zero > \\\"$HOME/big\\\"\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[],
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "file size");
+}
+
+/// A Python tool that lets EFBIG end it (Python ignores SIGXFSZ) hit the file-size limit
+/// too, and must be told so.
+#[test]
+fn sandbox_reports_python_writing_1_gib_file_as_file_size_limit() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        chunk = b"\0" * (1 << 20)
+        with open(os.environ["HOME"] + "/big", "wb", buffering=0) as f:
+            for _ in range(1024):
+                f.write(chunk)
+        reply("wrote 1 GiB")
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "file size");
+}
+
+#[test]
+fn sandbox_kills_double_forked_setsid_grandchild() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        r, w = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                os.write(w, str(os.getpid()).encode())
+                os.close(w)
+                time.sleep(30)
+                os._exit(0)
+            os._exit(0)
+        os.close(w)
+        os.waitpid(child, 0)
+        pid = int(os.read(r, 32))
+        stat = open("/proc/%d/stat" % pid).read().rsplit(")", 1)[1].split()
+        reply({
+            "pid": pid, "state": stat[0], "ppid": int(stat[1]), "sid": int(stat[3]),
+            "me": os.getpid(), "my_sid": os.getsid(0), "uid": os.getuid(),
+        })
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let data = outcome.data();
+    assert_ne!(
+        data["ppid"], data["me"],
+        "the grandchild left the tree: {data}"
+    );
+    assert_ne!(
+        data["sid"], data["my_sid"],
+        "the grandchild left the session: {data}"
+    );
+    assert_ne!(
+        data["state"], "Z",
+        "the grandchild was alive during the call: {data}"
+    );
+    if running_as_root() {
+        is_dead(data["pid"].as_i64().unwrap(), uid_of(data)).unwrap();
+    } else {
+        eprintln!("not root: a double-forked grandchild is out of reach (documented limit)");
+    }
+}
+
+fn timeout_skill(root: &SkillRoot, script: &str) {
+    root.python_skill_with(
+        "attack",
+        script,
+        Manifest {
+            skill: "execution: { timeout_ms: 30000 }",
+            tool: "    timeout_ms: 1500",
+            ..Default::default()
+        },
+    );
+}
+
+fn assert_timed_out_at_1500_ms(root: &SkillRoot) {
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("timeout");
+    assert_mentions(error, "1500 ms");
+    let ms = outcome.duration_ms();
+    assert!((1500..6000).contains(&ms), "duration_ms {ms}");
+}
+
+#[test]
+fn sandbox_times_out_endless_loop() {
+    let root = SkillRoot::new();
+    timeout_skill(&root, "while True:\n    pass\n");
+    assert_timed_out_at_1500_ms(&root);
+}
+
+/// A sleeping tool uses no CPU time, so only the wall-clock timeout can end it.
+#[test]
+fn sandbox_times_out_sleeping_tool() {
+    let root = SkillRoot::new();
+    timeout_skill(&root, "time.sleep(60)\n");
+    assert_timed_out_at_1500_ms(&root);
+}
+
+fn assert_output_limit(root: &SkillRoot) {
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "output");
+    assert_mentions(error, "1048576 bytes");
+    assert!(
+        outcome.elapsed < Duration::from_secs(10),
+        "{:?}",
+        outcome.elapsed
+    );
+}
+
+#[test]
+fn sandbox_limits_stdout_flood_of_50_mb() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        chunk = "x" * (1 << 20)
+        for _ in range(50):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+        reply("flooded")
+        "#,
+    );
+    assert_output_limit(&root);
+}
+
+/// Valid JSON-RPC notifications are ignored by the protocol but still count as output.
+#[test]
+fn sandbox_limits_flood_of_jsonrpc_notifications() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        line = json.dumps({"jsonrpc": "2.0", "method": "log", "params": {"text": "x" * 1000}}) + "\n"
+        for _ in range(50_000):
+            sys.stdout.write(line)
+        sys.stdout.flush()
+        reply("flooded")
+        "#,
+    );
+    assert_output_limit(&root);
+}
+
+#[test]
+fn sandbox_limits_stderr_flood_of_50_mb() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        chunk = "x" * (1 << 20)
+        for _ in range(50):
+            sys.stderr.write(chunk)
+            sys.stderr.flush()
+        reply("flooded")
+        "#,
+    );
+    assert_output_limit(&root);
+}
+
+/// The per-call user ids are claimed through lock files under `<scratch root>/.uids`, so
+/// executors with different scratch roots hand out the same ids: a call starting under one
+/// root kills (kill -1 as that user) a call in flight under the other, and the first
+/// call's cleanup kills the second.
+///
+/// Ignored because reproducing it kills tool processes of the rest of the suite running
+/// in parallel (they hold the same user ids); run it alone:
+/// `cargo nextest run -p skillbox-executor --run-ignored only different_scratch_roots`.
+#[test]
+#[ignore = "BUG: the user-id pool is per scratch root; run alone (kills parallel tests' tools)"]
+fn calls_under_different_scratch_roots_get_different_users() {
+    assert!(running_as_root(), "per-call users need root");
+    let root = SkillRoot::new();
+    root.python_skill(
+        "slow",
+        r#"
+        time.sleep(2)
+        reply({"uid": os.getuid()})
+        "#,
+    );
+    root.python_skill("quick", r#"reply({"uid": os.getuid()})"#);
+    let scratch_a = tempfile::tempdir().unwrap();
+    let scratch_b = tempfile::tempdir().unwrap();
+    chmod(scratch_a.path(), 0o711);
+    chmod(scratch_b.path(), 0o711);
+    let (a, b) = (
+        scratch_a.path().join(unique("scratch")),
+        scratch_b.path().join(unique("scratch")),
+    );
+    let (slow, quick) = std::thread::scope(|s| {
+        let slow = s.spawn(|| root.call("slow:run").scratch_root(&a).run());
+        std::thread::sleep(Duration::from_millis(700));
+        let quick = root.call("quick:run").scratch_root(&b).run();
+        (slow.join().unwrap(), quick)
+    });
+    let (slow, quick) = (slow.data(), quick.data());
+    assert_ne!(
+        slow["uid"], quick["uid"],
+        "two calls in flight share a user"
+    );
+}

@@ -1,0 +1,18 @@
+//! The executor's integration suite.
+//!
+//! - `escape_*`: one test per attack a hostile tool makes on the sandbox, each asserting the
+//!   refusal and its reason (errno, `error_kind`, message);
+//! - `limits`: resource and lifetime limits (processes, memory, file size, output, time);
+//! - `calls`: how `exec` reports protocol errors, bad arguments and unknown tools;
+//! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples).
+//!
+//! Every test starts `skillbox-executor exec` as a separate process; they run in parallel.
+
+mod calls;
+mod escape_env;
+mod escape_files;
+mod escape_kernel;
+mod escape_network;
+mod harness;
+mod limits;
+mod runs;
