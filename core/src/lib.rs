@@ -2,4 +2,14 @@
 //! serves bots, and forwards tool calls to the executor. This crate is also the
 //! `skillbox` CLI (see [`cli`]).
 
+pub mod approvals;
+pub mod callbacks;
 pub mod cli;
+pub mod config;
+pub mod dispatch;
+pub mod gateway;
+pub mod pki;
+pub mod proxy;
+pub mod secrets;
+pub mod state;
+pub mod store;

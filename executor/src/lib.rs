@@ -12,5 +12,5 @@ pub mod broker;
 pub mod call;
 pub mod registry;
 pub mod sandbox;
-pub mod stdio;
 pub mod server;
+pub mod stdio;

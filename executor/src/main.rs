@@ -246,11 +246,21 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     let sandbox = Sandbox::new(config)?;
     let tls = std::sync::Arc::new(
-        server::ReloadingServerConfig::new(files.clone()).context("loading the executor certificate")?,
+        server::ReloadingServerConfig::new(files.clone())
+            .context("loading the executor certificate")?,
     );
-    let client = RpcClient::new(&a.core_url, CORE_IDENTITY, &files).context("core callback client")?;
-    let service = ExecutorService::new(sandbox, a.skills, CoreBroker::new(client), a.max_concurrent, a.max_queue);
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let client =
+        RpcClient::new(&a.core_url, CORE_IDENTITY, &files).context("core callback client")?;
+    let service = ExecutorService::new(
+        sandbox,
+        a.skills,
+        CoreBroker::new(client),
+        a.max_concurrent,
+        a.max_queue,
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&a.listen)
             .await

@@ -42,13 +42,21 @@ impl CoreBroker {
 }
 
 impl CapabilityBroker for CoreBroker {
-    async fn request(&self, call: &CallInfo, method_name: &str, params: Option<Value>) -> Result<Value, ErrorObject> {
+    async fn request(
+        &self,
+        call: &CallInfo,
+        method_name: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
         let core_method = match method_name {
             method::FETCH => method::CORE_FETCH,
             method::SIGN => method::CORE_SIGN,
             method::READ_FILE => method::CORE_READ_FILE,
             other => {
-                return Err(ErrorObject::new(code::METHOD_NOT_FOUND, format!("unknown capability {other:?}")));
+                return Err(ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("unknown capability {other:?}"),
+                ));
             }
         };
         let body = CoreCallbackParams {
@@ -56,8 +64,13 @@ impl CapabilityBroker for CoreBroker {
             capability_token: call.capability_token.clone(),
             request: params.unwrap_or(Value::Null),
         };
-        let params = serde_json::to_value(body).map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
-        match self.client.call(core_method, params, CALLBACK_TIMEOUT).await {
+        let params = serde_json::to_value(body)
+            .map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+        match self
+            .client
+            .call(core_method, params, CALLBACK_TIMEOUT)
+            .await
+        {
             Ok(v) => Ok(v),
             Err(ClientError::Rpc(e)) => Err(e),
             Err(e) => Err(ErrorObject::new(
@@ -84,7 +97,13 @@ pub struct ExecutorService {
 impl ExecutorService {
     /// A service over `skills_root` that runs at most `max_concurrent` calls and queues at
     /// most `max_queue` more.
-    pub fn new(sandbox: Sandbox, skills_root: PathBuf, broker: CoreBroker, max_concurrent: usize, max_queue: usize) -> Self {
+    pub fn new(
+        sandbox: Sandbox,
+        skills_root: PathBuf,
+        broker: CoreBroker,
+        max_concurrent: usize,
+        max_queue: usize,
+    ) -> Self {
         let registry = Registry::load(&skills_root);
         log_registry(&registry);
         Self {
@@ -108,14 +127,21 @@ impl ExecutorService {
 
     async fn execute(&self, params: Option<Value>) -> Result<Value, ErrorObject> {
         let params: ToolExecuteParams = serde_json::from_value(params.unwrap_or(Value::Null))
-            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}")))?;
+            .map_err(|e| {
+                ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}"))
+            })?;
         let call_id = params.call_id.clone();
-        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue && self.slots.available_permits() == 0 {
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue
+            && self.slots.available_permits() == 0
+        {
             self.waiting.fetch_sub(1, Ordering::SeqCst);
             let r = ToolResult::failed(
                 call_id,
                 ErrorKind::Unavailable,
-                format!("the executor is busy (queue of {} full); retry later", self.max_queue),
+                format!(
+                    "the executor is busy (queue of {} full); retry later",
+                    self.max_queue
+                ),
                 0,
             );
             return to_value(&r);
@@ -123,7 +149,10 @@ impl ExecutorService {
         let permit = self.slots.acquire().await;
         self.waiting.fetch_sub(1, Ordering::SeqCst);
         let Ok(_permit) = permit else {
-            return Err(ErrorObject::new(code::INTERNAL_ERROR, "executor shutting down"));
+            return Err(ErrorObject::new(
+                code::INTERNAL_ERROR,
+                "executor shutting down",
+            ));
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let registry = self.registry();

@@ -2,6 +2,7 @@
 
 mod skill;
 mod table;
+pub mod up;
 
 use std::process::ExitCode;
 
@@ -27,12 +28,18 @@ pub enum Command {
     /// Inspect and validate skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
+    /// Run the core and a local sandboxed executor on this machine (CONTRACT §8).
+    Up(up::UpArgs),
+    /// Run the core alone against the executor at [executor] url (containers).
+    Serve(up::UpArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Skill(cmd) => skill::run(cmd),
+        Command::Up(args) => up::run(args, true),
+        Command::Serve(args) => up::run(args, false),
     };
     match result {
         Ok(code) => ExitCode::from(code),

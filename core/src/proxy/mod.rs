@@ -67,6 +67,14 @@ pub enum ProxyError {
         /// What went wrong.
         reason: String,
     },
+    /// The server redirected more often than the proxy follows.
+    #[error("fetch of {url} stopped: more than {max} redirects; fetch the final url directly")]
+    TooManyRedirects {
+        /// The URL whose answer was one redirect too many.
+        url: String,
+        /// The limit.
+        max: usize,
+    },
     /// The whole fetch (every hop and the body) took longer than allowed.
     #[error("fetch of {url} timed out after {timeout_ms} ms")]
     Timeout {
@@ -112,6 +120,7 @@ impl ProxyError {
             ProxyError::TooLarge { .. } => (code::INVALID_PARAMS, "resource_limit"),
             ProxyError::Timeout { .. } => (code::INTERNAL_ERROR, "timeout"),
             ProxyError::Upstream { .. } => (code::INTERNAL_ERROR, "upstream"),
+            ProxyError::TooManyRedirects { .. } => (code::INTERNAL_ERROR, "resource_limit"),
             ProxyError::Unavailable { .. } => (code::CAPABILITY_UNAVAILABLE, "unavailable"),
             ProxyError::Read { .. } | ProxyError::Sign(_) => (code::INTERNAL_ERROR, "internal"),
         };

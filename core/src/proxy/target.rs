@@ -57,7 +57,10 @@ impl Target {
             .map_err(|e| ProxyError::invalid(CAP, format!("{url:?} is not a valid url: {e}")))?;
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or_default();
         if authority.contains('@') {
-            return Err(ProxyError::invalid(CAP, "urls with user info are not allowed"));
+            return Err(ProxyError::invalid(
+                CAP,
+                "urls with user info are not allowed",
+            ));
         }
         let (host, port) = split_authority(authority).ok_or_else(|| {
             ProxyError::invalid(CAP, format!("{url:?} has no valid host and port"))
@@ -81,9 +84,16 @@ impl Target {
         format!("{}://{}", scheme_str(self.scheme), self.host_header())
     }
 
-    /// The URL, for messages.
+    /// The whole URL.
+    #[cfg(test)]
     pub fn url(&self) -> String {
         format!("{}{}", self.origin(), self.path_and_query)
+    }
+
+    /// The URL without its query (which may carry API keys), for messages and logs.
+    pub fn display(&self) -> String {
+        let (path, _) = split_query(&self.path_and_query);
+        format!("{}{path}", self.origin())
     }
 
     /// The value of the `Host` header: `host[:port]`.
@@ -120,7 +130,9 @@ impl Target {
 
     /// Whether `other` has the same scheme, host and port.
     pub fn same_origin(&self, other: &Target) -> bool {
-        self.scheme == other.scheme && self.bare_host() == other.bare_host() && self.port == other.port
+        self.scheme == other.scheme
+            && self.bare_host() == other.bare_host()
+            && self.port == other.port
     }
 
     /// Resolves a redirect's `Location` (absolute, scheme-relative, absolute-path,
@@ -252,13 +264,20 @@ mod tests {
         assert_eq!((b.host.as_str(), b.port), ("127.0.0.1", 8080));
         assert_eq!(b.path_and_query, "/");
         let c = t("http://[::1]:81/a");
-        assert_eq!((c.host.as_str(), c.bare_host(), c.port), ("[::1]", "::1", 81));
+        assert_eq!(
+            (c.host.as_str(), c.bare_host(), c.port),
+            ("[::1]", "::1", 81)
+        );
         assert_eq!(c.host_header(), "[::1]:81");
     }
 
     #[test]
     fn parse_refuses_other_schemes() {
-        for url in ["file:///etc/passwd", "ftp://example.com/a", "gopher://x:70/"] {
+        for url in [
+            "file:///etc/passwd",
+            "ftp://example.com/a",
+            "gopher://x:70/",
+        ] {
             let r = reason(Target::parse(url).unwrap_err());
             assert!(r.contains("only http:// and https://"), "{url}: {r}");
         }

@@ -5,7 +5,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ToSqlOutput, Type, V
 use rusqlite::{params, OptionalExtension, Row, ToSql, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use skillbox_protocol::Security;
+use skillbox_protocol::skill::Security;
 
 use super::{unix_ms_now, Store, StoreError};
 
@@ -273,7 +273,13 @@ impl Store {
     /// Consumes an approved approval (approved → used). Anything else is refused with
     /// [`StoreError::NotApproved`], so two calls cannot use one approval.
     pub fn mark_used(&self, id: &str) -> Result<ApprovalRecord, StoreError> {
-        self.transition(id, ApprovalStatus::Approved, ApprovalStatus::Used, None, None)
+        self.transition(
+            id,
+            ApprovalStatus::Approved,
+            ApprovalStatus::Used,
+            None,
+            None,
+        )
     }
 
     /// [`Store::find_usable_approval`] and [`Store::mark_used`] in one transaction: the
@@ -285,7 +291,7 @@ impl Store {
         args_hash: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         let mut conn = self.conn();
-        let claim = || -> rusqlite::Result<Option<ApprovalRecord>> {
+        let mut claim = || -> rusqlite::Result<Option<ApprovalRecord>> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let Some(mut record) = find_usable(&tx, skill, tool, args_hash)? else {
                 return Ok(None);
@@ -488,8 +494,13 @@ mod tests {
         let record = pending("a1", json!({"x": 1}));
         let hash = record.args_hash.clone();
         store.insert_approval(&record).unwrap();
-        assert_eq!(store.find_usable_approval("mail", "send", &hash).unwrap(), None);
-        store.decide_approval("a1", Decision::Approve, None).unwrap();
+        assert_eq!(
+            store.find_usable_approval("mail", "send", &hash).unwrap(),
+            None
+        );
+        store
+            .decide_approval("a1", Decision::Approve, None)
+            .unwrap();
         assert_eq!(
             store.find_usable_approval("mail", "other", &hash).unwrap(),
             None
@@ -500,7 +511,10 @@ mod tests {
             .unwrap();
         assert_eq!(found.id, "a1");
         assert_eq!(store.mark_used("a1").unwrap().status, ApprovalStatus::Used);
-        assert_eq!(store.find_usable_approval("mail", "send", &hash).unwrap(), None);
+        assert_eq!(
+            store.find_usable_approval("mail", "send", &hash).unwrap(),
+            None
+        );
         let err = store.mark_used("a1").unwrap_err();
         assert!(
             matches!(
@@ -520,15 +534,23 @@ mod tests {
         let record = pending("a1", json!({"x": 1}));
         let hash = record.args_hash.clone();
         store.insert_approval(&record).unwrap();
-        assert_eq!(store.claim_usable_approval("mail", "send", &hash).unwrap(), None);
-        store.decide_approval("a1", Decision::Approve, None).unwrap();
+        assert_eq!(
+            store.claim_usable_approval("mail", "send", &hash).unwrap(),
+            None
+        );
+        store
+            .decide_approval("a1", Decision::Approve, None)
+            .unwrap();
         let claimed = store
             .claim_usable_approval("mail", "send", &hash)
             .unwrap()
             .unwrap();
         assert_eq!(claimed.status, ApprovalStatus::Used);
         assert_eq!(store.get_approval("a1").unwrap(), Some(claimed));
-        assert_eq!(store.claim_usable_approval("mail", "send", &hash).unwrap(), None);
+        assert_eq!(
+            store.claim_usable_approval("mail", "send", &hash).unwrap(),
+            None
+        );
     }
 
     #[test]

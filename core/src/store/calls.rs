@@ -3,7 +3,7 @@
 
 use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 use serde::{Deserialize, Serialize};
-use skillbox_protocol::ErrorKind;
+use skillbox_protocol::result::ErrorKind;
 
 use super::{Store, StoreError};
 
@@ -59,7 +59,7 @@ impl Store {
     /// either both are written or neither (a repeated call id writes nothing).
     pub fn record_call(&self, call: &CallRecord) -> Result<(), StoreError> {
         let mut conn = self.conn();
-        let write = || -> rusqlite::Result<()> {
+        let mut write = || -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let (successes, failures) = if call.success { (1, 0) } else { (0, 1) };
             tx.execute(
@@ -116,7 +116,7 @@ impl Store {
                 },
             )
             .optional()
-            .map_err(|source| StoreError::ReadStats { source })
+            .map_err(|source| StoreError::ReadCalls { source })
     }
 
     /// One skill's counts, if it was ever called.
@@ -180,9 +180,13 @@ mod tests {
         assert_eq!(store.skill_stats("notes").unwrap(), None);
         let first = call("c1", "notes", 1_000, true);
         store.record_call(&first).unwrap();
-        store.record_call(&call("c2", "notes", 3_000, false)).unwrap();
+        store
+            .record_call(&call("c2", "notes", 3_000, false))
+            .unwrap();
         // An older call arriving late does not move last_called_at back.
-        store.record_call(&call("c3", "notes", 2_000, true)).unwrap();
+        store
+            .record_call(&call("c3", "notes", 2_000, true))
+            .unwrap();
         store.record_call(&call("c4", "mail", 5_000, true)).unwrap();
 
         assert_eq!(store.get_call("c1").unwrap(), Some(first));
@@ -207,7 +211,9 @@ mod tests {
     #[test]
     fn record_call_is_atomic_when_call_insert_fails() {
         let (_dir, store) = open();
-        store.record_call(&call("c1", "notes", 1_000, true)).unwrap();
+        store
+            .record_call(&call("c1", "notes", 1_000, true))
+            .unwrap();
         let before = store.all_skill_stats().unwrap();
 
         // Same call id again: the stats update (first statement) succeeds, the call insert
@@ -242,7 +248,9 @@ mod tests {
         let path = Store::db_path(dir.path());
         {
             let store = Store::open(&path).unwrap();
-            store.record_call(&call("c1", "notes", 1_000, true)).unwrap();
+            store
+                .record_call(&call("c1", "notes", 1_000, true))
+                .unwrap();
         }
         let store = Store::open(&path).unwrap();
         assert!(store.get_call("c1").unwrap().is_some());

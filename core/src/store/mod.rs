@@ -156,13 +156,17 @@ pub enum StoreError {
         source: rusqlite::Error,
     },
     /// No approval has this id.
-    #[error("no approval with id {id}; list them with `skillbox approvals list` or GET /v1/approvals")]
+    #[error(
+        "no approval with id {id}; list them with `skillbox approvals list` or GET /v1/approvals"
+    )]
     ApprovalNotFound {
         /// The id asked for.
         id: String,
     },
     /// The approval was already decided (or expired), so it cannot be decided or expired.
-    #[error("approval {id} is already {status}; only a pending approval can be decided or expired")]
+    #[error(
+        "approval {id} is already {status}; only a pending approval can be decided or expired"
+    )]
     NotPending {
         /// The approval's id.
         id: String,
@@ -183,6 +187,12 @@ pub enum StoreError {
     RecordCall {
         /// The call's id.
         call_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Reading calls failed.
+    #[error("could not read calls: {source}")]
+    ReadCalls {
         /// SQLite's error.
         source: rusqlite::Error,
     },

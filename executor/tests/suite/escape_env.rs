@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::harness::{scratch_root, SkillRoot};
+use super::harness::{scratch_root, Manifest, SkillRoot};
 
 const EXECUTOR_SECRET: &str = "executor-secret-7f3a";
 const AWS_SECRET: &str = "aws-secret-9c1e";
@@ -43,7 +43,7 @@ fn sandbox_hides_executor_environment_from_tool() {
         .call("attack:run")
         .process_env("SKILLBOX_TEST_SECRET", EXECUTOR_SECRET)
         .process_env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
-        .process_env("LD_PRELOAD", "/tmp/evil.so")
+        .process_env("PYTHONPATH", "/tmp/evil-modules")
         .run();
     let env = environ(outcome.data());
     assert_eq!(
@@ -79,7 +79,7 @@ fn sandbox_passes_declared_env_and_drops_undeclared() {
     root.python_skill_with(
         "attack",
         DUMP_ENVIRON,
-        super::harness::Manifest {
+        Manifest {
             skill: "permissions: { env: [API_KEY] }",
             ..Default::default()
         },
@@ -124,7 +124,7 @@ fn sandbox_does_not_fill_declared_env_from_executor_environment() {
     root.python_skill_with(
         "attack",
         DUMP_ENVIRON,
-        super::harness::Manifest {
+        Manifest {
             skill: "permissions: { env: [API_KEY] }",
             ..Default::default()
         },

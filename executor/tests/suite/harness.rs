@@ -427,26 +427,33 @@ pub fn assert_mentions(message: &str, fragment: &str) {
     );
 }
 
-/// `Ok` when process `pid` of user `uid` is gone or a zombie (dead, waiting to be reaped);
-/// a live process of another user is a reused pid and counts as gone.
+/// `Ok` when process `pid` of user `uid` is gone or a zombie (dead, waiting to be reaped)
+/// within a second (a SIGKILL sent just before may still be in delivery); a live process of
+/// another user is a reused pid and counts as gone.
 pub fn is_dead(pid: i64, uid: u32) -> Result<(), String> {
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        match still_running(pid, uid) {
+            None => return Ok(()),
+            Some(stat) if Instant::now() >= deadline => {
+                return Err(format!(
+                    "process {pid} of user {uid} is still running: {stat}"
+                ))
+            }
+            Some(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// The `stat` line of `pid` when it is a live process of `uid`.
+fn still_running(pid: i64, uid: u32) -> Option<String> {
     use std::os::unix::fs::MetadataExt;
     let dir = format!("/proc/{pid}");
-    let (Ok(meta), Ok(stat)) = (
-        std::fs::metadata(&dir),
-        std::fs::read_to_string(format!("{dir}/stat")),
-    ) else {
-        return Ok(());
-    };
+    let meta = std::fs::metadata(&dir).ok()?;
+    let stat = std::fs::read_to_string(format!("{dir}/stat")).ok()?;
     let state = stat
         .rsplit_once(')')
         .and_then(|(_, rest)| rest.split_whitespace().next())
         .unwrap_or("?");
-    if meta.uid() != uid || state == "Z" || state == "X" {
-        Ok(())
-    } else {
-        Err(format!(
-            "process {pid} of user {uid} is still running: {stat}"
-        ))
-    }
+    (meta.uid() == uid && state != "Z" && state != "X").then_some(stat)
 }

@@ -1,0 +1,485 @@
+//! Approvals of `write` and `sign` tool calls (CONTRACT §6): a call waits until an operator
+//! approves it (API, CLI or the approvals page), unless the operator's policy approves it.
+//!
+//! Every approval lives in the [`Store`], so it outlives the core: a call that was waiting
+//! when the core stopped leaves a `pending` record; an operator approves it after the
+//! restart, and the bot's retry of the same call (same skill, tool and arguments) finds the
+//! approved record and runs. An approval lets exactly one call run.
+//!
+//! A waiting call wakes at once when [`Approvals::decide`] runs in this process, and
+//! otherwise notices a decision written by another process (the CLI on the same database)
+//! within [`POLL_INTERVAL`].
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use ring::digest::{digest, SHA256};
+use ring::rand::{SecureRandom, SystemRandom};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::skill::Security;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::store::{unix_ms_now, Store, StoreError};
+
+pub use crate::store::{ApprovalRecord, ApprovalStatus, Decision};
+
+/// How often a waiting call re-reads its approval, to see decisions made by another
+/// process on the same database.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// What a timeout too large for the clock becomes: about thirty years.
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// The default time a call waits for a decision: two minutes.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+
+/// The operator's approval policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ApprovalPolicy {
+    /// Calls approved without asking: `"skill:tool"` or `"skill:*"`.
+    pub auto_approve: Vec<String>,
+    /// How long a call waits for a decision before its approval expires.
+    pub timeout_ms: u64,
+}
+
+impl Default for ApprovalPolicy {
+    fn default() -> Self {
+        ApprovalPolicy {
+            auto_approve: Vec::new(),
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
+    }
+}
+
+impl ApprovalPolicy {
+    /// Whether the policy approves every call of `skill:tool`.
+    pub fn auto_approves(&self, skill: &str, tool: &str) -> bool {
+        self.auto_approve.iter().any(|pattern| {
+            pattern
+                .split_once(':')
+                .is_some_and(|(s, t)| s == skill && (t == tool || t == "*"))
+        })
+    }
+}
+
+/// A call that may need an approval.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApprovalRequest {
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// The call's arguments; identical arguments (in any key order) make an identical call.
+    pub args: Value,
+    /// The tool's declared security.
+    pub security: Security,
+}
+
+/// Why a call may run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "grant")]
+pub enum ApprovalGrant {
+    /// The tool only reads: no approval needed.
+    NotRequired,
+    /// The operator's policy approves this tool; nothing was recorded.
+    Auto,
+    /// An approval given earlier (e.g. before a core restart) for this exact call.
+    Earlier {
+        /// The approval used.
+        id: String,
+    },
+    /// An operator approved while the call waited.
+    Decided {
+        /// The approval used.
+        id: String,
+    },
+}
+
+impl ApprovalGrant {
+    /// The approval record the call used, if any.
+    pub fn approval_id(&self) -> Option<&str> {
+        match self {
+            ApprovalGrant::NotRequired | ApprovalGrant::Auto => None,
+            ApprovalGrant::Earlier { id } | ApprovalGrant::Decided { id } => Some(id),
+        }
+    }
+}
+
+/// Why a call may not run, or an approval could not be listed or decided.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// An operator denied the call.
+    #[error("approval {id} was denied{}; the call did not run. Ask the operator, or call again to request a new approval", reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Denied {
+        /// The approval.
+        id: String,
+        /// The operator's reason.
+        reason: Option<String>,
+    },
+    /// Nobody decided in time; the approval expired.
+    #[error("approval {id} got no decision within {timeout_ms} ms and expired; the call did not run. Call again and approve the new request with `skillbox approvals approve ID` or POST /v1/approvals/ID, or raise the approval timeout")]
+    TimedOut {
+        /// The expired approval.
+        id: String,
+        /// The timeout that ran out.
+        timeout_ms: u64,
+    },
+    /// Another identical call used the approval first.
+    #[error("approval {id} was already used by another identical call; call again to request a new approval")]
+    AlreadyUsed {
+        /// The approval.
+        id: String,
+    },
+    /// No approval has this id.
+    #[error(
+        "no approval with id {id}; list them with `skillbox approvals list` or GET /v1/approvals"
+    )]
+    NotFound {
+        /// The id asked for.
+        id: String,
+    },
+    /// The approval was already decided or expired.
+    #[error("approval {id} is already {status}; only a pending approval can be decided. List pending ones with `skillbox approvals list` or GET /v1/approvals?status=pending")]
+    NotPending {
+        /// The approval.
+        id: String,
+        /// Its current status.
+        status: ApprovalStatus,
+    },
+    /// The operating system's random source failed while making an approval id.
+    #[error("could not draw a random approval id from the operating system")]
+    RandomId,
+    /// The state database failed.
+    #[error(transparent)]
+    Store(StoreError),
+    /// The blocking task that ran a database step panicked or was cancelled.
+    #[error("the approvals database task failed: {source}")]
+    StoreTask {
+        /// Tokio's error.
+        source: tokio::task::JoinError,
+    },
+}
+
+impl From<StoreError> for ApprovalError {
+    fn from(error: StoreError) -> Self {
+        match error {
+            StoreError::ApprovalNotFound { id } => ApprovalError::NotFound { id },
+            StoreError::NotPending { id, status } => ApprovalError::NotPending { id, status },
+            StoreError::NotApproved {
+                id,
+                status: ApprovalStatus::Used,
+            } => ApprovalError::AlreadyUsed { id },
+            other => ApprovalError::Store(other),
+        }
+    }
+}
+
+impl ApprovalError {
+    /// The CONTRACT §3 kind of a call refused by this error.
+    pub fn error_kind(&self) -> ErrorKind {
+        match self {
+            ApprovalError::Denied { .. }
+            | ApprovalError::TimedOut { .. }
+            | ApprovalError::AlreadyUsed { .. } => ErrorKind::ApprovalDenied,
+            ApprovalError::NotFound { .. } => ErrorKind::NotFound,
+            ApprovalError::NotPending { .. } => ErrorKind::InvalidArgs,
+            ApprovalError::RandomId | ApprovalError::Store(_) | ApprovalError::StoreTask { .. } => {
+                ErrorKind::Unavailable
+            }
+        }
+    }
+}
+
+/// The approvals of this core: share it behind an `Arc`.
+#[derive(Debug)]
+pub struct Approvals {
+    store: Store,
+    policy: ApprovalPolicy,
+    /// Per pending approval with a call waiting in this process, the bell that
+    /// [`Approvals::decide`] rings.
+    waiters: Mutex<HashMap<String, watch::Sender<()>>>,
+    random: SystemRandom,
+}
+
+impl Approvals {
+    /// Approvals over `store` under `policy`.
+    pub fn new(store: Store, policy: ApprovalPolicy) -> Approvals {
+        Approvals {
+            store,
+            policy,
+            waiters: Mutex::new(HashMap::new()),
+            random: SystemRandom::new(),
+        }
+    }
+
+    /// The policy in force.
+    pub fn policy(&self) -> &ApprovalPolicy {
+        &self.policy
+    }
+
+    /// Decides whether a call may run, waiting for an operator when it must. If the
+    /// returned future is dropped while waiting, the approval stays `pending` in the store,
+    /// so an operator can still approve it for a retry of the same call.
+    pub async fn request(&self, req: ApprovalRequest) -> Result<ApprovalGrant, ApprovalError> {
+        let ApprovalRequest {
+            skill,
+            tool,
+            args,
+            security,
+        } = req;
+        if security == Security::Read {
+            return Ok(ApprovalGrant::NotRequired);
+        }
+        if self.policy.auto_approves(&skill, &tool) {
+            tracing::info!(%skill, %tool, "call approved by the auto-approve policy");
+            return Ok(ApprovalGrant::Auto);
+        }
+        let args_hash = args_hash(&args);
+        let claimed = {
+            let (skill, tool, hash) = (skill.clone(), tool.clone(), args_hash.clone());
+            self.blocking(move |s| s.claim_usable_approval(&skill, &tool, &hash))
+                .await?
+        };
+        if let Some(record) = claimed {
+            tracing::info!(approval_id = %record.id, %skill, %tool, "call runs on an earlier approval");
+            return Ok(ApprovalGrant::Earlier { id: record.id });
+        }
+
+        let id = self.new_id()?;
+        let record = ApprovalRecord {
+            id: id.clone(),
+            skill,
+            tool,
+            args_hash,
+            args,
+            security,
+            status: ApprovalStatus::Pending,
+            created_at: unix_ms_now(),
+            decided_at: None,
+            reason: None,
+        };
+        let waiter = self.register(&id);
+        tracing::info!(
+            approval_id = %id,
+            skill = %record.skill,
+            tool = %record.tool,
+            security = ?security,
+            timeout_ms = self.policy.timeout_ms,
+            "call waits for approval: approve it with `skillbox approvals approve {id}` or POST /v1/approvals/{id}"
+        );
+        tracing::debug!(approval_id = %id, args_hash = %record.args_hash, "approval arguments hash");
+        self.blocking(move |s| s.insert_approval(&record)).await?;
+        self.wait(&id, waiter).await
+    }
+
+    /// Approvals, oldest first, all or those with one status.
+    pub fn list(
+        &self,
+        status: Option<ApprovalStatus>,
+    ) -> Result<Vec<ApprovalRecord>, ApprovalError> {
+        Ok(self.store.list_approvals(status)?)
+    }
+
+    /// One approval.
+    pub fn get(&self, id: &str) -> Result<ApprovalRecord, ApprovalError> {
+        self.store
+            .get_approval(id)?
+            .ok_or_else(|| ApprovalError::NotFound { id: id.to_owned() })
+    }
+
+    /// Decides a pending approval and wakes the call waiting on it in this process, if
+    /// any. An approved approval lets one identical call run: the waiting one, or (if it
+    /// is gone) the next retry.
+    pub fn decide(
+        &self,
+        id: &str,
+        decision: Decision,
+        reason: Option<String>,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        let record = self
+            .store
+            .decide_approval(id, decision, reason.as_deref())?;
+        tracing::info!(approval_id = %id, skill = %record.skill, tool = %record.tool, decision = %record.status, "approval decided");
+        if let Some(bell) = self.lock_waiters().get(id) {
+            bell.send_replace(());
+        }
+        Ok(record)
+    }
+
+    /// Waits until approval `id` is decided or the timeout runs out.
+    async fn wait(&self, id: &str, mut waiter: Waiter<'_>) -> Result<ApprovalGrant, ApprovalError> {
+        let timeout_ms = self.policy.timeout_ms;
+        let now = Instant::now();
+        // A timeout too large for the clock means "wait about forever".
+        let deadline = now
+            .checked_add(Duration::from_millis(timeout_ms))
+            .unwrap_or_else(|| now + FOREVER);
+        loop {
+            let record = {
+                let id = id.to_owned();
+                self.blocking(move |s| s.get_approval(&id)).await?
+            };
+            let record = record.ok_or_else(|| ApprovalError::NotFound { id: id.to_owned() })?;
+            match record.status {
+                ApprovalStatus::Pending => {}
+                ApprovalStatus::Approved => {
+                    let id = id.to_owned();
+                    let used = self.blocking(move |s| s.mark_used(&id)).await?;
+                    tracing::info!(approval_id = %used.id, "call approved by an operator");
+                    return Ok(ApprovalGrant::Decided { id: used.id });
+                }
+                ApprovalStatus::Denied => {
+                    return Err(ApprovalError::Denied {
+                        id: id.to_owned(),
+                        reason: record.reason,
+                    })
+                }
+                ApprovalStatus::Expired => {
+                    return Err(ApprovalError::TimedOut {
+                        id: id.to_owned(),
+                        timeout_ms,
+                    })
+                }
+                ApprovalStatus::Used => {
+                    return Err(ApprovalError::AlreadyUsed { id: id.to_owned() })
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let expiring = id.to_owned();
+                match self.blocking(move |s| s.expire_approval(&expiring)).await {
+                    Ok(_) => {
+                        tracing::warn!(approval_id = %id, timeout_ms, "approval expired: nobody decided in time");
+                        return Err(ApprovalError::TimedOut {
+                            id: id.to_owned(),
+                            timeout_ms,
+                        });
+                    }
+                    // Decided at the last moment: read the decision.
+                    Err(ApprovalError::NotPending { .. }) => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let nap = POLL_INTERVAL.min(deadline - now);
+            tokio::select! {
+                rang = waiter.receiver.changed() => {
+                    if rang.is_err() {
+                        tokio::time::sleep(nap).await;
+                    }
+                }
+                () = tokio::time::sleep(nap) => {}
+            }
+        }
+    }
+
+    /// Runs one short store step on the blocking pool.
+    async fn blocking<T, F>(&self, step: F) -> Result<T, ApprovalError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || step(&store))
+            .await
+            .map_err(|source| ApprovalError::StoreTask { source })?
+            .map_err(ApprovalError::from)
+    }
+
+    fn new_id(&self) -> Result<String, ApprovalError> {
+        let mut bytes = [0u8; 16];
+        self.random
+            .fill(&mut bytes)
+            .map_err(|_| ApprovalError::RandomId)?;
+        Ok(hex(&bytes))
+    }
+
+    fn lock_waiters(&self) -> std::sync::MutexGuard<'_, HashMap<String, watch::Sender<()>>> {
+        // The map stays consistent across a panic (each operation is one insert/remove).
+        self.waiters.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn register(&self, id: &str) -> Waiter<'_> {
+        let (sender, receiver) = watch::channel(());
+        self.lock_waiters().insert(id.to_owned(), sender);
+        Waiter {
+            approvals: self,
+            id: id.to_owned(),
+            receiver,
+        }
+    }
+}
+
+/// A call waiting in this process; unregisters itself when the wait ends or is dropped.
+struct Waiter<'a> {
+    approvals: &'a Approvals,
+    id: String,
+    receiver: watch::Receiver<()>,
+}
+
+impl Drop for Waiter<'_> {
+    fn drop(&mut self) {
+        self.approvals.lock_waiters().remove(&self.id);
+    }
+}
+
+/// The hex SHA-256 of the canonical JSON of `args`: two calls with the same arguments in
+/// any key order share it.
+pub fn args_hash(args: &Value) -> String {
+    hex(digest(&SHA256, canonical_json(args).as_bytes()).as_ref())
+}
+
+/// Compact JSON with every object's keys sorted, whatever map type serde_json was built
+/// with (its `preserve_order` feature keeps insertion order).
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<_> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(item, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,306 @@
+//! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
+//! a configured executor URL): start the channel, the callback listener and the gateway;
+//! supervise the executor; shut down cleanly on Ctrl-C or SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use serde_json::json;
+use skillbox_protocol::channel::client::RpcClient;
+use skillbox_protocol::channel::server::{self, ReloadingServerConfig, ServerOptions};
+use skillbox_protocol::channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_protocol::methods::method;
+use skillbox_protocol::skill::{discover, DiscoveryOptions};
+use tokio::net::TcpListener;
+
+use crate::approvals::{ApprovalPolicy, Approvals};
+use crate::callbacks::Callbacks;
+use crate::config::Config;
+use crate::dispatch::Dispatcher;
+use crate::gateway::{self, Gateway};
+use crate::proxy::fetch::{FetchConfig, FetchProxy};
+use crate::proxy::readfile::ReadFileProxy;
+use crate::proxy::sign::Signer;
+use crate::secrets::Secrets;
+use crate::store::Store;
+use crate::{pki, state};
+
+/// How long `up` waits for the executor's first health answer.
+pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `skillbox up` / `skillbox serve` arguments.
+#[derive(Debug, Args)]
+pub struct UpArgs {
+    /// The workspace: skills in DIR/skills, state in DIR/.skillbox, config DIR/skillbox.toml.
+    /// Default: examples/workspace when it exists, else the current folder.
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Gateway address (overrides [gateway] listen).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Pass --insecure-no-sandbox to the executor (kernels without Landlock/seccomp). Unsafe.
+    #[arg(long)]
+    pub insecure_no_sandbox: bool,
+}
+
+/// Resolves the workspace folder.
+pub fn workspace(arg: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let dir = match arg {
+        Some(d) => d.to_path_buf(),
+        None if Path::new("examples/workspace").is_dir() => PathBuf::from("examples/workspace"),
+        None => std::env::current_dir()?,
+    };
+    dir.canonicalize().with_context(|| {
+        format!(
+            "workspace {} does not exist; pass --workspace DIR",
+            dir.display()
+        )
+    })
+}
+
+/// Runs the core; with `embedded`, also starts and supervises a local executor.
+pub fn run(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(run_async(args, embedded))
+}
+
+async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
+    let ws = workspace(args.workspace.as_deref())?;
+    let state_dir = state::ensure_dir(&ws)?;
+    let config = Config::load(&ws)?;
+    let skills_root = ws.join("skills");
+    pki::ensure(&state_dir)?;
+    let token = state::ensure_token(&state_dir)?;
+    let core_files = pki::core_files(&state_dir);
+
+    let store = Store::open(&Store::db_path(&state_dir))?;
+    let approvals = Arc::new(Approvals::new(
+        store.clone(),
+        ApprovalPolicy {
+            auto_approve: config.approvals.auto_approve.clone(),
+            timeout_ms: config.approvals.timeout_ms,
+        },
+    ));
+    let root = skills_root.clone();
+    let catalog =
+        tokio::task::spawn_blocking(move || discover(&[root], DiscoveryOptions::default())).await?;
+    for s in &catalog.skipped {
+        tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
+    }
+
+    let callback_listener = TcpListener::bind(&config.executor.callback_listen)
+        .await
+        .with_context(|| {
+            format!(
+                "binding the callback listener {}",
+                config.executor.callback_listen
+            )
+        })?;
+    let callback_url = if config.executor.callback_url.is_empty() {
+        format!("https://{}", callback_listener.local_addr()?)
+    } else {
+        config.executor.callback_url.clone()
+    };
+    let executor_url = if embedded {
+        format!("https://{}", free_addr(&config.executor.listen)?)
+    } else if config.executor.url.is_empty() {
+        anyhow::bail!("`skillbox serve` needs [executor] url in skillbox.toml (the executor's https://host:port)");
+    } else {
+        config.executor.url.clone()
+    };
+    let executor = RpcClient::new(&executor_url, EXECUTOR_IDENTITY, &core_files)?;
+    let dispatcher = Arc::new(Dispatcher::new(
+        catalog,
+        executor,
+        Secrets::load(&state_dir)?,
+        approvals,
+        store,
+        Duration::from_millis(config.executor.call_timeout_ms),
+    ));
+    let callbacks = Callbacks::new(
+        Arc::clone(&dispatcher),
+        FetchProxy::new(FetchConfig {
+            allow_private: config.fetch.allow_private.clone(),
+            max_response_bytes: config.fetch.max_response_bytes,
+            timeout_ms: config.fetch.timeout_ms,
+            ..FetchConfig::default()
+        }),
+        ReadFileProxy::new(ws.clone(), config.read_file.max_bytes),
+        Signer::open(state_dir.join("keys"))?,
+    );
+    let tls = Arc::new(ReloadingServerConfig::new(core_files.clone())?);
+    let callback_task = tokio::spawn(server::serve(
+        callback_listener,
+        tls,
+        ServerOptions {
+            expected_peer: EXECUTOR_IDENTITY.to_string(),
+            max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
+        },
+        Arc::new(callbacks),
+    ));
+
+    let supervisor = if embedded {
+        let spec = ExecutorSpec {
+            binary: executor_binary(&config.executor.binary)?,
+            skills: skills_root.clone(),
+            listen: executor_url.trim_start_matches("https://").to_string(),
+            pki: pki::pki_dir(&state_dir),
+            core_url: callback_url.clone(),
+            max_concurrent: config.executor.max_concurrent,
+            insecure: args.insecure_no_sandbox,
+        };
+        Some(tokio::spawn(supervise(spec)))
+    } else {
+        None
+    };
+    wait_healthy(&dispatcher).await?;
+
+    let listen = args.listen.unwrap_or(config.gateway.listen.clone());
+    let gateway_listener = TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("binding the gateway {listen}; pass --listen ADDR"))?;
+    let addr = gateway_listener.local_addr()?;
+    state::write_gateway_addr(&state_dir, &addr.to_string())?;
+    println!("skillbox is up");
+    println!("  gateway:   http://{addr}");
+    println!(
+        "  token:     {}",
+        state_dir.join(state::TOKEN_FILE).display()
+    );
+    println!("  workspace: {}", ws.display());
+    println!("  executor:  {executor_url}");
+    let gateway = Arc::new(Gateway {
+        dispatcher,
+        token,
+        max_request_bytes: config.gateway.max_request_bytes,
+        skills_root,
+    });
+    let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
+    shutdown_signal().await;
+    println!("skillbox: shutting down");
+    gateway_task.abort();
+    callback_task.abort();
+    if let Some(s) = supervisor {
+        s.abort();
+        let _ = s.await;
+    }
+    Ok(0)
+}
+
+async fn wait_healthy(dispatcher: &Dispatcher) -> anyhow::Result<()> {
+    let deadline = tokio::time::Instant::now() + EXECUTOR_START_TIMEOUT;
+    loop {
+        match dispatcher
+            .executor()
+            .call(method::HEALTH, json!({}), Duration::from_secs(2))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                anyhow::bail!("the executor did not answer within {EXECUTOR_START_TIMEOUT:?}: {e}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+}
+
+/// `host:port` with a concrete port: port 0 is replaced by a free one.
+fn free_addr(listen: &str) -> anyhow::Result<String> {
+    let l = std::net::TcpListener::bind(listen)
+        .with_context(|| format!("executor listen address {listen}"))?;
+    Ok(l.local_addr()?.to_string())
+}
+
+fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
+    if !configured.is_empty() {
+        return Ok(PathBuf::from(configured));
+    }
+    let me = std::env::current_exe()?;
+    let sibling = me.with_file_name("skillbox-executor");
+    if sibling.is_file() {
+        return Ok(sibling);
+    }
+    anyhow::bail!(
+        "skillbox-executor not found next to {}; build it (cargo build -p skillbox-executor) or set [executor] binary",
+        me.display()
+    )
+}
+
+#[derive(Debug, Clone)]
+struct ExecutorSpec {
+    binary: PathBuf,
+    skills: PathBuf,
+    listen: String,
+    pki: PathBuf,
+    core_url: String,
+    max_concurrent: usize,
+    insecure: bool,
+}
+
+/// Starts the executor and restarts it whenever it exits, with a growing pause.
+async fn supervise(spec: ExecutorSpec) {
+    let mut backoff = Duration::from_millis(200);
+    loop {
+        let mut cmd = tokio::process::Command::new(&spec.binary);
+        cmd.arg("serve")
+            .arg("--skills")
+            .arg(&spec.skills)
+            .arg("--listen")
+            .arg(&spec.listen)
+            .arg("--pki")
+            .arg(&spec.pki)
+            .arg("--core-url")
+            .arg(&spec.core_url)
+            .arg("--max-concurrent")
+            .arg(spec.max_concurrent.to_string())
+            // The executor holds no secrets: it gets no environment from the core.
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        if spec.insecure {
+            cmd.arg("--insecure-no-sandbox");
+        }
+        let started = tokio::time::Instant::now();
+        match cmd.spawn() {
+            Ok(mut child) => {
+                tracing::info!(pid = child.id(), "executor started");
+                let status = child.wait().await;
+                tracing::warn!(?status, "executor exited; restarting");
+            }
+            Err(e) => {
+                tracing::error!(binary = %spec.binary.display(), error = %e, "cannot start the executor")
+            }
+        }
+        if started.elapsed() > Duration::from_secs(10) {
+            backoff = Duration::from_millis(200);
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut term) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[allow(dead_code)]
+const _IDENTITIES: [&str; 2] = [CORE_IDENTITY, EXECUTOR_IDENTITY];

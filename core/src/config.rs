@@ -1,0 +1,231 @@
+//! `skillbox.toml`: the core's configuration, read from the workspace. Every key has a
+//! default; unknown keys are errors (a typo must not silently weaken a policy).
+//!
+//! ```toml
+//! [gateway]
+//! listen = "127.0.0.1:7070"        # bots connect here (bearer token in <state>/api-token)
+//! max_request_bytes = 1048576      # largest request body
+//!
+//! [executor]
+//! url = ""                         # `skillbox serve`: the executor's https URL; `up` starts its own
+//! listen = "127.0.0.1:7071"        # `up`: where the executor it starts listens
+//! callback_listen = "127.0.0.1:7072" # where the core takes executor callbacks (fetch, sign, readFile)
+//! callback_url = ""                # how the executor reaches that listener (default https://<callback_listen>)
+//! call_timeout_ms = 300000         # a tool call's longest round trip through the channel
+//! max_concurrent = 16              # calls the executor runs at once
+//! binary = ""                      # skillbox-executor to start (default: next to skillbox)
+//!
+//! [fetch]
+//! allow_private = []               # "host:port" pairs that may resolve to private addresses
+//! max_response_bytes = 5242880
+//! timeout_ms = 15000
+//!
+//! [read_file]
+//! max_bytes = 1048576
+//!
+//! [approvals]
+//! timeout_ms = 120000              # a write/sign call waits this long for a decision
+//! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The config file's name in a workspace.
+pub const CONFIG_FILE: &str = "skillbox.toml";
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Gateway settings.
+    pub gateway: GatewayConfig,
+    /// Executor and channel settings.
+    pub executor: ExecutorConfig,
+    /// Fetch proxy settings.
+    pub fetch: FetchSection,
+    /// readFile proxy settings.
+    pub read_file: ReadFileSection,
+    /// Approval settings.
+    pub approvals: ApprovalsSection,
+}
+
+/// `[gateway]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Listen address.
+    pub listen: String,
+    /// Largest request body.
+    pub max_request_bytes: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7070".into(),
+            max_request_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `[executor]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorConfig {
+    /// The executor's URL for `skillbox serve`.
+    pub url: String,
+    /// Where `up` makes its executor listen.
+    pub listen: String,
+    /// The core's callback listener.
+    pub callback_listen: String,
+    /// The callback URL given to the executor.
+    pub callback_url: String,
+    /// Longest round trip of a call.
+    pub call_timeout_ms: u64,
+    /// Calls the executor runs at once.
+    pub max_concurrent: usize,
+    /// Executor binary for `up`.
+    pub binary: String,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            listen: "127.0.0.1:7071".into(),
+            callback_listen: "127.0.0.1:7072".into(),
+            callback_url: String::new(),
+            call_timeout_ms: 300_000,
+            max_concurrent: 16,
+            binary: String::new(),
+        }
+    }
+}
+
+/// `[fetch]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FetchSection {
+    /// Private `host:port` pairs allowed.
+    pub allow_private: Vec<String>,
+    /// Largest response body.
+    pub max_response_bytes: usize,
+    /// Total timeout.
+    pub timeout_ms: u64,
+}
+
+impl Default for FetchSection {
+    fn default() -> Self {
+        Self {
+            allow_private: Vec::new(),
+            max_response_bytes: 5 * 1024 * 1024,
+            timeout_ms: 15_000,
+        }
+    }
+}
+
+/// `[read_file]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadFileSection {
+    /// Largest file.
+    pub max_bytes: u64,
+}
+
+impl Default for ReadFileSection {
+    fn default() -> Self {
+        Self {
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `[approvals]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsSection {
+    /// Wait for a decision this long.
+    pub timeout_ms: u64,
+    /// Approved without asking.
+    pub auto_approve: Vec<String>,
+}
+
+impl Default for ApprovalsSection {
+    fn default() -> Self {
+        Self {
+            timeout_ms: 120_000,
+            auto_approve: Vec::new(),
+        }
+    }
+}
+
+/// Why the config could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Cause (names the key).
+        source: toml::de::Error,
+    },
+}
+
+impl Config {
+    /// Reads `<workspace>/skillbox.toml`, or the defaults when there is none.
+    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        let path = workspace.join(CONFIG_FILE);
+        if !path.exists() {
+            return Ok(Self::default());
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        toml::from_str(&text).map_err(|source| ConfigError::Parse { path, source })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_file_gives_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_refused_with_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(CONFIG_FILE), "[fetch]\nallow_privat = []\n").unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("allow_privat"), "{err}");
+    }
+
+    #[test]
+    fn partial_sections_keep_other_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[fetch]\nallow_private = [\"127.0.0.1:8080\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path()).unwrap();
+        assert_eq!(c.fetch.allow_private, vec!["127.0.0.1:8080"]);
+        assert_eq!(c.fetch.timeout_ms, 15_000);
+        assert_eq!(c.gateway, GatewayConfig::default());
+    }
+}

@@ -1,0 +1,289 @@
+//! The dispatcher: one gateway tool call to the executor and back. It checks the skill is
+//! available, waits for an approval where the tool's security asks for one, issues the
+//! call id and a per-call capability token, hands the executor the declared env values,
+//! records the outcome, and keeps the call's permissions for its capability callbacks
+//! until the call ends (the token dies with it).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use ring::rand::{SecureRandom, SystemRandom};
+use serde_json::Value;
+use skillbox_protocol::channel::client::{ClientError, RpcClient};
+use skillbox_protocol::methods::{method, SecretValue, ToolExecuteParams};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::skill::{Catalog, Security, Skill};
+use subtle::ConstantTimeEq;
+
+use crate::approvals::{ApprovalRequest, Approvals};
+use crate::secrets::Secrets;
+use crate::store::{unix_ms_now, CallRecord, Store};
+
+/// A call in flight, as its capability callbacks see it.
+#[derive(Debug)]
+pub struct ActiveCall {
+    /// The skill the call was dispatched under (its permissions decide callbacks).
+    pub skill: Arc<Skill>,
+    /// The tool.
+    pub tool: String,
+    /// The tool's security level.
+    pub security: Security,
+    token: SecretValue,
+}
+
+/// Why a callback is refused before its request is looked at.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallbackAuthError {
+    /// No call in flight has this id (never issued, or already ended).
+    #[error("no call {0:?} is in flight; capabilities exist only during their call")]
+    UnknownCall(String),
+    /// The token is not the one issued with the call.
+    #[error("the capability token does not belong to call {0:?}")]
+    BadToken(String),
+}
+
+/// Routes tool calls to the executor.
+#[derive(Debug)]
+pub struct Dispatcher {
+    catalog: RwLock<Arc<Catalog>>,
+    executor: RpcClient,
+    secrets: Secrets,
+    approvals: Arc<Approvals>,
+    store: Store,
+    active: Mutex<HashMap<String, Arc<ActiveCall>>>,
+    call_timeout: Duration,
+    rng: SystemRandom,
+}
+
+impl Dispatcher {
+    /// A dispatcher over a catalog and an executor client.
+    pub fn new(
+        catalog: Catalog,
+        executor: RpcClient,
+        secrets: Secrets,
+        approvals: Arc<Approvals>,
+        store: Store,
+        call_timeout: Duration,
+    ) -> Self {
+        Self {
+            catalog: RwLock::new(Arc::new(catalog)),
+            executor,
+            secrets,
+            approvals,
+            store,
+            active: Mutex::new(HashMap::new()),
+            call_timeout,
+            rng: SystemRandom::new(),
+        }
+    }
+
+    /// The skills the core knows.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| Arc::clone(&c))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    /// Replaces the catalog (after a reload).
+    pub fn set_catalog(&self, catalog: Catalog) {
+        if let Ok(mut c) = self.catalog.write() {
+            *c = Arc::new(catalog);
+        }
+    }
+
+    /// The executor client.
+    pub fn executor(&self) -> &RpcClient {
+        &self.executor
+    }
+
+    /// The approvals.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
+    /// The secrets.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// Why a skill cannot be used now, if it cannot: an env value it needs that the core
+    /// does not hold.
+    pub fn unavailable_reason(&self, skill: &Skill) -> Option<String> {
+        let missing: Vec<&str> = skill
+            .prerequisites
+            .env
+            .iter()
+            .chain(
+                skill
+                    .permissions
+                    .env
+                    .iter()
+                    .filter(|n| skill.prerequisites.env.contains(n)),
+            )
+            .filter(|n| !self.secrets.has(n))
+            .map(String::as_str)
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "the core holds no value for {}; set it in the core's environment or <state>/secrets.env",
+                missing.join(", ")
+            )
+        })
+    }
+
+    /// Runs `skill:tool` with `args`.
+    pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
+        let started = Instant::now();
+        let started_at = unix_ms_now();
+        let call_id = self.random_hex(12);
+        let result = self.run(&call_id, full_name, args).await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut result = match result {
+            Ok(r) => r,
+            Err((kind, msg)) => ToolResult::failed(call_id.clone(), kind, msg, duration_ms),
+        };
+        result.call_id = call_id.clone();
+        if let Some((skill, tool)) = full_name.split_once(':') {
+            let record = CallRecord {
+                call_id,
+                skill: skill.to_string(),
+                tool: tool.to_string(),
+                started_at,
+                duration_ms,
+                success: result.success,
+                error_kind: result.error_kind,
+            };
+            let store = self.store.clone();
+            let _ = tokio::task::spawn_blocking(move || {
+                if let Err(e) = store.record_call(&record) {
+                    tracing::error!(error = %e, "cannot record the call");
+                }
+            })
+            .await;
+        }
+        result
+    }
+
+    async fn run(
+        &self,
+        call_id: &str,
+        full_name: &str,
+        args: Value,
+    ) -> Result<ToolResult, (ErrorKind, String)> {
+        let (skill_name, tool_name) = full_name.split_once(':').ok_or((
+            ErrorKind::NotFound,
+            format!("{full_name:?} is not a tool name; use \"skill:tool\""),
+        ))?;
+        let catalog = self.catalog();
+        let skill = catalog.get(skill_name).cloned().map(Arc::new).ok_or((
+            ErrorKind::NotFound,
+            format!("no skill named {skill_name:?}"),
+        ))?;
+        let tool = skill.tool(tool_name).cloned().ok_or((
+            ErrorKind::NotFound,
+            format!("skill {skill_name:?} has no tool {tool_name:?}"),
+        ))?;
+        if let Some(reason) = self.unavailable_reason(&skill) {
+            return Err((
+                ErrorKind::Unavailable,
+                format!("skill {skill_name:?} is unavailable: {reason}"),
+            ));
+        }
+        self.approvals
+            .request(ApprovalRequest {
+                skill: skill.name.clone(),
+                tool: tool.name.clone(),
+                args: args.clone(),
+                security: tool.security,
+            })
+            .await
+            .map_err(|e| (e.error_kind(), e.to_string()))?;
+        let token = SecretValue(self.random_token());
+        let params = ToolExecuteParams {
+            call_id: call_id.to_string(),
+            capability_token: token.clone(),
+            skill: skill.name.clone(),
+            tool: tool.name.clone(),
+            args,
+            env: self.secrets.for_names(&skill.permissions.env),
+        };
+        let active = Arc::new(ActiveCall {
+            skill: Arc::clone(&skill),
+            tool: tool.name.clone(),
+            security: tool.security,
+            token,
+        });
+        let _guard = self.register(call_id, active);
+        let params =
+            serde_json::to_value(params).map_err(|e| (ErrorKind::Protocol, e.to_string()))?;
+        match self.executor.call(method::TOOL_EXECUTE, params, self.call_timeout).await {
+            Ok(v) => serde_json::from_value::<ToolResult>(v)
+                .map_err(|e| (ErrorKind::Protocol, format!("the executor's answer is not a tool result: {e}"))),
+            Err(ClientError::Rpc(e)) => Err((ErrorKind::Protocol, format!("the executor refused the call: {}", e.message))),
+            Err(e @ ClientError::Timeout { .. }) => Err((ErrorKind::Timeout, e.to_string())),
+            Err(e) => Err((
+                ErrorKind::Unavailable,
+                format!("the executor is unavailable ({e}); the call did not complete, retry once it is back"),
+            )),
+        }
+    }
+
+    fn register(&self, call_id: &str, call: Arc<ActiveCall>) -> ActiveGuard<'_> {
+        if let Ok(mut a) = self.active.lock() {
+            a.insert(call_id.to_string(), call);
+        }
+        ActiveGuard {
+            dispatcher: self,
+            call_id: call_id.to_string(),
+        }
+    }
+
+    /// The call a callback belongs to, when its id is in flight and its token matches
+    /// (compared in constant time).
+    pub fn authorize(
+        &self,
+        call_id: &str,
+        token: &SecretValue,
+    ) -> Result<Arc<ActiveCall>, CallbackAuthError> {
+        let call = self
+            .active
+            .lock()
+            .ok()
+            .and_then(|a| a.get(call_id).cloned())
+            .ok_or_else(|| CallbackAuthError::UnknownCall(call_id.to_string()))?;
+        if bool::from(call.token.0.as_bytes().ct_eq(token.0.as_bytes())) {
+            Ok(call)
+        } else {
+            Err(CallbackAuthError::BadToken(call_id.to_string()))
+        }
+    }
+
+    fn random_hex(&self, n: usize) -> String {
+        let mut bytes = vec![0u8; n];
+        let _ = self.rng.fill(&mut bytes);
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    fn random_token(&self) -> String {
+        let mut bytes = [0u8; 32];
+        let _ = self.rng.fill(&mut bytes);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+}
+
+/// Removes a call from the in-flight table when it ends, however it ends.
+struct ActiveGuard<'a> {
+    dispatcher: &'a Dispatcher,
+    call_id: String,
+}
+
+impl Drop for ActiveGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.dispatcher.active.lock() {
+            a.remove(&self.call_id);
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! The gateway for bots and agents (CONTRACT §6): HTTP on 127.0.0.1:7070 by default,
+//! bearer-token auth on every route but `/healthz` (compared in constant time), JSON in
+//! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place.
+
+mod routes;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use serde_json::json;
+use skillbox_protocol::result::ErrorKind;
+use subtle::ConstantTimeEq;
+use tokio::net::TcpListener;
+
+use crate::dispatch::Dispatcher;
+
+/// How long `/healthz` waits for the executor's health answer.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the gateway serves.
+#[derive(Debug)]
+pub struct Gateway {
+    /// The dispatcher.
+    pub dispatcher: Arc<Dispatcher>,
+    /// The bearer token.
+    pub token: String,
+    /// Largest request body.
+    pub max_request_bytes: usize,
+    /// The skills root (for reloads).
+    pub skills_root: std::path::PathBuf,
+}
+
+/// A gateway failure, rendered as JSON with a status code (the one mapping).
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Contract kind.
+    pub kind: ErrorKind,
+    /// What went wrong and what to do.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error of `kind` with the status that kind maps to.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        let status = match kind {
+            ErrorKind::InvalidArgs | ErrorKind::Protocol => StatusCode::BAD_REQUEST,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
+            ErrorKind::ApprovalDenied => StatusCode::FORBIDDEN,
+            ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+            ErrorKind::ResourceLimit => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorKind::Sandbox | ErrorKind::ToolError => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        Self {
+            status,
+            kind,
+            message: message.into(),
+        }
+    }
+
+    fn unauthorized() -> Self {
+        Self {
+            status: StatusCode::UNAUTHORIZED,
+            kind: ErrorKind::PermissionDenied,
+            message: "missing or wrong bearer token; send Authorization: Bearer <token from <state>/api-token>".into(),
+        }
+    }
+
+    fn into_response(self) -> Response<Full<Bytes>> {
+        json_response(
+            self.status,
+            &json!({"error": self.message, "error_kind": self.kind}),
+        )
+    }
+}
+
+/// A JSON response.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+impl Gateway {
+    fn authorized(&self, req: &Request<Incoming>) -> bool {
+        let Some(value) = req.headers().get(http::header::AUTHORIZATION) else {
+            return false;
+        };
+        let Some(presented) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
+            return false;
+        };
+        bool::from(presented.as_bytes().ct_eq(self.token.as_bytes()))
+    }
+
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        if req.uri().path() != "/healthz" && !self.authorized(&req) {
+            return ApiError::unauthorized().into_response();
+        }
+        match routes::route(&self, req).await {
+            Ok(r) => r,
+            Err(e) => e.into_response(),
+        }
+    }
+}
+
+/// Serves the gateway on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "gateway accept failed");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let gateway = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let gateway = Arc::clone(&gateway);
+                async move { Ok::<_, std::convert::Infallible>(gateway.handle(req).await) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), service)
+                .await
+            {
+                tracing::debug!(%peer, error = %e, "gateway connection ended");
+            }
+        });
+    }
+}

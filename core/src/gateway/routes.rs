@@ -1,0 +1,237 @@
+//! The routes of CONTRACT §6 this build serves.
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use skillbox_protocol::methods::{method, HealthResult};
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill};
+
+use super::{json_response, ApiError, Gateway, HEALTH_TIMEOUT};
+use crate::approvals::ApprovalError;
+use crate::store::{ApprovalStatus, Decision};
+
+type Reply = Result<Response<Full<Bytes>>, ApiError>;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallRequest {
+    tool: String,
+    #[serde(default)]
+    args: Value,
+    #[allow(dead_code)]
+    context_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionRequest {
+    decision: String,
+    reason: Option<String>,
+}
+
+/// Dispatches one request to its route.
+pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
+    let path = req.uri().path().to_string();
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match (req.method().clone(), segments.as_slice()) {
+        (Method::GET, ["healthz"]) => healthz(gw).await,
+        (Method::GET, ["v1", "skills"]) => Ok(ok(&json!({"skills": skills(gw, false)}))),
+        (Method::GET, ["v1", "skills", name]) => skill(gw, name),
+        (Method::GET, ["v1", "tools"]) => Ok(ok(&json!({"tools": tools(gw)}))),
+        (Method::POST, ["v1", "tools", "call"]) => {
+            let body: CallRequest = read_json(gw, req).await?;
+            let args = if body.args.is_null() {
+                json!({})
+            } else {
+                body.args
+            };
+            let result = gw.dispatcher.call(&body.tool, args).await;
+            Ok(ok(&serde_json::to_value(&result).unwrap_or_default()))
+        }
+        (Method::POST, ["v1", "skills", "reload"]) => reload(gw).await,
+        (Method::GET, ["v1", "approvals"]) => {
+            let status = query_param(req.uri().query(), "status")
+                .and_then(|s| ApprovalStatus::from_name(&s));
+            let list = gw
+                .dispatcher
+                .approvals()
+                .list(status)
+                .map_err(approval_error)?;
+            Ok(ok(&json!({"approvals": list})))
+        }
+        (Method::POST, ["v1", "approvals", id]) => {
+            let id = id.to_string();
+            let body: DecisionRequest = read_json(gw, req).await?;
+            let decision = match body.decision.as_str() {
+                "approve" => Decision::Approve,
+                "deny" => Decision::Deny,
+                other => {
+                    return Err(ApiError::new(
+                        ErrorKind::InvalidArgs,
+                        format!("decision {other:?}: use \"approve\" or \"deny\""),
+                    ))
+                }
+            };
+            let record = gw
+                .dispatcher
+                .approvals()
+                .decide(&id, decision, body.reason)
+                .map_err(approval_error)?;
+            Ok(ok(&serde_json::to_value(record).unwrap_or_default()))
+        }
+        _ => Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!(
+                "no route {} {path}; see CONTRACT §6 for the routes",
+                req.method()
+            ),
+        )),
+    }
+}
+
+fn ok(body: &Value) -> Response<Full<Bytes>> {
+    json_response(StatusCode::OK, body)
+}
+
+fn approval_error(e: ApprovalError) -> ApiError {
+    let kind = match &e {
+        ApprovalError::NotFound { .. } => ErrorKind::NotFound,
+        _ => e.error_kind(),
+    };
+    let mut err = ApiError::new(kind, e.to_string());
+    if matches!(e, ApprovalError::Store(_)) {
+        err.status = StatusCode::CONFLICT;
+    }
+    err
+}
+
+async fn read_json<T: DeserializeOwned>(
+    gw: &Gateway,
+    req: Request<Incoming>,
+) -> Result<T, ApiError> {
+    let bytes = Limited::new(req.into_body(), gw.max_request_bytes)
+        .collect()
+        .await
+        .map_err(|_| {
+            let mut e = ApiError::new(
+                ErrorKind::InvalidArgs,
+                format!(
+                    "request body over the {}-byte limit (gateway.max_request_bytes)",
+                    gw.max_request_bytes
+                ),
+            );
+            e.status = StatusCode::PAYLOAD_TOO_LARGE;
+            e
+        })?
+        .to_bytes();
+    serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::new(ErrorKind::InvalidArgs, format!("request body: {e}")))
+}
+
+fn query_param(query: Option<&str>, key: &str) -> Option<String> {
+    query?
+        .split('&')
+        .filter_map(|kv| kv.split_once('='))
+        .find(|(k, _)| *k == key)
+        .map(|(_, v)| v.to_string())
+}
+
+async fn healthz(gw: &Gateway) -> Reply {
+    let health = gw
+        .dispatcher
+        .executor()
+        .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
+        .await
+        .ok()
+        .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
+    let executor = if health.is_some() { "ok" } else { "down" };
+    Ok(ok(
+        &json!({"status": "ok", "executor": executor, "sandbox": health}),
+    ))
+}
+
+fn summary(gw: &Gateway, s: &Skill) -> Value {
+    let reason = gw.dispatcher.unavailable_reason(s);
+    json!({
+        "name": s.name,
+        "version": s.version,
+        "description": s.description,
+        "available": reason.is_none(),
+        "reason": reason,
+        "tools": s.tools.iter().map(|t| format!("{}:{}", s.name, t.name)).collect::<Vec<_>>(),
+        "trust": "local",
+        "warnings": s.warnings.len(),
+    })
+}
+
+fn skills(gw: &Gateway, _full: bool) -> Vec<Value> {
+    gw.dispatcher
+        .catalog()
+        .skills
+        .iter()
+        .map(|s| summary(gw, s))
+        .collect()
+}
+
+fn skill(gw: &Gateway, name: &str) -> Reply {
+    let catalog = gw.dispatcher.catalog();
+    let s = catalog
+        .get(name)
+        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("no skill named {name:?}")))?;
+    let mut v = summary(gw, s);
+    v["body"] = s.read_body().unwrap_or_default().into();
+    v["files"] = serde_json::to_value(s.list_files().unwrap_or_default()).unwrap_or_default();
+    v["permissions"] = serde_json::to_value(&s.permissions).unwrap_or_default();
+    v["triggers"] = serde_json::to_value(&s.routing.triggers).unwrap_or_default();
+    Ok(ok(&v))
+}
+
+fn tools(gw: &Gateway) -> Vec<Value> {
+    let catalog = gw.dispatcher.catalog();
+    let mut out: Vec<Value> = catalog
+        .skills
+        .iter()
+        .flat_map(|s| {
+            s.tools.iter().map(move |t| {
+                json!({
+                    "name": format!("{}:{}", s.name, t.name),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "security": t.security,
+                })
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    out
+}
+
+async fn reload(gw: &Gateway) -> Reply {
+    let root = gw.skills_root.clone();
+    let catalog =
+        tokio::task::spawn_blocking(move || discover(&[root], DiscoveryOptions::default()))
+            .await
+            .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let loaded = catalog.skills.len();
+    let skipped: Vec<String> = catalog.skipped.iter().map(|s| s.reason()).collect();
+    gw.dispatcher.set_catalog(catalog);
+    let executor = gw
+        .dispatcher
+        .executor()
+        .call(method::SKILL_RELOAD, json!({}), HEALTH_TIMEOUT)
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                ErrorKind::Unavailable,
+                format!("the executor did not reload: {e}"),
+            )
+        })?;
+    Ok(ok(
+        &json!({"loaded": loaded, "skipped": skipped, "executor": executor}),
+    ))
+}

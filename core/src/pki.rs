@@ -1,0 +1,136 @@
+//! The internal PKI of the core ↔ executor channel, separate from code-signing trust: a
+//! CA and one certificate for each side (`skillbox-core`, `skillbox-executor`), made with
+//! rcgen on first start in `<state>/pki/`. Keys are 0600; certificates 0644.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
+};
+use skillbox_protocol::channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+
+/// Validity of the internal certificates.
+pub const VALIDITY_DAYS: i64 = 825;
+
+/// Why the PKI could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum PkiError {
+    /// Certificate generation failed.
+    #[error("generating the internal certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A file could not be written.
+    #[error("writing {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// The PKI folder of a state dir.
+pub fn pki_dir(state: &Path) -> PathBuf {
+    state.join("pki")
+}
+
+/// The core's TLS files.
+pub fn core_files(state: &Path) -> TlsFiles {
+    TlsFiles::in_dir(&pki_dir(state), CORE_IDENTITY)
+}
+
+/// Creates the CA and both certificates unless they all exist. Returns whether it made
+/// new ones.
+pub fn ensure(state: &Path) -> Result<bool, PkiError> {
+    let dir = pki_dir(state);
+    let core = TlsFiles::in_dir(&dir, CORE_IDENTITY);
+    let exec = TlsFiles::in_dir(&dir, EXECUTOR_IDENTITY);
+    let all = [&core.ca, &core.cert, &core.key, &exec.cert, &exec.key];
+    if all.iter().all(|p| p.exists()) {
+        return Ok(false);
+    }
+    std::fs::create_dir_all(&dir).map_err(|source| PkiError::Write {
+        path: dir.clone(),
+        source,
+    })?;
+    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    let ca_key = KeyPair::generate()?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca_params.distinguished_name = name("skillbox internal channel CA");
+    set_validity(&mut ca_params);
+    let ca_cert = ca_params.self_signed(&ca_key)?;
+    let issuer = Issuer::new(ca_params, ca_key);
+    for (identity, files) in [(CORE_IDENTITY, &core), (EXECUTOR_IDENTITY, &exec)] {
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(vec![identity.to_string()])?;
+        params.distinguished_name = name(identity);
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![
+            ExtendedKeyUsagePurpose::ServerAuth,
+            ExtendedKeyUsagePurpose::ClientAuth,
+        ];
+        set_validity(&mut params);
+        let cert = params.signed_by(&key, &issuer)?;
+        write_atomic(&files.key, key.serialize_pem().as_bytes(), 0o600)?;
+        write_atomic(&files.cert, cert.pem().as_bytes(), 0o644)?;
+    }
+    write_atomic(&core.ca, ca_cert.pem().as_bytes(), 0o644)?;
+    tracing::info!(dir = %dir.display(), "internal channel PKI created");
+    Ok(true)
+}
+
+fn name(cn: &str) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    dn
+}
+
+fn set_validity(params: &mut CertificateParams) {
+    let now = time::OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::hours(1);
+    params.not_after = now + time::Duration::days(VALIDITY_DAYS);
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, with `mode`.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiError> {
+    let err = |source| PkiError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(mode)
+        .open(&tmp)
+        .map_err(err)?;
+    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(err)?;
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(err)?;
+    std::fs::rename(&tmp, path).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn ensure_creates_keys_0600_once() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(ensure(dir.path()).unwrap());
+        let core = core_files(dir.path());
+        assert_eq!(std::fs::metadata(&core.key).unwrap().mode() & 0o777, 0o600);
+        let before = std::fs::read(&core.cert).unwrap();
+        assert!(!ensure(dir.path()).unwrap());
+        assert_eq!(std::fs::read(&core.cert).unwrap(), before);
+        let names = skillbox_protocol::channel::tls::dns_names(
+            &skillbox_protocol::channel::tls::load_certs(&core.cert).unwrap()[0],
+        );
+        assert_eq!(names, vec![CORE_IDENTITY.to_string()]);
+    }
+}

@@ -1,0 +1,542 @@
+//! The fetch proxy: HTTP(S) on a skill's behalf, only to the hosts it declared.
+//!
+//! Every hop (the first request and each redirect) is checked the same way:
+//! 1. the URL is absolute `http`/`https` with no user info, and its scheme, host and port
+//!    match one of the skill's `permissions.network` patterns;
+//! 2. the proxy resolves the host itself and refuses if *any* resolved address is not
+//!    public (loopback, private, link-local, metadata, CGNAT, multicast, ... see
+//!    `address.rs`), unless the operator allow-listed the exact `ip:port` or `host:port`;
+//! 3. the connection goes to an address from that same lookup.
+//!
+//! **Address pinning.** The request is sent to a URL whose host is the checked IP
+//! (`https://93.184.216.34:443/path`), so hyper's connector parses the literal and does
+//! no DNS lookup of its own (no DNS-rebinding window). The `Host` header carries the
+//! original `host[:port]`, and for `https` the TLS server name (SNI and certificate
+//! check) is fixed to the original host with hyper-rustls' `FixedServerNameResolver`.
+//! Because the server name is per hop, each hop builds its own small legacy client
+//! (connection pooling off) over a shared rustls configuration with the webpki roots.
+//!
+//! Redirects (301, 302, 303, 307, 308 with `Location`) are followed by hand, at most
+//! `max_redirects` times; 303, and 301/302 after a POST, continue as GET without a body
+//! (as browsers do); `Authorization` and `Cookie` are dropped when the origin changes.
+//! Request and response bodies are capped (the response is streamed and abandoned past
+//! the cap), the whole fetch has one deadline, and the response body is returned as
+//! text (invalid UTF-8 replaced by U+FFFD).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::connect::{Connect, HttpConnector};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::ServerName;
+use skillbox_protocol::methods::{FetchParams, FetchResult};
+use skillbox_protocol::skill::network::{NetworkPattern, Scheme};
+
+use super::address::forbidden_reason;
+use super::target::Target;
+use super::ProxyError;
+
+const CAP: &str = "fetch";
+
+/// Request headers a tool may not set: hop-by-hop headers (RFC 9110 §7.6.1), `Host`
+/// (the proxy sets it from the URL), `Content-Length` (computed from the body) and
+/// `Expect`.
+const DROPPED_REQUEST_HEADERS: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "host",
+    "content-length",
+    "expect",
+];
+
+/// Limits and operator exceptions of the fetch proxy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchConfig {
+    /// `ip:port` or `host:port` pairs (`"127.0.0.1:8080"`, `"[::1]:8080"`,
+    /// `"registry.internal:443"`) the operator allows even though they are not public.
+    /// The skill must still declare the host in `permissions.network`.
+    pub allow_private: Vec<String>,
+    /// Largest request body a tool may send, in bytes (default 1 MiB).
+    pub max_request_bytes: usize,
+    /// Largest response body returned to a tool, in bytes (default 5 MiB).
+    pub max_response_bytes: usize,
+    /// Deadline for the whole fetch, every redirect and the body included (default 15 s).
+    pub timeout_ms: u64,
+    /// Most redirects followed (default 5).
+    pub max_redirects: usize,
+}
+
+impl Default for FetchConfig {
+    fn default() -> Self {
+        Self {
+            allow_private: Vec::new(),
+            max_request_bytes: 1024 * 1024,
+            max_response_bytes: 5 * 1024 * 1024,
+            timeout_ms: 15_000,
+            max_redirects: 5,
+        }
+    }
+}
+
+/// Performs `fetch` requests for skills (see the module docs for the rules).
+#[derive(Debug)]
+pub struct FetchProxy {
+    config: FetchConfig,
+    /// The rustls client configuration, or why it could not be built (then `https`
+    /// fetches fail closed as unavailable).
+    tls: Result<Arc<rustls::ClientConfig>, String>,
+}
+
+impl FetchProxy {
+    /// A proxy with the given limits; TLS trusts the webpki (Mozilla) roots only.
+    pub fn new(config: FetchConfig) -> Self {
+        Self {
+            config,
+            tls: tls_config().map(Arc::new),
+        }
+    }
+
+    /// The proxy's limits.
+    pub fn config(&self) -> &FetchConfig {
+        &self.config
+    }
+
+    /// Performs `req` for a skill whose `permissions.network` is `network`.
+    pub async fn fetch(
+        &self,
+        network: &[String],
+        req: FetchParams,
+    ) -> Result<FetchResult, ProxyError> {
+        let shown = Target::parse(&req.url)
+            .map(|t| t.display())
+            .unwrap_or_default();
+        let deadline = Duration::from_millis(self.config.timeout_ms);
+        match tokio::time::timeout(deadline, self.fetch_within_deadline(network, req)).await {
+            Ok(result) => result,
+            Err(_) => Err(ProxyError::Timeout {
+                url: shown,
+                timeout_ms: self.config.timeout_ms,
+            }),
+        }
+    }
+
+    async fn fetch_within_deadline(
+        &self,
+        network: &[String],
+        req: FetchParams,
+    ) -> Result<FetchResult, ProxyError> {
+        req.check_bounds()
+            .map_err(|e| ProxyError::invalid(CAP, e.to_string()))?;
+        let mut method = parse_method(&req.method)?;
+        let mut headers = request_headers(&req.headers)?;
+        let mut body = Bytes::from(req.body.unwrap_or_default());
+        if body.len() > self.config.max_request_bytes {
+            return Err(ProxyError::TooLarge {
+                capability: CAP,
+                what: "request body",
+                limit: self.config.max_request_bytes as u64,
+            });
+        }
+        let patterns = parse_patterns(network);
+        let mut target = Target::parse(&req.url)?;
+        let mut from: Option<Target> = None;
+        let mut redirects = 0;
+        loop {
+            check_declared(network, &patterns, &target, from.as_ref())?;
+            let addrs = self.resolve_checked(&target).await?;
+            tracing::debug!(origin = %target.origin(), addr = %addrs[0], "fetch hop");
+            let response = self
+                .send_to_first(&target, &addrs, &method, &headers, body.clone())
+                .await?;
+            let status = response.status();
+            let location = match response.headers().get(header::LOCATION) {
+                Some(loc) if is_redirect(status) => {
+                    loc.to_str()
+                        .map(str::to_string)
+                        .map_err(|_| ProxyError::Upstream {
+                            url: target.display(),
+                            reason: "the redirect's Location header is not text".into(),
+                        })?
+                }
+                _ => {
+                    let head = method == Method::HEAD;
+                    return read_response(response, &target, head, self.config.max_response_bytes)
+                        .await;
+                }
+            };
+            drop(response);
+            if redirects >= self.config.max_redirects {
+                return Err(ProxyError::TooManyRedirects {
+                    url: target.display(),
+                    max: self.config.max_redirects,
+                });
+            }
+            redirects += 1;
+            let next = target.join(&location).map_err(|e| match e {
+                ProxyError::InvalidParams { reason, .. } => ProxyError::denied(
+                    CAP,
+                    format!("redirect from {} refused: {reason}", target.display()),
+                ),
+                other => other,
+            })?;
+            let to_get = status == StatusCode::SEE_OTHER
+                || (method == Method::POST
+                    && matches!(status, StatusCode::MOVED_PERMANENTLY | StatusCode::FOUND));
+            if to_get {
+                if method != Method::HEAD {
+                    method = Method::GET;
+                }
+                body = Bytes::new();
+                headers.remove(header::CONTENT_TYPE);
+            }
+            if !next.same_origin(&target) {
+                headers.remove(header::AUTHORIZATION);
+                headers.remove(header::COOKIE);
+            }
+            from = Some(std::mem::replace(&mut target, next));
+        }
+    }
+
+    /// Resolves the target's host and checks every address; returns them in order.
+    async fn resolve_checked(&self, target: &Target) -> Result<Vec<SocketAddr>, ProxyError> {
+        let host = target.bare_host();
+        let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, target.port))
+            .await
+            .map_err(|e| ProxyError::Upstream {
+                url: target.display(),
+                reason: format!("cannot resolve {host}: {e}"),
+            })?
+            .collect();
+        addrs.dedup();
+        if addrs.is_empty() {
+            return Err(ProxyError::Upstream {
+                url: target.display(),
+                reason: format!("{host} resolves to no address"),
+            });
+        }
+        let host_key = format!("{}:{}", target.host.trim_end_matches('.'), target.port);
+        let host_allowed = self.allow_listed(&host_key);
+        for addr in &addrs {
+            let Some(why) = forbidden_reason(addr.ip()) else {
+                continue;
+            };
+            let ip_key = addr_key(addr);
+            if host_allowed || self.allow_listed(&ip_key) {
+                continue;
+            }
+            return Err(ProxyError::denied(
+                CAP,
+                format!(
+                    "{host} resolves to {ip}, which is {why}; the fetch proxy reaches only public \
+                     addresses (an operator can allow this exact address by adding \"{ip_key}\" \
+                     to the fetch allow_private setting)",
+                    ip = addr.ip()
+                ),
+            ));
+        }
+        Ok(addrs)
+    }
+
+    fn allow_listed(&self, key: &str) -> bool {
+        self.config
+            .allow_private
+            .iter()
+            .any(|entry| entry.trim().eq_ignore_ascii_case(key))
+    }
+
+    /// Sends the request to the first address that accepts a connection.
+    async fn send_to_first(
+        &self,
+        target: &Target,
+        addrs: &[SocketAddr],
+        method: &Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, ProxyError> {
+        let mut last = None;
+        for addr in addrs {
+            match self.send(target, addr, method, headers, body.clone()).await {
+                Err(SendError::Connect(reason)) => last = Some(reason),
+                Err(SendError::Proxy(e)) => return Err(e),
+                Ok(response) => return Ok(response),
+            }
+        }
+        Err(ProxyError::Upstream {
+            url: target.display(),
+            reason: format!(
+                "cannot connect: {}",
+                last.unwrap_or_else(|| "no address".into())
+            ),
+        })
+    }
+
+    async fn send(
+        &self,
+        target: &Target,
+        addr: &SocketAddr,
+        method: &Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<Response<Incoming>, SendError> {
+        let uri: http::Uri = target
+            .pinned_url(addr.ip())
+            .parse()
+            .map_err(|e| ProxyError::invalid(CAP, format!("cannot build the request url: {e}")))?;
+        let host = HeaderValue::from_str(&target.host_header())
+            .map_err(|_| ProxyError::invalid(CAP, "the host is not a valid Host header"))?;
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = method.clone();
+        *request.uri_mut() = uri;
+        *request.headers_mut() = headers.clone();
+        request.headers_mut().insert(header::HOST, host);
+
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        let sent = match target.scheme {
+            Scheme::Http => client(http).request(request).await,
+            Scheme::Https => {
+                let tls = self.tls.clone().map_err(|reason| ProxyError::Unavailable {
+                    capability: CAP,
+                    reason: format!("TLS client configuration failed: {reason}"),
+                })?;
+                let name = ServerName::try_from(target.bare_host().to_string()).map_err(|e| {
+                    ProxyError::invalid(
+                        CAP,
+                        format!("{} is not a valid TLS server name: {e}", target.host),
+                    )
+                })?;
+                let resolver = Arc::new(FixedServerNameResolver::new(name));
+                client(HttpsConnector::new(http, tls, true, resolver))
+                    .request(request)
+                    .await
+            }
+        };
+        sent.map_err(|e| {
+            if e.is_connect() {
+                SendError::Connect(error_chain(&e))
+            } else {
+                SendError::Proxy(ProxyError::Upstream {
+                    url: target.display(),
+                    reason: error_chain(&e),
+                })
+            }
+        })
+    }
+}
+
+/// Why one attempt failed: a connection error (try the next address) or a final error.
+enum SendError {
+    Connect(String),
+    Proxy(ProxyError),
+}
+
+impl From<ProxyError> for SendError {
+    fn from(e: ProxyError) -> Self {
+        SendError::Proxy(e)
+    }
+}
+
+/// A legacy client for one hop: no pooling (the next hop may pin another address or
+/// server name), `Host` set by the proxy.
+fn client<C>(connector: C) -> Client<C, Full<Bytes>>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+{
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(0)
+        .set_host(false)
+        .build(connector)
+}
+
+fn tls_config() -> Result<rustls::ClientConfig, String> {
+    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+fn parse_method(method: &str) -> Result<Method, ProxyError> {
+    match method.to_ascii_uppercase().as_str() {
+        "GET" => Ok(Method::GET),
+        "POST" => Ok(Method::POST),
+        "PUT" => Ok(Method::PUT),
+        "PATCH" => Ok(Method::PATCH),
+        "DELETE" => Ok(Method::DELETE),
+        "HEAD" => Ok(Method::HEAD),
+        _ => Err(ProxyError::invalid(
+            CAP,
+            format!("method {method:?} is not allowed; use GET, POST, PUT, PATCH, DELETE or HEAD"),
+        )),
+    }
+}
+
+fn request_headers(given: &BTreeMap<String, String>) -> Result<HeaderMap, ProxyError> {
+    let mut headers = HeaderMap::new();
+    for (name, value) in given {
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+            ProxyError::invalid(CAP, format!("{name:?} is not a valid header name"))
+        })?;
+        if DROPPED_REQUEST_HEADERS.contains(&name.as_str()) {
+            continue;
+        }
+        let value = HeaderValue::from_str(value).map_err(|_| {
+            ProxyError::invalid(
+                CAP,
+                format!(
+                    "the value of header {name} is not valid (control characters or non-ASCII)"
+                ),
+            )
+        })?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
+fn parse_patterns(network: &[String]) -> Vec<NetworkPattern> {
+    network
+        .iter()
+        .filter_map(|p| match NetworkPattern::parse(p) {
+            Ok(pattern) => Some(pattern),
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring an invalid network permission");
+                None
+            }
+        })
+        .collect()
+}
+
+fn check_declared(
+    network: &[String],
+    patterns: &[NetworkPattern],
+    target: &Target,
+    from: Option<&Target>,
+) -> Result<(), ProxyError> {
+    if patterns
+        .iter()
+        .any(|p| p.matches(target.scheme, &target.host, target.port))
+    {
+        return Ok(());
+    }
+    let what = match from {
+        None => target.origin(),
+        Some(from) => format!("redirect from {} to {}", from.display(), target.origin()),
+    };
+    let reason = if network.is_empty() {
+        format!(
+            "{what}: the skill declares no permissions.network; declare the host in skill.yaml \
+             (permissions.network) to fetch it"
+        )
+    } else {
+        format!(
+            "{what}: {} is not in the skill's permissions.network {network:?}; declare it in \
+             skill.yaml to fetch it",
+            target.origin()
+        )
+    };
+    Err(ProxyError::denied(CAP, reason))
+}
+
+fn addr_key(addr: &SocketAddr) -> String {
+    match addr {
+        SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), v4.port()),
+        SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
+    }
+}
+
+fn is_redirect(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::MOVED_PERMANENTLY
+            | StatusCode::FOUND
+            | StatusCode::SEE_OTHER
+            | StatusCode::TEMPORARY_REDIRECT
+            | StatusCode::PERMANENT_REDIRECT
+    )
+}
+
+async fn read_response(
+    response: Response<Incoming>,
+    target: &Target,
+    head: bool,
+    max: usize,
+) -> Result<FetchResult, ProxyError> {
+    let too_large = || ProxyError::TooLarge {
+        capability: CAP,
+        what: "response body",
+        limit: max as u64,
+    };
+    let status = response.status().as_u16();
+    let mut headers: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in response.headers() {
+        let value = String::from_utf8_lossy(value.as_bytes());
+        headers
+            .entry(name.as_str().to_string())
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert_with(|| value.into_owned());
+    }
+    let declared_len = response
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if !head && declared_len.is_some_and(|len| len > max as u64) {
+        return Err(too_large());
+    }
+    let mut body = response.into_body();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ProxyError::Upstream {
+            url: target.display(),
+            reason: format!("reading the response body: {}", error_chain(&e)),
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() + data.len() > max {
+                return Err(too_large());
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(FetchResult {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&buf).into_owned(),
+    })
+}
+
+/// An error and its sources, `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
