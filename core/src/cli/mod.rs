@@ -1,5 +1,6 @@
 //! The `skillbox` command line: one file per command group over the library.
 
+mod approvals;
 mod skill;
 mod table;
 pub mod up;
@@ -28,6 +29,9 @@ pub enum Command {
     /// Inspect and validate skills.
     #[command(subcommand)]
     Skill(skill::SkillCommand),
+    /// List, approve or deny calls waiting for approval (talks to the running core).
+    #[command(subcommand)]
+    Approvals(approvals::ApprovalsCommand),
     /// Run the core and a local sandboxed executor on this machine (CONTRACT §8).
     Up(up::UpArgs),
     /// Run the core alone against the executor at [executor] url (containers).
@@ -38,6 +42,7 @@ pub enum Command {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Skill(cmd) => skill::run(cmd),
+        Command::Approvals(cmd) => approvals::run(cmd),
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),
     };

@@ -47,7 +47,8 @@ use super::ProxyError;
 
 const CAP: &str = "fetch";
 
-/// Request headers a tool may not set: hop-by-hop headers (RFC 9110 §7.6.1), `Host`
+/// Request headers a tool may not set: hop-by-hop headers (RFC 9110 §7.6.1; those the
+/// tool's `Connection` header names are dropped too), `Host`
 /// (the proxy sets it from the URL), `Content-Length` (computed from the body) and
 /// `Expect`.
 const DROPPED_REQUEST_HEADERS: &[&str] = &[
@@ -390,13 +391,22 @@ fn parse_method(method: &str) -> Result<Method, ProxyError> {
     }
 }
 
+/// The tool's headers without hop-by-hop ones (including those its `Connection` names).
 fn request_headers(given: &BTreeMap<String, String>) -> Result<HeaderMap, ProxyError> {
+    let named_by_connection: Vec<String> = given
+        .iter()
+        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, value)| value.split(','))
+        .map(|token| token.trim().to_ascii_lowercase())
+        .collect();
     let mut headers = HeaderMap::new();
     for (name, value) in given {
         let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
             ProxyError::invalid(CAP, format!("{name:?} is not a valid header name"))
         })?;
-        if DROPPED_REQUEST_HEADERS.contains(&name.as_str()) {
+        if DROPPED_REQUEST_HEADERS.contains(&name.as_str())
+            || named_by_connection.iter().any(|n| n == name.as_str())
+        {
             continue;
         }
         let value = HeaderValue::from_str(value).map_err(|_| {
