@@ -119,6 +119,11 @@ impl FetchProxy {
     }
 
     /// Performs `req` for a skill whose `permissions.network` is `network`.
+    ///
+    /// # Errors
+    /// `PermissionDenied` for an undeclared or non-public host (first hop or redirect),
+    /// `InvalidParams` for a bad URL, method or header, `TooLarge` past a body cap,
+    /// `TooManyRedirects`, `Timeout`, and `Upstream` when the server cannot be reached.
     pub async fn fetch(
         &self,
         network: &[String],

@@ -55,6 +55,11 @@ impl ReadFileProxy {
     }
 
     /// Reads `req.path` for a skill whose `permissions.workspace.read` is `globs`.
+    ///
+    /// # Errors
+    /// `PermissionDenied` for an absolute path, `..`, an undeclared path or an escape from
+    /// the workspace; `InvalidParams` for an empty path, NUL, a non-regular or non-UTF-8
+    /// file; `NotFound`; `TooLarge`; `Unavailable` without `openat2`.
     pub fn read(
         &self,
         globs: &[String],

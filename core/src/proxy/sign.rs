@@ -108,6 +108,9 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// Opens (creating it with mode 0700 if needed) the key directory `dir`.
+    ///
+    /// # Errors
+    /// [`SignError::CreateDir`] when the directory cannot be created or restricted.
     pub fn open(dir: PathBuf) -> Result<Self, SignError> {
         let create_err = |source| SignError::CreateDir {
             dir: dir.clone(),
@@ -127,6 +130,10 @@ impl Signer {
     }
 
     /// Signs the bytes of `req.data` with the key `key_name`, creating the key on first use.
+    ///
+    /// # Errors
+    /// `InvalidParams` for data that is not base64, `TooLarge` past [`MAX_SIGN_BYTES`],
+    /// [`ProxyError::Sign`] when the key name is bad or the key store fails.
     pub fn sign(&self, key_name: &str, req: &SignParams) -> Result<SignResult, ProxyError> {
         let data = decode_data(&req.data)?;
         let pair = self.key_pair(key_name)?;
@@ -139,6 +146,9 @@ impl Signer {
     }
 
     /// The raw 32-byte Ed25519 public key of `key_name`, creating the key on first use.
+    ///
+    /// # Errors
+    /// A [`SignError`] when the key name is bad or the key cannot be read or created.
     pub fn public_key(&self, key_name: &str) -> Result<Vec<u8>, SignError> {
         Ok(self.key_pair(key_name)?.public_key().as_ref().to_vec())
     }
