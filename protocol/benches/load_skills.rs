@@ -97,7 +97,8 @@ fn bench_discover(c: &mut Criterion) {
 
     let mut group = c.benchmark_group("load_skills");
     group.sample_size(10);
-    group.measurement_time(Duration::from_secs(10));
+    group.warm_up_time(Duration::from_secs(1));
+    group.measurement_time(Duration::from_secs(12));
     group.bench_function("discover_1000", |b| {
         b.iter(|| black_box(discover(black_box(&roots), opts)))
     });

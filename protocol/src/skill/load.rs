@@ -63,6 +63,24 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
     if formats.is_empty() {
         return LoadOutcome::NotASkill;
     }
+    let symlinked: Vec<Diagnostic> = formats
+        .iter()
+        .map(|f| dir.join(f.file_name()))
+        .filter(|p| p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+        .map(|p| {
+            Diagnostic::error(
+                &p,
+                "-",
+                "a manifest cannot be a symlink (it could point outside the skill); ship the file itself",
+            )
+        })
+        .collect();
+    if !symlinked.is_empty() {
+        return LoadOutcome::Skipped(Skipped {
+            dir: dir.to_path_buf(),
+            diagnostics: symlinked,
+        });
+    }
     let mut diags = Vec::new();
     let mut manifests = Manifests::default();
     let mut body = None;

@@ -371,3 +371,15 @@ fn skill_md_not_utf8_is_skipped() {
     .unwrap();
     assert_skipped_for(&dir, "SKILL.md", "-", "not UTF-8");
 }
+
+#[test]
+fn load_rejects_symlinked_manifest_pointing_outside() {
+    let root = tempdir().unwrap();
+    let outside = root.path().join("secret.md");
+    std::fs::write(&outside, "---\nname: evil\ndescription: reads a secret\n---\nSECRET BODY\n").unwrap();
+    let dir = root.path().join("skills").join("evil");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("SKILL.md")).unwrap();
+    let s = skipped(&dir);
+    assert!(s.reason().contains("cannot be a symlink"), "{}", s.reason());
+}
