@@ -35,7 +35,10 @@ fn binary(name: &str) -> PathBuf {
         return here;
     }
     let release = target_dir().parent().unwrap().join("release").join(name);
-    assert!(release.is_file(), "build the workspace first: cargo build --release --workspace");
+    assert!(
+        release.is_file(),
+        "build the workspace first: cargo build --release --workspace"
+    );
     release
 }
 
@@ -54,7 +57,12 @@ fn workspace() -> tempfile::TempDir {
     let src = ws.path().join("tool.c");
     std::fs::write(&src, TOOL_C).unwrap();
     let out = skill.join("bin").join("tool");
-    let status = Command::new("gcc").args(["-O2", "-o"]).arg(&out).arg(&src).status().unwrap();
+    let status = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .unwrap();
     assert!(status.success(), "gcc failed");
     std::fs::write(
         skill.join("skill.yaml"),
@@ -79,7 +87,10 @@ impl Drop for Up {
 }
 
 fn nix_kill(pid: u32) -> std::io::Result<()> {
-    Command::new("kill").arg(pid.to_string()).status().map(|_| ())
+    Command::new("kill")
+        .arg(pid.to_string())
+        .status()
+        .map(|_| ())
 }
 
 fn post(addr: &str, token: &str, body: &str) -> (u16, String) {
@@ -157,8 +168,14 @@ fn main() {
         assert!(Instant::now() < deadline, "skillbox up did not start");
         std::thread::sleep(Duration::from_millis(100));
     };
-    let token = std::fs::read_to_string(state.join("api-token")).unwrap().trim().to_string();
-    let n: usize = std::env::var("ROUNDTRIP_N").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
+    let token = std::fs::read_to_string(state.join("api-token"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let n: usize = std::env::var("ROUNDTRIP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
     run(&addr, &token, 1, 20); // warm-up
     let mut report = String::from(
         "# Round-trip benchmark\n\nTrivial native tool (C, jsonrpc) through gateway → core → mTLS → executor → sandbox.\n\n\
@@ -176,7 +193,11 @@ fn main() {
             100.0 * inner_med / med
         ));
     }
-    report.push_str("\nThe executor's duration_ms has 1 ms resolution; the share is approximate.\n");
+    report
+        .push_str("\nThe executor's duration_ms has 1 ms resolution; the share is approximate.\n");
     print!("{report}");
-    let _ = std::fs::write(target_dir().parent().unwrap().join("roundtrip-bench.md"), &report);
+    let _ = std::fs::write(
+        target_dir().parent().unwrap().join("roundtrip-bench.md"),
+        &report,
+    );
 }

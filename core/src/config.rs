@@ -26,6 +26,11 @@
 //! [approvals]
 //! timeout_ms = 120000              # a write/sign call waits this long for a decision
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
+//!
+//! [trust]
+//! require_signed = false           # true: install and run only skills signed under a root in
+//!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
+//!                                  # allowed under the trust label "local"
 //! ```
 
 use std::path::Path;
@@ -49,6 +54,16 @@ pub struct Config {
     pub read_file: ReadFileSection,
     /// Approval settings.
     pub approvals: ApprovalsSection,
+    /// Signed-skill policy.
+    pub trust: TrustSection,
+}
+
+/// `[trust]`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustSection {
+    /// Refuse unsigned skills (install and load); off by default.
+    pub require_signed: bool,
 }
 
 /// `[gateway]`
@@ -227,5 +242,17 @@ mod tests {
         assert_eq!(c.fetch.allow_private, vec!["127.0.0.1:8080"]);
         assert_eq!(c.fetch.timeout_ms, 15_000);
         assert_eq!(c.gateway, GatewayConfig::default());
+        assert!(!c.trust.require_signed);
+    }
+
+    #[test]
+    fn trust_require_signed_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[trust]\nrequire_signed = true\n",
+        )
+        .unwrap();
+        assert!(Config::load(dir.path()).unwrap().trust.require_signed);
     }
 }

@@ -192,15 +192,20 @@ impl Dispatcher {
                 format!("skill {skill_name:?} is unavailable: {reason}"),
             ));
         }
-        self.approvals
-            .request(ApprovalRequest {
-                skill: skill.name.clone(),
-                tool: tool.name.clone(),
-                args: args.clone(),
-                security: tool.security,
-            })
-            .await
-            .map_err(|e| (e.error_kind(), e.to_string()))?;
+        // A `write` tool waits for an approval of the call. A `sign` tool waits at each
+        // signature instead, where the operator sees what is being signed (callbacks.rs):
+        // asking twice for one signature would only train operators to click through.
+        if tool.security == Security::Write {
+            self.approvals
+                .request(ApprovalRequest {
+                    skill: skill.name.clone(),
+                    tool: tool.name.clone(),
+                    args: args.clone(),
+                    security: tool.security,
+                })
+                .await
+                .map_err(|e| (e.error_kind(), e.to_string()))?;
+        }
         let token = SecretValue(self.random_token());
         let params = ToolExecuteParams {
             call_id: call_id.to_string(),

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod config;
 pub mod dispatch;
 pub mod gateway;
+pub mod install;
 pub mod pki;
 pub mod proxy;
 pub mod secrets;

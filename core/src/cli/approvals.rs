@@ -57,11 +57,17 @@ pub struct WorkspaceArg {
 
 /// Runs an approvals command.
 pub fn run(cmd: ApprovalsCommand) -> anyhow::Result<u8> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         match cmd {
             ApprovalsCommand::List { ws, all, json } => {
-                let path = if all { "/v1/approvals" } else { "/v1/approvals?status=pending" };
+                let path = if all {
+                    "/v1/approvals"
+                } else {
+                    "/v1/approvals?status=pending"
+                };
                 let v = request(&ws, "GET", path, None).await?;
                 if json {
                     println!("{}", serde_json::to_string_pretty(&v)?);
@@ -78,7 +84,10 @@ pub fn run(cmd: ApprovalsCommand) -> anyhow::Result<u8> {
                             .collect()
                     })
                     .collect();
-                print!("{}", table::render(&["ID", "SKILL", "TOOL", "SECURITY", "STATUS"], &rows));
+                print!(
+                    "{}",
+                    table::render(&["ID", "SKILL", "TOOL", "SECURITY", "STATUS"], &rows)
+                );
                 Ok(0)
             }
             ApprovalsCommand::Approve { id, ws } => decide(&ws, &id, "approve", None).await,
@@ -87,37 +96,66 @@ pub fn run(cmd: ApprovalsCommand) -> anyhow::Result<u8> {
     })
 }
 
-async fn decide(ws: &WorkspaceArg, id: &str, decision: &str, reason: Option<String>) -> anyhow::Result<u8> {
+async fn decide(
+    ws: &WorkspaceArg,
+    id: &str,
+    decision: &str,
+    reason: Option<String>,
+) -> anyhow::Result<u8> {
     let body = json!({"decision": decision, "reason": reason});
     let v = request(ws, "POST", &format!("/v1/approvals/{id}"), Some(body)).await?;
     println!("{id}: {}", v["status"].as_str().unwrap_or("?"));
     Ok(0)
 }
 
-async fn request(ws: &WorkspaceArg, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
+async fn request(
+    ws: &WorkspaceArg,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> anyhow::Result<Value> {
     let ws = workspace(ws.workspace.as_deref())?;
     let state = ws.join(".skillbox");
-    let addr = std::fs::read_to_string(state.join(state::GATEWAY_ADDR_FILE))
-        .with_context(|| format!("no running core found for {} (start it with `skillbox up`)", ws.display()))?;
-    let token = std::fs::read_to_string(state.join(state::TOKEN_FILE)).context("reading the API token")?;
+    let addr =
+        std::fs::read_to_string(state.join(state::GATEWAY_ADDR_FILE)).with_context(|| {
+            format!(
+                "no running core found for {} (start it with `skillbox up`)",
+                ws.display()
+            )
+        })?;
+    let token =
+        std::fs::read_to_string(state.join(state::TOKEN_FILE)).context("reading the API token")?;
     let stream = tokio::net::TcpStream::connect(addr.trim())
         .await
-        .with_context(|| format!("the core at {} is not answering; is `skillbox up` running?", addr.trim()))?;
+        .with_context(|| {
+            format!(
+                "the core at {} is not answering; is `skillbox up` running?",
+                addr.trim()
+            )
+        })?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
     tokio::spawn(conn);
     let req = http::Request::builder()
         .method(method)
         .uri(path)
         .header(http::header::HOST, addr.trim())
-        .header(http::header::AUTHORIZATION, format!("Bearer {}", token.trim()))
+        .header(
+            http::header::AUTHORIZATION,
+            format!("Bearer {}", token.trim()),
+        )
         .header(http::header::CONTENT_TYPE, "application/json")
-        .body(Full::new(Bytes::from(body.map(|b| b.to_string()).unwrap_or_default())))?;
+        .body(Full::new(Bytes::from(
+            body.map(|b| b.to_string()).unwrap_or_default(),
+        )))?;
     let resp = sender.send_request(req).await?;
     let status = resp.status();
     let bytes = resp.into_body().collect().await?.to_bytes();
     let v: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     if !status.is_success() {
-        anyhow::bail!("{}", v["error"].as_str().unwrap_or(&format!("HTTP {status}")));
+        anyhow::bail!(
+            "{}",
+            v["error"].as_str().unwrap_or(&format!("HTTP {status}"))
+        );
     }
     Ok(v)
 }

@@ -1,6 +1,8 @@
 //! The `skillbox` command line: one file per command group over the library.
 
 mod approvals;
+mod certs;
+mod install;
 mod skill;
 mod table;
 pub mod up;
@@ -32,6 +34,10 @@ pub enum Command {
     /// List, approve or deny calls waiting for approval (talks to the running core).
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Code-signing CA and trust store: roots, developer certificates, revocation,
+    /// rotation, signing (CONTRACT §7).
+    #[command(subcommand)]
+    Certs(certs::CertsCommand),
     /// Run the core and a local sandboxed executor on this machine (CONTRACT §8).
     Up(up::UpArgs),
     /// Run the core alone against the executor at [executor] url (containers).
@@ -43,6 +49,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Skill(cmd) => skill::run(cmd),
         Command::Approvals(cmd) => approvals::run(cmd),
+        Command::Certs(cmd) => certs::run(cmd),
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),
     };

@@ -1,4 +1,5 @@
-//! `skillbox skill list|info|validate`: what is in a skills root and whether it is valid.
+//! `skillbox skill list|info|validate`: what is in a skills root and whether it is valid;
+//! `skill pack|install|verify` (signed packages, CONTRACT §7) are in [`super::install`].
 
 use std::path::PathBuf;
 
@@ -22,6 +23,12 @@ pub enum SkillCommand {
     Info(InfoArgs),
     /// Validate every skill; exits 1 when any fails.
     Validate(ValidateArgs),
+    /// Pack a skill folder into a deterministic .tar.gz.
+    Pack(super::install::PackArgs),
+    /// Install a skill folder or .tar.gz after verifying it (signature, chain, rollback).
+    Install(super::install::InstallArgs),
+    /// Re-verify installed skills against the trust store; exits 1 when any fails.
+    Verify(super::install::VerifyArgs),
 }
 
 /// Where to look for skills.
@@ -97,6 +104,9 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::List(a) => list(a),
         SkillCommand::Info(a) => info(a),
         SkillCommand::Validate(a) => validate(a),
+        SkillCommand::Pack(a) => super::install::pack(a),
+        SkillCommand::Install(a) => super::install::install(a),
+        SkillCommand::Verify(a) => super::install::verify(a),
     }
 }
 

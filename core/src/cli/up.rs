@@ -22,6 +22,7 @@ use crate::callbacks::Callbacks;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::gateway::{self, Gateway};
+use crate::install::{self, TrustPolicy};
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
@@ -87,9 +88,14 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             timeout_ms: config.approvals.timeout_ms,
         },
     ));
-    let root = skills_root.clone();
-    let catalog =
-        tokio::task::spawn_blocking(move || discover(&[root], DiscoveryOptions::default())).await?;
+    let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed);
+    let policy = trust.clone();
+    let catalog = tokio::task::spawn_blocking(move || {
+        let mut catalog = discover(&[policy.skills_root.clone()], DiscoveryOptions::default());
+        install::verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
+        catalog
+    })
+    .await?;
     for s in &catalog.skipped {
         tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
     }
@@ -180,6 +186,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         token,
         max_request_bytes: config.gateway.max_request_bytes,
         skills_root,
+        trust,
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;

@@ -34,6 +34,8 @@ pub struct Gateway {
     pub max_request_bytes: usize,
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
+    /// Where installs go and the trust policy reloads apply (CONTRACT §7).
+    pub trust: crate::install::TrustPolicy,
 }
 
 /// A gateway failure, rendered as JSON with a status code (the one mapping).

@@ -9,10 +9,11 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use skillbox_protocol::methods::{method, HealthResult};
 use skillbox_protocol::result::ErrorKind;
-use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill};
+use skillbox_protocol::skill::{discover, DiscoveryOptions, InstallLock, Skill};
 
 use super::{json_response, ApiError, Gateway, HEALTH_TIMEOUT};
 use crate::approvals::ApprovalError;
+use crate::install::{self, verify, InstallError, Limits};
 use crate::store::{ApprovalStatus, Decision};
 
 type Reply = Result<Response<Full<Bytes>>, ApiError>;
@@ -25,6 +26,13 @@ struct CallRequest {
     args: Value,
     #[allow(dead_code)]
     context_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InstallRequest {
+    /// A skill folder or `.tar.gz` on the core's machine; relative to the workspace.
+    source: std::path::PathBuf,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +62,11 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
             Ok(ok(&serde_json::to_value(&result).unwrap_or_default()))
         }
         (Method::POST, ["v1", "skills", "reload"]) => reload(gw).await,
+        (Method::POST, ["v1", "skills", "install"]) => {
+            let body: InstallRequest = read_json(gw, req).await?;
+            install_skill(gw, body.source).await
+        }
+        (Method::POST, ["v1", "trust", "reload"]) => reload(gw).await,
         (Method::GET, ["v1", "approvals"]) => {
             let status = query_param(req.uri().query(), "status")
                 .and_then(|s| ApprovalStatus::from_name(&s));
@@ -155,7 +168,7 @@ async fn healthz(gw: &Gateway) -> Reply {
     ))
 }
 
-fn summary(gw: &Gateway, s: &Skill) -> Value {
+fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> Value {
     let reason = gw.dispatcher.unavailable_reason(s);
     json!({
         "name": s.name,
@@ -164,17 +177,18 @@ fn summary(gw: &Gateway, s: &Skill) -> Value {
         "available": reason.is_none(),
         "reason": reason,
         "tools": s.tools.iter().map(|t| format!("{}:{}", s.name, t.name)).collect::<Vec<_>>(),
-        "trust": "local",
+        "trust": verify::trust_label(lock, &s.name),
         "warnings": s.warnings.len(),
     })
 }
 
 fn skills(gw: &Gateway, _full: bool) -> Vec<Value> {
+    let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     gw.dispatcher
         .catalog()
         .skills
         .iter()
-        .map(|s| summary(gw, s))
+        .map(|s| summary(gw, s, lock.as_ref()))
         .collect()
 }
 
@@ -183,7 +197,8 @@ fn skill(gw: &Gateway, name: &str) -> Reply {
     let s = catalog
         .get(name)
         .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("no skill named {name:?}")))?;
-    let mut v = summary(gw, s);
+    let lock = InstallLock::read(&gw.skills_root).ok().flatten();
+    let mut v = summary(gw, s, lock.as_ref());
     v["body"] = s.read_body().unwrap_or_default().into();
     v["files"] = serde_json::to_value(s.list_files().unwrap_or_default()).unwrap_or_default();
     v["permissions"] = serde_json::to_value(&s.permissions).unwrap_or_default();
@@ -211,12 +226,19 @@ fn tools(gw: &Gateway) -> Vec<Value> {
     out
 }
 
+/// Rediscovers the skills, applies the trust policy with the trust store as it is now
+/// (a skill that no longer verifies is disabled with the reason), swaps the catalog (calls
+/// in flight keep the one they started with) and has the executor reload.
 async fn reload(gw: &Gateway) -> Reply {
     let root = gw.skills_root.clone();
-    let catalog =
-        tokio::task::spawn_blocking(move || discover(&[root], DiscoveryOptions::default()))
-            .await
-            .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let policy = gw.trust.clone();
+    let (catalog, disabled) = tokio::task::spawn_blocking(move || {
+        let mut catalog = discover(&[root], DiscoveryOptions::default());
+        let disabled = verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
+        (catalog, disabled)
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
     let loaded = catalog.skills.len();
     let skipped: Vec<String> = catalog.skipped.iter().map(|s| s.reason()).collect();
     gw.dispatcher.set_catalog(catalog);
@@ -232,6 +254,44 @@ async fn reload(gw: &Gateway) -> Reply {
             )
         })?;
     Ok(ok(
-        &json!({"loaded": loaded, "skipped": skipped, "executor": executor}),
+        &json!({"loaded": loaded, "skipped": skipped, "disabled": disabled, "executor": executor}),
     ))
+}
+
+/// `POST /v1/skills/install`: a verified install (CONTRACT §7), then a reload. A refusal
+/// answers `{"error", "error_kind", "check"}` with the status of its kind.
+async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
+    let source = match gw.skills_root.parent() {
+        Some(ws) if source.is_relative() => ws.join(source),
+        _ => source,
+    };
+    let policy = gw.trust.clone();
+    let result = tokio::task::spawn_blocking(move || {
+        install::install(
+            &source,
+            &policy,
+            Limits::default(),
+            std::time::SystemTime::now(),
+        )
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let installed = match result {
+        Ok(i) => i,
+        Err(e) => return Ok(install_refusal(&e)),
+    };
+    let reloaded = reload(gw).await;
+    let reload_body = match reloaded {
+        Ok(_) => json!("ok"),
+        Err(e) => json!({"error": e.message}),
+    };
+    Ok(ok(&json!({"installed": installed, "reload": reload_body})))
+}
+
+fn install_refusal(e: &InstallError) -> Response<Full<Bytes>> {
+    let status = ApiError::new(e.error_kind(), "").status;
+    json_response(
+        status,
+        &json!({"error": e.to_string(), "error_kind": e.error_kind(), "check": e.check()}),
+    )
 }

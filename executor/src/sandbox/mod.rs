@@ -36,6 +36,8 @@ pub struct SandboxConfig {
     pub scratch_root: PathBuf,
     /// First user id of the per-call pool (used when the executor is root).
     pub uid_base: u32,
+    /// Host-wide folder of the pool's lock files (shared by every executor on the host).
+    pub uid_lock_dir: PathBuf,
     /// Calls in flight at most.
     pub max_concurrent_calls: usize,
     /// RLIMIT_NPROC of a call.
@@ -51,6 +53,7 @@ impl Default for SandboxConfig {
         Self {
             scratch_root: std::env::temp_dir().join("skillbox-scratch"),
             uid_base: DEFAULT_UID_BASE,
+            uid_lock_dir: default_uid_lock_dir(),
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
@@ -184,7 +187,7 @@ impl Sandbox {
             Some(Arc::new(seccomp::compile()?))
         };
         let users = if kernel.user_switch {
-            let lock_dir = config.scratch_root.join(".uids");
+            let lock_dir = config.uid_lock_dir.clone();
             Some(
                 UserPool::new(config.uid_base, config.max_concurrent_calls, lock_dir).map_err(
                     |source| SandboxError::Scratch {
@@ -196,6 +199,10 @@ impl Sandbox {
         } else {
             None
         };
+        if let Some(pool) = &users {
+            pool.sweep();
+        }
+        remove_stale_scratch(&config.scratch_root);
         let node_runner =
             install_runner(&config.scratch_root).map_err(|source| SandboxError::Scratch {
                 root: config.scratch_root.clone(),
@@ -287,6 +294,36 @@ impl Sandbox {
             command,
             guard: CallGuard { user, scratch },
         })
+    }
+}
+
+/// `/run/skillbox/uids` when `/run` is writable (root), else `<tmp>/skillbox-uids`.
+fn default_uid_lock_dir() -> PathBuf {
+    let run = Path::new("/run");
+    if nix::unistd::geteuid().is_root() && run.is_dir() {
+        run.join("skillbox").join("uids")
+    } else {
+        std::env::temp_dir().join("skillbox-uids")
+    }
+}
+
+/// Removes scratch dirs left by executors that are gone (`call-<pid>-<n>` of a dead pid).
+fn remove_stale_scratch(scratch_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(scratch_root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("call-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new("/proc").join(pid.to_string()).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
     }
 }
 

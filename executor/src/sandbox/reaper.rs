@@ -23,9 +23,9 @@ use nix::unistd::{fork, ForkResult, Pid};
 /// Default first user id of the per-call pool.
 pub const DEFAULT_UID_BASE: u32 = 2_000_000;
 
-/// A pool of user ids, one per call in flight. Slots are claimed with an exclusive
-/// `flock` on `<lock_dir>/uid-<n>.lock`, so several executors (or test processes) on one
-/// host never share an id.
+/// A pool of user ids, one per call in flight. Ids are claimed with an exclusive `flock`
+/// on `<lock_dir>/uid-<id>.lock` in a host-wide folder, so several executors (or test
+/// processes) on one host never share an id.
 #[derive(Debug)]
 pub struct UserPool {
     base: u32,
@@ -58,12 +58,36 @@ impl UserPool {
         }))
     }
 
+    /// Kills what earlier executors left running under ids that no one holds now (an
+    /// executor killed mid-call leaves its tools behind).
+    pub fn sweep(&self) {
+        for slot in 0..self.size {
+            let uid = self.base + slot as u32;
+            let path = self.lock_dir.join(format!("uid-{uid}.lock"));
+            let Ok(file) = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .mode(0o600)
+                .open(&path)
+            else {
+                continue;
+            };
+            if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                kill_user(uid);
+                drop(lock);
+            }
+        }
+    }
+
     /// Takes a free id, killing any process left under it. `None` when all are in use.
     pub fn acquire(self: &Arc<Self>) -> Option<CallUser> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.size {
             let slot = (start + i) % self.size;
-            let path = self.lock_dir.join(format!("uid-{slot}.lock"));
+            let path = self
+                .lock_dir
+                .join(format!("uid-{}.lock", self.base + slot as u32));
             let Ok(file) = OpenOptions::new()
                 .create(true)
                 .truncate(false)
@@ -100,8 +124,30 @@ impl Drop for CallUser {
     }
 }
 
-/// Kills every process running as `uid`, from a helper process that switches to it.
+/// Most kill passes before giving up on a user whose processes keep reappearing.
+const MAX_KILL_PASSES: usize = 64;
+
+/// Kills every process running as `uid`: while `/proc` shows a live process of that user,
+/// a helper process switches to it and sends SIGKILL to everything it may signal
+/// (`kill(-1)` reaches double-forked, `setsid` processes). `kill(-1)` reports success
+/// whenever any process exists, so the loop is driven by the `/proc` check instead.
 pub fn kill_user(uid: u32) {
+    for pass in 0..MAX_KILL_PASSES {
+        if !has_live_process(uid) {
+            return;
+        }
+        kill_once_as(uid);
+        if pass > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    tracing::error!(
+        uid,
+        "processes of a call user survived {MAX_KILL_PASSES} kill passes"
+    );
+}
+
+fn kill_once_as(uid: u32) {
     // SAFETY: the child only makes system calls (setresuid, kill, _exit) and touches no
     // memory shared with other threads, which is what is safe after fork in a
     // multi-threaded process.
@@ -112,11 +158,7 @@ pub fn kill_user(uid: u32) {
                 if libc::setresuid(uid, uid, uid) != 0 {
                     libc::_exit(1);
                 }
-                for _ in 0..10_000 {
-                    if libc::kill(-1, libc::SIGKILL) != 0 {
-                        break;
-                    }
-                }
+                libc::kill(-1, libc::SIGKILL);
                 libc::_exit(0);
             }
         }
@@ -125,6 +167,38 @@ pub fn kill_user(uid: u32) {
         }
         Err(e) => tracing::error!(uid, error = %e, "cannot fork the process killer"),
     }
+}
+
+/// Whether a process that is not a zombie runs with real or effective user `uid`.
+pub fn has_live_process(uid: u32) -> bool {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .any(|e| {
+            let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+                return false;
+            };
+            let mut zombie = false;
+            let mut matches = false;
+            for line in status.lines() {
+                if let Some(state) = line.strip_prefix("State:") {
+                    zombie =
+                        state.trim_start().starts_with('Z') || state.trim_start().starts_with('X');
+                } else if let Some(ids) = line.strip_prefix("Uid:") {
+                    matches = ids
+                        .split_whitespace()
+                        .take(2)
+                        .any(|id| id.parse::<u32>() == Ok(uid));
+                }
+            }
+            matches && !zombie
+        })
 }
 
 /// Kills `pid`, its process group and every descendant found through parent ids.

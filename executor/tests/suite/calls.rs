@@ -23,6 +23,9 @@ fn exec_rejects_non_json_stdout_line_as_protocol_error() {
     assert_mentions(error, "this is not JSON-RPC");
 }
 
+/// The error carries the exit code and the tail of stderr (CONTRACT §2). Six calls run at
+/// once: the stderr tail must not depend on which of stdout's EOF and stderr's last bytes
+/// the executor happens to see first.
 #[test]
 fn exec_reports_exit_before_final_answer_as_protocol_error() {
     let root = SkillRoot::new();
@@ -33,10 +36,24 @@ fn exec_reports_exit_before_final_answer_as_protocol_error() {
         sys.exit(3)
         "#,
     );
-    let outcome = root.call("attack:run").run();
-    let error = outcome.failure("protocol");
-    assert_mentions(error, "exited with code 3 before its final answer");
-    assert_mentions(error, "giving up early");
+    let outcomes: Vec<_> = std::thread::scope(|s| {
+        let calls: Vec<_> = (0..6)
+            .map(|_| s.spawn(|| root.call("attack:run").run()))
+            .collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
+    let errors: Vec<&str> = outcomes.iter().map(|o| o.failure("protocol")).collect();
+    for error in &errors {
+        assert_mentions(error, "exited with code 3 before its final answer");
+    }
+    let without_stderr = errors
+        .iter()
+        .filter(|e| !e.contains("giving up early"))
+        .count();
+    assert_eq!(
+        without_stderr, 0,
+        "{without_stderr} of 6 errors lost the stderr tail: {errors:#?}"
+    );
 }
 
 #[test]

@@ -284,16 +284,10 @@ fn sandbox_limits_stderr_flood_of_50_mb() {
     assert_output_limit(&root);
 }
 
-/// The per-call user ids are claimed through lock files under `<scratch root>/.uids`, so
-/// executors with different scratch roots hand out the same ids: a call starting under one
-/// root kills (kill -1 as that user) a call in flight under the other, and the first
-/// call's cleanup kills the second.
-///
-/// Ignored because reproducing it kills tool processes of the rest of the suite running
-/// in parallel (they hold the same user ids); run it alone:
-/// `cargo nextest run -p skillbox-executor --run-ignored only different_scratch_roots`.
+/// The per-call user ids are claimed through host-wide lock files, so executors with
+/// different scratch roots never hand out the same id (a call starting under one would
+/// otherwise kill, with kill -1 as that user, a call in flight under the other).
 #[test]
-#[ignore = "BUG: the user-id pool is per scratch root; run alone (kills parallel tests' tools)"]
 fn calls_under_different_scratch_roots_get_different_users() {
     assert!(running_as_root(), "per-call users need root");
     let root = SkillRoot::new();

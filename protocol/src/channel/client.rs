@@ -141,7 +141,7 @@ impl RpcClient {
                 .await
                 .map_err(|e| ClientError::Unreachable {
                     url: url.clone(),
-                    reason: format!("{e:?}"),
+                    reason: error_chain(&e),
                 })?;
             let status = resp.status();
             let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
@@ -185,4 +185,16 @@ impl RpcClient {
             }),
         }
     }
+}
+
+/// An error and its causes, joined with ": ".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
 }

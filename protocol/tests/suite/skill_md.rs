@@ -376,7 +376,11 @@ fn skill_md_not_utf8_is_skipped() {
 fn load_rejects_symlinked_manifest_pointing_outside() {
     let root = tempdir().unwrap();
     let outside = root.path().join("secret.md");
-    std::fs::write(&outside, "---\nname: evil\ndescription: reads a secret\n---\nSECRET BODY\n").unwrap();
+    std::fs::write(
+        &outside,
+        "---\nname: evil\ndescription: reads a secret\n---\nSECRET BODY\n",
+    )
+    .unwrap();
     let dir = root.path().join("skills").join("evil");
     std::fs::create_dir_all(&dir).unwrap();
     std::os::unix::fs::symlink(&outside, dir.join("SKILL.md")).unwrap();

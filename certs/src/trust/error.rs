@@ -1,0 +1,109 @@
+//! Errors of verifying a package ([`VerifyError`]) and of loading the trust store
+//! ([`TrustError`]). Every message starts with the name of the failed check and ends
+//! with what to do.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::digest::DigestError;
+
+/// Why a package did not verify: one variant per check, in the order the checks run.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    #[error("signature_file: the package has no SIGNATURE file; sign it with `skillbox certs sign DIR --cert C --key K`")]
+    MissingSignature,
+    #[error("signature_file: cannot read SIGNATURE: {source}; check the package's permissions")]
+    ReadSignature {
+        #[source]
+        source: io::Error,
+    },
+    #[error("signature_file: SIGNATURE is malformed ({reason}); sign the package again with `skillbox certs sign`")]
+    MalformedSignature { reason: String },
+    #[error("algorithm: SIGNATURE uses algorithm {algorithm:?}, only \"ecdsa-p256-sha256\" is accepted; sign again with `skillbox certs sign`")]
+    UnsupportedAlgorithm { algorithm: String },
+    #[error(transparent)]
+    Digest(#[from] DigestError),
+    #[error("digest: the files do not match the signed digest (signed {signed}, files hash to {actual}); a file was added, removed, changed or had its mode changed after signing; get an untampered copy or sign again")]
+    DigestMismatch { signed: String, actual: String },
+    #[error("signature: the signature does not verify with the developer certificate's key; the SIGNATURE was altered or made with another key; sign again")]
+    BadSignature,
+    #[error("name: the package is signed as {signed:?} but its manifest names {manifest:?}; sign it under the manifest's name")]
+    NameMismatch { signed: String, manifest: String },
+    #[error("version: the package is signed as version {signed:?} but its manifest says {manifest:?}; sign it under the manifest's version")]
+    VersionMismatch { signed: String, manifest: String },
+    #[error("basic_constraints: the developer certificate is a CA certificate (cA=true); issue a developer certificate with `skillbox certs issue`")]
+    LeafIsCa,
+    #[error("key_usage: the developer certificate does not allow digitalSignature; issue a developer certificate with `skillbox certs issue`")]
+    NoDigitalSignature,
+    #[error("eku: the developer certificate does not carry the codeSigning extended key usage; issue a developer certificate with `skillbox certs issue`")]
+    NotCodeSigning,
+    #[error("eku: the developer certificate also allows {purpose}; code-signing certificates must allow codeSigning only, issue one with `skillbox certs issue`")]
+    ExtraKeyPurpose { purpose: String },
+    #[error("basic_constraints: an intermediate certificate of the chain is not a CA (cA=true, keyCertSign); put only the issuing CA certificates after the developer certificate")]
+    IntermediateNotCa,
+    #[error("validity: the certificate {subject} ({fingerprint}) is not valid before {not_before} and it is {now}; check the clock or wait until it becomes valid")]
+    NotYetValid {
+        subject: String,
+        fingerprint: String,
+        not_before: String,
+        now: String,
+    },
+    #[error("validity: the certificate {subject} ({fingerprint}) expired at {not_after} and it is {now}; validity is checked at install time, ask the publisher to re-sign with a current certificate")]
+    Expired {
+        subject: String,
+        fingerprint: String,
+        not_after: String,
+        now: String,
+    },
+    #[error("chain: the certificate chain does not lead to a root in the trust store; add the publisher's root to <trust>/roots/ or get a certificate from a trusted root")]
+    UnknownRoot,
+    #[error("retired_root: the chain ends at root {fingerprint}, which the operator retired; ask the publisher to re-sign under a current root")]
+    RetiredRoot { fingerprint: String },
+    #[error("chain: the certificate chain is invalid ({reason}); get a chain issued by `skillbox certs issue`")]
+    BadChain { reason: String },
+    #[error("revocation: the certificate {fingerprint} on the chain is revoked ({reason}); ask the publisher to re-sign with a new certificate")]
+    Revoked { fingerprint: String, reason: String },
+}
+
+impl VerifyError {
+    /// Short name of the failed check: `signature_file`, `algorithm`, `digest`,
+    /// `signature`, `name`, `version`, `basic_constraints`, `key_usage`, `eku`,
+    /// `validity`, `chain`, `retired_root` or `revocation`.
+    pub fn check(&self) -> &'static str {
+        match self {
+            Self::MissingSignature
+            | Self::ReadSignature { .. }
+            | Self::MalformedSignature { .. } => "signature_file",
+            Self::UnsupportedAlgorithm { .. } => "algorithm",
+            Self::Digest(_) | Self::DigestMismatch { .. } => "digest",
+            Self::BadSignature => "signature",
+            Self::NameMismatch { .. } => "name",
+            Self::VersionMismatch { .. } => "version",
+            Self::LeafIsCa | Self::IntermediateNotCa => "basic_constraints",
+            Self::NoDigitalSignature => "key_usage",
+            Self::NotCodeSigning | Self::ExtraKeyPurpose { .. } => "eku",
+            Self::NotYetValid { .. } | Self::Expired { .. } => "validity",
+            Self::UnknownRoot | Self::BadChain { .. } => "chain",
+            Self::RetiredRoot { .. } => "retired_root",
+            Self::Revoked { .. } => "revocation",
+        }
+    }
+}
+
+/// Why the trust store could not be loaded. A refused rotation statement is not an
+/// error: it is logged and listed by [`super::TrustStore::warnings`].
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error("trust store: {} is not a folder; create it with `skillbox certs init-root` or point the config at it", path.display())]
+    NotFound { path: PathBuf },
+    #[error("trust store: cannot read {}: {source}; check its permissions", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("trust store: root file {}: {reason}; fix or remove it", path.display())]
+    Root { path: PathBuf, reason: String },
+    #[error("trust store: {} is malformed ({reason}); fix it or restore it from a backup", path.display())]
+    List { path: PathBuf, reason: String },
+}

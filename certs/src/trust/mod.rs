@@ -1,0 +1,366 @@
+//! The trust store: the roots an operator trusts, the revocation list, rotation
+//! statements and retired roots, loaded from one folder:
+//!
+//! ```text
+//! <trust>/roots/*.pem          configured roots (CA certificates)
+//! <trust>/rotations/*.json     rotation statements (new root signed by a trusted old one)
+//! <trust>/revoked.json         revoked certificates by fingerprint
+//! <trust>/retired.json         retired roots by fingerprint
+//! ```
+//!
+//! [`TrustStore::verify_package`] (in `verify.rs`) checks a package against it.
+
+mod error;
+mod lists;
+mod verify;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rustls_pki_types::{CertificateDer, TrustAnchor};
+
+pub use error::{TrustError, VerifyError};
+pub use lists::{RetiredList, Retirement, Revocation, RevocationList, RETIRED_FILE, REVOKED_FILE};
+pub use verify::Verified;
+
+pub(crate) use lists::read_list;
+
+use crate::cert;
+use crate::rotation::{self, RotationRefusal};
+
+/// Folder of configured roots inside the trust folder.
+pub const ROOTS_DIR: &str = "roots";
+/// Folder of rotation statements inside the trust folder.
+pub const ROTATIONS_DIR: &str = "rotations";
+
+/// How a root came to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RootSource {
+    /// A file in `<trust>/roots/`.
+    Configured,
+    /// Accepted through a rotation statement signed by the root `from`.
+    Rotated { from: String },
+}
+
+/// A root known to the trust store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RootInfo {
+    /// SHA-256 of the DER, lower-case hex.
+    pub fingerprint: String,
+    /// Subject, `CN=…`.
+    pub subject: String,
+    /// notAfter, Unix seconds.
+    pub not_after: i64,
+    pub source: RootSource,
+    /// A successor root was accepted through a rotation statement signed by this one:
+    /// it is going away, packages that chain to it should be re-signed.
+    pub retiring: bool,
+    /// Listed in `retired.json`: packages that chain to it no longer verify.
+    pub retired: bool,
+}
+
+/// A rotation statement the store refused (and ignored).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadWarning {
+    pub file: PathBuf,
+    pub refusal: RotationRefusal,
+}
+
+impl fmt::Display for LoadWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.refusal)
+    }
+}
+
+/// One root with what verification needs.
+#[derive(Debug)]
+struct Root {
+    der: Vec<u8>,
+    anchor: TrustAnchor<'static>,
+    info: RootInfo,
+}
+
+impl Root {
+    fn from_der(der: Vec<u8>, source: RootSource) -> Result<Root, String> {
+        let parsed = cert::parse(&der)?;
+        if !cert::is_ca(&parsed) {
+            return Err(format!(
+                "{} is not a CA certificate (basicConstraints cA)",
+                cert::subject(&parsed)
+            ));
+        }
+        let info = RootInfo {
+            fingerprint: cert::fingerprint(&der),
+            subject: cert::subject(&parsed),
+            not_after: cert::not_after(&parsed),
+            source,
+            retiring: false,
+            retired: false,
+        };
+        let cert_der = CertificateDer::from(der.as_slice());
+        let anchor = webpki::anchor_from_trusted_cert(&cert_der)
+            .map_err(|e| format!("not usable as a trust anchor: {e}"))?
+            .to_owned();
+        Ok(Root { der, anchor, info })
+    }
+}
+
+/// The loaded trust store. Cheap to share behind an `Arc`; reload by loading anew.
+pub struct TrustStore {
+    dir: PathBuf,
+    roots: Vec<Root>,
+    revoked: BTreeMap<String, Revocation>,
+    warnings: Vec<LoadWarning>,
+}
+
+impl fmt::Debug for TrustStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TrustStore")
+            .field("dir", &self.dir)
+            .field("roots", &self.roots())
+            .field("revoked", &self.revoked.len())
+            .field("warnings", &self.warnings)
+            .finish()
+    }
+}
+
+impl TrustStore {
+    /// Loads `<trust_dir>`. Missing `roots/`, `rotations/` or lists count as empty; a
+    /// root or list that does not parse is an error (fail closed). Refused rotation
+    /// statements are logged and listed by [`TrustStore::warnings`].
+    pub fn load(trust_dir: &Path) -> Result<TrustStore, TrustError> {
+        if !trust_dir.is_dir() {
+            return Err(TrustError::NotFound {
+                path: trust_dir.to_path_buf(),
+            });
+        }
+        let mut store = TrustStore {
+            dir: trust_dir.to_path_buf(),
+            roots: Vec::new(),
+            revoked: BTreeMap::new(),
+            warnings: Vec::new(),
+        };
+
+        for path in files_with_ext(&trust_dir.join(ROOTS_DIR), "pem")? {
+            let text = fs::read_to_string(&path).map_err(|source| TrustError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let ders = cert::pem_certificates(&text).map_err(|reason| TrustError::Root {
+                path: path.clone(),
+                reason,
+            })?;
+            if ders.is_empty() {
+                return Err(TrustError::Root {
+                    path,
+                    reason: "no PEM CERTIFICATE block".to_string(),
+                });
+            }
+            for der in ders {
+                let root = Root::from_der(der, RootSource::Configured).map_err(|reason| {
+                    TrustError::Root {
+                        path: path.clone(),
+                        reason,
+                    }
+                })?;
+                if store.root(&root.info.fingerprint).is_none() {
+                    store.roots.push(root);
+                }
+            }
+        }
+
+        let revoked_path = trust_dir.join(REVOKED_FILE);
+        let list: RevocationList = lists::read_list(&revoked_path)?;
+        for mut r in list.revoked {
+            r.fingerprint = lists::checked_fingerprint(&revoked_path, &r.fingerprint)?;
+            store.revoked.insert(r.fingerprint.clone(), r);
+        }
+        let retired_path = trust_dir.join(RETIRED_FILE);
+        let list: RetiredList = lists::read_list(&retired_path)?;
+        let mut retired = BTreeSet::new();
+        for r in list.retired {
+            retired.insert(lists::checked_fingerprint(&retired_path, &r.fingerprint)?);
+        }
+
+        store.accept_rotations(&trust_dir.join(ROTATIONS_DIR), &retired)?;
+        for root in &mut store.roots {
+            root.info.retired = retired.contains(&root.info.fingerprint);
+            if root.info.retired {
+                root.info.retiring = false;
+            }
+        }
+        for w in &store.warnings {
+            tracing::warn!(file = %w.file.display(), reason = %w.refusal, "rotation statement refused");
+        }
+        Ok(store)
+    }
+
+    /// An empty store: nothing verifies.
+    pub fn empty() -> TrustStore {
+        TrustStore {
+            dir: PathBuf::new(),
+            roots: Vec::new(),
+            revoked: BTreeMap::new(),
+            warnings: Vec::new(),
+        }
+    }
+
+    /// The folder this store was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every root known: configured ones, those accepted through rotation, and retired
+    /// ones (flagged `retired`, they verify nothing).
+    pub fn roots(&self) -> Vec<RootInfo> {
+        self.roots.iter().map(|r| r.info.clone()).collect()
+    }
+
+    /// Rotation statements refused during the load, with the reason.
+    pub fn warnings(&self) -> &[LoadWarning] {
+        &self.warnings
+    }
+
+    /// The revocation list.
+    pub fn revoked(&self) -> Vec<Revocation> {
+        self.revoked.values().cloned().collect()
+    }
+
+    /// The revocation of the certificate with this fingerprint, if revoked.
+    pub fn revocation(&self, fingerprint: &str) -> Option<&Revocation> {
+        self.revoked.get(fingerprint)
+    }
+
+    /// The PEM of a known root (configured, rotated or retired).
+    pub fn root_pem(&self, fingerprint: &str) -> Option<String> {
+        self.root(fingerprint).map(|r| cert::to_pem(&r.der))
+    }
+
+    fn root(&self, fingerprint: &str) -> Option<&Root> {
+        self.roots
+            .iter()
+            .find(|r| r.info.fingerprint == fingerprint)
+    }
+
+    /// Accepts rotation statements whose signer is trusted, repeatedly, so a chain of
+    /// rotations (A→B, B→C) resolves in any file order.
+    fn accept_rotations(
+        &mut self,
+        dir: &Path,
+        retired: &BTreeSet<String>,
+    ) -> Result<(), TrustError> {
+        let mut pending = Vec::new();
+        for path in files_with_ext(dir, "json")? {
+            let bytes = fs::read(&path).map_err(|source| TrustError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            match rotation::check_shape(&bytes) {
+                Ok(s) => pending.push((path, s)),
+                Err(refusal) => self.warnings.push(LoadWarning {
+                    file: path,
+                    refusal,
+                }),
+            }
+        }
+        loop {
+            let mut progress = false;
+            let mut still = Vec::new();
+            for (path, s) in pending {
+                if self.root(&s.statement.new_root_fingerprint).is_some() {
+                    // Already trusted (configured, or promoted when the signer retired).
+                    progress = true;
+                    continue;
+                }
+                let old = &s.statement.old_root_fingerprint;
+                let signer_usable = !retired.contains(old) && !self.revoked.contains_key(old);
+                let Some(signer) = self.root(old).filter(|_| signer_usable) else {
+                    still.push((path, s));
+                    continue;
+                };
+                progress = true;
+                let verified = cert::parse(&signer.der)
+                    .map(|c| cert::p256_verify(&c, &s.statement.signed_bytes(), &s.signature))
+                    .unwrap_or(false);
+                if !verified {
+                    self.warnings.push(LoadWarning {
+                        file: path,
+                        refusal: RotationRefusal::BadSignature {
+                            fingerprint: old.clone(),
+                        },
+                    });
+                    continue;
+                }
+                let source = RootSource::Rotated { from: old.clone() };
+                match Root::from_der(s.new_der, source) {
+                    Ok(root) => {
+                        if let Some(signer) =
+                            self.roots.iter_mut().find(|r| &r.info.fingerprint == old)
+                        {
+                            signer.info.retiring = true;
+                        }
+                        self.roots.push(root);
+                    }
+                    Err(reason) => self.warnings.push(LoadWarning {
+                        file: path,
+                        refusal: RotationRefusal::Malformed { reason },
+                    }),
+                }
+            }
+            pending = still;
+            if !progress || pending.is_empty() {
+                break;
+            }
+        }
+        for (path, s) in pending {
+            let fingerprint = s.statement.old_root_fingerprint;
+            let refusal = if retired.contains(&fingerprint) && self.root(&fingerprint).is_some() {
+                RotationRefusal::SignerRetired { fingerprint }
+            } else if self.revoked.contains_key(&fingerprint) && self.root(&fingerprint).is_some() {
+                RotationRefusal::SignerRevoked { fingerprint }
+            } else {
+                RotationRefusal::UnknownSigner { fingerprint }
+            };
+            self.warnings.push(LoadWarning {
+                file: path,
+                refusal,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Regular files of `dir` ending in `.ext` (dot files skipped), sorted; a missing
+/// folder has none.
+fn files_with_ext(dir: &Path, ext: &str) -> Result<Vec<PathBuf>, TrustError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(TrustError::Read {
+                path: dir.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| TrustError::Read {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with('.') || path.extension().and_then(|e| e.to_str()) != Some(ext) {
+            continue;
+        }
+        if path.is_file() {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}

@@ -1,0 +1,211 @@
+//! `skillbox skill pack|install|verify`: package a skill, install a package with
+//! verification (CONTRACT §7), re-verify what is installed.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use clap::Args;
+use serde_json::json;
+use skillbox_certs::trust::TrustStore;
+use skillbox_protocol::skill::{load_skill, InstallLock, LoadOutcome};
+
+use super::{table, up, EXIT_FAILED};
+use crate::config::Config;
+use crate::install::verify::{verify_installed, Status};
+use crate::install::{self, pack, Limits, TrustPolicy};
+use crate::state;
+
+/// `skill pack` arguments.
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// The skill folder.
+    dir: PathBuf,
+    /// The archive to write (default: ./<name>-<version>.tar.gz).
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// `skill install` arguments.
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// A skill folder or a .tar.gz made by `skillbox skill pack`.
+    source: PathBuf,
+    /// The workspace: skills go to DIR/skills, the trust store is DIR/.skillbox/trust.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `skill verify` arguments.
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    /// Re-verify every installed skill (the only mode for now).
+    #[arg(long, required = true)]
+    all: bool,
+    /// The workspace.
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The workspace's trust policy from `--workspace` and its `skillbox.toml`.
+pub fn policy(workspace: Option<&Path>) -> anyhow::Result<TrustPolicy> {
+    let ws = up::workspace(workspace)?;
+    let state_dir = state::ensure_dir(&ws)?;
+    let config = Config::load(&ws)?;
+    Ok(TrustPolicy::for_workspace(
+        &ws,
+        &state_dir,
+        config.trust.require_signed,
+    ))
+}
+
+/// `skillbox skill pack DIR [--out FILE]`
+pub fn pack(a: PackArgs) -> anyhow::Result<u8> {
+    let out = match a.out {
+        Some(o) => o,
+        None => {
+            let base = match load_skill(&a.dir) {
+                LoadOutcome::Loaded(s) => match &s.version {
+                    Some(v) => format!("{}-{v}", s.name),
+                    None => s.name.clone(),
+                },
+                LoadOutcome::Skipped(s) => {
+                    anyhow::bail!("{} does not load: {}", a.dir.display(), s.reason())
+                }
+                LoadOutcome::NotASkill => anyhow::bail!(
+                    "{} is not a skill folder (no SKILL.md, skill.yaml or package.json)",
+                    a.dir.display()
+                ),
+            };
+            PathBuf::from(format!("{base}.tar.gz"))
+        }
+    };
+    let packed = pack::pack(&a.dir, &out)?;
+    println!(
+        "packed {} entries into {} ({} bytes)",
+        packed.entries,
+        packed.out.display(),
+        packed.bytes
+    );
+    Ok(0)
+}
+
+/// `skillbox skill install SRC [--workspace DIR]`
+pub fn install(a: InstallArgs) -> anyhow::Result<u8> {
+    let policy = policy(a.workspace.as_deref())?;
+    match install::install(&a.source, &policy, Limits::default(), SystemTime::now()) {
+        Ok(done) => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"installed": true, "skill": done}))?
+                );
+                return Ok(0);
+            }
+            let version = done.version.as_deref().unwrap_or("(no version)");
+            println!(
+                "installed {} {version} in {}",
+                done.name,
+                done.dir.display()
+            );
+            match &done.entry.publisher {
+                Some(p) => println!(
+                    "  trust:  signed by {p} (certificate {}, root {})",
+                    done.entry.leaf_fingerprint.as_deref().unwrap_or("-"),
+                    done.entry.root_fingerprint.as_deref().unwrap_or("-")
+                ),
+                None => println!(
+                    "  trust:  local — the package is NOT signed; installed because [trust] require_signed = false"
+                ),
+            }
+            println!("  digest: {}", done.entry.digest);
+            if let Some(old) = &done.replaced {
+                println!("  replaced version {old}");
+            }
+            println!("A running core picks it up on POST /v1/skills/reload.");
+            Ok(0)
+        }
+        Err(e) => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"installed": false, "check": e.check(), "error": e.to_string()})
+                    )?
+                );
+            } else {
+                eprintln!("skillbox: install refused (check {}): {e}", e.check());
+            }
+            Ok(EXIT_FAILED)
+        }
+    }
+}
+
+/// `skillbox skill verify --all [--workspace DIR] [--json]`
+pub fn verify(a: VerifyArgs) -> anyhow::Result<u8> {
+    debug_assert!(a.all);
+    let policy = policy(a.workspace.as_deref())?;
+    let lock = InstallLock::read(&policy.skills_root)?.unwrap_or_default();
+    let store = TrustStore::load(&policy.trust_dir);
+    let store_err = store.as_ref().err().map(ToString::to_string);
+    let store_ref = match (&store, &store_err) {
+        (Ok(s), _) => Ok(s),
+        (Err(_), Some(e)) => Err(e.as_str()),
+        (Err(_), None) => Err("the trust store did not load"),
+    };
+    let reports = verify_installed(&policy, &lock, store_ref, SystemTime::now());
+    let failed = reports
+        .iter()
+        .filter(|r| r.status == Status::Failed)
+        .count();
+    let at_risk = reports
+        .iter()
+        .filter(|r| r.status == Status::AtRisk)
+        .count();
+    if a.json {
+        let out = json!({
+            "skills": reports,
+            "failed": failed,
+            "at_risk": at_risk,
+            "trust_store": store_err,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        if let Some(e) = &store_err {
+            println!("trust store: {e}");
+        }
+        let rows: Vec<Vec<String>> = reports
+            .iter()
+            .map(|r| {
+                vec![
+                    r.name.clone(),
+                    r.version.clone().unwrap_or_else(|| "-".into()),
+                    r.trust.label().to_string(),
+                    match r.status {
+                        Status::Ok => "ok".into(),
+                        Status::AtRisk => "AT RISK".into(),
+                        Status::Failed => "FAIL".into(),
+                    },
+                    r.check.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        print!(
+            "{}",
+            table::render(&["NAME", "VERSION", "TRUST", "STATUS", "CHECK"], &rows)
+        );
+        for r in reports.iter().filter(|r| r.status != Status::Ok) {
+            println!("{}: {}", r.name, r.reason.as_deref().unwrap_or(""));
+        }
+        println!(
+            "\n{} installed, {failed} failing, {at_risk} depending on a root being retired",
+            reports.len()
+        );
+    }
+    Ok(if failed == 0 { 0 } else { EXIT_FAILED })
+}

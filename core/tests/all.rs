@@ -1,0 +1,3 @@
+//! Integration tests of the core crate, compiled as one binary (STYLE: tests/all.rs + suite).
+
+mod suite;

@@ -1,0 +1,199 @@
+//! Approvals of `sign` and `write` tools: a call waits until an operator decides (API or
+//! CLI), is refused when denied or when nobody decides in time, and runs at once for tools
+//! the policy auto-approves.
+
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use serde_json::{json, Value};
+
+use crate::harness::{Options, Skillbox, POLL_TIMEOUT};
+
+const MESSAGE: &[u8] = b"pay 1 coin to bob";
+
+fn data() -> String {
+    STANDARD.encode(MESSAGE)
+}
+
+fn verify_signature(sign: &Value) {
+    assert_eq!(sign["algorithm"], "ed25519", "{sign}");
+    let public_key = STANDARD
+        .decode(sign["public_key"].as_str().unwrap())
+        .unwrap();
+    let signature = STANDARD
+        .decode(sign["signature"].as_str().unwrap())
+        .unwrap();
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, &public_key)
+        .verify(MESSAGE, &signature)
+        .expect("the signature verifies with the returned public key");
+}
+
+fn id(approval: &Value) -> String {
+    approval["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn sign_waits_for_approval_and_signs_once_approved() {
+    let sb = Skillbox::start(Options::default());
+    let call = sb.call_in_background("signer:sign", json!({"data": data()}));
+    let first = sb.wait_pending("signer", "sign");
+    assert_eq!(first["security"], "sign", "{first}");
+    assert_eq!(first["args"], json!({"data": data()}), "{first}");
+    assert!(!call.is_finished(), "the sign call ran before its approval");
+
+    let r = sb.decide(&id(&first), "approve", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "approved", "{}", r.body);
+
+    // The core may ask again for the payload of each sign request the tool makes; those
+    // are approved with the CLI as they appear.
+    let mut later = Vec::new();
+    let deadline = Instant::now() + POLL_TIMEOUT;
+    while !call.is_finished() {
+        assert!(Instant::now() < deadline, "the sign call never finished");
+        for a in sb.approvals(Some("pending")) {
+            assert_eq!(a["skill"], "signer", "{a}");
+            let out = sb.cli(&["approvals", "approve", &id(&a)]);
+            assert!(
+                out.status.success(),
+                "skillbox approvals approve: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            later.push(a);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let r = call.join().unwrap();
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["ok"], true, "{r}");
+    verify_signature(&r["data"]["result"]);
+    for a in &later {
+        assert_eq!(
+            a["args"],
+            json!({"sign": {"type": "message", "data": data()}}),
+            "{a}"
+        );
+    }
+    eprintln!(
+        "approvals asked for one sign call: {} (the call, then {} sign payload(s))",
+        1 + later.len(),
+        later.len()
+    );
+}
+
+#[test]
+fn sign_is_refused_when_the_operator_denies_it() {
+    let sb = Skillbox::start(Options::default());
+    let call = sb.call_in_background("signer:sign", json!({"data": data()}));
+    let pending = sb.wait_pending("signer", "sign");
+    let r = sb.decide(&id(&pending), "deny", Some("not today"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.json()["status"], "denied");
+
+    let r = call.join().unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error_kind"], "approval_denied", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains(&id(&pending)), "{error}");
+    assert!(error.contains("was denied (not today)"), "{error}");
+    assert!(error.contains("the call did not run"), "{error}");
+
+    // The tool never ran: no sign request was made, so no other approval exists.
+    let all = sb.approvals(None);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["status"], "denied");
+
+    // A decided approval cannot be decided again.
+    let r = sb.decide(&id(&pending), "approve", None);
+    assert_ne!(r.status, 200, "{}", r.body);
+    assert!(
+        r.body.contains("only a pending approval can be decided"),
+        "{}",
+        r.body
+    );
+}
+
+#[test]
+fn sign_is_refused_when_nobody_decides_before_the_approval_timeout() {
+    let sb = Skillbox::start(Options {
+        approvals_timeout_ms: 1500,
+        ..Options::default()
+    });
+    let r = sb.call("signer:sign", json!({"data": data()}));
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error_kind"], "approval_denied", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("got no decision within 1500 ms and expired"),
+        "{error}"
+    );
+    let all = sb.approvals(None);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["status"], "expired", "{all:?}");
+
+    // An expired approval cannot be approved afterwards.
+    let out = sb.cli(&["approvals", "approve", all[0]["id"].as_str().unwrap()]);
+    assert!(!out.status.success());
+}
+
+#[test]
+fn write_tool_waits_for_approval_given_with_the_cli() {
+    let sb = Skillbox::start(Options::default());
+    let call = sb.call_in_background("signer:write_note", json!({"text": "hello"}));
+    let pending = sb.wait_pending("signer", "write_note");
+    assert_eq!(pending["security"], "write", "{pending}");
+    assert_eq!(pending["args"], json!({"text": "hello"}), "{pending}");
+    assert!(
+        !call.is_finished(),
+        "the write call ran before its approval"
+    );
+
+    let listed = sb.cli(&["approvals", "list"]);
+    assert!(listed.status.success());
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains(&id(&pending)),
+        "{}",
+        String::from_utf8_lossy(&listed.stdout)
+    );
+    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let r = call.join().unwrap();
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"], json!({"written": "hello"}), "{r}");
+    // The approval let exactly this call run.
+    let all = sb.approvals(None);
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0]["status"], "used", "{all:?}");
+}
+
+#[test]
+fn auto_approve_skips_waiting_but_never_lets_a_read_tool_sign() {
+    let sb = Skillbox::start(Options {
+        auto_approve: vec!["signer:*".to_string()],
+        ..Options::default()
+    });
+    let r = sb.call_ok("signer:sign", json!({"data": data()}));
+    assert_eq!(r["ok"], true, "{r}");
+    verify_signature(&r["result"]);
+    let r = sb.call_ok("signer:write_note", json!({"text": "auto"}));
+    assert_eq!(r, json!({"written": "auto"}));
+    assert!(sb.approvals(None).is_empty(), "{:?}", sb.approvals(None));
+
+    // A tool declared `security: read` may not use the sign capability at all.
+    let r = sb.call_ok("signer:sign_as_read", json!({"data": data()}));
+    assert_eq!(r["ok"], false, "{r}");
+    assert_eq!(r["code"], -32001, "{r}");
+    assert!(
+        r["message"]
+            .as_str()
+            .unwrap()
+            .contains("only tools with security: sign may sign"),
+        "{r}"
+    );
+}

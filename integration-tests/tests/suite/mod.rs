@@ -1,0 +1,10 @@
+//! The tests, one file per surface under attack.
+
+mod approvals;
+mod auth;
+mod channel;
+mod fetch;
+mod protocols;
+mod read_file;
+mod resilience;
+mod secrets;
