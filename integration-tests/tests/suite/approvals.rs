@@ -1,6 +1,7 @@
-//! Approvals of `sign` and `write` tools: a call waits until an operator decides (API or
-//! CLI), is refused when denied or when nobody decides in time, and runs at once for tools
-//! the policy auto-approves.
+//! Approvals of `sign` and `write` tools: a `write` call waits until an operator decides
+//! (API or CLI); a `sign` tool waits at each signature, where the operator sees the
+//! payload; both are refused when denied or when nobody decides in time, and run at once
+//! for tools the policy auto-approves.
 
 use std::time::{Duration, Instant};
 
@@ -37,49 +38,29 @@ fn id(approval: &Value) -> String {
 fn sign_waits_for_approval_and_signs_once_approved() {
     let sb = Skillbox::start(Options::default());
     let call = sb.call_in_background("signer:sign", json!({"data": data()}));
-    let first = sb.wait_pending("signer", "sign");
-    assert_eq!(first["security"], "sign", "{first}");
-    assert_eq!(first["args"], json!({"data": data()}), "{first}");
-    assert!(!call.is_finished(), "the sign call ran before its approval");
+    let pending = sb.wait_pending("signer", "sign");
+    assert_eq!(pending["security"], "sign", "{pending}");
+    assert_eq!(
+        pending["args"],
+        json!({"sign": {"type": "message", "data": data()}}),
+        "the operator sees what is signed: {pending}"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!call.is_finished(), "the signature was made before its approval");
 
-    let r = sb.decide(&id(&first), "approve", None);
-    assert_eq!(r.status, 200, "{}", r.body);
-    assert_eq!(r.json()["status"], "approved", "{}", r.body);
-
-    // The core may ask again for the payload of each sign request the tool makes; those
-    // are approved with the CLI as they appear.
-    let mut later = Vec::new();
-    let deadline = Instant::now() + POLL_TIMEOUT;
-    while !call.is_finished() {
-        assert!(Instant::now() < deadline, "the sign call never finished");
-        for a in sb.approvals(Some("pending")) {
-            assert_eq!(a["skill"], "signer", "{a}");
-            let out = sb.cli(&["approvals", "approve", &id(&a)]);
-            assert!(
-                out.status.success(),
-                "skillbox approvals approve: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            later.push(a);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
+    assert!(
+        out.status.success(),
+        "skillbox approvals approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let r = call.join().unwrap();
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["ok"], true, "{r}");
     verify_signature(&r["data"]["result"]);
-    for a in &later {
-        assert_eq!(
-            a["args"],
-            json!({"sign": {"type": "message", "data": data()}}),
-            "{a}"
-        );
-    }
-    eprintln!(
-        "approvals asked for one sign call: {} (the call, then {} sign payload(s))",
-        1 + later.len(),
-        later.len()
-    );
+    let all = sb.approvals(None);
+    assert_eq!(all.len(), 1, "one approval for one signature: {all:?}");
+    assert_eq!(all[0]["status"], "used", "{all:?}");
 }
 
 #[test]
@@ -91,15 +72,14 @@ fn sign_is_refused_when_the_operator_denies_it() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["status"], "denied");
 
+    // The tool's sign request gets -32002 with the reason; nothing was signed.
     let r = call.join().unwrap();
-    assert_eq!(r["success"], false, "{r}");
-    assert_eq!(r["error_kind"], "approval_denied", "{r}");
-    let error = r["error"].as_str().unwrap();
+    assert_eq!(r["data"]["ok"], false, "{r}");
+    assert_eq!(r["data"]["code"], -32002, "{r}");
+    let error = r["data"]["message"].as_str().unwrap();
     assert!(error.contains(&id(&pending)), "{error}");
     assert!(error.contains("was denied (not today)"), "{error}");
-    assert!(error.contains("the call did not run"), "{error}");
 
-    // The tool never ran: no sign request was made, so no other approval exists.
     let all = sb.approvals(None);
     assert_eq!(all.len(), 1, "{all:?}");
     assert_eq!(all[0]["status"], "denied");
@@ -121,9 +101,9 @@ fn sign_is_refused_when_nobody_decides_before_the_approval_timeout() {
         ..Options::default()
     });
     let r = sb.call("signer:sign", json!({"data": data()}));
-    assert_eq!(r["success"], false, "{r}");
-    assert_eq!(r["error_kind"], "approval_denied", "{r}");
-    let error = r["error"].as_str().unwrap();
+    assert_eq!(r["data"]["ok"], false, "{r}");
+    assert_eq!(r["data"]["code"], -32002, "{r}");
+    let error = r["data"]["message"].as_str().unwrap();
     assert!(
         error.contains("got no decision within 1500 ms and expired"),
         "{error}"
