@@ -107,7 +107,7 @@ pub fn install(a: InstallArgs) -> anyhow::Result<u8> {
                 );
                 return Ok(0);
             }
-            let version = done.version.as_deref().unwrap_or("(no version)");
+            let version = done.entry.version.as_deref().unwrap_or("(no version)");
             println!(
                 "installed {} {version} in {}",
                 done.name,

@@ -91,7 +91,10 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed);
     let policy = trust.clone();
     let catalog = tokio::task::spawn_blocking(move || {
-        let mut catalog = discover(&[policy.skills_root.clone()], DiscoveryOptions::default());
+        let mut catalog = discover(
+            std::slice::from_ref(&policy.skills_root),
+            DiscoveryOptions::default(),
+        );
         install::verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
         catalog
     })

@@ -285,7 +285,11 @@ async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
         Ok(_) => json!("ok"),
         Err(e) => json!({"error": e.message}),
     };
-    Ok(ok(&json!({"installed": installed, "reload": reload_body})))
+    let mut body = json!({"installed": installed, "reload": reload_body});
+    if installed.entry.publisher.is_none() {
+        body["warning"] = json!("the package is not signed: installed with trust \"local\" because [trust] require_signed = false");
+    }
+    Ok(ok(&body))
 }
 
 fn install_refusal(e: &InstallError) -> Response<Full<Bytes>> {

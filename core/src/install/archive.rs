@@ -60,9 +60,14 @@ pub fn extract(src: &Path, dest: &Path, limits: Limits) -> Result<(), ExtractErr
         path: src.to_path_buf(),
         source,
     })?;
+    extract_from(file, dest, limits)
+}
+
+/// Extracts a `.tar.gz` stream into `dest`, reading it once from the start.
+pub fn extract_from(src: impl Read, dest: &Path, limits: Limits) -> Result<(), ExtractError> {
     let count = Rc::new(Cell::new(0u64));
     let gz = GzDecoder::new(Counting {
-        inner: file,
+        inner: src,
         count: Rc::clone(&count),
     });
     let mut archive = tar::Archive::new(gz);

@@ -209,11 +209,9 @@ pub struct Installed {
     pub name: String,
     /// Where it now is.
     pub dir: PathBuf,
-    /// The version installed.
-    pub version: Option<String>,
     /// The version it replaced, if any.
     pub replaced: Option<String>,
-    /// What the lock now records.
+    /// What the lock now records (version, digest, trust, publisher, fingerprints).
     #[serde(flatten)]
     pub entry: LockedSkill,
 }
@@ -243,6 +241,7 @@ pub fn install(
         })
     })?;
     let _guard = lock::lock_root(root).map_err(InstallError::SkillsRoot)?;
+    staging::sweep(root);
     let staging = Staging::create(root).map_err(|source| InstallError::Staging {
         path: root.clone(),
         source,
@@ -317,7 +316,6 @@ pub fn install(
     Ok(Installed {
         name,
         dir: target,
-        version: entry.version.clone(),
         replaced: previous.and_then(|p| p.version),
         entry,
     })

@@ -93,6 +93,29 @@ impl Staging {
     }
 }
 
+/// Removes staging folders left by installs that died (killed, power loss). Call it only
+/// while holding the install lock on the root: then no live install owns one.
+pub fn sweep(skills_root: &Path) {
+    let Ok(entries) = std::fs::read_dir(skills_root) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let is_staging = name.to_string_lossy().starts_with(STAGING_PREFIX);
+        if is_staging && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let path = entry.path();
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {
+                    tracing::info!(dir = %path.display(), "removed a staging folder left by an earlier install")
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %path.display(), error = %e, "could not remove a stale staging folder")
+                }
+            }
+        }
+    }
+}
+
 impl Drop for Staging {
     fn drop(&mut self) {
         if let Err(e) = std::fs::remove_dir_all(&self.dir) {
@@ -173,6 +196,19 @@ mod tests {
             s.dir().to_path_buf()
         };
         assert!(!dir.exists());
+    }
+
+    #[test]
+    fn sweep_removes_leftover_staging_only() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join(".staging-dead/package")).unwrap();
+        std::fs::create_dir(root.path().join("skill")).unwrap();
+        sweep(root.path());
+        let names: Vec<_> = std::fs::read_dir(root.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["skill"]);
     }
 
     #[test]

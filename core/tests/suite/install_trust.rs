@@ -16,7 +16,7 @@ fn install_signed_folder_records_lock_and_leaves_no_staging() {
     let src = ws.signed_skill("crypto-price", "0.1.0", "");
     let done = ws.install(&src).unwrap();
     assert_eq!(done.name, "crypto-price");
-    assert_eq!(done.version.as_deref(), Some("0.1.0"));
+    assert_eq!(done.entry.version.as_deref(), Some("0.1.0"));
     assert_eq!(done.entry.trust, Trust::Signed);
     assert_eq!(done.entry.publisher.as_deref(), Some("acme-skills"));
     assert!(done.entry.digest.starts_with("sha256:"));

@@ -141,8 +141,11 @@ impl CallGuard {
     /// Ends the call: kills the tool's tree, every process of the call's user, then
     /// removes the scratch dir.
     pub fn finish(self, pid: Option<u32>) {
-        if let Some(pid) = pid {
-            reaper::kill_tree(pid);
+        match (&self.user, pid) {
+            // The call's own user: killing everything of that user covers the whole tree.
+            (Some(_), Some(pid)) => reaper::kill_group(pid),
+            (None, Some(pid)) => reaper::kill_tree(pid),
+            _ => {}
         }
         drop(self.user);
         drop(self.scratch);

@@ -74,7 +74,7 @@ impl UserPool {
                 continue;
             };
             if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                kill_user(uid);
+                kill_user_until_gone(uid);
                 drop(lock);
             }
         }
@@ -124,15 +124,25 @@ impl Drop for CallUser {
     }
 }
 
-/// Most kill passes before giving up on a user whose processes keep reappearing.
-const MAX_KILL_PASSES: usize = 64;
+/// Most kill passes of the startup sweep before giving up on a user whose processes keep
+/// reappearing.
+const MAX_SWEEP_PASSES: usize = 64;
 
-/// Kills every process running as `uid`: while `/proc` shows a live process of that user,
-/// a helper process switches to it and sends SIGKILL to everything it may signal
-/// (`kill(-1)` reaches double-forked, `setsid` processes). `kill(-1)` reports success
-/// whenever any process exists, so the loop is driven by the `/proc` check instead.
+/// Kills every process running as `uid`: a helper process switches to that user and sends
+/// SIGKILL to everything it may signal (`kill(-1)`), which reaches double-forked,
+/// `setsid` processes too. The kernel walks the process list under the tasklist lock and a
+/// fork whose parent has a fatal signal pending is cancelled, so one pass leaves no
+/// survivor; a second pass costs a quarter of a millisecond and covers the unforeseen.
+/// (`kill(-1)` reports success whenever any process exists, so its result proves nothing.)
 pub fn kill_user(uid: u32) {
-    for pass in 0..MAX_KILL_PASSES {
+    kill_once_as(uid);
+    kill_once_as(uid);
+}
+
+/// Kills every process of `uid` and checks `/proc` until none is left (startup sweep;
+/// too slow for every call on a busy host).
+pub fn kill_user_until_gone(uid: u32) {
+    for pass in 0..MAX_SWEEP_PASSES {
         if !has_live_process(uid) {
             return;
         }
@@ -141,10 +151,7 @@ pub fn kill_user(uid: u32) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-    tracing::error!(
-        uid,
-        "processes of a call user survived {MAX_KILL_PASSES} kill passes"
-    );
+    tracing::error!(uid, "processes of a call user survived {MAX_SWEEP_PASSES} kill passes");
 }
 
 fn kill_once_as(uid: u32) {
@@ -199,6 +206,13 @@ pub fn has_live_process(uid: u32) -> bool {
             }
             matches && !zombie
         })
+}
+
+/// Kills `pid` and its process group (no `/proc` walk).
+pub fn kill_group(pid: u32) {
+    let Ok(root) = i32::try_from(pid) else { return };
+    let _ = kill(Pid::from_raw(-root), Signal::SIGKILL);
+    let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
 }
 
 /// Kills `pid`, its process group and every descendant found through parent ids.
