@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -75,6 +76,7 @@ impl UserPool {
             };
             if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 kill_user_until_gone(uid);
+                let _ = lock.set_len(0);
                 drop(lock);
             }
         }
@@ -97,9 +99,15 @@ impl UserPool {
             else {
                 continue;
             };
-            if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            if let Ok(mut lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
                 let uid = self.base + slot as u32;
-                kill_user(uid);
+                // A holder that ended its call cleanly emptied the file after killing
+                // its processes; anything else (a crashed executor) is cleaned up now.
+                if lock.metadata().map(|m| m.len() > 0).unwrap_or(true) {
+                    kill_user(uid);
+                }
+                let _ = lock.set_len(0);
+                let _ = lock.write_all(format!("{}\n", std::process::id()).as_bytes());
                 return Some(CallUser {
                     uid,
                     lock: Some(lock),
@@ -120,7 +128,11 @@ impl CallUser {
 impl Drop for CallUser {
     fn drop(&mut self) {
         kill_user(self.uid);
-        drop(self.lock.take());
+        if let Some(lock) = self.lock.take() {
+            // Marks the id clean for the next holder.
+            let _ = lock.set_len(0);
+            drop(lock);
+        }
     }
 }
 
