@@ -163,7 +163,10 @@ pub fn kill_user_until_gone(uid: u32) {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }
-    tracing::error!(uid, "processes of a call user survived {MAX_SWEEP_PASSES} kill passes");
+    tracing::error!(
+        uid,
+        "processes of a call user survived {MAX_SWEEP_PASSES} kill passes"
+    );
 }
 
 fn kill_once_as(uid: u32) {

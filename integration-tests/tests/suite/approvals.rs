@@ -3,13 +3,13 @@
 //! payload; both are refused when denied or when nobody decides in time, and run at once
 //! for tools the policy auto-approves.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
-use crate::harness::{Options, Skillbox, POLL_TIMEOUT};
+use crate::harness::{Options, Skillbox};
 
 const MESSAGE: &[u8] = b"pay 1 coin to bob";
 
@@ -46,7 +46,10 @@ fn sign_waits_for_approval_and_signs_once_approved() {
         "the operator sees what is signed: {pending}"
     );
     std::thread::sleep(Duration::from_millis(300));
-    assert!(!call.is_finished(), "the signature was made before its approval");
+    assert!(
+        !call.is_finished(),
+        "the signature was made before its approval"
+    );
 
     let out = sb.cli(&["approvals", "approve", &id(&pending)]);
     assert!(
