@@ -64,17 +64,7 @@ impl UserPool {
     pub fn sweep(&self) {
         for slot in 0..self.size {
             let uid = self.base + slot as u32;
-            let path = self.lock_dir.join(format!("uid-{uid}.lock"));
-            let Ok(file) = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .mode(0o600)
-                .open(&path)
-            else {
-                continue;
-            };
-            if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            if let Some(lock) = self.try_lock(uid) {
                 kill_user_until_gone(uid);
                 let _ = lock.set_len(0);
                 drop(lock);
@@ -82,37 +72,37 @@ impl UserPool {
         }
     }
 
+    /// The exclusive lock of `uid`, when no one else holds it.
+    fn try_lock(&self, uid: u32) -> Option<Flock<File>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(self.lock_dir.join(format!("uid-{uid}.lock")))
+            .ok()?;
+        Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+    }
+
     /// Takes a free id, killing any process left under it. `None` when all are in use.
     pub fn acquire(self: &Arc<Self>) -> Option<CallUser> {
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.size {
-            let slot = (start + i) % self.size;
-            let path = self
-                .lock_dir
-                .join(format!("uid-{}.lock", self.base + slot as u32));
-            let Ok(file) = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .mode(0o600)
-                .open(&path)
-            else {
+            let uid = self.base + ((start + i) % self.size) as u32;
+            let Some(mut lock) = self.try_lock(uid) else {
                 continue;
             };
-            if let Ok(mut lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-                let uid = self.base + slot as u32;
-                // A holder that ended its call cleanly emptied the file after killing
-                // its processes; anything else (a crashed executor) is cleaned up now.
-                if lock.metadata().map(|m| m.len() > 0).unwrap_or(true) {
-                    kill_user(uid);
-                }
-                let _ = lock.set_len(0);
-                let _ = lock.write_all(format!("{}\n", std::process::id()).as_bytes());
-                return Some(CallUser {
-                    uid,
-                    lock: Some(lock),
-                });
+            // A holder that ended its call cleanly emptied the file after killing its
+            // processes; anything else (a crashed executor) is cleaned up now.
+            if lock.metadata().map(|m| m.len() > 0).unwrap_or(true) {
+                kill_user(uid);
             }
+            let _ = lock.set_len(0);
+            let _ = lock.write_all(format!("{}\n", std::process::id()).as_bytes());
+            return Some(CallUser {
+                uid,
+                lock: Some(lock),
+            });
         }
         None
     }
