@@ -14,6 +14,8 @@
 //! call_timeout_ms = 300000         # a tool call's longest round trip through the channel
 //! max_concurrent = 16              # calls the executor runs at once
 //! binary = ""                      # skillbox-executor to start (default: next to skillbox)
+//! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
+//!                                  # CA certificate here (a volume the executor mounts)
 //!
 //! [fetch]
 //! allow_private = []               # "host:port" pairs that may resolve to private addresses
@@ -31,6 +33,23 @@
 //! require_signed = false           # true: install and run only skills signed under a root in
 //!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
 //!                                  # allowed under the trust label "local"
+//!
+//! [routing]                        # routing spec §6 (router::score explains each term)
+//! threshold = 0.65                 # score a skill needs to be selected (forced skills skip it)
+//! top_k = 3                        # semantic recall depth
+//! intent_half = 0.5                # BM25 score (in rare-word IDFs) where intent_match = 0.5
+//! cold_start_calls = 20            # calls before a skill's own success rate counts in full
+//! max_parallel = 2                 # skills per parallel stage
+//! max_fallback_skills = 2          # same-intent skills in a fallback chain
+//! cross_lingual = true             # expand Chinese queries with the built-in lexicon
+//!
+//! [routing.weights]
+//! intent_match = 0.40
+//! trigger_match = 0.20
+//! success_rate = 0.15
+//! context_readiness = 0.10
+//! cost_penalty = 0.10
+//! conflict_penalty = 0.05
 //! ```
 
 use std::path::Path;
@@ -56,6 +75,8 @@ pub struct Config {
     pub approvals: ApprovalsSection,
     /// Signed-skill policy.
     pub trust: TrustSection,
+    /// Routing weights and threshold.
+    pub routing: crate::router::RoutingConfig,
 }
 
 /// `[trust]`
@@ -103,6 +124,8 @@ pub struct ExecutorConfig {
     pub max_concurrent: usize,
     /// Executor binary for `up`.
     pub binary: String,
+    /// A folder the executor's TLS files are copied to on start (containers); empty: none.
+    pub pki_export: String,
 }
 
 impl Default for ExecutorConfig {
@@ -115,6 +138,7 @@ impl Default for ExecutorConfig {
             call_timeout_ms: 300_000,
             max_concurrent: 16,
             binary: String::new(),
+            pki_export: String::new(),
         }
     }
 }

@@ -109,6 +109,11 @@ impl Dispatcher {
         &self.secrets
     }
 
+    /// The state store (call records, skill stats).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Why a skill cannot be used now, if it cannot: an env value it needs that the core
     /// does not hold.
     pub fn unavailable_reason(&self, skill: &Skill) -> Option<String> {
@@ -178,10 +183,22 @@ impl Dispatcher {
             format!("{full_name:?} is not a tool name; use \"skill:tool\""),
         ))?;
         let catalog = self.catalog();
-        let skill = catalog.get(skill_name).cloned().map(Arc::new).ok_or((
-            ErrorKind::NotFound,
-            format!("no skill named {skill_name:?}"),
-        ))?;
+        let skill = catalog
+            .get(skill_name)
+            .cloned()
+            .map(Arc::new)
+            .ok_or_else(
+                || match crate::install::disabled::reason(&catalog, skill_name) {
+                    Some(why) => (
+                        ErrorKind::PermissionDenied,
+                        format!("skill {skill_name:?} is disabled by the trust policy: {why}"),
+                    ),
+                    None => (
+                        ErrorKind::NotFound,
+                        format!("no skill named {skill_name:?}"),
+                    ),
+                },
+            )?;
         let tool = skill.tool(tool_name).cloned().ok_or((
             ErrorKind::NotFound,
             format!("skill {skill_name:?} has no tool {tool_name:?}"),

@@ -11,6 +11,8 @@ pub mod gateway;
 pub mod install;
 pub mod pki;
 pub mod proxy;
+pub mod reload;
+pub mod router;
 pub mod secrets;
 pub mod state;
 pub mod store;

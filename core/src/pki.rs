@@ -83,6 +83,30 @@ pub fn ensure(state: &Path) -> Result<bool, PkiError> {
     Ok(true)
 }
 
+/// Copies what an executor in another container needs (the CA certificate, its own
+/// certificate and key) into `dir`, a volume that executor mounts read-only: it gets
+/// neither the core's key nor anything else of the state. Files that are already equal
+/// are left alone; the CA certificate is written last, so an executor waiting for all
+/// three never reads a half-made set.
+pub fn export_executor(state: &Path, dir: &Path) -> Result<(), PkiError> {
+    let from = TlsFiles::in_dir(&pki_dir(state), EXECUTOR_IDENTITY);
+    let to = TlsFiles::in_dir(dir, EXECUTOR_IDENTITY);
+    for (src, dst, mode) in [
+        (&from.key, &to.key, 0o600),
+        (&from.cert, &to.cert, 0o644),
+        (&from.ca, &to.ca, 0o644),
+    ] {
+        let bytes = std::fs::read(src).map_err(|source| PkiError::Write {
+            path: src.clone(),
+            source,
+        })?;
+        if std::fs::read(dst).ok().as_deref() != Some(bytes.as_slice()) {
+            write_atomic(dst, &bytes, mode)?;
+        }
+    }
+    Ok(())
+}
+
 fn name(cn: &str) -> DistinguishedName {
     let mut dn = DistinguishedName::new();
     dn.push(DnType::CommonName, cn);
@@ -118,6 +142,32 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiError
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn export_executor_copies_only_the_executor_side() {
+        let state = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        ensure(state.path()).unwrap();
+        export_executor(state.path(), out.path()).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(out.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["ca.pem", "skillbox-executor.key", "skillbox-executor.pem"]
+        );
+        let exec = TlsFiles::in_dir(out.path(), EXECUTOR_IDENTITY);
+        assert_eq!(std::fs::metadata(&exec.key).unwrap().mode() & 0o777, 0o600);
+        // A second export of the same files changes nothing.
+        let before = std::fs::metadata(&exec.key).unwrap().modified().unwrap();
+        export_executor(state.path(), out.path()).unwrap();
+        assert_eq!(
+            std::fs::metadata(&exec.key).unwrap().modified().unwrap(),
+            before
+        );
+    }
 
     #[test]
     fn ensure_creates_keys_0600_once() {

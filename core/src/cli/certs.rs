@@ -190,7 +190,7 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<u8> {
             let (_, trust) = dirs(&a.ws)?;
             let fp = revoke(&trust, &a.cert, &a.reason)?;
             println!("revoked {fp} ({})", a.reason);
-            println!("Running cores disable skills signed under it on POST /v1/trust/reload; `skillbox skill verify --all` lists them.");
+            println!("Running cores disable skills signed under it within ~2 s (they watch the trust folder), on SIGHUP or on POST /v1/trust/reload; `skillbox skill verify --all` lists them.");
         }
         CertsCommand::RotateRoot(a) => {
             let (ca, trust) = dirs(&a.ws)?;

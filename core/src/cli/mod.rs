@@ -3,6 +3,7 @@
 mod approvals;
 mod certs;
 mod install;
+mod route;
 mod skill;
 mod table;
 pub mod up;
@@ -42,6 +43,8 @@ pub enum Command {
     Up(up::UpArgs),
     /// Run the core alone against the executor at [executor] url (containers).
     Serve(up::UpArgs),
+    /// Route a query to skills and print the activation plan with the score breakdown.
+    Route(route::RouteArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -52,6 +55,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Certs(cmd) => certs::run(cmd),
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),
+        Command::Route(args) => route::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

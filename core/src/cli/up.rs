@@ -1,6 +1,7 @@
 //! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
 //! a configured executor URL): start the channel, the callback listener and the gateway;
-//! supervise the executor; shut down cleanly on Ctrl-C or SIGTERM.
+//! supervise the executor; reload skills and trust on SIGHUP or when `<state>/trust/`
+//! changes ([`crate::reload`]); shut down cleanly on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,6 +27,7 @@ use crate::install::{self, TrustPolicy};
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
+use crate::reload::{self, Reloader};
 use crate::secrets::Secrets;
 use crate::store::Store;
 use crate::{pki, state};
@@ -72,11 +74,17 @@ pub fn run(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
 }
 
 async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
+    // First: SIGHUP (reload skills and trust) would otherwise end the process.
+    let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .context("installing the SIGHUP handler")?;
     let ws = workspace(args.workspace.as_deref())?;
     let state_dir = state::ensure_dir(&ws)?;
     let config = Config::load(&ws)?;
     let skills_root = ws.join("skills");
     pki::ensure(&state_dir)?;
+    if !config.executor.pki_export.is_empty() {
+        pki::export_executor(&state_dir, Path::new(&config.executor.pki_export))?;
+    }
     let token = state::ensure_token(&state_dir)?;
     let core_files = pki::core_files(&state_dir);
 
@@ -184,16 +192,25 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     );
     println!("  workspace: {}", ws.display());
     println!("  executor:  {executor_url}");
+    let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), trust.clone()));
+    let hangup_task = tokio::spawn(reload::on_hangup(hangup, Arc::clone(&reloader)));
+    let watch_task = tokio::spawn(reload::watch_trust(
+        Arc::clone(&reloader),
+        reload::TRUST_POLL_INTERVAL,
+    ));
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,
         max_request_bytes: config.gateway.max_request_bytes,
         skills_root,
         trust,
+        reloader,
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;
     println!("skillbox: shutting down");
+    hangup_task.abort();
+    watch_task.abort();
     gateway_task.abort();
     callback_task.abort();
     if let Some(s) = supervisor {

@@ -36,6 +36,8 @@ pub struct Gateway {
     pub skills_root: std::path::PathBuf,
     /// Where installs go and the trust policy reloads apply (CONTRACT §7).
     pub trust: crate::install::TrustPolicy,
+    /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
+    pub reloader: Arc<crate::reload::Reloader>,
 }
 
 /// A gateway failure, rendered as JSON with a status code (the one mapping).

@@ -9,11 +9,12 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use skillbox_protocol::methods::{method, HealthResult};
 use skillbox_protocol::result::ErrorKind;
-use skillbox_protocol::skill::{discover, DiscoveryOptions, InstallLock, Skill};
+use skillbox_protocol::skill::{InstallLock, Skill};
 
 use super::{json_response, ApiError, Gateway, HEALTH_TIMEOUT};
 use crate::approvals::ApprovalError;
-use crate::install::{self, verify, InstallError, Limits};
+use crate::install::{self, disabled, remove, verify, Limits};
+use crate::reload::Cause;
 use crate::store::{ApprovalStatus, Decision};
 
 type Reply = Result<Response<Full<Bytes>>, ApiError>;
@@ -61,12 +62,24 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
             let result = gw.dispatcher.call(&body.tool, args).await;
             Ok(ok(&serde_json::to_value(&result).unwrap_or_default()))
         }
-        (Method::POST, ["v1", "skills", "reload"]) => reload(gw).await,
+        (Method::POST, ["v1", "route"]) => {
+            let body: crate::router::RouteParams = read_json(gw, req).await?;
+            let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
+            let plan =
+                crate::router::route_request(std::sync::Arc::clone(&gw.dispatcher), ws, body)
+                    .await
+                    .ok_or_else(|| {
+                        ApiError::new(ErrorKind::Unavailable, "routing failed; retry")
+                    })?;
+            Ok(ok(&serde_json::to_value(plan).unwrap_or_default()))
+        }
+        (Method::POST, ["v1", "skills", "reload"]) => reload(gw, Cause::Request).await,
         (Method::POST, ["v1", "skills", "install"]) => {
             let body: InstallRequest = read_json(gw, req).await?;
             install_skill(gw, body.source).await
         }
-        (Method::POST, ["v1", "trust", "reload"]) => reload(gw).await,
+        (Method::DELETE, ["v1", "skills", name]) => remove_skill(gw, name).await,
+        (Method::POST, ["v1", "trust", "reload"]) => reload(gw, Cause::Request).await,
         (Method::GET, ["v1", "approvals"]) => {
             let status = query_param(req.uri().query(), "status")
                 .and_then(|s| ApprovalStatus::from_name(&s));
@@ -182,22 +195,50 @@ fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> Value {
     })
 }
 
+/// The skills offered, then those the trust policy disabled (unavailable, with the reason).
 fn skills(gw: &Gateway, _full: bool) -> Vec<Value> {
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    gw.dispatcher
-        .catalog()
+    let catalog = gw.dispatcher.catalog();
+    let mut out: Vec<Value> = catalog
         .skills
         .iter()
         .map(|s| summary(gw, s, lock.as_ref()))
-        .collect()
+        .collect();
+    for d in disabled::list(&catalog) {
+        if catalog.get(&d.name).is_none() {
+            out.push(disabled_summary(&d, lock.as_ref()));
+        }
+    }
+    out
+}
+
+/// A skill the trust policy disabled: unavailable, with the reason, and no tools.
+fn disabled_summary(d: &disabled::Disabled, lock: Option<&InstallLock>) -> Value {
+    json!({
+        "name": d.name,
+        "version": lock.and_then(|l| l.get(&d.name)).and_then(|e| e.version.clone()),
+        "description": null,
+        "available": false,
+        "reason": d.reason,
+        "disabled": true,
+        "tools": [],
+        "trust": verify::trust_label(lock, &d.name),
+        "warnings": 0,
+    })
 }
 
 fn skill(gw: &Gateway, name: &str) -> Reply {
     let catalog = gw.dispatcher.catalog();
-    let s = catalog
-        .get(name)
-        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("no skill named {name:?}")))?;
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
+    let Some(s) = catalog.get(name) else {
+        return match disabled::list(&catalog).iter().find(|d| d.name == name) {
+            Some(d) => Ok(ok(&disabled_summary(d, lock.as_ref()))),
+            None => Err(ApiError::new(
+                ErrorKind::NotFound,
+                format!("no skill named {name:?}"),
+            )),
+        };
+    };
     let mut v = summary(gw, s, lock.as_ref());
     v["body"] = s.read_body().unwrap_or_default().into();
     v["files"] = serde_json::to_value(s.list_files().unwrap_or_default()).unwrap_or_default();
@@ -226,36 +267,16 @@ fn tools(gw: &Gateway) -> Vec<Value> {
     out
 }
 
-/// Rediscovers the skills, applies the trust policy with the trust store as it is now
-/// (a skill that no longer verifies is disabled with the reason), swaps the catalog (calls
-/// in flight keep the one they started with) and has the executor reload.
-async fn reload(gw: &Gateway) -> Reply {
-    let root = gw.skills_root.clone();
-    let policy = gw.trust.clone();
-    let (catalog, disabled) = tokio::task::spawn_blocking(move || {
-        let mut catalog = discover(&[root], DiscoveryOptions::default());
-        let disabled = verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
-        (catalog, disabled)
-    })
-    .await
-    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
-    let loaded = catalog.skills.len();
-    let skipped: Vec<String> = catalog.skipped.iter().map(|s| s.reason()).collect();
-    gw.dispatcher.set_catalog(catalog);
-    let executor = gw
-        .dispatcher
-        .executor()
-        .call(method::SKILL_RELOAD, json!({}), HEALTH_TIMEOUT)
+/// Rediscovers the skills, re-verifies them with the trust store as it is now (a skill
+/// that no longer verifies is disabled with the reason), swaps the catalog (calls in flight
+/// keep the one they started with) and has the executor reload: [`crate::reload`].
+async fn reload(gw: &Gateway, cause: Cause) -> Reply {
+    let report = gw
+        .reloader
+        .reload(cause)
         .await
-        .map_err(|e| {
-            ApiError::new(
-                ErrorKind::Unavailable,
-                format!("the executor did not reload: {e}"),
-            )
-        })?;
-    Ok(ok(
-        &json!({"loaded": loaded, "skipped": skipped, "disabled": disabled, "executor": executor}),
-    ))
+        .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
+    Ok(ok(&serde_json::to_value(report).unwrap_or_default()))
 }
 
 /// `POST /v1/skills/install`: a verified install (CONTRACT §7), then a reload. A refusal
@@ -278,9 +299,9 @@ async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
     .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
     let installed = match result {
         Ok(i) => i,
-        Err(e) => return Ok(install_refusal(&e)),
+        Err(e) => return Ok(refusal(&e.to_string(), e.error_kind(), e.check())),
     };
-    let reloaded = reload(gw).await;
+    let reloaded = reload(gw, Cause::Install).await;
     let reload_body = match reloaded {
         Ok(_) => json!("ok"),
         Err(e) => json!({"error": e.message}),
@@ -292,10 +313,30 @@ async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
     Ok(ok(&body))
 }
 
-fn install_refusal(e: &InstallError) -> Response<Full<Bytes>> {
-    let status = ApiError::new(e.error_kind(), "").status;
+/// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry (CONTRACT
+/// §6), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
+async fn remove_skill(gw: &Gateway, name: &str) -> Reply {
+    let policy = gw.trust.clone();
+    let name = name.to_string();
+    let result = tokio::task::spawn_blocking(move || remove::remove(&policy, &name))
+        .await
+        .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let removed = match result {
+        Ok(r) => r,
+        Err(e) => return Ok(refusal(&e.to_string(), e.error_kind(), e.check())),
+    };
+    let reload_body = match reload(gw, Cause::Remove).await {
+        Ok(_) => json!("ok"),
+        Err(e) => json!({"error": e.message}),
+    };
+    Ok(ok(&json!({"removed": removed, "reload": reload_body})))
+}
+
+/// A refused install or removal: the status of its kind, and the check that refused it.
+fn refusal(message: &str, kind: ErrorKind, check: &str) -> Response<Full<Bytes>> {
+    let status = ApiError::new(kind, "").status;
     json_response(
         status,
-        &json!({"error": e.to_string(), "error_kind": e.error_kind(), "check": e.check()}),
+        &json!({"error": message, "error_kind": kind, "check": check}),
     )
 }

@@ -9,11 +9,15 @@
 //! - [`lock`]: the install lock file and the lock on the skills root.
 //! - [`pack`]: deterministic `.tar.gz` packing (`skillbox skill pack`).
 //! - [`verify`]: re-verification of installed skills (`skill verify --all`, reloads).
+//! - [`disabled`]: the kill list, skills the trust policy disabled at the last reload.
+//! - [`remove`]: removing an installed skill and its lock entry (`DELETE /v1/skills/{name}`).
 
 pub mod archive;
+pub mod disabled;
 pub mod folder;
 pub mod lock;
 pub mod pack;
+pub mod remove;
 pub mod sink;
 pub mod staging;
 pub mod verify;

@@ -207,7 +207,11 @@ pub fn enforce(catalog: &mut Catalog, policy: &TrustPolicy, now: SystemTime) -> 
                 tracing::warn!(skill = %skill.name, %reason, "skill disabled by the trust policy");
                 disabled.push(skill.name.clone());
                 catalog.skipped.push(Skipped {
-                    diagnostics: vec![Diagnostic::error(&skill.dir, "trust", reason)],
+                    diagnostics: vec![Diagnostic::error(
+                        &skill.dir,
+                        super::disabled::FIELD,
+                        reason,
+                    )],
                     dir: skill.dir,
                 });
             }

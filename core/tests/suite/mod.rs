@@ -3,4 +3,6 @@
 mod harness;
 mod install_archive;
 mod install_cli;
+mod install_remove;
 mod install_trust;
+mod routing_eval;

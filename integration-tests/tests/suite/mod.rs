@@ -3,7 +3,9 @@
 mod approvals;
 mod auth;
 mod channel;
+mod compose;
 mod fetch;
+mod install;
 mod protocols;
 mod read_file;
 mod resilience;

@@ -1,0 +1,144 @@
+//! Route latency over 63 (the real corpus), 1,000 and 10,000 generated skills: index
+//! build time, then median and p99 of `Router::route` over a fixed query mix.
+//! `cargo bench -p skillbox-core --bench route`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use skillbox_core::router::{AssumeReady, RouteInputs, Router, RoutingConfig, StatsMap};
+use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
+
+const WORDS: &[&str] = &[
+    "weather",
+    "forecast",
+    "notes",
+    "email",
+    "calendar",
+    "music",
+    "lights",
+    "camera",
+    "pdf",
+    "diagram",
+    "debug",
+    "python",
+    "node",
+    "github",
+    "issues",
+    "tickets",
+    "invoice",
+    "price",
+    "crypto",
+    "translate",
+    "summarize",
+    "video",
+    "audio",
+    "speech",
+    "search",
+    "places",
+    "orders",
+    "reminders",
+    "tasks",
+    "slides",
+    "theme",
+    "poster",
+    "art",
+    "deploy",
+    "server",
+    "firewall",
+    "backup",
+    "database",
+    "sql",
+    "charts",
+];
+const ZH: &[&str] = &[
+    "天气", "笔记", "邮件", "日历", "音乐", "价格", "发票", "翻译",
+];
+
+fn generated(n: usize) -> (tempfile::TempDir, Arc<Catalog>) {
+    let dir = tempfile::tempdir().unwrap();
+    for i in 0..n {
+        let w = |k: usize| WORDS[(i * 7 + k * 13) % WORDS.len()];
+        let name = format!("skill-{i:05}");
+        let d = dir.path().join(&name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("SKILL.md"),
+            format!(
+                "---\nname: {name}\ndescription: \"Work with {} and {} for {} using tool{i}.\"\ntriggers: [{}, {}]\n---\nbody\n",
+                w(0), w(1), w(2), w(3), ZH[i % ZH.len()]
+            ),
+        )
+        .unwrap();
+    }
+    let c = discover(
+        &[dir.path().to_path_buf()],
+        DiscoveryOptions {
+            max_folders: n * 2 + 10,
+            ..DiscoveryOptions::default()
+        },
+    );
+    assert_eq!(c.skills.len(), n, "{:?}", c.skipped.first());
+    (dir, Arc::new(c))
+}
+
+fn corpus() -> Arc<Catalog> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
+    assert!(root.is_dir(), "corpus missing at {}", root.display());
+    Arc::new(discover(
+        &[root.join("openclaw"), root.join("anthropic")],
+        DiscoveryOptions::default(),
+    ))
+}
+
+fn bench(label: &str, catalog: Arc<Catalog>) {
+    let n = catalog.skills.len();
+    let t = Instant::now();
+    let router = Router::new(catalog, RoutingConfig::default());
+    let build = t.elapsed();
+    let queries = [
+        "what's the weather forecast for Lisbon tomorrow",
+        "debug my python script with breakpoints",
+        "merge these pdf invoices and email them",
+        "明天北京天气怎么样",
+        "tell me a joke about programmers",
+        "$skill-00042 run it",
+        "search github issues about the database backup",
+        "play some music and dim the lights",
+    ];
+    let stats = StatsMap::new();
+    let inputs = RouteInputs {
+        context_id: None,
+        readiness: &AssumeReady,
+        stats: &stats,
+    };
+    let mut times = Vec::new();
+    for round in 0..250 {
+        for q in &queries {
+            let t = Instant::now();
+            let plan = router.route(q, &inputs);
+            let e = t.elapsed();
+            std::hint::black_box(plan);
+            if round >= 10 {
+                times.push(e.as_nanos() as f64 / 1e3);
+            }
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let at = |p: f64| times[((times.len() as f64 - 1.0) * p) as usize];
+    println!(
+        "{label:<10} {n:>6} skills  build {:>8.2} ms  route median {:>7.1} µs  p99 {:>7.1} µs",
+        build.as_secs_f64() * 1e3,
+        at(0.5),
+        at(0.99)
+    );
+}
+
+fn main() {
+    bench("corpus", corpus());
+    for n in [1_000, 10_000] {
+        let (_dir, c) = generated(n);
+        bench("generated", c);
+    }
+}

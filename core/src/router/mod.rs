@@ -1,0 +1,280 @@
+//! The router: two-phase routing of a query to skills (routing spec §6–7), explainable.
+//!
+//! Phase 1, recall, merges and de-duplicates three sources, each candidate keeping its
+//! labels: `forced` (`$name`, "use X skill", "使用 X skill"), `rule` (triggers in the query:
+//! whole words for Latin text, substrings for CJK) and `semantic` (top-k of a BM25 index
+//! over name + description + triggers, [`index`]). Phase 2 scores every candidate with the
+//! weighted terms of [`score`] and the threshold of `[routing]`, and [`plan`] turns the
+//! survivors into an [`ActivationPlan`] (minimum cover, parallel stages, fallback chain).
+//!
+//! Semantic recall is lexical BM25 with CJK bigrams and a small Chinese→English lexicon
+//! ([`lexicon`]): no model to ship, sub-millisecond at 10,000 skills, and every match can
+//! be shown to a person as the words that matched. An embedding backend would replace
+//! [`Router::semantic`] (top-k document numbers with a similarity in [0, 1]) and the
+//! `intent_match` calibration; everything after it is unchanged.
+
+pub mod index;
+mod lexicon;
+pub mod plan;
+mod recall;
+pub mod score;
+mod serve;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use ring::rand::{SecureRandom, SystemRandom};
+use skillbox_protocol::skill::{Catalog, Skill};
+
+pub use index::Bm25Index;
+pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
+pub use score::{
+    AssumeReady, Breakdown, CallCounts, HostReadiness, Readiness, RoutingConfig, StatsMap, Weights,
+};
+pub use serve::{route_for_gateway, route_request, RouteParams};
+
+/// A router over one catalogue; rebuild it when the catalogue changes.
+#[derive(Debug)]
+pub struct Router {
+    catalog: Arc<Catalog>,
+    by_name: HashMap<String, usize>,
+    index: Bm25Index,
+    triggers: recall::TriggerIndex,
+    config: RoutingConfig,
+}
+
+/// What a routing decision depends on beyond the query.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteInputs<'a> {
+    /// The context the query belongs to.
+    pub context_id: Option<&'a str>,
+    /// The host's prerequisites.
+    pub readiness: &'a dyn Readiness,
+    /// Call counts by skill.
+    pub stats: &'a StatsMap,
+}
+
+/// The text a skill is indexed under: its name and triggers count twice.
+fn skill_terms(skill: &Skill) -> Vec<String> {
+    let mut terms = index::tokenize(&skill.name);
+    terms.extend(index::tokenize(&skill.name));
+    terms.extend(index::tokenize(&skill.description));
+    for t in &skill.routing.triggers {
+        terms.extend(index::tokenize(t));
+        terms.extend(index::tokenize(t));
+    }
+    terms
+}
+
+impl Router {
+    /// Indexes `catalog`.
+    pub fn new(catalog: Arc<Catalog>, config: RoutingConfig) -> Self {
+        let docs: Vec<Vec<String>> = catalog.skills.iter().map(skill_terms).collect();
+        let index = Bm25Index::build(&docs);
+        let triggers = recall::TriggerIndex::build(
+            catalog
+                .skills
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (i, s.routing.triggers.as_slice())),
+        );
+        let by_name = catalog
+            .skills
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.name.to_lowercase(), i))
+            .collect();
+        Self {
+            catalog,
+            by_name,
+            index,
+            triggers,
+            config,
+        }
+    }
+
+    /// The catalogue routed over.
+    pub fn catalog(&self) -> &Arc<Catalog> {
+        &self.catalog
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &RoutingConfig {
+        &self.config
+    }
+
+    /// The query's index terms (with the lexicon's expansion when enabled).
+    fn terms(&self, query: &str) -> Vec<String> {
+        let mut terms = index::query_terms(query);
+        if self.config.cross_lingual {
+            for t in lexicon::expand(query) {
+                if !terms.contains(&t) {
+                    terms.push(t);
+                }
+            }
+        }
+        terms
+    }
+
+    /// Semantic recall: the top-k skills by BM25 (the embedding plug-in point).
+    fn semantic(&self, terms: &[String]) -> Vec<usize> {
+        self.index
+            .search(terms, self.config.top_k)
+            .into_iter()
+            .map(|h| h.doc)
+            .collect()
+    }
+
+    /// Phase 1: candidates by skill number with their sources and trigger hits.
+    fn recall(&self, query: &str, terms: &[String]) -> Vec<(usize, Vec<Source>, Vec<String>)> {
+        let mut out: Vec<(usize, Vec<Source>, Vec<String>)> = Vec::new();
+        let mut add = |i: usize, src: Source, hits: Vec<String>| match out
+            .iter_mut()
+            .find(|(j, _, _)| *j == i)
+        {
+            Some((_, s, h)) => {
+                if !s.contains(&src) {
+                    s.push(src);
+                }
+                h.extend(hits);
+            }
+            None => out.push((i, vec![src], hits)),
+        };
+        for name in recall::forced_names(query) {
+            if let Some(&i) = self.by_name.get(&name) {
+                add(i, Source::Forced, Vec::new());
+            }
+        }
+        for (i, hits) in self.triggers.hits(&query.to_lowercase()) {
+            add(i, Source::Rule, hits);
+        }
+        for i in self.semantic(terms) {
+            add(i, Source::Semantic, Vec::new());
+        }
+        out
+    }
+
+    /// Phase 2 for one candidate: `recalled` is (skill number, sources, trigger hits).
+    fn score(
+        &self,
+        skill: &Skill,
+        recalled: (usize, Vec<Source>, Vec<String>),
+        query_lower: &str,
+        terms: &[String],
+        inputs: &RouteInputs<'_>,
+    ) -> Candidate {
+        let (doc, sources, trigger_hits) = recalled;
+        let c = &self.config;
+        let (bm25, matched_terms) = self.index.score_doc(terms, doc);
+        let (readiness, unavailable) = score::context_readiness(skill, inputs.readiness);
+        let anti = skill
+            .routing
+            .anti_triggers
+            .iter()
+            .find(|a| recall::phrase_in(query_lower, a))
+            .cloned();
+        let breakdown = Breakdown {
+            intent_match: score::intent_match(bm25, self.index.rare_idf(), c.intent_half),
+            trigger_match: sources
+                .iter()
+                .map(|s| s.trigger_match())
+                .fold(0.0, f64::max),
+            success_rate: score::success_rate(
+                inputs.stats.get(&skill.name).copied(),
+                c.cold_start_calls,
+            ),
+            context_readiness: readiness,
+            cost_penalty: score::cost_penalty(skill.routing.cost_hint),
+            conflict_penalty: if anti.is_some() { -1.0 } else { 1.0 },
+            bm25,
+        };
+        let forced = sources.contains(&Source::Forced);
+        // Spec §9: the user's explicit word, then safety, then routing rules. So an
+        // unavailable skill stays out even when forced; an anti-trigger does not veto a
+        // skill the user named.
+        let status = match (unavailable, anti) {
+            (Some(reason), _) => Status::Unavailable { reason },
+            (None, Some(anti_trigger)) if !forced => Status::Conflict { anti_trigger },
+            _ => Status::Selected,
+        };
+        Candidate {
+            skill: skill.name.clone(),
+            sources,
+            score: c.weights.total(&breakdown),
+            breakdown,
+            matched_terms,
+            trigger_hits,
+            status,
+            parallel_safe: skill.routing.parallel_safe,
+            cost_units: score::cost_units(skill.routing.cost_hint),
+        }
+    }
+
+    /// Routes `query` and returns the activation plan; logs the decision at info.
+    pub fn route(&self, query: &str, inputs: &RouteInputs<'_>) -> ActivationPlan {
+        let started = Instant::now();
+        let terms = self.terms(query);
+        let query_lower = query.to_lowercase();
+        let mut candidates: Vec<Candidate> = self
+            .recall(query, &terms)
+            .into_iter()
+            .filter_map(|recalled| {
+                let skill = self.catalog.skills.get(recalled.0)?;
+                Some(self.score(skill, recalled, &query_lower, &terms, inputs))
+            })
+            .collect();
+        candidates.sort_by(|a, b| {
+            b.forced()
+                .cmp(&a.forced())
+                .then(b.score.total_cmp(&a.score))
+                .then(a.skill.cmp(&b.skill))
+        });
+        let threshold = self.config.threshold;
+        let picked = plan::select(&mut candidates, threshold);
+        let chosen: Vec<&Candidate> = picked.iter().filter_map(|&i| candidates.get(i)).collect();
+        let selected: Vec<String> = chosen.iter().map(|c| c.skill.clone()).collect();
+        let parallel_groups = plan::parallel_groups(&chosen, self.config.max_parallel);
+        let estimated_cost = chosen.iter().map(|c| c.cost_units).sum();
+        let fallback_chain = plan::fallback_chain(
+            &candidates,
+            chosen.first().copied(),
+            self.config.max_fallback_skills,
+        );
+        let routing_reason = plan::reason(&candidates, &picked, threshold);
+        let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+        let plan = ActivationPlan {
+            route_id: route_id(),
+            query: query.to_string(),
+            context_id: inputs.context_id.map(str::to_string),
+            primary: selected.first().cloned(),
+            selected,
+            parallel_groups,
+            fallback_chain,
+            estimated_cost,
+            routing_reason,
+            candidates,
+            threshold,
+            latency_us,
+        };
+        tracing::info!(
+            route_id = %plan.route_id,
+            candidate_count = plan.candidates.len(),
+            selected = ?plan.selected,
+            score_breakdown = %serde_json::to_string(&plan.candidates).unwrap_or_default(),
+            latency_us = plan.latency_us,
+            "route"
+        );
+        plan
+    }
+}
+
+fn route_id() -> String {
+    let mut bytes = [0u8; 8];
+    let _ = SystemRandom::new().fill(&mut bytes);
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("rt_{hex}")
+}
+
+#[cfg(test)]
+mod tests;

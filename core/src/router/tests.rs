@@ -1,0 +1,271 @@
+//! Router tests over small skill folders written to a temporary root.
+
+use std::sync::Arc;
+
+use skillbox_protocol::skill::{discover, DiscoveryOptions};
+
+use super::*;
+
+/// `(name, description, extra frontmatter lines)`.
+fn catalog(skills: &[(&str, &str, &str)]) -> (tempfile::TempDir, Arc<Catalog>) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, description, extra) in skills {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: \"{description}\"\n{extra}---\n# {name}\n"),
+        )
+        .unwrap();
+    }
+    let c = discover(&[dir.path().to_path_buf()], DiscoveryOptions::default());
+    assert_eq!(c.skills.len(), skills.len(), "{:?}", c.skipped);
+    (dir, Arc::new(c))
+}
+
+fn fixture() -> (tempfile::TempDir, Router) {
+    let (dir, c) = catalog(&[
+        (
+            "weather",
+            "Current weather and forecasts for a city: rain, temperature, wind.",
+            "triggers: [天气, forecast]\nanti_triggers: [stock]\ncost_hint: low\nparallel_safe: true\n",
+        ),
+        (
+            "crypto-price",
+            "Get cryptocurrency prices and market data for coins.",
+            "triggers: [price, 价格]\nanti_triggers: [weather]\ncost_hint: low\nparallel_safe: true\n",
+        ),
+        (
+            "apple-notes",
+            "Create, search and edit notes in Apple Notes on macOS.",
+            "prerequisites:\n  bins: [definitely-not-a-real-binary-xyz]\n",
+        ),
+        (
+            "notes-lite",
+            "Create and search plain notes in a folder.",
+            "cost_hint: high\n",
+        ),
+        (
+            "pdf-editor",
+            "Edit PDF files: merge, split, rotate pages.",
+            "triggers: [pdf]\ncost_hint: medium\n",
+        ),
+        (
+            "pdf-merge",
+            "Merge PDF files into one.",
+            "triggers: [pdf]\ncost_hint: medium\n",
+        ),
+    ]);
+    (dir, Router::new(c, RoutingConfig::default()))
+}
+
+fn route(r: &Router, q: &str) -> ActivationPlan {
+    r.route(
+        q,
+        &RouteInputs {
+            context_id: None,
+            readiness: &HostReadiness::new(|_: &str| false),
+            stats: &StatsMap::new(),
+        },
+    )
+}
+
+fn candidate<'a>(plan: &'a ActivationPlan, skill: &str) -> &'a Candidate {
+    plan.candidates
+        .iter()
+        .find(|c| c.skill == skill)
+        .unwrap_or_else(|| panic!("{skill} not a candidate: {plan:#?}"))
+}
+
+#[test]
+fn route_selects_a_clear_match_above_the_threshold() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "what is the weather forecast for Paris tomorrow");
+    assert_eq!(plan.primary.as_deref(), Some("weather"), "{plan:#?}");
+    let c = candidate(&plan, "weather");
+    assert!(c.score >= 0.65, "{c:?}");
+    assert!(c.sources.contains(&Source::Rule) && c.sources.contains(&Source::Semantic));
+    assert_eq!(c.breakdown.trigger_match, 0.9);
+    assert_eq!(c.breakdown.cost_penalty, 1.0);
+    assert_eq!(c.breakdown.success_rate, 0.5);
+    assert!(plan.routing_reason.contains("selected weather"));
+    assert!(plan.route_id.starts_with("rt_"));
+}
+
+#[test]
+fn route_selects_nothing_for_an_unrelated_query() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "tell me a joke about cats");
+    assert!(plan.selected.is_empty(), "{plan:#?}");
+    assert_eq!(
+        plan.fallback_chain,
+        vec![FallbackStep::NoSkill, FallbackStep::AskUser]
+    );
+}
+
+#[test]
+fn route_keeps_a_weak_semantic_match_below_the_threshold() {
+    let (_d, r) = fixture();
+    // "create" is in two descriptions (so worth little) and nothing else of the query is.
+    let plan = route(&r, "create a birthday card for my aunt");
+    let c = candidate(&plan, "notes-lite");
+    assert_eq!(c.sources, vec![Source::Semantic]);
+    assert!(c.score < 0.65, "{c:?}");
+    assert_eq!(c.status, Status::BelowThreshold);
+    assert!(plan.selected.is_empty());
+}
+
+#[test]
+fn route_matches_cjk_triggers_as_substrings() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "明天上海天气怎么样");
+    assert_eq!(plan.primary.as_deref(), Some("weather"), "{plan:#?}");
+    assert_eq!(candidate(&plan, "weather").trigger_hits, vec!["天气"]);
+}
+
+#[test]
+fn route_forced_skill_skips_the_threshold() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "use the notes-lite skill");
+    let c = candidate(&plan, "notes-lite");
+    assert!(c.forced());
+    assert_eq!(c.breakdown.trigger_match, 1.0);
+    assert_eq!(plan.primary.as_deref(), Some("notes-lite"));
+    assert!(plan.routing_reason.contains("threshold skipped"));
+}
+
+#[test]
+fn route_forced_unavailable_skill_stays_unavailable() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "$apple-notes create a note");
+    let c = candidate(&plan, "apple-notes");
+    assert!(c.forced());
+    assert_eq!(c.breakdown.context_readiness, 0.0);
+    match &c.status {
+        Status::Unavailable { reason } => {
+            assert!(
+                reason.contains("definitely-not-a-real-binary-xyz"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_ne!(plan.primary.as_deref(), Some("apple-notes"));
+    assert!(plan.routing_reason.contains("apple-notes unavailable"));
+}
+
+#[test]
+fn route_anti_trigger_rejects_an_unforced_skill() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "bitcoin price and the weather");
+    let c = candidate(&plan, "crypto-price");
+    assert_eq!(c.breakdown.conflict_penalty, -1.0);
+    assert_eq!(
+        c.status,
+        Status::Conflict {
+            anti_trigger: "weather".into()
+        }
+    );
+    assert!(!plan.selected.contains(&"crypto-price".to_string()));
+}
+
+#[test]
+fn route_forced_skill_wins_over_its_anti_trigger() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "$crypto-price is the weather affecting coin prices");
+    let c = candidate(&plan, "crypto-price");
+    assert_eq!(c.breakdown.conflict_penalty, -1.0);
+    assert_eq!(c.status, Status::Selected);
+    assert_eq!(plan.primary.as_deref(), Some("crypto-price"));
+}
+
+#[test]
+fn route_minimum_cover_skips_a_skill_that_adds_nothing() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "merge these pdf files");
+    assert_eq!(plan.selected.len(), 1, "{plan:#?}");
+    let other = if plan.primary.as_deref() == Some("pdf-merge") {
+        "pdf-editor"
+    } else {
+        "pdf-merge"
+    };
+    match &candidate(&plan, other).status {
+        Status::Redundant { covered_by } => assert_eq!(covered_by, &plan.selected),
+        Status::BelowThreshold => {}
+        s => panic!("{s:?}"),
+    }
+    // The same-intent runner-up is the first fallback, then no skill, then the user.
+    assert_eq!(
+        plan.fallback_chain.first(),
+        Some(&FallbackStep::Skill {
+            skill: other.into()
+        })
+    );
+    assert_eq!(plan.fallback_chain.last(), Some(&FallbackStep::AskUser));
+}
+
+#[test]
+fn route_groups_two_parallel_safe_skills_in_one_stage() {
+    let (_d, r) = fixture();
+    let plan = route(&r, "forecast for Berlin and the price of bitcoin coins");
+    assert_eq!(plan.selected.len(), 2, "{plan:#?}");
+    assert_eq!(plan.parallel_groups.len(), 1);
+    assert_eq!(plan.estimated_cost, 2);
+}
+
+#[test]
+fn parallel_groups_cap_stages_and_isolate_unsafe_skills() {
+    let mk = |name: &str, parallel_safe: bool| Candidate {
+        skill: name.into(),
+        sources: vec![Source::Semantic],
+        score: 0.9,
+        breakdown: Breakdown {
+            intent_match: 1.0,
+            trigger_match: 0.6,
+            success_rate: 0.5,
+            context_readiness: 1.0,
+            cost_penalty: 0.8,
+            conflict_penalty: 1.0,
+            bm25: 1.0,
+        },
+        matched_terms: vec![],
+        trigger_hits: vec![],
+        status: Status::Selected,
+        parallel_safe,
+        cost_units: 2,
+    };
+    let (a, b, c, d) = (mk("a", true), mk("b", true), mk("c", true), mk("d", false));
+    let groups = plan::parallel_groups(&[&a, &b, &c, &d], 2);
+    assert_eq!(
+        groups,
+        vec![
+            vec!["a".to_string(), "b".into()],
+            vec!["c".into()],
+            vec!["d".into()]
+        ]
+    );
+}
+
+#[test]
+fn route_success_rate_moves_the_score() {
+    let (_d, r) = fixture();
+    let mut stats = StatsMap::new();
+    stats.insert(
+        "weather".into(),
+        CallCounts {
+            successes: 0,
+            failures: 40,
+        },
+    );
+    let plan = r.route(
+        "weather forecast",
+        &RouteInputs {
+            context_id: Some("ctx"),
+            readiness: &AssumeReady,
+            stats: &stats,
+        },
+    );
+    let c = candidate(&plan, "weather");
+    assert_eq!(c.breakdown.success_rate, 0.0);
+    assert_eq!(plan.context_id.as_deref(), Some("ctx"));
+}

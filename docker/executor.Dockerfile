@@ -1,0 +1,41 @@
+# The skillbox executor: runs every tool call in its kernel sandbox (Landlock + seccomp,
+# a per-call user id, rlimits). Holds no secret but its own channel key.
+#
+# It runs as root *inside* the container so that each call gets its own user id
+# (2000000+); compose.yaml keeps only the capabilities that needs (docker/README.md says
+# which and why), sets no-new-privileges, a read-only root and an internal-only network.
+# The tools themselves run with no capability at all.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+
+# The interpreters skills use: sh (in the base), python3 and node. Installed from the
+# Debian mirror unless the base already has them.
+RUN set -eu; missing=""; \
+    command -v python3 >/dev/null || missing="$missing python3"; \
+    command -v node >/dev/null || missing="$missing nodejs"; \
+    if [ -n "$missing" ]; then \
+      apt-get update -qq; \
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
+    fi; \
+    python3 --version; node --version
+
+ARG SKILLBOX_UID=10001
+# /skills: the skills (read-only bind mount). /pki: the executor's certificate, key and the
+# CA certificate, written by the core (uid 10001) into a shared volume; the folder belongs
+# to that uid so the volume is right whichever container mounts it first.
+RUN mkdir -p /skills /pki \
+ && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki \
+ && chmod 0755 /pki
+
+COPY target/release/skillbox-executor /usr/local/bin/skillbox-executor
+
+EXPOSE 7071
+# Healthy while something listens on 7071 (0x1BA7, state 0A in /proc/net/tcp): a probe
+# that connects would be one more refused mTLS handshake in the log every few seconds.
+# Whether the executor answers RPCs is the core's /healthz (and the core's healthcheck).
+HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 \
+  CMD ["bash", "-c", "grep -qi ':1BA7 [0-9A-F]*:0000 0A' /proc/net/tcp /proc/net/tcp6"]
+ENTRYPOINT ["skillbox-executor"]
+CMD ["serve", "--skills", "/skills", "--listen", "0.0.0.0:7071", "--pki", "/pki", \
+     "--core-url", "https://core:7072", "--wait-pki", "300"]
