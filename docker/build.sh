@@ -4,6 +4,8 @@
 #
 #   docker/build.sh                  # cargo build --release, then both images
 #   SKILLBOX_SKIP_CARGO=1 docker/build.sh    # images from the binaries already built
+#   SKILLBOX_PROFILE=debug docker/build.sh   # target/debug binaries (CI: already built by
+#                                            # the test run; saves the release compile)
 #
 # The base image: SKILLBOX_BASE_IMAGE when set; else debian:bookworm-slim when it is
 # present or a registry serves it; else skillbox-base:bookworm, made by
@@ -15,14 +17,21 @@ cd "$(dirname "$0")/.."
 
 core_image=${SKILLBOX_CORE_IMAGE:-skillbox-core:latest}
 executor_image=${SKILLBOX_EXECUTOR_IMAGE:-skillbox-executor:latest}
+profile=${SKILLBOX_PROFILE:-release}
+case $profile in
+  release) cargo_args=(--release) ;;
+  debug) cargo_args=() ;;
+  *) echo "build: SKILLBOX_PROFILE must be release or debug, not $profile" >&2; exit 2 ;;
+esac
+bin_dir=target/$profile
 
 if [ "${SKILLBOX_SKIP_CARGO:-0}" != 1 ]; then
-  echo "build: cargo build --release -p skillbox-core -p skillbox-executor"
-  cargo build --release --locked -p skillbox-core -p skillbox-executor
+  echo "build: cargo build ${cargo_args[*]} -p skillbox-core -p skillbox-executor"
+  cargo build "${cargo_args[@]}" --locked -p skillbox-core -p skillbox-executor
 fi
 for bin in skillbox skillbox-executor; do
-  if [ ! -x "target/release/$bin" ]; then
-    echo "build: target/release/$bin is missing; run without SKILLBOX_SKIP_CARGO" >&2
+  if [ ! -x "$bin_dir/$bin" ]; then
+    echo "build: $bin_dir/$bin is missing; run without SKILLBOX_SKIP_CARGO" >&2
     exit 1
   fi
 done
@@ -46,7 +55,7 @@ build() { # image dockerfile
   started=$(date +%s)
   local log
   log=$(mktemp)
-  if ! docker build --build-arg "BASE_IMAGE=$base" -f "$2" -t "$1" . >"$log" 2>&1; then
+  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BIN_DIR=$bin_dir" -f "$2" -t "$1" . >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     echo "build: docker build -f $2 failed" >&2

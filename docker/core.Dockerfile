@@ -20,7 +20,9 @@ RUN groupadd --system --gid "${SKILLBOX_UID}" skillbox \
  && chmod 0700 /workspace/.skillbox \
  && chmod 0755 /executor-pki
 
-COPY target/release/skillbox /usr/local/bin/skillbox
+# target/release (docker/build.sh); SKILLBOX_PROFILE=debug builds pass target/debug.
+ARG BIN_DIR=target/release
+COPY ${BIN_DIR}/skillbox /usr/local/bin/skillbox
 
 USER skillbox
 WORKDIR /workspace

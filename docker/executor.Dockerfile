@@ -28,7 +28,9 @@ RUN mkdir -p /skills /pki \
  && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki \
  && chmod 0755 /pki
 
-COPY target/release/skillbox-executor /usr/local/bin/skillbox-executor
+# target/release (docker/build.sh); SKILLBOX_PROFILE=debug builds pass target/debug.
+ARG BIN_DIR=target/release
+COPY ${BIN_DIR}/skillbox-executor /usr/local/bin/skillbox-executor
 
 EXPOSE 7071
 # Healthy while something listens on 7071 (0x1BA7, state 0A in /proc/net/tcp): a probe

@@ -7,6 +7,7 @@
 #   docker/test-compose.sh                        # build + test
 #   SKILLBOX_SKIP_BUILD=1 docker/test-compose.sh  # test the images already built
 #   SKILLBOX_SKIP_CARGO=1 docker/test-compose.sh  # images from target/release as it is
+#   SKILLBOX_COMPOSE_OVERRIDE=FILE                # one more compose file (weaken, see checks fail)
 #
 # Works with `docker compose` (v2) or `docker-compose` (v1). Exit 0 when every check
 # passed, 1 when one failed, 2 when Docker or compose is missing.
@@ -43,8 +44,11 @@ export SKILLBOX_CONFIG=./integration-tests/compose/skillbox.toml
 export SKILLBOX_SKILLS=./integration-tests/compose/skills
 export SKILLBOX_GATEWAY_BIND=127.0.0.1:   # an ephemeral host port
 export RUST_LOG=info
+files=(-f compose.yaml -f integration-tests/compose/compose.test.yaml)
+# One more compose file on top, e.g. to weaken the deployment and see the checks fail.
+[ -z "${SKILLBOX_COMPOSE_OVERRIDE:-}" ] || files+=(-f "$SKILLBOX_COMPOSE_OVERRIDE")
 compose() {
-  "${compose_cmd[@]}" -p "$project" -f compose.yaml -f integration-tests/compose/compose.test.yaml "$@"
+  "${compose_cmd[@]}" -p "$project" "${files[@]}" "$@"
 }
 
 failures=0
@@ -195,7 +199,7 @@ expect_out "the Docker socket is not in the executor container" '^absent$' \
 # CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP (bits 0 1 6 7 8): the set docker/README.md
 # justifies.
 expected_caps=00000000000001c3
-executor_pid=$(in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" = skillbox-execut ] && echo "${d#/proc/}"; done' | head -n1)
+executor_pid=$(in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || echo "${d#/proc/}"; done' | head -n1)
 for pid in 1 "$executor_pid"; do
   caps=$(in_executor grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' "/proc/$pid/status" | tr '\n\t' '  ')
   what=$([ "$pid" = 1 ] && echo "init" || echo "skillbox-executor")
@@ -213,7 +217,7 @@ expect "a tool cannot write outside its scratch folder" "$body" \
 env_json=$(docker inspect -f '{{json .Config.Env}}' "$executor_id")
 expect "no secret in the executor container's configured environment" "$env_json" \
   "any(v.startswith('RUST_LOG=') for v in r) and not any('$secret' in v or v.startswith('PROBE_SECRET') for v in r)"
-environ=$(in_executor bash -c 'for f in /proc/[0-9]*/environ; do tr "\0" "\n" <"$f"; done 2>/dev/null' | sort -u)
+environ=$(in_executor bash -c 'for f in /proc/[0-9]*/environ; do tr "\0" "\n" <"$f" || true; done 2>/dev/null' | sort -u)
 expect "no secret in the environment of any executor-container process" "$(python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))' <<<"$environ")" \
   "any(v.startswith('RUST_LOG=') for v in r) and not any('$secret' in v for v in r)"
 expect "the core does hold the secret (so the two checks above could see one)" \
@@ -254,7 +258,7 @@ wait_call_ok() { # seconds -> prints the ms until a call succeeds again, fails a
 # exits non-zero and its restart policy brings it back.
 call probe:sleep '{"seconds":5}' >"$work/crash.json" &
 sleep 1.5
-in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" = skillbox-execut ] && kill -KILL "${d#/proc/}"; done' || true
+in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || kill -KILL "${d#/proc/}"; done' || true
 wait
 expect "executor crash mid-call: the caller gets unavailable" "$(cat "$work/crash.json")" \
   'r["success"] is False and r["error_kind"] == "unavailable"'

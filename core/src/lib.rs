@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod callbacks;
 pub mod cli;
 pub mod config;
+pub mod contexts;
 pub mod dispatch;
 pub mod gateway;
 pub mod install;

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod certs;
+mod context;
 mod install;
 mod route;
 mod skill;
@@ -45,6 +46,9 @@ pub enum Command {
     Serve(up::UpArgs),
     /// Route a query to skills and print the activation plan with the score breakdown.
     Route(route::RouteArgs),
+    /// Pin and unpin skills per context; show a context's pins, active tools and prompt.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -56,6 +60,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),
         Command::Route(args) => route::run(args),
+        Command::Context(cmd) => context::run(cmd),
     };
     match result {
         Ok(code) => ExitCode::from(code),

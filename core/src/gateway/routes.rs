@@ -8,11 +8,12 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use skillbox_protocol::methods::{method, HealthResult};
-use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{InstallLock, Skill};
 
 use super::{json_response, ApiError, Gateway, HEALTH_TIMEOUT};
 use crate::approvals::ApprovalError;
+use crate::contexts::{self, disclosure};
 use crate::install::{self, disabled, remove, verify, Limits};
 use crate::reload::Cause;
 use crate::store::{ApprovalStatus, Decision};
@@ -25,7 +26,6 @@ struct CallRequest {
     tool: String,
     #[serde(default)]
     args: Value,
-    #[allow(dead_code)]
     context_id: Option<String>,
 }
 
@@ -59,8 +59,27 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
             } else {
                 body.args
             };
-            let result = gw.dispatcher.call(&body.tool, args).await;
+            let result = call_tool(gw, body.tool, args, body.context_id).await;
             Ok(ok(&serde_json::to_value(&result).unwrap_or_default()))
+        }
+        (Method::POST, ["v1", "route", "execute"]) => {
+            let body: crate::router::ExecuteParams = read_json(gw, req).await?;
+            let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
+            let run =
+                crate::router::execute_request(std::sync::Arc::clone(&gw.dispatcher), ws, body)
+                    .await
+                    .map_err(|(kind, msg)| ApiError::new(kind, msg))?;
+            Ok(ok(&serde_json::to_value(run).unwrap_or_default()))
+        }
+        (Method::GET, ["v1", "skills", name, "files", rest @ ..]) if !rest.is_empty() => {
+            skill_file(gw, name, &rest.join("/"))
+        }
+        (Method::GET, ["v1", "contexts", id]) => context(gw, id, None).await,
+        (Method::PUT, ["v1", "contexts", id, "skills", name]) => {
+            context(gw, id, Some((true, name))).await
+        }
+        (Method::DELETE, ["v1", "contexts", id, "skills", name]) => {
+            context(gw, id, Some((false, name))).await
         }
         (Method::POST, ["v1", "route"]) => {
             let body: crate::router::RouteParams = read_json(gw, req).await?;
@@ -264,7 +283,102 @@ fn tools(gw: &Gateway) -> Vec<Value> {
         })
         .collect();
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let available: Vec<String> = catalog
+        .skills
+        .iter()
+        .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
+        .map(|s| s.name.clone())
+        .collect();
+    out.extend(disclosure::builtin_tools(&available));
     out
+}
+
+/// `POST /v1/tools/call`: a built-in tool or a skill's tool, refused when a context is
+/// given and the tool is not among its active tools.
+async fn call_tool(
+    gw: &Gateway,
+    tool: String,
+    args: Value,
+    context_id: Option<String>,
+) -> ToolResult {
+    let refused =
+        |e: &dyn std::fmt::Display, kind: ErrorKind| ToolResult::failed("", kind, e.to_string(), 0);
+    let catalog = gw.dispatcher.catalog();
+    let view = match context_id {
+        Some(id) => {
+            let d = std::sync::Arc::clone(&gw.dispatcher);
+            let c = std::sync::Arc::clone(&catalog);
+            match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &c, &id))
+                .await
+            {
+                Ok(Ok(v)) => Some(v),
+                Ok(Err(e)) => return refused(&e, e.error_kind()),
+                Err(e) => return refused(&e, ErrorKind::Unavailable),
+            }
+        }
+        None => None,
+    };
+    if let Some(v) = view.as_ref().filter(|v| !v.allows(&tool)) {
+        return refused(&v.refusal(&tool), ErrorKind::PermissionDenied);
+    }
+    match tool.as_str() {
+        disclosure::LOAD_SKILL => match disclosure::load_skill(&catalog, &args) {
+            Ok(data) => ToolResult::ok("", data, 0),
+            Err(e) => refused(&e, e.error_kind()),
+        },
+        disclosure::RUN_SKILL_SCRIPT => match disclosure::resolve_script(&catalog, &args) {
+            Ok((full, call_args)) => {
+                // In a context, the script's tool must be active or its skill pinned.
+                let skill = full.split_once(':').map_or("", |(s, _)| s);
+                if let Some(v) = view
+                    .as_ref()
+                    .filter(|v| !v.allows(&full) && !v.pinned.iter().any(|p| p.name == skill))
+                {
+                    return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
+                }
+                gw.dispatcher.call(&full, call_args).await
+            }
+            Err(e) => refused(&e, e.error_kind()),
+        },
+        _ => gw.dispatcher.call(&tool, args).await,
+    }
+}
+
+/// `GET /v1/skills/{name}/files/{path}`: one file inside the skill folder.
+fn skill_file(gw: &Gateway, name: &str, path: &str) -> Reply {
+    let catalog = gw.dispatcher.catalog();
+    let skill = catalog
+        .get(name)
+        .ok_or_else(|| ApiError::new(ErrorKind::NotFound, format!("no skill named {name:?}")))?;
+    disclosure::file_response(skill, path)
+        .map(|v| ok(&v))
+        .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))
+}
+
+/// `GET /v1/contexts/{id}`, and with `change` a pin (`true`) or unpin of a skill first;
+/// answers the context as it is after the change.
+async fn context(gw: &Gateway, id: &str, change: Option<(bool, &str)>) -> Reply {
+    let d = std::sync::Arc::clone(&gw.dispatcher);
+    let id = id.to_string();
+    let change = change.map(|(pin, name)| (pin, name.to_string()));
+    let result = tokio::task::spawn_blocking(move || {
+        let catalog = d.catalog();
+        let changed = match &change {
+            Some((true, name)) => Some(contexts::pin(d.store(), &catalog, &id, name)?),
+            Some((false, name)) => Some(contexts::unpin(d.store(), &id, name)?),
+            None => None,
+        };
+        let view = crate::router::context_view(&d, &catalog, &id)?;
+        Ok::<_, contexts::ContextError>((changed, view))
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let (changed, view) = result.map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
+    let mut body = serde_json::to_value(view).unwrap_or_default();
+    if let Some(changed) = changed {
+        body["changed"] = changed.into();
+    }
+    Ok(ok(&body))
 }
 
 /// Rediscovers the skills, re-verifies them with the trust store as it is now (a skill

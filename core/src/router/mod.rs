@@ -13,6 +13,8 @@
 //! [`Router::semantic`] (top-k document numbers with a similarity in [0, 1]) and the
 //! `intent_match` calibration; everything after it is unchanged.
 
+pub mod execute;
+mod execute_serve;
 pub mod index;
 mod lexicon;
 pub mod plan;
@@ -27,6 +29,7 @@ use std::time::Instant;
 use ring::rand::{SecureRandom, SystemRandom};
 use skillbox_protocol::skill::{Catalog, Skill};
 
+pub use execute_serve::{context_view, execute_request, ExecuteParams, Execution};
 pub use index::Bm25Index;
 pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
 pub use score::{

@@ -1,5 +1,6 @@
 //! The core's state in SQLite, `<state>/skillbox.db`: approvals of `write`/`sign` tool
-//! calls, one row per finished call, and per-skill success counts.
+//! calls, one row per finished call, per-skill success counts, skills pinned per context
+//! and the transitions of executed activation plans.
 //!
 //! The database runs in WAL mode with `synchronous=NORMAL` and foreign keys on; its schema
 //! version is `PRAGMA user_version`, and [`Store::open`] applies the missing migrations in
@@ -9,6 +10,7 @@
 
 mod approvals;
 mod calls;
+mod contexts;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -18,6 +20,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
 pub use calls::{CallRecord, SkillStats};
+pub use contexts::{Pin, RouteEvent};
 
 /// The database's file name inside the state directory.
 pub const DB_FILE: &str = "skillbox.db";
@@ -60,6 +63,24 @@ const MIGRATIONS: &[&str] = &[
         successes      INTEGER NOT NULL DEFAULT 0 CHECK (successes >= 0),
         failures       INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
         last_called_at INTEGER NOT NULL
+    ) STRICT;",
+    // 2: skills pinned per context, and the transitions of executed activation plans.
+    "CREATE TABLE contexts (
+        context_id TEXT NOT NULL,
+        skill      TEXT NOT NULL,
+        pinned_at  INTEGER NOT NULL,
+        PRIMARY KEY (context_id, skill)
+    ) STRICT;
+    CREATE TABLE route_events (
+        route_id   TEXT NOT NULL,
+        seq        INTEGER NOT NULL CHECK (seq >= 0),
+        from_state TEXT NOT NULL,
+        to_state   TEXT NOT NULL,
+        skill      TEXT,
+        tool       TEXT,
+        reason     TEXT NOT NULL,
+        at         INTEGER NOT NULL,
+        PRIMARY KEY (route_id, seq)
     ) STRICT;",
 ];
 
@@ -199,6 +220,38 @@ pub enum StoreError {
     /// Reading skill stats failed.
     #[error("could not read skill stats: {source}")]
     ReadStats {
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Pinning or unpinning a skill in a context failed.
+    #[error("could not change the pins of context {context_id}: {source}")]
+    WritePins {
+        /// The context.
+        context_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Reading a context's pins failed.
+    #[error("could not read the pins of context {context_id}: {source}")]
+    ReadPins {
+        /// The context.
+        context_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Reading the transitions of an executed plan failed.
+    #[error("could not read the events of route {route_id}: {source}")]
+    ReadRouteEvents {
+        /// The route.
+        route_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Recording the transitions of an executed plan failed; nothing was written.
+    #[error("could not record the events of route {route_id}: {source}")]
+    RecordRouteEvents {
+        /// The route.
+        route_id: String,
         /// SQLite's error.
         source: rusqlite::Error,
     },

@@ -1,0 +1,266 @@
+//! Contexts: skills pinned per context id (a chat, a session), persisted in SQLite, and
+//! what a context makes of them (the context-management seed): the prompt — a catalogue of
+//! the available skills plus the bodies of the pinned ones — and the active tools — the
+//! union of the pinned skills' `allowed-tools` and the base tools, intersected with the
+//! tools that exist. `POST /v1/tools/call` with a context id refuses a tool outside them.
+//!
+//! A pinned skill without `allowed-tools` contributes its own tools; a context restricts
+//! tools only when at least one pinned skill declares `allowed-tools` (as in the seed,
+//! where `activeTools` exists only when a skill declares `allowedTools`). Pins are read at
+//! every request, so a pin made by the CLI on the same database takes effect at once; a pin
+//! whose skill no longer exists is dropped from the store and reported.
+
+pub mod disclosure;
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::skill::{Catalog, Skill};
+
+use crate::store::{unix_ms_now, Store, StoreError};
+
+/// The built-in tools every context keeps (progressive disclosure, [`disclosure`]).
+pub const BASE_TOOLS: [&str; 2] = [disclosure::LOAD_SKILL, disclosure::RUN_SKILL_SCRIPT];
+
+/// Longest context id.
+pub const MAX_CONTEXT_ID: usize = 128;
+
+/// Why a context operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    /// The id has characters or a length the API does not take.
+    #[error(
+        "context id {id:?} is not valid: use 1-{MAX_CONTEXT_ID} characters of A-Z a-z 0-9 . _ : -"
+    )]
+    InvalidId {
+        /// The id given.
+        id: String,
+    },
+    /// Pinning a skill the core does not know.
+    #[error(
+        "no skill named {name:?} to pin; list skills with `skillbox skill list` or GET /v1/skills"
+    )]
+    UnknownSkill {
+        /// The name given.
+        name: String,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ContextError {
+    /// The contract kind of this error (the one mapping to the outside).
+    pub fn error_kind(&self) -> ErrorKind {
+        match self {
+            ContextError::InvalidId { .. } => ErrorKind::InvalidArgs,
+            ContextError::UnknownSkill { .. } => ErrorKind::NotFound,
+            ContextError::Store(_) => ErrorKind::Unavailable,
+        }
+    }
+}
+
+/// A pinned skill, as a context shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PinnedSkill {
+    /// The skill.
+    pub name: String,
+    /// When it was pinned, Unix milliseconds.
+    pub pinned_at: i64,
+}
+
+/// What a context is now: the answer of `GET /v1/contexts/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextView {
+    /// The context id.
+    pub context_id: String,
+    /// Pinned skills that exist, oldest first.
+    pub pinned: Vec<PinnedSkill>,
+    /// Pins dropped by this read because their skill is gone.
+    pub dropped: Vec<String>,
+    /// Whether tool calls in this context are limited to `active_tools`.
+    pub restricted: bool,
+    /// The tools callable in this context (every tool when not restricted), sorted.
+    pub active_tools: Vec<String>,
+    /// The skill catalogue and the bodies of the pinned skills.
+    pub prompt: String,
+}
+
+impl ContextView {
+    /// Whether `tool` may be called in this context.
+    pub fn allows(&self, tool: &str) -> bool {
+        !self.restricted || self.active_tools.iter().any(|t| t == tool)
+    }
+
+    /// The refusal of a tool outside the context, naming the active tools.
+    pub fn refusal(&self, tool: &str) -> String {
+        format!(
+            "tool {tool:?} is not active in context {:?}; its pinned skills allow only: {}. \
+             Pin a skill that allows it (`skillbox context pin`) or call without the context",
+            self.context_id,
+            self.active_tools.join(", ")
+        )
+    }
+}
+
+/// Checks a context id: 1-128 characters of `A-Z a-z 0-9 . _ : -`.
+pub fn validate_id(id: &str) -> Result<(), ContextError> {
+    let ok = !id.is_empty()
+        && id.len() <= MAX_CONTEXT_ID
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(ContextError::InvalidId { id: id.to_string() })
+    }
+}
+
+/// Every tool that exists: `skill:tool` of each skill, and the base tools.
+pub fn all_tools(catalog: &Catalog) -> BTreeSet<String> {
+    let mut out: BTreeSet<String> = catalog
+        .skills
+        .iter()
+        .flat_map(|s| {
+            s.tools
+                .iter()
+                .map(move |t| format!("{}:{}", s.name, t.name))
+        })
+        .collect();
+    out.extend(BASE_TOOLS.iter().map(|t| t.to_string()));
+    out
+}
+
+/// The active tools of pinned skills, or `None` when none of them declares
+/// `allowed-tools` (no restriction). An entry names a tool as `skill:tool`, or bare as a
+/// tool of the skill declaring it or a base tool; entries naming no existing tool (e.g.
+/// another agent's `Bash(git:*)`) are left out.
+pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<Vec<String>> {
+    if pinned.iter().all(|s| s.allowed_tools.is_empty()) {
+        return None;
+    }
+    let exists = all_tools(catalog);
+    let mut active: BTreeSet<String> = BASE_TOOLS.iter().map(|t| t.to_string()).collect();
+    for skill in pinned {
+        if skill.allowed_tools.is_empty() {
+            active.extend(
+                skill
+                    .tools
+                    .iter()
+                    .map(|t| format!("{}:{}", skill.name, t.name)),
+            );
+            continue;
+        }
+        for entry in &skill.allowed_tools {
+            let entry = entry.trim();
+            let full = if entry.contains(':') {
+                entry.to_string()
+            } else if skill.tool(entry).is_some() {
+                format!("{}:{entry}", skill.name)
+            } else {
+                entry.to_string()
+            };
+            if exists.contains(&full) {
+                active.insert(full);
+            }
+        }
+    }
+    Some(active.into_iter().collect())
+}
+
+/// The prompt of a context: the catalogue (name and description of each available skill,
+/// so the agent can `load_skill` one) and the bodies of the pinned skills.
+pub fn prompt(
+    catalog: &Catalog,
+    available: &dyn Fn(&Skill) -> bool,
+    pinned: &[(&Skill, String)],
+) -> String {
+    let mut out = String::from(
+        "You have access to the following skills. If a task needs one, call `load_skill` \
+         with its name to read its instructions.\n\n",
+    );
+    for s in catalog.skills.iter().filter(|s| available(s)) {
+        out.push_str(&format!("- {}: {}\n", s.name, s.description.trim()));
+    }
+    if !pinned.is_empty() {
+        out.push_str("\n# Active skills\n\nFollow these skills' instructions where they apply.\n");
+        for (skill, body) in pinned {
+            out.push_str(&format!("\n## Skill: {}\n\n{}\n", skill.name, body.trim()));
+        }
+    }
+    out
+}
+
+/// Reads a context: its pins (dropping and reporting those whose skill is gone), prompt
+/// and active tools. Blocking (SQLite and the skill bodies on disk).
+pub fn view(
+    store: &Store,
+    catalog: &Catalog,
+    available: &dyn Fn(&Skill) -> bool,
+    context_id: &str,
+) -> Result<ContextView, ContextError> {
+    validate_id(context_id)?;
+    let mut pinned = Vec::new();
+    let mut skills: Vec<&Skill> = Vec::new();
+    let mut dropped = Vec::new();
+    for pin in store.pinned_skills(context_id)? {
+        match catalog.get(&pin.skill) {
+            Some(s) => {
+                skills.push(s);
+                pinned.push(PinnedSkill {
+                    name: pin.skill,
+                    pinned_at: pin.pinned_at,
+                });
+            }
+            None => {
+                store.unpin_skill(context_id, &pin.skill)?;
+                tracing::warn!(context_id, skill = %pin.skill, "dropped the pin of a skill that no longer exists");
+                dropped.push(pin.skill);
+            }
+        }
+    }
+    let bodies: Vec<(&Skill, String)> = skills
+        .iter()
+        .map(|s| (*s, s.read_body().unwrap_or_default()))
+        .collect();
+    let (restricted, active_tools) = match active_tools(catalog, &skills) {
+        Some(list) => (true, list),
+        None => (false, all_tools(catalog).into_iter().collect()),
+    };
+    Ok(ContextView {
+        context_id: context_id.to_string(),
+        pinned,
+        dropped,
+        restricted,
+        active_tools,
+        prompt: prompt(catalog, available, &bodies),
+    })
+}
+
+/// Pins `skill` in `context_id`; the skill must exist. Returns whether it was new.
+pub fn pin(
+    store: &Store,
+    catalog: &Catalog,
+    context_id: &str,
+    skill: &str,
+) -> Result<bool, ContextError> {
+    validate_id(context_id)?;
+    if catalog.get(skill).is_none() {
+        return Err(ContextError::UnknownSkill {
+            name: skill.to_string(),
+        });
+    }
+    Ok(store.pin_skill(context_id, skill, unix_ms_now())?)
+}
+
+/// Unpins `skill` from `context_id` (a skill that no longer exists can be unpinned).
+/// Returns whether it was pinned.
+pub fn unpin(store: &Store, context_id: &str, skill: &str) -> Result<bool, ContextError> {
+    validate_id(context_id)?;
+    Ok(store.unpin_skill(context_id, skill)?)
+}
+
+#[cfg(test)]
+mod tests;

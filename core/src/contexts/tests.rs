@@ -1,0 +1,221 @@
+//! Contexts and progressive disclosure over small skill folders in a temporary root.
+
+use std::path::Path;
+
+use serde_json::json;
+use skillbox_protocol::skill::{discover, DiscoveryOptions};
+
+use super::disclosure::{self, DisclosureError};
+use super::*;
+
+/// Writes a skill: SKILL.md with `extra` frontmatter, and a skill.yaml declaring `tools`
+/// (each runs `scripts/<tool>.py`).
+fn write_skill(root: &Path, name: &str, extra: &str, tools: &[&str]) {
+    let d = root.join(name);
+    std::fs::create_dir_all(d.join("scripts")).unwrap();
+    std::fs::write(
+        d.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: The {name} skill.\n{extra}---\n# {name} body\n"),
+    )
+    .unwrap();
+    if !tools.is_empty() {
+        let mut yaml = format!("name: {name}\ndescription: The {name} skill.\ntools:\n");
+        for t in tools {
+            yaml.push_str(&format!(
+                "  - name: {t}\n    description: {t}\n    command: [\"python3\", \"scripts/{t}.py\"]\n"
+            ));
+            std::fs::write(d.join(format!("scripts/{t}.py")), "print(1)\n").unwrap();
+        }
+        std::fs::write(d.join("skill.yaml"), yaml).unwrap();
+    }
+}
+
+fn load(root: &Path) -> Catalog {
+    let c = discover(&[root.to_path_buf()], DiscoveryOptions::default());
+    assert!(c.skipped.is_empty(), "{:?}", c.skipped);
+    c
+}
+
+fn fixture() -> (tempfile::TempDir, Catalog) {
+    let dir = tempfile::tempdir().unwrap();
+    write_skill(
+        dir.path(),
+        "notes",
+        "allowed-tools: [search, \"mail:send\", \"Bash(git:*)\", \"ghost:tool\"]\n",
+        &["search", "edit"],
+    );
+    write_skill(dir.path(), "mail", "", &["send", "read"]);
+    write_skill(dir.path(), "guide", "", &[]);
+    let c = load(dir.path());
+    (dir, c)
+}
+
+fn store(dir: &Path) -> Store {
+    Store::open(&Store::db_path(dir)).unwrap()
+}
+
+#[test]
+fn active_tools_union_of_allowed_and_base_intersected_with_existing() {
+    let (_dir, c) = fixture();
+    let notes = c.get("notes").unwrap();
+    let mail = c.get("mail").unwrap();
+    let active = active_tools(&c, &[notes]).unwrap();
+    assert_eq!(
+        active,
+        [
+            "load_skill",
+            "mail:send",
+            "notes:search",
+            "run_skill_script"
+        ]
+    );
+    // A pinned skill without allowed-tools adds its own tools.
+    let active = active_tools(&c, &[notes, mail]).unwrap();
+    assert!(active.contains(&"mail:read".to_string()), "{active:?}");
+    assert!(!active.contains(&"notes:edit".to_string()), "{active:?}");
+    // Without any allowed-tools, no restriction.
+    assert!(active_tools(&c, &[mail]).is_none());
+    assert!(active_tools(&c, &[]).is_none());
+}
+
+#[test]
+fn view_builds_prompt_and_refuses_tools_outside_the_context() {
+    let (dir, c) = fixture();
+    let state = tempfile::tempdir().unwrap();
+    let s = store(state.path());
+    pin(&s, &c, "chat-1", "notes").unwrap();
+    let v = view(&s, &c, &|_| true, "chat-1").unwrap();
+    assert!(v.restricted);
+    assert!(v.allows("notes:search"));
+    assert!(v.allows("load_skill"));
+    assert!(!v.allows("notes:edit"));
+    let refusal = v.refusal("notes:edit");
+    assert!(refusal.contains("notes:search"), "{refusal}");
+    assert!(refusal.contains("not active"), "{refusal}");
+    // Catalogue of every available skill, body of the pinned one only.
+    assert!(v.prompt.contains("- mail: The mail skill."), "{}", v.prompt);
+    assert!(v.prompt.contains("# notes body"), "{}", v.prompt);
+    assert!(!v.prompt.contains("# mail body"), "{}", v.prompt);
+    // An unavailable skill is left out of the catalogue.
+    let v = view(&s, &c, &|s: &Skill| s.name != "mail", "chat-1").unwrap();
+    assert!(!v.prompt.contains("- mail:"), "{}", v.prompt);
+    // A context without pins restricts nothing.
+    let v = view(&s, &c, &|_| true, "other").unwrap();
+    assert!(!v.restricted);
+    assert!(v.allows("notes:edit"));
+    drop(dir);
+}
+
+#[test]
+fn view_drops_and_reports_pins_of_removed_skills() {
+    let (dir, c) = fixture();
+    let state = tempfile::tempdir().unwrap();
+    let s = store(state.path());
+    pin(&s, &c, "chat-1", "guide").unwrap();
+    pin(&s, &c, "chat-1", "mail").unwrap();
+    std::fs::remove_dir_all(dir.path().join("guide")).unwrap();
+    let c = load(dir.path());
+    let v = view(&s, &c, &|_| true, "chat-1").unwrap();
+    assert_eq!(v.dropped, ["guide"]);
+    assert_eq!(v.pinned.len(), 1);
+    let again = view(&s, &c, &|_| true, "chat-1").unwrap();
+    assert!(again.dropped.is_empty(), "the drop was written back");
+}
+
+#[test]
+fn pin_refuses_unknown_skill_and_bad_context_id() {
+    let (_dir, c) = fixture();
+    let state = tempfile::tempdir().unwrap();
+    let s = store(state.path());
+    let e = pin(&s, &c, "chat-1", "nope").unwrap_err();
+    assert_eq!(e.error_kind(), ErrorKind::NotFound);
+    let e = pin(&s, &c, "../x", "notes").unwrap_err();
+    assert_eq!(e.error_kind(), ErrorKind::InvalidArgs);
+    assert!(unpin(&s, "chat-1", "notes").is_ok_and(|was| !was));
+}
+
+#[test]
+fn read_file_serves_a_reference_inside_the_skill() {
+    let (dir, c) = fixture();
+    let refs = dir.path().join("guide/references");
+    std::fs::create_dir_all(&refs).unwrap();
+    std::fs::write(refs.join("api.md"), "# API\n").unwrap();
+    let v = disclosure::file_response(c.get("guide").unwrap(), "references/api.md").unwrap();
+    assert_eq!(v["content"], "# API\n");
+}
+
+#[test]
+fn read_file_refuses_parent_traversal_and_absolute_paths() {
+    let (_dir, c) = fixture();
+    let g = c.get("guide").unwrap();
+    for p in ["../notes/SKILL.md", "references/../../x", "/etc/passwd", ""] {
+        let e = disclosure::read_file(g, p).unwrap_err();
+        assert!(matches!(e, DisclosureError::PathOutside { .. }), "{p}: {e}");
+        assert_eq!(e.error_kind(), ErrorKind::PermissionDenied);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn read_file_refuses_symlink_out_of_the_skill() {
+    let (dir, c) = fixture();
+    let outside = dir.path().join("secret.txt");
+    std::fs::write(&outside, "secret").unwrap();
+    let g = dir.path().join("guide");
+    std::os::unix::fs::symlink(&outside, g.join("leak.md")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), g.join("up")).unwrap();
+    let guide = c.get("guide").unwrap();
+    for p in ["leak.md", "up/secret.txt"] {
+        let e = disclosure::read_file(guide, p).unwrap_err();
+        assert!(matches!(e, DisclosureError::Symlink { .. }), "{p}: {e}");
+    }
+}
+
+#[test]
+fn read_file_refuses_files_over_the_cap() {
+    let (dir, c) = fixture();
+    let big = vec![b'a'; usize::try_from(disclosure::MAX_FILE_BYTES).unwrap() + 1];
+    std::fs::write(dir.path().join("guide/big.txt"), big).unwrap();
+    let e = disclosure::read_file(c.get("guide").unwrap(), "big.txt").unwrap_err();
+    assert!(matches!(e, DisclosureError::TooLarge { .. }), "{e}");
+}
+
+#[test]
+fn load_skill_returns_the_body_and_builtins_list_available_names() {
+    let (_dir, c) = fixture();
+    let v = disclosure::load_skill(&c, &json!({"name": "guide"})).unwrap();
+    assert!(v["body"].as_str().unwrap().contains("# guide body"));
+    let e = disclosure::load_skill(&c, &json!({"name": "nope"})).unwrap_err();
+    assert_eq!(e.error_kind(), ErrorKind::NotFound);
+    let tools = disclosure::builtin_tools(&["guide".into(), "mail".into()]);
+    assert_eq!(
+        tools[0]["parameters"]["properties"]["name"]["enum"],
+        json!(["guide", "mail"])
+    );
+}
+
+#[test]
+fn run_skill_script_resolves_only_scripts_a_tool_declares() {
+    let (dir, c) = fixture();
+    let (tool, args) = disclosure::resolve_script(
+        &c,
+        &json!({"name": "mail", "script": "scripts/send.py", "args": {"to": "x"}}),
+    )
+    .unwrap();
+    assert_eq!(tool, "mail:send");
+    assert_eq!(args, json!({"to": "x"}));
+    let (tool, _) =
+        disclosure::resolve_script(&c, &json!({"name": "mail", "script": "read.py"})).unwrap();
+    assert_eq!(tool, "mail:read");
+    std::fs::write(dir.path().join("mail/scripts/other.py"), "").unwrap();
+    let e = disclosure::resolve_script(&c, &json!({"name": "mail", "script": "scripts/other.py"}))
+        .unwrap_err();
+    assert!(matches!(e, DisclosureError::UndeclaredScript { .. }), "{e}");
+    assert!(e.to_string().contains("declare a tool"), "{e}");
+    let e = disclosure::resolve_script(
+        &c,
+        &json!({"name": "mail", "script": "../notes/scripts/search.py"}),
+    )
+    .unwrap_err();
+    assert!(matches!(e, DisclosureError::PathOutside { .. }), "{e}");
+}

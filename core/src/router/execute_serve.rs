@@ -1,0 +1,203 @@
+//! `POST /v1/route/execute`: route the query, turn the plan into the chain of stages the
+//! state machine walks (which tool of each skill to call), run it through the dispatcher
+//! (inside the context's active tools when a context is given), and store the transitions.
+//!
+//! The tool of a skill: the one named in the request when the skill has it, else the
+//! skill's only tool, else, for a skill without tools, its instructions (progressive
+//! disclosure); a skill with several tools and none named is a fatal failure that says so.
+//! Only the primary and its fallback chain run; other selected skills are in the plan for
+//! the caller.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::skill::{Catalog, Skill};
+
+use super::execute::{self, Run, Stage, Target, PREREQUISITE_MISSING};
+use super::{route_for_gateway, ActivationPlan, FallbackStep};
+use crate::contexts::{self, ContextView};
+use crate::dispatch::Dispatcher;
+use crate::store::{unix_ms_now, RouteEvent};
+
+/// The body of `POST /v1/route/execute`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecuteParams {
+    /// The user's query.
+    pub query: String,
+    /// Arguments for the tool.
+    #[serde(default)]
+    pub args: Option<Value>,
+    /// The tool to call in a skill with several.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// The context: its active tools bound the calls.
+    #[serde(default)]
+    pub context_id: Option<String>,
+}
+
+/// The answer of `POST /v1/route/execute`: the plan and the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Execution {
+    /// The run: outcome, steps and transitions.
+    #[serde(flatten)]
+    pub run: Run,
+    /// The activation plan it ran.
+    pub plan: ActivationPlan,
+}
+
+/// What to run for `skill` in this request.
+pub fn target(dispatcher: &Dispatcher, skill: &Skill, requested: Option<&str>) -> Target {
+    if let Some(reason) = dispatcher.unavailable_reason(skill) {
+        return Target::Refused {
+            kind: ErrorKind::Unavailable,
+            reason: format!("{PREREQUISITE_MISSING}skill {:?}: {reason}", skill.name),
+        };
+    }
+    if let Some(t) = requested.and_then(|name| skill.tool(name)) {
+        return Target::Tool(t.name.clone());
+    }
+    match skill.tools.as_slice() {
+        [only] => Target::Tool(only.name.clone()),
+        [] => match skill.read_body() {
+            Ok(body) => Target::Instructions(body),
+            Err(e) => Target::Refused {
+                kind: ErrorKind::NotFound,
+                reason: format!("cannot read the instructions of {:?}: {e}", skill.name),
+            },
+        },
+        many => Target::Refused {
+            kind: ErrorKind::InvalidArgs,
+            reason: format!(
+                "skill {:?} has tools {}; name one with \"tool\"",
+                skill.name,
+                many.iter()
+                    .map(|t| t.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        },
+    }
+}
+
+/// The stages of a plan: the primary, then its fallback chain.
+pub fn stages(
+    dispatcher: &Dispatcher,
+    catalog: &Catalog,
+    plan: &ActivationPlan,
+    tool: Option<&str>,
+) -> Vec<Stage> {
+    let stage = |name: &str| match catalog.get(name) {
+        Some(s) => Stage::Skill {
+            skill: name.to_string(),
+            target: target(dispatcher, s, tool),
+        },
+        None => Stage::Skill {
+            skill: name.to_string(),
+            target: Target::Refused {
+                kind: ErrorKind::NotFound,
+                reason: format!("skill {name:?} is gone (reloaded away)"),
+            },
+        },
+    };
+    let mut out: Vec<Stage> = plan.primary.iter().map(|p| stage(p)).collect();
+    for step in &plan.fallback_chain {
+        out.push(match step {
+            FallbackStep::Skill { skill } => stage(skill),
+            FallbackStep::NoSkill => Stage::NoSkill,
+            FallbackStep::AskUser => Stage::AskUser,
+        });
+    }
+    out
+}
+
+/// Reads a context for the dispatcher's catalogue (blocking).
+pub fn context_view(
+    dispatcher: &Dispatcher,
+    catalog: &Catalog,
+    context_id: &str,
+) -> Result<ContextView, contexts::ContextError> {
+    contexts::view(
+        dispatcher.store(),
+        catalog,
+        &|s| dispatcher.unavailable_reason(s).is_none(),
+        context_id,
+    )
+}
+
+/// `POST /v1/route/execute`: route, run the chain, store the transitions. Fails (kind and
+/// message) only when the context id is invalid or routing could not run.
+pub async fn execute_request(
+    dispatcher: Arc<Dispatcher>,
+    workspace: Option<PathBuf>,
+    params: ExecuteParams,
+) -> Result<Execution, (ErrorKind, String)> {
+    let d = Arc::clone(&dispatcher);
+    let p = params.clone();
+    let (plan, chain, context) = tokio::task::spawn_blocking(move || {
+        let catalog = d.catalog();
+        let context = match p.context_id.as_deref() {
+            Some(id) => {
+                Some(context_view(&d, &catalog, id).map_err(|e| (e.error_kind(), e.to_string()))?)
+            }
+            None => None,
+        };
+        let plan = route_for_gateway(&d, workspace.as_deref(), &p.query, p.context_id.as_deref());
+        let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
+        Ok::<_, (ErrorKind, String)>((plan, chain, context))
+    })
+    .await
+    .map_err(|e| {
+        (
+            ErrorKind::Unavailable,
+            format!("routing failed ({e}); retry"),
+        )
+    })??;
+    let args = params.args.unwrap_or_else(|| json!({}));
+    let context = context.map(Arc::new);
+    let run = execute::run(&plan.route_id, chain, &args, |skill, tool, args| {
+        let dispatcher = Arc::clone(&dispatcher);
+        let context = context.clone();
+        async move {
+            let full = format!("{skill}:{tool}");
+            match context {
+                Some(c) if !c.allows(&full) => {
+                    ToolResult::failed("", ErrorKind::PermissionDenied, c.refusal(&full), 0)
+                }
+                _ => dispatcher.call(&full, args).await,
+            }
+        }
+    })
+    .await;
+    record(&dispatcher, &run).await;
+    Ok(Execution { run, plan })
+}
+
+/// Stores the transitions in `route_events` (a failure is logged, the answer stands).
+async fn record(dispatcher: &Dispatcher, run: &Run) {
+    let at = unix_ms_now();
+    let events: Vec<RouteEvent> = run
+        .transitions
+        .iter()
+        .map(|t| RouteEvent {
+            route_id: run.route_id.clone(),
+            seq: t.seq,
+            from_state: t.from.as_str().to_string(),
+            to_state: t.to.as_str().to_string(),
+            skill: t.skill.clone(),
+            tool: t.tool.clone(),
+            reason: t.reason.clone(),
+            at,
+        })
+        .collect();
+    let store = dispatcher.store().clone();
+    let _ = tokio::task::spawn_blocking(move || {
+        if let Err(e) = store.record_route_events(&events) {
+            tracing::error!(error = %e, "cannot record the route events");
+        }
+    })
+    .await;
+}
