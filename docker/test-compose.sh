@@ -13,7 +13,6 @@
 # passed, 1 when one failed, 2 when Docker or compose is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-repo=$(pwd)
 
 if ! docker info >/dev/null 2>&1; then
   echo "test-compose: no Docker engine answers (docker info failed)" >&2
@@ -55,6 +54,25 @@ failures=0
 passed=0
 pass() { passed=$((passed + 1)); echo "  ok    $1"; }
 fail() { failures=$((failures + 1)); echo "  FAIL  $1" >&2; [ $# -lt 2 ] || echo "        $2" >&2; }
+call() { # tool args-json -> the result of CONTRACT §3
+  curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "{\"tool\":\"$1\",\"args\":$2}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
+}
+expect() { # name json expr: passes when the python expression over r is true
+  local name=$1 body=$2 expr=$3
+  if python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($expr) else 1)" "$body" 2>/dev/null; then
+    pass "$name"
+  else
+    fail "$name" "$body"
+  fi
+}
+in_executor() { docker exec "$executor_id" "$@"; }
+expect_out() { # name regex command...: passes when the output matches the regex
+  local name=$1 re=$2 out
+  shift 2
+  out=$("$@" 2>&1) || true
+  if grep -Eq "$re" <<<"$out"; then pass "$name"; else fail "$name" "$out"; fi
+}
 
 teardown() {
   local rc=$?
@@ -85,44 +103,34 @@ compose up -d >"$work/up.log" 2>&1 || { cat "$work/up.log" >&2; exit 1; }
 core_id=$(compose ps -q core)
 executor_id=$(compose ps -q executor)
 fetch_id=$(compose ps -q fetchtarget)
+port=$(compose port core 7070 | awk -F: '{print $NF}')
+gateway="http://127.0.0.1:$port"
+ready_ms=""
 health=""
 for _ in $(seq 1 240); do
+  if [ -z "$ready_ms" ] && curl -fsS --max-time 2 "$gateway/healthz" 2>/dev/null | grep -q '"executor":"ok"'; then
+    ready_ms=$((($(date +%s%N) - up_started) / 1000000))
+  fi
   health=$(docker inspect -f '{{.State.Health.Status}}' "$core_id")
   [ "$health" = healthy ] && break
-  sleep 0.5
+  sleep 0.25
 done
 up_ms=$((($(date +%s%N) - up_started) / 1000000))
 if [ "$health" != healthy ]; then
   fail "compose up: the core is healthy (executor answering over mTLS)" "health: $health"
   exit 1
 fi
-pass "compose up: core healthy in ${up_ms} ms (executor answering over mTLS)"
+pass "compose up: gateway answers with the executor ok after ${ready_ms:-?} ms; Docker reports healthy after ${up_ms} ms"
 
-port=$(compose port core 7070 | awk -F: '{print $NF}')
+executor_health=$(docker inspect -f '{{.State.Health.Status}}' "$executor_id")
+for _ in $(seq 1 40); do
+  [ "$executor_health" != starting ] && break
+  sleep 0.25
+  executor_health=$(docker inspect -f '{{.State.Health.Status}}' "$executor_id")
+done
+expect "the executor container's healthcheck (listening on 7071) reports healthy" "\"$executor_health\"" 'r == "healthy"'
 token=$(compose exec -T core cat /workspace/.skillbox/api-token | tr -d '\r\n')
-gateway="http://127.0.0.1:$port"
 
-# json EXPR < JSON: prints a python expression over `r` (the parsed JSON).
-json() { python3 -c "import json,sys; r=json.load(sys.stdin); print(json.dumps($1) if not isinstance($1, str) else $1)"; }
-call() { # tool args-json -> the result of CONTRACT §3
-  curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-    -d "{\"tool\":\"$1\",\"args\":$2}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
-}
-expect() { # name json expr: passes when the python expression over r is true
-  local name=$1 body=$2 expr=$3
-  if python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($expr) else 1)" "$body" 2>/dev/null; then
-    pass "$name"
-  else
-    fail "$name" "$body"
-  fi
-}
-in_executor() { docker exec "$executor_id" "$@"; }
-expect_out() { # name regex command...: passes when the output matches the regex
-  local name=$1 re=$2 out
-  shift 2
-  out=$("$@" 2>&1) || true
-  if grep -Eq "$re" <<<"$out"; then pass "$name"; else fail "$name" "$out"; fi
-}
 
 # --- through the published gateway ----------------------------------------------------------
 echo "test-compose: gateway"
@@ -285,5 +293,5 @@ else
 fi
 
 # --- teardown is checked by the EXIT trap ----------------------------------------------------
-echo "test-compose: $passed passed, $failures failed; up to healthy ${up_ms} ms, tool round trip ${rtt_ms} ms, suite $(($(date +%s) - suite_started)) s"
+echo "test-compose: $passed passed, $failures failed; up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, suite $(($(date +%s) - suite_started)) s"
 [ "$failures" = 0 ]

@@ -50,6 +50,14 @@
 //! context_readiness = 0.10
 //! cost_penalty = 0.10
 //! conflict_penalty = 0.05
+//!
+//! [repair]                         # routing spec §11–13 (crate::repair explains the checks)
+//! attempts_per_run = 2             # repair attempts one run may make on one skill
+//! files_per_attempt = 3            # files one attempt may change
+//! hunks_per_attempt = 8            # hunks one attempt may contain
+//! added_doc_tokens = 300           # words one attempt may add to SKILL.md and references/
+//! min_task_progress = 0.70         # a repair needs the failed run this close to success
+//! max_root_causes = 1              # ... and at most this many root causes (at least one)
 //! ```
 
 use std::path::Path;
@@ -77,6 +85,8 @@ pub struct Config {
     pub trust: TrustSection,
     /// Routing weights and threshold.
     pub routing: crate::router::RoutingConfig,
+    /// Self-repair budget and eligibility.
+    pub repair: crate::repair::RepairConfig,
 }
 
 /// `[trust]`
@@ -267,6 +277,20 @@ mod tests {
         assert_eq!(c.fetch.timeout_ms, 15_000);
         assert_eq!(c.gateway, GatewayConfig::default());
         assert!(!c.trust.require_signed);
+    }
+
+    #[test]
+    fn repair_section_is_read_with_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[repair]\nattempts_per_run = 1\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path()).unwrap();
+        assert_eq!(c.repair.attempts_per_run, 1);
+        assert_eq!(c.repair.budget().hunks_per_attempt, 8);
+        assert_eq!(c.repair.budget().added_doc_tokens, 300);
     }
 
     #[test]

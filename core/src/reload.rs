@@ -46,6 +46,10 @@ pub enum Cause {
     Hangup,
     /// The trust folder changed on disk.
     TrustChanged,
+    /// A repair was applied to a skill through the gateway.
+    Repair,
+    /// A file under the skills root changed ([`crate::watch`]).
+    SkillsChanged,
 }
 
 /// What a reload found.

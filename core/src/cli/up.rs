@@ -1,7 +1,8 @@
 //! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
 //! a configured executor URL): start the channel, the callback listener and the gateway;
-//! supervise the executor; reload skills and trust on SIGHUP or when `<state>/trust/`
-//! changes ([`crate::reload`]); shut down cleanly on Ctrl-C or SIGTERM.
+//! supervise the executor; reload skills and trust on SIGHUP, when `<state>/trust/`
+//! changes ([`crate::reload`]) or when the skills root changes ([`crate::watch`]); shut
+//! down cleanly on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -198,6 +199,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         Arc::clone(&reloader),
         reload::TRUST_POLL_INTERVAL,
     ));
+    let skills_watch_task = tokio::spawn(crate::watch::watch_skills(Arc::clone(&reloader)));
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,
@@ -211,6 +213,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     println!("skillbox: shutting down");
     hangup_task.abort();
     watch_task.abort();
+    skills_watch_task.abort();
     gateway_task.abort();
     callback_task.abort();
     if let Some(s) = supervisor {

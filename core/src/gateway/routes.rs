@@ -16,6 +16,7 @@ use crate::approvals::ApprovalError;
 use crate::contexts::{self, disclosure};
 use crate::install::{self, disabled, remove, verify, Limits};
 use crate::reload::Cause;
+use crate::repair::{RepairProposal, RepairTarget};
 use crate::store::{ApprovalStatus, Decision};
 
 type Reply = Result<Response<Full<Bytes>>, ApiError>;
@@ -96,6 +97,10 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
         (Method::POST, ["v1", "skills", "install"]) => {
             let body: InstallRequest = read_json(gw, req).await?;
             install_skill(gw, body.source).await
+        }
+        (Method::POST, ["v1", "skills", name, "repairs"]) => {
+            let name = name.to_string();
+            repair_skill(gw, name, read_json(gw, req).await?).await
         }
         (Method::DELETE, ["v1", "skills", name]) => remove_skill(gw, name).await,
         (Method::POST, ["v1", "trust", "reload"]) => reload(gw, Cause::Request).await,
@@ -444,6 +449,40 @@ async fn remove_skill(gw: &Gateway, name: &str) -> Reply {
         Err(e) => json!({"error": e.message}),
     };
     Ok(ok(&json!({"removed": removed, "reload": reload_body})))
+}
+
+/// `POST /v1/skills/{name}/repairs`: judges a repair proposal and applies it
+/// ([`crate::repair`]), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
+async fn repair_skill(gw: &Gateway, name: String, proposal: RepairProposal) -> Reply {
+    let d = std::sync::Arc::clone(&gw.dispatcher);
+    let root = gw.skills_root.clone();
+    let config = gw
+        .skills_root
+        .parent()
+        .and_then(|ws| crate::config::Config::load(ws).ok())
+        .map(|c| c.repair)
+        .unwrap_or_default();
+    let result = tokio::task::spawn_blocking(move || {
+        let catalog = d.catalog();
+        let target = RepairTarget {
+            skills_root: &root,
+            catalog: &catalog,
+            store: d.store(),
+            config: &config,
+        };
+        crate::repair::propose(&target, &name, &proposal)
+    })
+    .await
+    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    let record = match result {
+        Ok(r) => r,
+        Err(e) => return Ok(refusal(&e.to_string(), e.error_kind(), e.check())),
+    };
+    let reload_body = match reload(gw, Cause::Repair).await {
+        Ok(_) => json!("ok"),
+        Err(e) => json!({"error": e.message}),
+    };
+    Ok(ok(&json!({"repair": record, "reload": reload_body})))
 }
 
 /// A refused install or removal: the status of its kind, and the check that refused it.

@@ -187,11 +187,14 @@ pub fn enforce(catalog: &mut Catalog, policy: &TrustPolicy, now: SystemTime) -> 
                         .iter()
                         .find(|r| r.name == skill.name && r.status == Status::Failed)
                         .map(|r| {
-                            format!(
-                                "{}: {}",
-                                r.check.as_deref().unwrap_or("verify"),
-                                r.reason.as_deref().unwrap_or("does not verify")
-                            )
+                            let check = r.check.as_deref().unwrap_or("verify");
+                            let reason = r.reason.as_deref().unwrap_or("does not verify");
+                            // Verifier messages already start with their check's name.
+                            if reason.starts_with(&format!("{check}:")) {
+                                reason.to_string()
+                            } else {
+                                format!("{check}: {reason}")
+                            }
                         }),
                     None if policy.require_signed => Some(
                         "not installed with `skillbox skill install` and [trust] require_signed = true"

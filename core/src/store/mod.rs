@@ -1,6 +1,6 @@
 //! The core's state in SQLite, `<state>/skillbox.db`: approvals of `write`/`sign` tool
-//! calls, one row per finished call, per-skill success counts, skills pinned per context
-//! and the transitions of executed activation plans.
+//! calls, one row per finished call, per-skill success counts, skills pinned per context,
+//! the transitions of executed activation plans and the records of skill repairs.
 //!
 //! The database runs in WAL mode with `synchronous=NORMAL` and foreign keys on; its schema
 //! version is `PRAGMA user_version`, and [`Store::open`] applies the missing migrations in
@@ -11,6 +11,7 @@
 mod approvals;
 mod calls;
 mod contexts;
+mod repairs;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -21,6 +22,7 @@ use rusqlite::{Connection, TransactionBehavior};
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
 pub use calls::{CallRecord, SkillStats};
 pub use contexts::{Pin, RouteEvent};
+pub use repairs::{RepairOutcome, RepairRecord};
 
 /// The database's file name inside the state directory.
 pub const DB_FILE: &str = "skillbox.db";
@@ -82,6 +84,22 @@ const MIGRATIONS: &[&str] = &[
         at         INTEGER NOT NULL,
         PRIMARY KEY (route_id, seq)
     ) STRICT;",
+    // 3: the structured records of skill repairs (routing spec §12).
+    "CREATE TABLE repairs (
+        id              TEXT PRIMARY KEY NOT NULL,
+        skill           TEXT NOT NULL,
+        run_id          TEXT NOT NULL,
+        attempt         INTEGER NOT NULL CHECK (attempt >= 0),
+        error_signature TEXT NOT NULL,
+        root_cause      TEXT NOT NULL,
+        patched_files   TEXT NOT NULL,
+        expected_effect TEXT NOT NULL,
+        outcome         TEXT NOT NULL CHECK (outcome IN ('applied', 'rolled_back', 'refused')),
+        check_name      TEXT,
+        reason          TEXT,
+        at              INTEGER NOT NULL
+    ) STRICT;
+    CREATE INDEX repairs_by_run ON repairs (skill, run_id);",
 ];
 
 /// Why a state-database operation failed. Each variant names the step.
@@ -252,6 +270,22 @@ pub enum StoreError {
     RecordRouteEvents {
         /// The route.
         route_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Saving a repair record failed.
+    #[error("could not record a repair of {skill}: {source}")]
+    RecordRepair {
+        /// The skill.
+        skill: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Reading repair records failed.
+    #[error("could not read the repairs of {skill}: {source}")]
+    ReadRepairs {
+        /// The skill.
+        skill: String,
         /// SQLite's error.
         source: rusqlite::Error,
     },

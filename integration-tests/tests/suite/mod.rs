@@ -9,5 +9,6 @@ mod fetch;
 mod install;
 mod protocols;
 mod read_file;
+mod repairs;
 mod resilience;
 mod secrets;

@@ -62,6 +62,7 @@ tool = request["params"]["tool"]
 args = request["params"]["args"]
 if tool == "whoami":
     result = {
+        "hostname": socket.gethostname(),
         "uid": os.getuid(),
         "gid": os.getgid(),
         "groups": os.getgroups(),
