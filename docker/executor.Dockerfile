@@ -33,11 +33,11 @@ ARG BIN_DIR=target/release
 COPY ${BIN_DIR}/skillbox-executor /usr/local/bin/skillbox-executor
 
 EXPOSE 7071
-# Healthy while something listens on 7071 (0x1BA7, state 0A in /proc/net/tcp): a probe
+# Healthy while something listens on 7071 (0x1B9F, state 0A in /proc/net/tcp): a probe
 # that connects would be one more refused mTLS handshake in the log every few seconds.
 # Whether the executor answers RPCs is the core's /healthz (and the core's healthcheck).
 HEALTHCHECK --interval=5s --timeout=3s --start-period=60s --retries=3 \
-  CMD ["bash", "-c", "grep -qi ':1BA7 [0-9A-F]*:0000 0A' /proc/net/tcp /proc/net/tcp6"]
+  CMD ["bash", "-c", "grep -qi ':1B9F [0-9A-F]*:0000 0A' /proc/net/tcp /proc/net/tcp6"]
 ENTRYPOINT ["skillbox-executor"]
 CMD ["serve", "--skills", "/skills", "--listen", "0.0.0.0:7071", "--pki", "/pki", \
      "--core-url", "https://core:7072", "--wait-pki", "300"]
