@@ -66,6 +66,22 @@ pub(crate) fn create_dir(dir: &Path, mode: u32) -> io::Result<()> {
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder with `mode`
 /// from the start, flushed to disk, then renamed over `path`.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    synced_temp(path, bytes, mode)?
+        .persist(path)
+        .map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Writes `bytes` to `path` (mode `mode`) only if `path` does not exist yet.
+pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    synced_temp(path, bytes, mode)?
+        .persist_noclobber(path)
+        .map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// A temporary file beside `path` holding `bytes` with `mode`, flushed to disk.
+fn synced_temp(path: &Path, bytes: &[u8], mode: u32) -> io::Result<tempfile::NamedTempFile> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
@@ -78,25 +94,7 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<(
         .set_permissions(fs::Permissions::from_mode(mode))?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
-}
-
-/// Writes `bytes` to `path` (mode `mode`) only if `path` does not exist yet.
-pub(crate) fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let parent = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".skillbox-tmp-")
-        .tempfile_in(parent)?;
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
-    tmp.persist_noclobber(path).map_err(|e| e.error)?;
-    Ok(())
+    Ok(tmp)
 }
 
 #[cfg(test)]
