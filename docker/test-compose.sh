@@ -43,7 +43,11 @@ export SKILLBOX_CONFIG=./integration-tests/compose/skillbox.toml
 export SKILLBOX_SKILLS=./integration-tests/compose/skills
 export SKILLBOX_GATEWAY_BIND=127.0.0.1:   # an ephemeral host port
 export RUST_LOG=info
-files=(-f compose.yaml -f integration-tests/compose/compose.test.yaml)
+# The core gets the Docker socket (docker/compose.docker.yaml): the supervisor and the
+# per-call containers of `execution.sandbox: container` are under test too.
+SKILLBOX_DOCKER_GID=$(stat -c %g /var/run/docker.sock)
+export SKILLBOX_DOCKER_GID
+files=(-f compose.yaml -f docker/compose.docker.yaml -f integration-tests/compose/compose.test.yaml)
 # One more compose file on top, e.g. to weaken the deployment and see the checks fail.
 [ -z "${SKILLBOX_COMPOSE_OVERRIDE:-}" ] || files+=(-f "$SKILLBOX_COMPOSE_OVERRIDE")
 compose() {
@@ -84,6 +88,7 @@ teardown() {
   compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1
   local left
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"
+    [ -z "${core_id:-}" ] || docker ps -aq --filter "label=dev.skillbox.owner=$core_id"
     docker network ls -q --filter "label=com.docker.compose.project=$project"
     docker volume ls -q --filter "label=com.docker.compose.project=$project")
   if [ -n "$left" ]; then
@@ -247,6 +252,38 @@ bind=$(docker inspect -f '{{json .HostConfig.PortBindings}}' "$core_id")
 expect "the gateway is published on 127.0.0.1 only" "$bind" \
   'all(b["HostIp"] == "127.0.0.1" for bs in r.values() for b in bs)'
 
+# --- execution.sandbox: container -----------------------------------------------------------
+echo "test-compose: per-call containers (execution.sandbox: container)"
+executor_host=$(call probe:whoami '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["hostname"])')
+boxed=$(call boxed:whoami '{}')
+expect "a container-sandbox call succeeds, in its own container (not the executor's)" "$boxed" \
+  "r['success'] is True and r['data']['hostname'] not in ('$executor_host', '')"
+expect "the call's container has no network but loopback" "$boxed" 'r["data"]["interfaces"] == ["lo"]'
+expect "the call's container sees only its own skill under /skills" "$boxed" 'r["data"]["skills"] == ["boxed"]'
+expect "the tool in it still runs as a per-call user with no capability, no_new_privs, seccomp" "$boxed" \
+  'r["data"]["uid"] >= 2000000 and int(r["data"]["CapEff"], 16) == 0 and int(r["data"]["CapBnd"], 16) == 0 and r["data"]["NoNewPrivs"] == "1" and r["data"]["Seccomp"] == "2"'
+expect "the declared secret reaches it over stdin" "$boxed" "r['data']['probe_secret'] == '$secret'"
+body=$(call boxed:fetch '{"url":"http://fetchtarget:8080/hello.txt"}')
+expect "its fetch is relayed over the container's stdio to the core's proxy" "$body" \
+  'r["success"] is True and r["data"]["ok"] is True and r["data"]["status"] == 200 and "hello from the fetch target" in r["data"]["body"]'
+body=$(call boxed:fetch '{"url":"http://example.com/"}')
+expect "the core refuses an undeclared host for it (-32001)" "$body" \
+  'r["success"] is True and r["data"]["ok"] is False and r["data"]["code"] == -32001'
+expect "no per-call container is left after the calls" \
+  "\"$(docker ps -aq --filter label=dev.skillbox.call --filter "label=dev.skillbox.owner=$core_id" | tr '\n' ' ')\"" 'r.strip() == ""'
+median_ms() { # tool -> median of 7 round trips in ms
+  local t s
+  for _ in 1 2 3 4 5 6 7; do
+    s=$(date +%s%N)
+    call "$1" '{}' >/dev/null
+    t+=" $((($(date +%s%N) - s) / 1000000))"
+  done
+  python3 -c 'import statistics,sys; print(int(statistics.median(map(int, sys.argv[1:]))))' $t
+}
+process_ms=$(median_ms probe:whoami)
+container_ms=$(median_ms boxed:whoami)
+pass "round trip, median of 7: process sandbox ${process_ms} ms, per-call container ${container_ms} ms"
+
 # --- the executor going away mid-call ------------------------------------------------------
 echo "test-compose: executor lost mid-call"
 wait_call_ok() { # seconds -> prints the ms until a call succeeds again, fails after seconds
@@ -275,8 +312,8 @@ if back_ms=$(wait_call_ok 60); then
 else
   fail "executor crash: the executor is back within 60 s" "$(docker inspect -f '{{.State.Status}} restarts={{.RestartCount}}' "$executor_id")"
 fi
-# An operator's `docker kill`: Docker counts it as a manual stop and does not restart the
-# container (the bollard supervisor of issue 7 is not built); `compose up -d` does.
+# An operator's `docker kill`: Docker counts it as a manual stop and its restart policy
+# leaves the container down; the core's supervisor starts it again.
 call probe:sleep '{"seconds":5}' >"$work/kill.json" &
 sleep 1.5
 docker kill "$executor_id" >/dev/null
@@ -285,13 +322,51 @@ expect "docker kill mid-call: the caller gets unavailable" "$(cat "$work/kill.js
   'r["success"] is False and r["error_kind"] == "unavailable"'
 expect "docker kill: /healthz reports the executor down" "$(curl -sS --max-time 10 "$gateway/healthz")" \
   'r["status"] == "ok" and r["executor"] == "down"'
-compose up -d >"$work/up2.log" 2>&1 || cat "$work/up2.log" >&2
 if back_ms=$(wait_call_ok 60); then
-  pass "docker kill: after compose up -d the next call succeeds (${back_ms} ms)"
+  pass "docker kill: the supervisor starts the executor again; the next call succeeds after ${back_ms} ms"
 else
-  fail "docker kill: the executor is back after compose up -d" "$(cat "$work/up2.log")"
+  fail "docker kill: the supervisor brings the executor back within 60 s" "$(docker inspect -f '{{.State.Status}}' "$executor_id"; curl -sS "$gateway/healthz")"
 fi
+expect "docker kill: /healthz shows the supervisor's start of the killed executor" "$(curl -sS --max-time 10 "$gateway/healthz")" \
+  'r["supervisor"]["restarts"] >= 1 and "exited with code 137" in r["supervisor"]["last_action"] and r["executor"] == "ok"'
+
+# A hung executor: the process is stopped (SIGSTOP), the container runs on. Health
+# questions time out, calls skip it, and after [docker] restart_after_ms the supervisor
+# restarts the container.
+restarts_before=$(curl -sS --max-time 10 "$gateway/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin)["supervisor"]["restarts"])')
+in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || kill -STOP "${d#/proc/}"; done'
+hung_started=$(date +%s%N)
+sleep 3
+expect "hung executor: /healthz reports it down while it does not answer" "$(curl -sS --max-time 10 "$gateway/healthz")" \
+  'r["executor"] == "down" and any(not e["healthy"] for e in r["executors"])'
+if back_ms=$(wait_call_ok 60); then
+  back_ms=$((($(date +%s%N) - hung_started) / 1000000))
+  pass "hung executor: the supervisor restarts it; calls succeed again ${back_ms} ms after it hung"
+else
+  fail "hung executor: restarted within 60 s" "$(curl -sS "$gateway/healthz")"
+fi
+expect "hung executor: the supervisor says it restarted the executor that stopped answering" "$(curl -sS --max-time 10 "$gateway/healthz")" \
+  "r['supervisor']['restarts'] > $restarts_before and 'had not answered health' in r['supervisor']['last_action']"
+
+# --- scaled out: two executors -------------------------------------------------------------
+echo "test-compose: --scale executor=2"
+compose up -d --no-recreate --scale executor=2 >"$work/scale.log" 2>&1 || cat "$work/scale.log" >&2
+healthy=0
+for _ in $(seq 1 120); do
+  healthy=$(curl -sS --max-time 5 "$gateway/healthz" | python3 -c 'import json,sys; print(sum(e["healthy"] for e in json.load(sys.stdin)["executors"]))' 2>/dev/null || echo 0)
+  [ "$healthy" -ge 2 ] && break
+  sleep 0.25
+done
+expect "scale: the core finds both executors through the service name" "$healthy" 'r == 2'
+hosts=()
+for _ in 1 2 3 4 5 6; do
+  hosts+=("$(call probe:whoami '{}' | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["hostname"])' 2>/dev/null || echo failed)")
+done
+expect "scale: six calls are spread over both executors (round robin)" \
+  "$(printf '%s\n' "${hosts[@]}" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))')" \
+  'len(set(r)) == 2 and "failed" not in r and all(r.count(h) == 3 for h in set(r))'
 
 # --- teardown is checked by the EXIT trap ----------------------------------------------------
-echo "test-compose: $passed passed, $failures failed; up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, suite $(($(date +%s) - suite_started)) s"
+echo "test-compose: up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, process ${process_ms:-?} ms vs container ${container_ms:-?} ms (median), suite $(($(date +%s) - suite_started)) s"
+echo "compose: $passed passed, $failures failed"
 [ "$failures" = 0 ]

@@ -8,6 +8,9 @@
 //!
 //! [executor]
 //! url = ""                         # `skillbox serve`: the executor's https URL; `up` starts its own
+//! urls = []                        # `serve`: more executor URLs. Every host name is resolved again
+//!                                  # each health round: `executor` scaled to N containers is N executors
+//! health_interval_ms = 2000        # each executor is asked `health` this often; calls skip unhealthy ones
 //! listen = "127.0.0.1:7071"        # `up`: where the executor it starts listens
 //! callback_listen = "127.0.0.1:7072" # where the core takes executor callbacks (fetch, sign, readFile)
 //! callback_url = ""                # how the executor reaches that listener (default https://<callback_listen>)
@@ -16,6 +19,20 @@
 //! binary = ""                      # skillbox-executor to start (default: next to skillbox)
 //! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
 //!                                  # CA certificate here (a volume the executor mounts)
+//!
+//! [docker]                         # the Docker engine, when the core can reach one (crate::docker)
+//! socket = "auto"                  # "auto": /var/run/docker.sock if it answers; "off"; or a socket path
+//! supervise = true                 # restart executor containers that exited or stopped answering
+//! project = ""                     # their compose project (default: the core container's own)
+//! service = "executor"             # their compose service
+//! restart_after_ms = 10000         # an executor unhealthy this long is restarted
+//! interval_ms = 3000               # how often the supervisor looks
+//! executor_image = "skillbox-executor:latest" # image of `execution.sandbox: container` calls
+//! skills_host_dir = ""             # the skills root as the engine's host sees it (default: found
+//!                                  # from the core container's mounts, else the skills root)
+//! container_memory_overhead_mb = 64 # added to the skill's memory_mb for the executor itself
+//! container_pids = 128             # pids limit of a per-call container
+//! container_cpus = 1.0             # CPU limit of a per-call container
 //!
 //! [fetch]
 //! allow_private = []               # "host:port" pairs that may resolve to private addresses
@@ -75,6 +92,8 @@ pub struct Config {
     pub gateway: GatewayConfig,
     /// Executor and channel settings.
     pub executor: ExecutorConfig,
+    /// The Docker engine: executor supervision and per-call containers.
+    pub docker: DockerSection,
     /// Fetch proxy settings.
     pub fetch: FetchSection,
     /// readFile proxy settings.
@@ -122,6 +141,10 @@ impl Default for GatewayConfig {
 pub struct ExecutorConfig {
     /// The executor's URL for `skillbox serve`.
     pub url: String,
+    /// More executor URLs for `skillbox serve`.
+    pub urls: Vec<String>,
+    /// Pause between health rounds over the executors.
+    pub health_interval_ms: u64,
     /// Where `up` makes its executor listen.
     pub listen: String,
     /// The core's callback listener.
@@ -142,6 +165,8 @@ impl Default for ExecutorConfig {
     fn default() -> Self {
         Self {
             url: String::new(),
+            urls: Vec::new(),
+            health_interval_ms: 2_000,
             listen: "127.0.0.1:7071".into(),
             callback_listen: "127.0.0.1:7072".into(),
             callback_url: String::new(),
@@ -149,6 +174,52 @@ impl Default for ExecutorConfig {
             max_concurrent: 16,
             binary: String::new(),
             pki_export: String::new(),
+        }
+    }
+}
+
+/// `[docker]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DockerSection {
+    /// `auto`, `off` or a socket path.
+    pub socket: String,
+    /// Supervise the executor containers.
+    pub supervise: bool,
+    /// Compose project of the executor containers; empty: the core container's own.
+    pub project: String,
+    /// Compose service of the executor containers.
+    pub service: String,
+    /// Restart an executor unhealthy this long.
+    pub restart_after_ms: u64,
+    /// Pause between supervisor rounds.
+    pub interval_ms: u64,
+    /// Image of per-call containers.
+    pub executor_image: String,
+    /// The skills root as the engine's host sees it; empty: found.
+    pub skills_host_dir: String,
+    /// Memory added to a skill's `memory_mb` for the executor in a per-call container.
+    pub container_memory_overhead_mb: u64,
+    /// Pids limit of a per-call container.
+    pub container_pids: i64,
+    /// CPU limit of a per-call container.
+    pub container_cpus: f64,
+}
+
+impl Default for DockerSection {
+    fn default() -> Self {
+        Self {
+            socket: "auto".into(),
+            supervise: true,
+            project: String::new(),
+            service: "executor".into(),
+            restart_after_ms: 10_000,
+            interval_ms: 3_000,
+            executor_image: "skillbox-executor:latest".into(),
+            skills_host_dir: String::new(),
+            container_memory_overhead_mb: 64,
+            container_pids: 128,
+            container_cpus: 1.0,
         }
     }
 }

@@ -5,19 +5,21 @@
 //! until the call ends (the token dies with it).
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
-use skillbox_protocol::channel::client::{ClientError, RpcClient};
+use skillbox_protocol::channel::client::ClientError;
 use skillbox_protocol::methods::{method, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::{Catalog, Security, Skill};
+use skillbox_protocol::skill::{Catalog, SandboxKind, Security, Skill};
 use subtle::ConstantTimeEq;
 
 use crate::approvals::{ApprovalRequest, Approvals};
+use crate::docker::oneoff::ContainerRunner;
+use crate::executors::ExecutorPool;
 use crate::secrets::Secrets;
 use crate::store::{unix_ms_now, CallRecord, Store};
 
@@ -48,7 +50,8 @@ pub enum CallbackAuthError {
 #[derive(Debug)]
 pub struct Dispatcher {
     catalog: RwLock<Arc<Catalog>>,
-    executor: RpcClient,
+    executor: Arc<ExecutorPool>,
+    containers: OnceLock<Arc<ContainerRunner>>,
     secrets: Secrets,
     approvals: Arc<Approvals>,
     store: Store,
@@ -58,10 +61,10 @@ pub struct Dispatcher {
 }
 
 impl Dispatcher {
-    /// A dispatcher over a catalog and an executor client.
+    /// A dispatcher over a catalog and the executors.
     pub fn new(
         catalog: Catalog,
-        executor: RpcClient,
+        executor: Arc<ExecutorPool>,
         secrets: Secrets,
         approvals: Arc<Approvals>,
         store: Store,
@@ -70,6 +73,7 @@ impl Dispatcher {
         Self {
             catalog: RwLock::new(Arc::new(catalog)),
             executor,
+            containers: OnceLock::new(),
             secrets,
             approvals,
             store,
@@ -94,9 +98,19 @@ impl Dispatcher {
         }
     }
 
-    /// The executor client.
-    pub fn executor(&self) -> &RpcClient {
+    /// The executors.
+    pub fn executor(&self) -> &Arc<ExecutorPool> {
         &self.executor
+    }
+
+    /// Runs the calls of `execution.sandbox: container` skills from now on (set once).
+    pub fn set_container_runner(&self, runner: Arc<ContainerRunner>) {
+        let _ = self.containers.set(runner);
+    }
+
+    /// The runner of `execution.sandbox: container` calls, when the core has a Docker engine.
+    pub fn container_runner(&self) -> Option<&Arc<ContainerRunner>> {
+        self.containers.get()
     }
 
     /// The approvals.
@@ -239,6 +253,22 @@ impl Dispatcher {
             token,
         });
         let _guard = self.register(call_id, active);
+        if skill.execution.sandbox == SandboxKind::Container {
+            let runner = self.containers.get().ok_or_else(|| {
+                (
+                    ErrorKind::Unavailable,
+                    format!(
+                        "skill {skill_name:?} asks for execution.sandbox: container and the core has no Docker engine; \
+                         give the core the Docker socket ([docker] socket) or change the skill's sandbox"
+                    ),
+                )
+            })?;
+            let timeout = Duration::from_millis(skill.timeout_ms(&tool));
+            return runner
+                .run(&skill, params, timeout)
+                .await
+                .map_err(|e| (e.error_kind(), e.to_string()));
+        }
         let params =
             serde_json::to_value(params).map_err(|e| (ErrorKind::Protocol, e.to_string()))?;
         match self.executor.call(method::TOOL_EXECUTE, params, self.call_timeout).await {

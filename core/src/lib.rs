@@ -8,6 +8,8 @@ pub mod cli;
 pub mod config;
 pub mod contexts;
 pub mod dispatch;
+pub mod docker;
+pub mod executors;
 pub mod gateway;
 pub mod install;
 pub mod pki;

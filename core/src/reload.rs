@@ -127,7 +127,7 @@ impl Reloader {
         let executor = self
             .dispatcher
             .executor()
-            .call(method::SKILL_RELOAD, json!({}), EXECUTOR_RELOAD_TIMEOUT)
+            .broadcast(method::SKILL_RELOAD, json!({}), EXECUTOR_RELOAD_TIMEOUT)
             .await
             .map_err(ReloadError::Executor)?;
         Ok(ReloadReport {

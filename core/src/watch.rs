@@ -151,8 +151,6 @@ fn collect(dir: &Path, depth: usize, out: &mut Vec<Entry>) {
 mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use skillbox_protocol::channel::client::RpcClient;
-    use skillbox_protocol::channel::EXECUTOR_IDENTITY;
     use skillbox_protocol::skill::Catalog;
 
     use super::*;
@@ -189,12 +187,13 @@ mod tests {
         write_skill(&root, "first");
         crate::pki::ensure(&state).unwrap();
         // No executor listens: the reload swaps the catalog, then reports the executor down.
-        let executor = RpcClient::new(
-            "https://127.0.0.1:9",
-            EXECUTOR_IDENTITY,
-            &crate::pki::core_files(&state),
-        )
-        .unwrap();
+        let executor = Arc::new(
+            crate::executors::ExecutorPool::new(
+                &["https://127.0.0.1:9".to_string()],
+                crate::pki::core_files(&state),
+            )
+            .unwrap(),
+        );
         let store = Store::open(&Store::db_path(&state)).unwrap();
         let approvals = Arc::new(Approvals::new(
             store.clone(),

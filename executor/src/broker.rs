@@ -1,12 +1,14 @@
 //! Where a tool's capability requests (`fetch`, `sign`, `readFile`) go. The core's channel
-//! implements [`CapabilityBroker`]; in one-shot mode ([`OneShotBroker`]) there is no core
-//! and every request answers -32003.
+//! (`server::CoreBroker`, over mutual TLS) and the stdio relay (`relay::RelayBroker`, over
+//! the executor's own stdin/stdout) implement [`CapabilityBroker`] and forward each request
+//! as [`core_request`] says; in one-shot mode ([`OneShotBroker`]) there is no core and every
+//! request answers -32003.
 
 use std::future::Future;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
-use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::methods::{method, CoreCallbackParams, SecretValue};
 
 /// The call a capability request belongs to.
 #[derive(Debug, Clone)]
@@ -32,6 +34,36 @@ pub trait CapabilityBroker: Send + Sync {
     ) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
 }
 
+/// The core method a tool's capability request is forwarded as (`fetch` → `core.fetch`,
+/// `sign` → `core.sign`, `readFile` → `core.readFile`) and its params: the call id, the
+/// call's capability token and the tool's request (CONTRACT §5). An unknown capability
+/// answers -32601.
+pub fn core_request(
+    call: &CallInfo,
+    capability: &str,
+    params: Option<Value>,
+) -> Result<(&'static str, Value), ErrorObject> {
+    let core_method = match capability {
+        method::FETCH => method::CORE_FETCH,
+        method::SIGN => method::CORE_SIGN,
+        method::READ_FILE => method::CORE_READ_FILE,
+        other => {
+            return Err(ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!("unknown capability {other:?}; available: fetch, sign, readFile"),
+            ));
+        }
+    };
+    let body = CoreCallbackParams {
+        call_id: call.call_id.clone(),
+        capability_token: call.capability_token.clone(),
+        request: params.unwrap_or(Value::Null),
+    };
+    let body = serde_json::to_value(body)
+        .map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+    Ok((core_method, body))
+}
+
 /// The broker of `skillbox-executor exec`: no core, no capabilities.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct OneShotBroker;
@@ -47,5 +79,43 @@ impl CapabilityBroker for OneShotBroker {
             code::CAPABILITY_UNAVAILABLE,
             format!("capability {method:?} is unavailable: no core is connected (one-shot mode)"),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call() -> CallInfo {
+        CallInfo {
+            call_id: "c1".into(),
+            skill: "s".into(),
+            tool: "t".into(),
+            capability_token: SecretValue("tok".into()),
+        }
+    }
+
+    #[test]
+    fn core_request_maps_each_capability_to_its_core_method() {
+        for (capability, core) in [
+            ("fetch", "core.fetch"),
+            ("sign", "core.sign"),
+            ("readFile", "core.readFile"),
+        ] {
+            let (method, body) = core_request(&call(), capability, Some(json!({"a": 1}))).unwrap();
+            assert_eq!(method, core);
+            assert_eq!(
+                body,
+                json!({"call_id": "c1", "capability_token": "tok", "request": {"a": 1}})
+            );
+        }
+    }
+
+    #[test]
+    fn core_request_refuses_unknown_capability() {
+        let err = core_request(&call(), "exec", None).unwrap_err();
+        assert_eq!(err.code, code::METHOD_NOT_FOUND);
+        assert!(err.message.contains("\"exec\""), "{}", err.message);
     }
 }

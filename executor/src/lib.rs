@@ -5,12 +5,15 @@
 //!   rlimits, the env allowlist, process lifetime), and the kernel probe.
 //! - [`stdio`]: the tool stdio protocols of CONTRACT §2 (`jsonrpc`, `plain`).
 //! - [`broker`]: where a tool's capability requests go (the core, or nowhere in one-shot mode).
+//! - [`relay`]: `exec --stdio`, one call whose request and capability traffic go over the
+//!   executor's own stdin/stdout (a one-off container the core attaches to).
 //! - [`registry`]: the skills this executor can run, with compiled argument schemas.
 //! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
 
 pub mod broker;
 pub mod call;
 pub mod registry;
+pub mod relay;
 pub mod sandbox;
 pub mod server;
 pub mod stdio;

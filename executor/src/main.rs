@@ -1,5 +1,13 @@
 //! `skillbox-executor`: `exec` runs one tool call in the full sandbox with no core;
-//! `probe` prints what the kernel enforces (CONTRACT §4).
+//! `serve` is the daemon the core talks to over mutual TLS; `probe` prints what the kernel
+//! enforces (CONTRACT §4).
+//!
+//! `exec --stdio` runs one call for a core that attaches to the executor's stdin/stdout
+//! (a one-off container with `network: none`): the core writes one `tool.execute` request
+//! line on stdin (so env values and the capability token never appear on the command
+//! line), the tool's capability requests are relayed as `core.fetch` / `core.sign` /
+//! `core.readFile` request lines on stdout and answered on stdin, and the executor ends with
+//! the result as the response line of id 0. See [`skillbox_executor::relay`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -9,6 +17,7 @@ use clap::{Args, Parser, Subcommand};
 use skillbox_executor::broker::OneShotBroker;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
+use skillbox_executor::relay;
 use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 
@@ -25,7 +34,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run one tool call in the full sandbox, with no core, and print its result as JSON.
+    /// Run one tool call in the full sandbox, with no core, and print its result as JSON
+    /// (with --stdio: read the request from stdin and relay capabilities over stdin/stdout).
     Exec(ExecArgs),
     /// Serve the core over mutual TLS (JSON-RPC on POST /rpc).
     Serve(ServeArgs),
@@ -43,8 +53,8 @@ struct ExecArgs {
     #[arg(long, value_name = "DIR")]
     skills: PathBuf,
     /// The tool, as SKILL:TOOL.
-    #[arg(long, value_name = "SKILL:TOOL")]
-    tool: String,
+    #[arg(long, value_name = "SKILL:TOOL", required_unless_present = "stdio")]
+    tool: Option<String>,
     /// Arguments as a JSON object.
     #[arg(long, value_name = "JSON", default_value = "{}")]
     args: String,
@@ -57,6 +67,10 @@ struct ExecArgs {
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
+    /// Read one tool.execute request line from stdin and relay the tool's capability
+    /// requests over stdout/stdin (JSON-RPC lines); the result is the last stdout line.
+    #[arg(long, conflicts_with_all = ["tool", "args", "env"])]
+    stdio: bool,
 }
 
 #[derive(Debug, Args)]
@@ -156,8 +170,64 @@ fn usage(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
+fn sandbox_config(scratch_root: Option<PathBuf>, insecure_no_sandbox: bool) -> SandboxConfig {
+    let mut config = SandboxConfig {
+        insecure_no_sandbox,
+        ..SandboxConfig::default()
+    };
+    if let Some(root) = scratch_root {
+        config.scratch_root = root;
+    }
+    config
+}
+
+fn current_thread_runtime() -> Option<tokio::runtime::Runtime> {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("skillbox-executor: cannot start the runtime: {e}");
+            None
+        }
+    }
+}
+
+fn run_exec_stdio(a: ExecArgs) -> ExitCode {
+    if !a.skills.is_dir() {
+        return usage(&format!("--skills {} is not a folder", a.skills.display()));
+    }
+    let config = sandbox_config(a.scratch_root, a.insecure_no_sandbox);
+    let Some(runtime) = current_thread_runtime() else {
+        return ExitCode::from(EXIT_FAILED);
+    };
+    let outcome = runtime.block_on(relay::run_stdio(
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        &a.skills,
+        config,
+    ));
+    // The stdin reader may be blocked in a read that cannot be cancelled: do not wait for it.
+    runtime.shutdown_background();
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_usage() => usage(&format!("exec --stdio: {e}")),
+        Err(e) => {
+            eprintln!("skillbox-executor: exec --stdio: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
 fn run_exec(a: ExecArgs) -> ExitCode {
-    let Some((skill, tool)) = a.tool.split_once(':') else {
+    if a.stdio {
+        return run_exec_stdio(a);
+    }
+    let Some(tool) = a.tool.as_deref() else {
+        return usage("--tool SKILL:TOOL is required (or --stdio)");
+    };
+    let Some((skill, tool)) = tool.split_once(':') else {
         return usage("--tool must be SKILL:TOOL, e.g. echo:echo");
     };
     let args: serde_json::Value = match serde_json::from_str(&a.args) {
@@ -174,14 +244,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     if !a.skills.is_dir() {
         return usage(&format!("--skills {} is not a folder", a.skills.display()));
     }
-    let mut config = SandboxConfig {
-        insecure_no_sandbox: a.insecure_no_sandbox,
-        ..SandboxConfig::default()
-    };
-    if let Some(root) = a.scratch_root {
-        config.scratch_root = root;
-    }
-    let sandbox = match Sandbox::new(config) {
+    let sandbox = match Sandbox::new(sandbox_config(a.scratch_root, a.insecure_no_sandbox)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("skillbox-executor: {e}");
@@ -197,15 +260,8 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         args,
         env,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("skillbox-executor: cannot start the runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+    let Some(runtime) = current_thread_runtime() else {
+        return ExitCode::from(EXIT_FAILED);
     };
     let result = runtime.block_on(call::execute(&sandbox, &registry, &OneShotBroker, params));
     match serde_json::to_string(&result) {

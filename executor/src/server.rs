@@ -13,12 +13,12 @@ use skillbox_protocol::channel::client::{ClientError, RpcClient};
 use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    method, CoreCallbackParams, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
+    method, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use tokio::sync::Semaphore;
 
-use crate::broker::{CallInfo, CapabilityBroker};
+use crate::broker::{core_request, CallInfo, CapabilityBroker};
 use crate::call;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
@@ -48,24 +48,7 @@ impl CapabilityBroker for CoreBroker {
         method_name: &str,
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
-        let core_method = match method_name {
-            method::FETCH => method::CORE_FETCH,
-            method::SIGN => method::CORE_SIGN,
-            method::READ_FILE => method::CORE_READ_FILE,
-            other => {
-                return Err(ErrorObject::new(
-                    code::METHOD_NOT_FOUND,
-                    format!("unknown capability {other:?}"),
-                ));
-            }
-        };
-        let body = CoreCallbackParams {
-            call_id: call.call_id.clone(),
-            capability_token: call.capability_token.clone(),
-            request: params.unwrap_or(Value::Null),
-        };
-        let params = serde_json::to_value(body)
-            .map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+        let (core_method, params) = core_request(call, method_name, params)?;
         match self
             .client
             .call(core_method, params, CALLBACK_TIMEOUT)

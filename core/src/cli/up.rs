@@ -11,11 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use serde_json::json;
-use skillbox_protocol::channel::client::RpcClient;
 use skillbox_protocol::channel::server::{self, ReloadingServerConfig, ServerOptions};
 use skillbox_protocol::channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
-use skillbox_protocol::methods::method;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 
@@ -23,6 +20,9 @@ use crate::approvals::{ApprovalPolicy, Approvals};
 use crate::callbacks::Callbacks;
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::docker::oneoff::ContainerRunner;
+use crate::docker::supervisor::Supervisor;
+use crate::executors::ExecutorPool;
 use crate::gateway::{self, Gateway};
 use crate::install::{self, TrustPolicy};
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
@@ -127,12 +127,17 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     };
     let executor_url = if embedded {
         format!("https://{}", free_addr(&config.executor.listen)?)
-    } else if config.executor.url.is_empty() {
+    } else if config.executor.url.is_empty() && config.executor.urls.is_empty() {
         anyhow::bail!("`skillbox serve` needs [executor] url in skillbox.toml (the executor's https://host:port)");
     } else {
         config.executor.url.clone()
     };
-    let executor = RpcClient::new(&executor_url, EXECUTOR_IDENTITY, &core_files)?;
+    let mut executor_urls = vec![executor_url.clone()];
+    if !embedded {
+        executor_urls.extend(config.executor.urls.iter().cloned());
+        executor_urls.retain(|u| !u.is_empty());
+    }
+    let executor = Arc::new(ExecutorPool::new(&executor_urls, core_files.clone())?);
     let dispatcher = Arc::new(Dispatcher::new(
         catalog,
         executor,
@@ -141,7 +146,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         store,
         Duration::from_millis(config.executor.call_timeout_ms),
     ));
-    let callbacks = Callbacks::new(
+    let callbacks = Arc::new(Callbacks::new(
         Arc::clone(&dispatcher),
         FetchProxy::new(FetchConfig {
             allow_private: config.fetch.allow_private.clone(),
@@ -151,7 +156,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         }),
         ReadFileProxy::new(ws.clone(), config.read_file.max_bytes),
         Signer::open(state_dir.join("keys"))?,
-    );
+    ));
     let tls = Arc::new(ReloadingServerConfig::new(core_files.clone())?);
     let callback_task = tokio::spawn(server::serve(
         callback_listener,
@@ -160,10 +165,30 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             expected_peer: EXECUTOR_IDENTITY.to_string(),
             max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
         },
-        Arc::new(callbacks),
+        Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
     ));
+    let engine = crate::docker::Engine::connect(&config.docker).await?;
+    let mut supervisor = None;
+    if let Some(engine) = engine {
+        let runner = Arc::new(ContainerRunner::new(
+            engine.clone(),
+            &skills_root,
+            &state_dir,
+            &config.docker,
+        ));
+        runner.sweep().await;
+        runner.set_callbacks(Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>);
+        dispatcher.set_container_runner(runner);
+        if config.docker.supervise && !embedded {
+            supervisor = Supervisor::new(engine, Arc::clone(dispatcher.executor()), &config.docker)
+                .map(Arc::new);
+            if supervisor.is_none() {
+                tracing::info!("the core is not in a compose project and [docker] project is empty: no executor supervision");
+            }
+        }
+    }
 
-    let supervisor = if embedded {
+    let child_supervisor = if embedded {
         let spec = ExecutorSpec {
             binary: executor_binary(&config.executor.binary)?,
             skills: skills_root.clone(),
@@ -178,6 +203,12 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         None
     };
     wait_healthy(&dispatcher).await?;
+    let supervisor_task = supervisor
+        .as_ref()
+        .map(|s| tokio::spawn(Arc::clone(s).run()));
+    let monitor_task = tokio::spawn(Arc::clone(dispatcher.executor()).monitor(
+        Duration::from_millis(config.executor.health_interval_ms.max(100)),
+    ));
 
     let listen = args.listen.unwrap_or(config.gateway.listen.clone());
     let gateway_listener = TcpListener::bind(&listen)
@@ -192,7 +223,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         state_dir.join(state::TOKEN_FILE).display()
     );
     println!("  workspace: {}", ws.display());
-    println!("  executor:  {executor_url}");
+    println!("  executor:  {}", dispatcher.executor().describe());
     let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), trust.clone()));
     let hangup_task = tokio::spawn(reload::on_hangup(hangup, Arc::clone(&reloader)));
     let watch_task = tokio::spawn(reload::watch_trust(
@@ -207,6 +238,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         skills_root,
         trust,
         reloader,
+        supervisor: supervisor.clone(),
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;
@@ -216,7 +248,11 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     skills_watch_task.abort();
     gateway_task.abort();
     callback_task.abort();
-    if let Some(s) = supervisor {
+    monitor_task.abort();
+    if let Some(s) = supervisor_task {
+        s.abort();
+    }
+    if let Some(s) = child_supervisor {
         s.abort();
         let _ = s.await;
     }
@@ -225,18 +261,29 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
 
 async fn wait_healthy(dispatcher: &Dispatcher) -> anyhow::Result<()> {
     let deadline = tokio::time::Instant::now() + EXECUTOR_START_TIMEOUT;
+    let pool = dispatcher.executor();
     loop {
-        match dispatcher
-            .executor()
-            .call(method::HEALTH, json!({}), Duration::from_secs(2))
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(e) if tokio::time::Instant::now() > deadline => {
-                anyhow::bail!("the executor did not answer within {EXECUTOR_START_TIMEOUT:?}: {e}")
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        pool.refresh().await;
+        if pool.health().is_some() {
+            return Ok(());
         }
+        if tokio::time::Instant::now() > deadline {
+            let why: Vec<String> = pool
+                .status()
+                .into_iter()
+                .map(|s| format!("{}: {}", s.address, s.error.unwrap_or_default()))
+                .collect();
+            anyhow::bail!(
+                "no executor at {} answered within {EXECUTOR_START_TIMEOUT:?} ({})",
+                pool.describe(),
+                if why.is_empty() {
+                    "no address resolved".to_string()
+                } else {
+                    why.join("; ")
+                }
+            )
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -38,6 +38,8 @@ pub struct Gateway {
     pub trust: crate::install::TrustPolicy,
     /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
     pub reloader: Arc<crate::reload::Reloader>,
+    /// The executor containers' supervisor, when the core has a Docker engine.
+    pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
 }
 
 /// A gateway failure, rendered as JSON with a status code (the one mapping).

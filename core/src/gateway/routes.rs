@@ -200,9 +200,15 @@ async fn healthz(gw: &Gateway) -> Reply {
         .ok()
         .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
     let executor = if health.is_some() { "ok" } else { "down" };
-    Ok(ok(
-        &json!({"status": "ok", "executor": executor, "sandbox": health}),
-    ))
+    let pool = gw.dispatcher.executor();
+    Ok(ok(&json!({
+        "status": "ok",
+        "executor": executor,
+        "sandbox": health,
+        "executors": pool.status(),
+        "supervisor": gw.supervisor.as_ref().map(|s| s.status()),
+        "container_sandbox": gw.dispatcher.container_runner().is_some(),
+    })))
 }
 
 fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> Value {

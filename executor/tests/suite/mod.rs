@@ -4,7 +4,8 @@
 //!   refusal and its reason (errno, `error_kind`, message);
 //! - `limits`: resource and lifetime limits (processes, memory, file size, output, time);
 //! - `calls`: how `exec` reports protocol errors, bad arguments and unknown tools;
-//! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples).
+//! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
+//! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout.
 //!
 //! Every test starts `skillbox-executor exec` as a separate process; they run in parallel.
 
@@ -15,4 +16,5 @@ mod escape_kernel;
 mod escape_network;
 mod harness;
 mod limits;
+mod relay;
 mod runs;

@@ -178,6 +178,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
                 .execution
                 .max_output_bytes
                 .unwrap_or(defaults.max_output_bytes),
+            sandbox: merged.execution.sandbox.unwrap_or(defaults.sandbox),
         },
         tools: merged.tools.unwrap_or_default(),
         body,

@@ -11,6 +11,7 @@ pub(crate) struct PartialExecution {
     pub timeout_ms: Option<u64>,
     pub memory_mb: Option<u64>,
     pub max_output_bytes: Option<u64>,
+    pub sandbox: Option<super::model::SandboxKind>,
 }
 
 /// Permissions as one manifest gives them.
@@ -86,6 +87,7 @@ impl Manifests {
                 timeout_ms: first!(ms, execution.timeout_ms),
                 memory_mb: first!(ms, execution.memory_mb),
                 max_output_bytes: first!(ms, execution.max_output_bytes),
+                sandbox: first!(ms, execution.sandbox),
             },
             tools: first!(ms, tools),
         }

@@ -164,6 +164,22 @@ pub struct Execution {
     pub memory_mb: u64,
     /// Cap on stdout + stderr.
     pub max_output_bytes: u64,
+    /// Where the calls run: the executor's process sandbox, or a one-off container.
+    #[serde(default)]
+    pub sandbox: SandboxKind,
+}
+
+/// `execution.sandbox`: where a skill's calls run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxKind {
+    /// A fresh process in the executor's kernel sandbox (the default).
+    #[default]
+    Process,
+    /// The same kernel sandbox inside a one-off container of the executor image that the
+    /// core creates per call (no network, read-only, only this skill mounted): a separate
+    /// set of kernel namespaces, at the cost of a container start.
+    Container,
 }
 
 impl Default for Execution {
@@ -172,6 +188,7 @@ impl Default for Execution {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             memory_mb: DEFAULT_MEMORY_MB,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
+            sandbox: SandboxKind::Process,
         }
     }
 }

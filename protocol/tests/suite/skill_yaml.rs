@@ -2,7 +2,7 @@
 //! unknown keys named by their exact path.
 
 use skillbox_protocol::skill::{
-    CostHint, Execution, ManifestFormat, Security, Severity, ToolEntry, ToolProtocol,
+    CostHint, Execution, ManifestFormat, SandboxKind, Security, Severity, ToolEntry, ToolProtocol,
     DEFAULT_MAX_OUTPUT_BYTES, DEFAULT_MEMORY_MB, DEFAULT_TIMEOUT_MS,
 };
 use tempfile::tempdir;
@@ -137,13 +137,44 @@ fn skill_yaml_limits_in_range_load() {
         Execution {
             timeout_ms: 1,
             memory_mb: 16,
-            max_output_bytes: 1024
+            max_output_bytes: 1024,
+            sandbox: SandboxKind::Process,
         }
     );
     let extra =
         "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456 }\n";
     let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
     clean(&dir);
+}
+
+#[test]
+fn skill_yaml_sandbox_container_is_read_and_process_is_the_default() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(
+        root.path(),
+        "c",
+        &[(
+            "skill.yaml",
+            &skill_yaml("c", "execution: { sandbox: container }\n"),
+        )],
+    );
+    assert_eq!(clean(&dir).execution.sandbox, SandboxKind::Container);
+    let dir = write_skill(root.path(), "p", &[("skill.yaml", &skill_yaml("p", ""))]);
+    assert_eq!(clean(&dir).execution.sandbox, SandboxKind::Process);
+}
+
+#[test]
+fn skill_yaml_unknown_sandbox_kind_is_refused() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(
+        root.path(),
+        "v",
+        &[(
+            "skill.yaml",
+            &skill_yaml("v", "execution: { sandbox: vm }\n"),
+        )],
+    );
+    assert_skipped_for(&dir, "skill.yaml", "execution.sandbox", "unknown variant");
 }
 
 #[test]

@@ -79,6 +79,7 @@ struct ExecutionYaml {
     timeout_ms: Option<u64>,
     memory_mb: Option<u64>,
     max_output_bytes: Option<u64>,
+    sandbox: Option<crate::skill::model::SandboxKind>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -155,6 +156,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                 timeout_ms: e.timeout_ms,
                 memory_mb: e.memory_mb,
                 max_output_bytes: e.max_output_bytes,
+                sandbox: e.sandbox,
             })
             .unwrap_or_default(),
         tools: y.tools.map(|tools| {

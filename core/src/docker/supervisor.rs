@@ -1,0 +1,262 @@
+//! The executor supervisor: every round it lists the containers of the executor's compose
+//! service and
+//! - starts one that died (killed, crashed, out of memory: any exit but a clean stop, so a
+//!   `docker stop` or `compose down` is left alone; Docker's own restart policy does not
+//!   restart a container after `docker kill`);
+//! - restarts one that runs but has not answered `health` for `restart_after_ms`
+//!   (hung, stopped, its listener gone);
+//!
+//! and reports what it saw in `/healthz`. Calls are spread over the healthy executors by
+//! [`ExecutorPool`], which finds new containers through DNS.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bollard::models::ContainerSummaryStateEnum;
+use bollard::query_parameters::{ListContainersOptionsBuilder, RestartContainerOptionsBuilder};
+use serde::Serialize;
+
+use super::{DockerError, Engine};
+use crate::config::DockerSection;
+use crate::executors::ExecutorPool;
+
+/// Exit codes of a container that was stopped on purpose: a clean exit, or SIGTERM (what
+/// `docker stop` and `compose down` send) passed through `init`.
+const CLEAN_STOP_CODES: [i64; 2] = [0, 143];
+
+/// What `/healthz` shows of the supervisor.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SupervisorStatus {
+    /// The compose project watched.
+    pub project: String,
+    /// The compose service watched.
+    pub service: String,
+    /// The containers of that service at the last round.
+    pub containers: Vec<ContainerStatus>,
+    /// Containers started or restarted so far.
+    pub restarts: u64,
+    /// The last thing the supervisor did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_action: Option<String>,
+    /// Why the last round failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// One executor container.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContainerStatus {
+    /// Short id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Docker's state (`running`, `exited`, ...).
+    pub state: String,
+    /// Its addresses.
+    pub addresses: Vec<String>,
+}
+
+/// Watches the executor containers.
+#[derive(Debug)]
+pub struct Supervisor {
+    engine: Engine,
+    pool: Arc<ExecutorPool>,
+    project: String,
+    service: String,
+    restart_after: Duration,
+    interval: Duration,
+    status: Mutex<SupervisorStatus>,
+    last_restart: Mutex<HashMap<String, Instant>>,
+}
+
+impl Supervisor {
+    /// A supervisor of `[docker] service` in `[docker] project` (default: the core's own
+    /// compose project). `None` when there is no project to watch.
+    pub fn new(engine: Engine, pool: Arc<ExecutorPool>, config: &DockerSection) -> Option<Self> {
+        let project = if config.project.is_empty() {
+            engine.own_project()?.to_string()
+        } else {
+            config.project.clone()
+        };
+        Some(Self {
+            status: Mutex::new(SupervisorStatus {
+                project: project.clone(),
+                service: config.service.clone(),
+                ..SupervisorStatus::default()
+            }),
+            engine,
+            pool,
+            project,
+            service: config.service.clone(),
+            restart_after: Duration::from_millis(config.restart_after_ms),
+            interval: Duration::from_millis(config.interval_ms.max(200)),
+            last_restart: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// What the last round saw.
+    pub fn status(&self) -> SupervisorStatus {
+        match self.status.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Runs rounds forever.
+    pub async fn run(self: Arc<Self>) {
+        tracing::info!(project = %self.project, service = %self.service, "supervising the executor containers");
+        loop {
+            let error = self.round().await.err().map(|e| e.to_string());
+            if let Some(e) = &error {
+                tracing::warn!(error = %e, "supervisor round failed");
+            }
+            if let Ok(mut s) = self.status.lock() {
+                s.error = error;
+            }
+            tokio::time::sleep(self.interval).await;
+        }
+    }
+
+    /// One look at the containers, and the starts and restarts it calls for.
+    pub async fn round(&self) -> Result<(), DockerError> {
+        let filters = HashMap::from([(
+            "label",
+            vec![
+                format!("com.docker.compose.project={}", self.project),
+                format!("com.docker.compose.service={}", self.service),
+            ],
+        )]);
+        let options = ListContainersOptionsBuilder::new()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let list = self
+            .engine
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|source| DockerError::Api {
+                step: "listing the executor containers",
+                source,
+            })?;
+        let mut seen = Vec::new();
+        for c in list {
+            let id = c.id.clone().unwrap_or_default();
+            let name = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .map(|n| n.trim_start_matches('/').to_string())
+                .unwrap_or_else(|| id.clone());
+            let addresses: Vec<IpAddr> = c
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .map(|n| {
+                    n.values()
+                        .filter_map(|e| e.ip_address.as_deref()?.parse().ok())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let state = c.state.unwrap_or(ContainerSummaryStateEnum::EMPTY);
+            seen.push(ContainerStatus {
+                id: id.chars().take(12).collect(),
+                name: name.clone(),
+                state: state.to_string(),
+                addresses: addresses.iter().map(ToString::to_string).collect(),
+            });
+            if self.recently_restarted(&id) {
+                continue;
+            }
+            match state {
+                ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD => {
+                    self.start_if_died(&id, &name).await?;
+                }
+                ContainerSummaryStateEnum::RUNNING => {
+                    let stuck = addresses
+                        .iter()
+                        .filter_map(|ip| self.pool.unhealthy_for(*ip))
+                        .max();
+                    if let Some(for_) = stuck.filter(|d| *d >= self.restart_after) {
+                        self.restart(&id, &name, for_).await?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Ok(mut s) = self.status.lock() {
+            s.containers = seen;
+        }
+        Ok(())
+    }
+
+    fn recently_restarted(&self, id: &str) -> bool {
+        self.last_restart
+            .lock()
+            .ok()
+            .and_then(|m| m.get(id).map(|t| t.elapsed() < self.restart_after))
+            .unwrap_or(false)
+    }
+
+    fn record(&self, id: &str, action: String) {
+        tracing::warn!(action = %action, "supervisor");
+        if let Ok(mut m) = self.last_restart.lock() {
+            m.insert(id.to_string(), Instant::now());
+        }
+        if let Ok(mut s) = self.status.lock() {
+            s.restarts += 1;
+            s.last_action = Some(action);
+        }
+    }
+
+    async fn start_if_died(&self, id: &str, name: &str) -> Result<(), DockerError> {
+        let inspect = self
+            .engine
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|source| DockerError::Api {
+                step: "inspecting an exited executor",
+                source,
+            })?;
+        let exit_code = inspect.state.and_then(|s| s.exit_code).unwrap_or(-1);
+        if CLEAN_STOP_CODES.contains(&exit_code) {
+            return Ok(());
+        }
+        self.engine
+            .docker
+            .start_container(id, None)
+            .await
+            .map_err(|source| DockerError::Api {
+                step: "starting an executor that died",
+                source,
+            })?;
+        self.record(
+            id,
+            format!("started {name}, which had exited with code {exit_code}"),
+        );
+        Ok(())
+    }
+
+    async fn restart(&self, id: &str, name: &str, unhealthy: Duration) -> Result<(), DockerError> {
+        let options = RestartContainerOptionsBuilder::new().t(2).build();
+        self.engine
+            .docker
+            .restart_container(id, Some(options))
+            .await
+            .map_err(|source| DockerError::Api {
+                step: "restarting an executor that stopped answering",
+                source,
+            })?;
+        self.record(
+            id,
+            format!(
+                "restarted {name}, which had not answered health for {} ms",
+                unhealthy.as_millis()
+            ),
+        );
+        Ok(())
+    }
+}

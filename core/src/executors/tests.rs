@@ -1,0 +1,190 @@
+//! The pool against real channel servers on 127.0.0.x (mutual TLS from a fresh PKI).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use skillbox_protocol::channel::server::{
+    self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions,
+};
+use skillbox_protocol::channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_protocol::jsonrpc::ErrorObject;
+use tokio::net::TcpListener;
+
+use super::discovery::{ExecutorUrl, UrlError};
+use super::ExecutorPool;
+
+/// Answers `health` and `whoami` (its own name).
+struct Named(&'static str);
+
+impl RpcHandler for Named {
+    fn handle<'a>(&'a self, method: &'a str, _params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move {
+            match method {
+                "health" | "whoami" => Ok(json!({"name": self.0})),
+                _ => Err(ErrorObject::new(-32601, "no such method")),
+            }
+        })
+    }
+}
+
+struct Pki {
+    _dir: tempfile::TempDir,
+    state: std::path::PathBuf,
+}
+
+fn pki() -> Pki {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().to_path_buf();
+    crate::pki::ensure(&state).unwrap();
+    Pki { _dir: dir, state }
+}
+
+async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind(format!("{ip}:0")).await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
+    let tls = Arc::new(ReloadingServerConfig::new(files).unwrap());
+    let task = tokio::spawn(server::serve(
+        listener,
+        tls,
+        ServerOptions {
+            expected_peer: CORE_IDENTITY.into(),
+            max_body_bytes: 1 << 20,
+        },
+        Arc::new(Named(name)),
+    ));
+    (format!("https://{addr}"), task)
+}
+
+async fn whoami(pool: &ExecutorPool) -> String {
+    let v = pool
+        .call("whoami", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap();
+    v["name"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn pool_spreads_calls_round_robin_over_every_healthy_executor() {
+    let pki = pki();
+    let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
+    let (b, _tb) = start(&pki, "127.0.0.2", "b").await;
+    let pool = ExecutorPool::new(&[a, b], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    let mut seen = Vec::new();
+    for _ in 0..6 {
+        seen.push(whoami(&pool).await);
+    }
+    assert_eq!(seen.iter().filter(|n| *n == "a").count(), 3, "{seen:?}");
+    assert_eq!(seen.iter().filter(|n| *n == "b").count(), 3, "{seen:?}");
+    assert!(pool.status().iter().all(|s| s.healthy && s.calls == 3));
+}
+
+/// A URL on `ip` where nothing listens (a port that was just free).
+fn dead_url(ip: &str) -> String {
+    let l = std::net::TcpListener::bind(format!("{ip}:0")).unwrap();
+    format!("https://{}", l.local_addr().unwrap())
+}
+
+#[tokio::test]
+async fn pool_skips_an_executor_that_does_not_answer() {
+    let pki = pki();
+    let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
+    let dead = dead_url("127.0.0.3");
+    let pool = ExecutorPool::new(&[a, dead.clone()], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    for _ in 0..4 {
+        assert_eq!(whoami(&pool).await, "a");
+    }
+    let down = pool
+        .status()
+        .into_iter()
+        .find(|s| dead.ends_with(&s.address))
+        .unwrap();
+    assert!(!down.healthy, "{down:?}");
+    assert_eq!(down.calls, 0);
+    assert!(down.error.unwrap().contains("unreachable"));
+    let ip = "127.0.0.3".parse().unwrap();
+    assert!(pool.unhealthy_for(ip).is_some());
+    assert!(pool.health().is_some(), "a is healthy");
+}
+
+#[tokio::test]
+async fn pool_with_no_executor_answering_fails_the_call_as_unreachable() {
+    let pki = pki();
+    let pool =
+        ExecutorPool::new(&[dead_url("127.0.0.1")], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    let err = pool
+        .call("whoami", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("unreachable"), "{err}");
+    assert!(pool.health().is_none());
+}
+
+#[tokio::test]
+async fn pool_broadcast_reaches_every_executor_and_reports_a_failure() {
+    let pki = pki();
+    let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
+    let (b, _tb) = start(&pki, "127.0.0.4", "b").await;
+    let pool = ExecutorPool::new(&[a.clone(), b], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    assert!(pool
+        .broadcast("whoami", json!({}), Duration::from_secs(5))
+        .await
+        .is_ok());
+    let dead = dead_url("127.0.0.5");
+    let pool = ExecutorPool::new(&[a, dead], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    let err = pool
+        .broadcast("whoami", json!({}), Duration::from_secs(5))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("127.0.0.5"), "{err}");
+}
+
+#[tokio::test]
+async fn pool_resolves_a_host_name_to_its_addresses() {
+    let url = ExecutorUrl::parse("https://localhost:7071").unwrap();
+    let addrs = url.resolve().await.unwrap();
+    assert!(
+        addrs
+            .iter()
+            .all(|a| a.port() == 7071 && a.ip().is_loopback()),
+        "{addrs:?}"
+    );
+}
+
+#[test]
+fn executor_url_refuses_what_is_not_https_host_port() {
+    for bad in [
+        "http://executor:7071",
+        "executor:7071",
+        "https://executor",
+        "https://executor:0",
+        "https://executor:port",
+        "https://executor:7071/rpc",
+        "https://user@executor:7071",
+        "https://:7071",
+    ] {
+        assert!(
+            matches!(ExecutorUrl::parse(bad), Err(UrlError::Malformed { .. })),
+            "{bad} was accepted"
+        );
+    }
+    assert_eq!(
+        ExecutorUrl::parse("https://[::1]:7071")
+            .unwrap()
+            .to_string(),
+        "https://[::1]:7071"
+    );
+    assert!(matches!(
+        ExecutorPool::new(
+            &[],
+            crate::pki::core_files(std::path::Path::new("/nonexistent"))
+        ),
+        Err(UrlError::None)
+    ));
+}
