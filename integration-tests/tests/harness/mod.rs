@@ -116,6 +116,8 @@ pub struct Options {
     pub secrets: Vec<(String, String)>,
     /// Run `skillbox serve` against this executor URL instead of `skillbox up`.
     pub executor_url: Option<String>,
+    /// `[docker] socket` (default `off`: the suite does not depend on a Docker engine).
+    pub docker_socket: String,
 }
 
 impl Default for Options {
@@ -127,6 +129,7 @@ impl Default for Options {
             fixed_callback_port: false,
             secrets: Vec::new(),
             executor_url: None,
+            docker_socket: "off".into(),
         }
     }
 }
@@ -229,6 +232,22 @@ impl Skillbox {
             token: String::new(),
             executor_url: String::new(),
             child,
+        }
+    }
+
+    /// Waits for the process to exit by itself (a start-up refusal); its exit status.
+    pub fn wait_exit(&mut self) -> std::process::ExitStatus {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "skillbox still runs after {START_TIMEOUT:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -482,8 +501,10 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
          [gateway]\nmax_request_bytes = 1048576\n\n\
          [executor]\n{executor}\n\
          [fetch]\nallow_private = [\"127.0.0.1:{allowed_port}\"]\nmax_response_bytes = {MAX_RESPONSE_BYTES}\ntimeout_ms = 10000\n\n\
-         [approvals]\ntimeout_ms = {}\nauto_approve = {}\n",
+         [approvals]\ntimeout_ms = {}\nauto_approve = {}\n\n\
+         [docker]\nsocket = {:?}\n",
         options.approvals_timeout_ms,
         toml_list(&options.auto_approve),
+        options.docker_socket,
     )
 }

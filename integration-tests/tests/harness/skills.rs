@@ -193,6 +193,16 @@ pub fn write_workspace(root: &Path, ws: &Path, allowed: u16, private: u16) {
     let seconds_schema = "    parameters:\n      type: object\n      properties: { seconds: { type: number } }\n      required: [seconds]\n";
     python_skill("slow", "", &[tool("sleep", "read", seconds_schema)]);
 
+    // Its calls run in one-off containers, which need the core to reach a Docker engine.
+    let boxed = skills.join("boxed");
+    write(&boxed.join("scripts/tool.py"), TOOL_PY);
+    write(
+        &boxed.join("skill.yaml"),
+        "name: boxed\nversion: 0.1.0\ndescription: skillbox end-to-end test skill in a per-call container\n\
+         execution:\n  sandbox: container\ntools:\n  - name: sleep\n    description: sleeps\n\
+         \x20   command: [\"python3\", \"scripts/tool.py\"]\n",
+    );
+
     let vault = skills.join("vault");
     write(&vault.join("scripts/env.sh"), ENV_SH);
     write(

@@ -2,7 +2,8 @@
 //! builds the images (offline path when no registry answers), brings the stack up under a
 //! project name unique to the run, checks the tool sandbox and the container walls through
 //! the published gateway, and tears everything down. Needs a Docker engine and takes
-//! minutes, so it runs only with `SKILLBOX_COMPOSE_TESTS=1`; CI runs the script directly.
+//! minutes, so it runs only with `SKILLBOX_COMPOSE_TESTS=1`; `.ci/run` runs the script
+//! itself after the test command, so its checks do not share the two cores with the rest.
 
 use std::path::Path;
 use std::process::Command;
@@ -18,6 +19,11 @@ fn compose_deployment_passes_the_container_suite() {
         .arg(&script)
         .status()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    // The script's exit code 2: no Docker engine or no compose tool.
+    if status.code() == Some(2) {
+        println!("SKIPPED compose suite: no Docker engine or compose tool answers (see above)");
+        return;
+    }
     assert!(
         status.success(),
         "{} failed ({status}); its output above names each failed check",

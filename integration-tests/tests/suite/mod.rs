@@ -4,6 +4,7 @@ mod approvals;
 mod auth;
 mod channel;
 mod compose;
+mod containers;
 mod contexts;
 mod fetch;
 mod install;

@@ -24,15 +24,14 @@ def interfaces():
 request = json.loads(sys.stdin.readline())
 tool = request["params"]["tool"]
 if tool == "whoami":
-    try:
-        skills = sorted(os.listdir("/skills"))
-    except OSError as e:
-        skills = [f"unreadable: {e}"]
+    # The tool's Landlock rules keep it from listing /skills, but a path lookup still
+    # tells whether another skill is mounted in this container at all.
     result = {
+        "own_skill_mounted": os.path.exists("/skills/boxed/skill.yaml"),
+        "other_skill_mounted": os.path.exists("/skills/probe/skill.yaml"),
         "hostname": socket.gethostname(),
         "uid": os.getuid(),
         "interfaces": interfaces(),
-        "skills": skills,
         "probe_secret": os.environ.get("PROBE_SECRET"),
         **status_fields("CapEff", "CapBnd", "NoNewPrivs", "Seccomp"),
     }
