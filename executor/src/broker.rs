@@ -82,12 +82,14 @@ impl CapabilityBroker for OneShotBroker {
     }
 }
 
+/// A call for unit tests across the crate.
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
+pub(crate) mod test_support {
+    use super::CallInfo;
+    use skillbox_protocol::methods::SecretValue;
 
-    fn call() -> CallInfo {
+    /// Call `c1` of `s:t` with token `tok`.
+    pub(crate) fn sample_call() -> CallInfo {
         CallInfo {
             call_id: "c1".into(),
             skill: "s".into(),
@@ -95,6 +97,14 @@ mod tests {
             capability_token: SecretValue("tok".into()),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    use super::test_support::sample_call as call;
 
     #[test]
     fn core_request_maps_each_capability_to_its_core_method() {

@@ -170,20 +170,26 @@ impl Supervisor {
             if self.recently_restarted(&id) {
                 continue;
             }
-            match state {
+            // One container's failure (e.g. Docker's restart policy got there first) does
+            // not keep the round from the others.
+            let acted = match state {
                 ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD => {
-                    self.start_if_died(&id, &name).await?;
+                    self.start_if_died(&id, &name).await
                 }
                 ContainerSummaryStateEnum::RUNNING => {
                     let stuck = addresses
                         .iter()
                         .filter_map(|ip| self.pool.unhealthy_for(*ip))
                         .max();
-                    if let Some(for_) = stuck.filter(|d| *d >= self.restart_after) {
-                        self.restart(&id, &name, for_).await?;
+                    match stuck.filter(|d| *d >= self.restart_after) {
+                        Some(for_) => self.restart(&id, &name, for_).await,
+                        None => Ok(()),
                     }
                 }
-                _ => {}
+                _ => Ok(()),
+            };
+            if let Err(e) = acted {
+                tracing::warn!(container = %name, error = %e, "supervisor action failed");
             }
         }
         if let Ok(mut s) = self.status.lock() {

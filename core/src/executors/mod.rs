@@ -258,16 +258,22 @@ impl ExecutorPool {
         result
     }
 
-    /// Calls `method` on every endpoint; the first error, if any.
+    /// Calls `method` on every healthy endpoint (one that is down loads the skills afresh
+    /// when it comes back); the first error, if any.
     pub async fn broadcast(
         &self,
         method_name: &str,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        let all = self.snapshot();
+        let healthy: Vec<Arc<Endpoint>> = self
+            .snapshot()
+            .into_iter()
+            .filter(|e| e.state().healthy)
+            .collect();
         let answers = futures_util::future::join_all(
-            all.iter()
+            healthy
+                .iter()
                 .map(|ep| ep.client.call(method_name, params.clone(), timeout)),
         )
         .await;
@@ -282,7 +288,7 @@ impl ExecutorPool {
         }
         first.ok_or_else(|| ClientError::Unreachable {
             url: self.describe(),
-            reason: "no executor address resolved".into(),
+            reason: "no executor answers health".into(),
         })
     }
 

@@ -124,25 +124,61 @@ async fn pool_with_no_executor_answering_fails_the_call_as_unreachable() {
     assert!(pool.health().is_none());
 }
 
+/// Answers `whoami` and counts `count` calls.
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl RpcHandler for Counting {
+    fn handle<'a>(&'a self, method: &'a str, _params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move {
+            if method == "count" {
+                self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            Ok(json!({}))
+        })
+    }
+}
+
 #[tokio::test]
-async fn pool_broadcast_reaches_every_executor_and_reports_a_failure() {
+async fn pool_broadcast_reaches_every_healthy_executor_and_skips_a_dead_one() {
     let pki = pki();
-    let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
-    let (b, _tb) = start(&pki, "127.0.0.4", "b").await;
-    let pool = ExecutorPool::new(&[a.clone(), b], crate::pki::core_files(&pki.state)).unwrap();
+    let mut urls = Vec::new();
+    let mut handlers = Vec::new();
+    for ip in ["127.0.0.1", "127.0.0.4"] {
+        let listener = TcpListener::bind(format!("{ip}:0")).await.unwrap();
+        urls.push(format!("https://{}", listener.local_addr().unwrap()));
+        let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
+        let handler = Arc::new(Counting(std::sync::atomic::AtomicUsize::new(0)));
+        handlers.push(Arc::clone(&handler));
+        tokio::spawn(server::serve(
+            listener,
+            Arc::new(ReloadingServerConfig::new(files).unwrap()),
+            ServerOptions {
+                expected_peer: CORE_IDENTITY.into(),
+                max_body_bytes: 1 << 20,
+            },
+            handler,
+        ));
+    }
+    urls.push(dead_url("127.0.0.5"));
+    let pool = ExecutorPool::new(&urls, crate::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
-    assert!(pool
-        .broadcast("whoami", json!({}), Duration::from_secs(5))
+    pool.broadcast("count", json!({}), Duration::from_secs(5))
         .await
-        .is_ok());
-    let dead = dead_url("127.0.0.5");
-    let pool = ExecutorPool::new(&[a, dead], crate::pki::core_files(&pki.state)).unwrap();
-    pool.refresh().await;
-    let err = pool
-        .broadcast("whoami", json!({}), Duration::from_secs(5))
+        .unwrap();
+    for h in &handlers {
+        assert_eq!(h.0.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+    let only_dead =
+        ExecutorPool::new(&[dead_url("127.0.0.6")], crate::pki::core_files(&pki.state)).unwrap();
+    only_dead.refresh().await;
+    let err = only_dead
+        .broadcast("count", json!({}), Duration::from_secs(5))
         .await
         .unwrap_err();
-    assert!(err.to_string().contains("127.0.0.5"), "{err}");
+    assert!(
+        err.to_string().contains("no executor answers health"),
+        "{err}"
+    );
 }
 
 #[tokio::test]

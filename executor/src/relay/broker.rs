@@ -216,17 +216,9 @@ async fn read_answers<R: AsyncBufRead + Unpin>(mut input: R, pending: &Mutex<Pen
 mod tests {
     use super::*;
     use serde_json::json;
-    use skillbox_protocol::methods::SecretValue;
     use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, Lines};
 
-    fn call() -> CallInfo {
-        CallInfo {
-            call_id: "c1".into(),
-            skill: "s".into(),
-            tool: "t".into(),
-            capability_token: SecretValue("tok".into()),
-        }
-    }
+    use crate::broker::test_support::sample_call as call;
 
     /// A broker over in-memory pipes: what it writes (the "core" reads) and where the
     /// "core" writes its answers.

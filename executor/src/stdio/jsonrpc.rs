@@ -154,16 +154,8 @@ mod tests {
     use super::*;
     use crate::broker::OneShotBroker;
     use serde_json::json;
-    use skillbox_protocol::methods::SecretValue;
 
-    fn call() -> CallInfo {
-        CallInfo {
-            call_id: "c1".into(),
-            skill: "s".into(),
-            tool: "t".into(),
-            capability_token: SecretValue("tok".into()),
-        }
-    }
+    use crate::broker::test_support::sample_call as call;
 
     async fn run(tool_output: &str) -> (Result<Result<Value, ErrorObject>, StdioFailure>, String) {
         let mut written = Vec::new();
