@@ -300,6 +300,18 @@ pub enum ConfigError {
         /// Cause (names the key).
         source: toml::de::Error,
     },
+    /// A value outside the range the key allows.
+    #[error("{path}: {key} = {value} is out of range; use {range}")]
+    OutOfRange {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The key, `section.key`.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// The range allowed.
+        range: &'static str,
+    },
 }
 
 impl Config {
@@ -313,7 +325,68 @@ impl Config {
             path: path.clone(),
             source,
         })?;
-        toml::from_str(&text).map_err(|source| ConfigError::Parse { path, source })
+        let config: Self = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        config.check_ranges(&path)?;
+        Ok(config)
+    }
+
+    /// Refuses limits that would make the executors or the supervisor misbehave (a
+    /// zero interval spins, a negative CPU share is an engine error at the first call).
+    fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
+        let out = |key, value: String, range| ConfigError::OutOfRange {
+            path: path.to_path_buf(),
+            key,
+            value,
+            range,
+        };
+        let e = &self.executor;
+        let d = &self.docker;
+        if !(100..=600_000).contains(&e.health_interval_ms) {
+            return Err(out(
+                "executor.health_interval_ms",
+                e.health_interval_ms.to_string(),
+                "100..=600000",
+            ));
+        }
+        if !(1_000..=3_600_000).contains(&d.restart_after_ms) {
+            return Err(out(
+                "docker.restart_after_ms",
+                d.restart_after_ms.to_string(),
+                "1000..=3600000",
+            ));
+        }
+        if !(200..=600_000).contains(&d.interval_ms) {
+            return Err(out(
+                "docker.interval_ms",
+                d.interval_ms.to_string(),
+                "200..=600000",
+            ));
+        }
+        if !(16..=65_536).contains(&d.container_pids) {
+            return Err(out(
+                "docker.container_pids",
+                d.container_pids.to_string(),
+                "16..=65536",
+            ));
+        }
+        if !(d.container_cpus >= 0.01 && d.container_cpus <= 256.0) {
+            return Err(out(
+                "docker.container_cpus",
+                d.container_cpus.to_string(),
+                "0.01..=256",
+            ));
+        }
+        if !(16..=65_536).contains(&d.container_memory_overhead_mb) {
+            return Err(out(
+                "docker.container_memory_overhead_mb",
+                d.container_memory_overhead_mb.to_string(),
+                "16..=65536",
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -333,6 +406,44 @@ mod tests {
         std::fs::write(dir.path().join(CONFIG_FILE), "[fetch]\nallow_privat = []\n").unwrap();
         let err = Config::load(dir.path()).unwrap_err().to_string();
         assert!(err.contains("allow_privat"), "{err}");
+    }
+
+    #[test]
+    fn executor_and_docker_limits_out_of_range_are_refused_with_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        for (toml, key) in [
+            (
+                "[executor]\nhealth_interval_ms = 0\n",
+                "executor.health_interval_ms",
+            ),
+            (
+                "[docker]\nrestart_after_ms = 10\n",
+                "docker.restart_after_ms",
+            ),
+            ("[docker]\ninterval_ms = 0\n", "docker.interval_ms"),
+            ("[docker]\ncontainer_pids = -1\n", "docker.container_pids"),
+            ("[docker]\ncontainer_cpus = -1.0\n", "docker.container_cpus"),
+            ("[docker]\ncontainer_cpus = nan\n", "docker.container_cpus"),
+            (
+                "[docker]\ncontainer_memory_overhead_mb = 0\n",
+                "docker.container_memory_overhead_mb",
+            ),
+        ] {
+            std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
+            let err = Config::load(dir.path()).unwrap_err().to_string();
+            assert!(
+                err.contains(key) && err.contains("out of range"),
+                "{toml}: {err}"
+            );
+        }
+        std::fs::write(
+            dir.path().join(CONFIG_FILE),
+            "[docker]\nsocket = \"off\"\ncontainer_cpus = 0.5\n[executor]\nurls = [\"https://executor:7071\"]\n",
+        )
+        .unwrap();
+        let c = Config::load(dir.path()).unwrap();
+        assert_eq!(c.docker.socket, "off");
+        assert_eq!(c.executor.urls, vec!["https://executor:7071"]);
     }
 
     #[test]
