@@ -33,6 +33,7 @@
 //! container_memory_overhead_mb = 64 # added to the skill's memory_mb for the executor itself
 //! container_pids = 128             # pids limit of a per-call container
 //! container_cpus = 1.0             # CPU limit of a per-call container
+//! max_containers = 8               # per-call containers at once; more calls are refused `unavailable`
 //!
 //! [fetch]
 //! allow_private = []               # "host:port" pairs that may resolve to private addresses
@@ -204,6 +205,8 @@ pub struct DockerSection {
     pub container_pids: i64,
     /// CPU limit of a per-call container.
     pub container_cpus: f64,
+    /// Per-call containers at once.
+    pub max_containers: usize,
 }
 
 impl Default for DockerSection {
@@ -220,6 +223,7 @@ impl Default for DockerSection {
             container_memory_overhead_mb: 64,
             container_pids: 128,
             container_cpus: 1.0,
+            max_containers: 8,
         }
     }
 }
@@ -379,6 +383,13 @@ impl Config {
                 "0.01..=256",
             ));
         }
+        if !(1..=1024).contains(&d.max_containers) {
+            return Err(out(
+                "docker.max_containers",
+                d.max_containers.to_string(),
+                "1..=1024",
+            ));
+        }
         if !(16..=65_536).contains(&d.container_memory_overhead_mb) {
             return Err(out(
                 "docker.container_memory_overhead_mb",
@@ -428,6 +439,7 @@ mod tests {
                 "[docker]\ncontainer_memory_overhead_mb = 0\n",
                 "docker.container_memory_overhead_mb",
             ),
+            ("[docker]\nmax_containers = 0\n", "docker.max_containers"),
         ] {
             std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
             let err = Config::load(dir.path()).unwrap_err().to_string();

@@ -265,7 +265,7 @@ impl Dispatcher {
             })?;
             let timeout = Duration::from_millis(skill.timeout_ms(&tool));
             return runner
-                .run(&skill, params, timeout)
+                .run(Arc::clone(&skill), params, timeout)
                 .await
                 .map_err(|e| (e.error_kind(), e.to_string()));
         }

@@ -202,10 +202,12 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     } else {
         None
     };
-    wait_healthy(&dispatcher).await?;
+    // Before the wait: an executor container that was killed is started by the
+    // supervisor, not waited for.
     let supervisor_task = supervisor
         .as_ref()
         .map(|s| tokio::spawn(Arc::clone(s).run()));
+    wait_healthy(&dispatcher).await?;
     let monitor_task = tokio::spawn(Arc::clone(dispatcher.executor()).monitor(
         Duration::from_millis(config.executor.health_interval_ms.max(100)),
     ));

@@ -142,11 +142,25 @@ fn host_path(own: Option<&OwnContainer>, path: &Path) -> Option<PathBuf> {
         .map(|(_, p)| p)
 }
 
-/// The container this process runs in: Docker names a container's host after its short
-/// id, so the host name is looked up; not found means not in a container of this engine.
+/// The container this process runs in: the id in the source of its `/etc/hostname`
+/// mount (Docker bind-mounts `/var/lib/docker/containers/<id>/hostname`), else the host
+/// name (Docker names a container's host after its short id unless `hostname:` is set).
+/// Not found means not in a container of this engine.
 async fn own_container(docker: &Docker) -> Option<OwnContainer> {
-    let hostname = std::fs::read_to_string("/etc/hostname").ok()?;
-    let c = docker.inspect_container(hostname.trim(), None).await.ok()?;
+    let from_mounts = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|m| container_id_from_mountinfo(&m));
+    let hostname = std::fs::read_to_string("/etc/hostname")
+        .map(|h| h.trim().to_string())
+        .ok();
+    let mut found = None;
+    for candidate in from_mounts.into_iter().chain(hostname) {
+        if let Ok(c) = docker.inspect_container(&candidate, None).await {
+            found = Some(c);
+            break;
+        }
+    }
+    let c = found?;
     Some(OwnContainer {
         id: c.id.unwrap_or_default(),
         labels: c.config.and_then(|c| c.labels).unwrap_or_default(),
@@ -159,9 +173,39 @@ async fn own_container(docker: &Docker) -> Option<OwnContainer> {
     })
 }
 
+/// The container id in the mount source of `/etc/hostname`, from `/proc/self/mountinfo`.
+fn container_id_from_mountinfo(mountinfo: &str) -> Option<String> {
+    mountinfo
+        .lines()
+        .filter(|line| line.split_whitespace().nth(4) == Some("/etc/hostname"))
+        .find_map(|line| {
+            line.split_whitespace().nth(3)?.split('/').find_map(|part| {
+                (part.len() == 64 && part.bytes().all(|b| b.is_ascii_hexdigit()))
+                    .then(|| part.to_string())
+            })
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_id_is_read_from_the_hostname_mount() {
+        let id = "42295b4f0a0017969a24b67df35f91a1c41fad815a33356af7d370ff27d4f732";
+        let mountinfo = format!(
+            "69 1 0:50 / / ro,relatime - overlay overlay rw\n\
+             87 69 254:0 /var/lib/docker/containers/{id}/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw\n"
+        );
+        assert_eq!(
+            container_id_from_mountinfo(&mountinfo),
+            Some(id.to_string())
+        );
+        assert_eq!(
+            container_id_from_mountinfo("22 1 8:1 / / rw - ext4 /dev/sda1 rw\n"),
+            None
+        );
+    }
 
     fn engine_in(mounts: &[(&str, &str)]) -> Option<OwnContainer> {
         Some(OwnContainer {

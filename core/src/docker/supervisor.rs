@@ -6,7 +6,10 @@
 //! - restarts one that runs but has not answered `health` for `restart_after_ms`
 //!   (hung, stopped, its listener gone);
 //!
-//! and reports what it saw in `/healthz`. Calls are spread over the healthy executors by
+//! and reports what it saw in `/healthz`. A container it acted on is left alone for
+//! `restart_after_ms`, doubled after each action in a row (up to [`MAX_BACKOFF`]), so an
+//! executor that cannot come up is not restarted in a tight loop; the count resets once
+//! it answers. `compose run` containers of the service are not touched. Calls are spread over the healthy executors by
 //! [`ExecutorPool`], which finds new containers through DNS.
 
 use std::collections::HashMap;
@@ -25,6 +28,8 @@ use crate::executors::ExecutorPool;
 /// Exit codes of a container that was stopped on purpose: a clean exit, or SIGTERM (what
 /// `docker stop` and `compose down` send) passed through `init`.
 const CLEAN_STOP_CODES: [i64; 2] = [0, 143];
+/// The longest pause between two actions on one container.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// What `/healthz` shows of the supervisor.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -68,7 +73,8 @@ pub struct Supervisor {
     restart_after: Duration,
     interval: Duration,
     status: Mutex<SupervisorStatus>,
-    last_restart: Mutex<HashMap<String, Instant>>,
+    /// Per container: when the supervisor last acted on it and how many actions in a row.
+    actions: Mutex<HashMap<String, (Instant, u32)>>,
 }
 
 impl Supervisor {
@@ -92,7 +98,7 @@ impl Supervisor {
             service: config.service.clone(),
             restart_after: Duration::from_millis(config.restart_after_ms),
             interval: Duration::from_millis(config.interval_ms.max(200)),
-            last_restart: Mutex::new(HashMap::new()),
+            actions: Mutex::new(HashMap::new()),
         })
     }
 
@@ -126,6 +132,7 @@ impl Supervisor {
             vec![
                 format!("com.docker.compose.project={}", self.project),
                 format!("com.docker.compose.service={}", self.service),
+                "com.docker.compose.oneoff=False".to_string(),
             ],
         )]);
         let options = ListContainersOptionsBuilder::new()
@@ -167,21 +174,24 @@ impl Supervisor {
                 state: state.to_string(),
                 addresses: addresses.iter().map(ToString::to_string).collect(),
             });
-            if self.recently_restarted(&id) {
+            let unhealthy = addresses
+                .iter()
+                .filter_map(|ip| self.pool.unhealthy_for(*ip))
+                .max();
+            if state == ContainerSummaryStateEnum::RUNNING && unhealthy.is_none() {
+                self.forget(&id);
+            }
+            if self.backing_off(&id) {
                 continue;
             }
             // One container's failure (e.g. Docker's restart policy got there first) does
             // not keep the round from the others.
             let acted = match state {
-                ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD => {
-                    self.start_if_died(&id, &name).await
-                }
+                // A dead container cannot be started; it stays in the status for the
+                // operator.
+                ContainerSummaryStateEnum::EXITED => self.start_if_died(&id, &name).await,
                 ContainerSummaryStateEnum::RUNNING => {
-                    let stuck = addresses
-                        .iter()
-                        .filter_map(|ip| self.pool.unhealthy_for(*ip))
-                        .max();
-                    match stuck.filter(|d| *d >= self.restart_after) {
+                    match unhealthy.filter(|d| *d >= self.restart_after) {
                         Some(for_) => self.restart(&id, &name, for_).await,
                         None => Ok(()),
                     }
@@ -192,24 +202,36 @@ impl Supervisor {
                 tracing::warn!(container = %name, error = %e, "supervisor action failed");
             }
         }
+        if let Ok(mut m) = self.actions.lock() {
+            m.retain(|id, _| seen.iter().any(|c| id.starts_with(&c.id)));
+        }
         if let Ok(mut s) = self.status.lock() {
             s.containers = seen;
         }
         Ok(())
     }
 
-    fn recently_restarted(&self, id: &str) -> bool {
-        self.last_restart
-            .lock()
-            .ok()
-            .and_then(|m| m.get(id).map(|t| t.elapsed() < self.restart_after))
-            .unwrap_or(false)
+    /// Whether the last action on `id` is too recent to act again.
+    fn backing_off(&self, id: &str) -> bool {
+        let Ok(actions) = self.actions.lock() else {
+            return false;
+        };
+        actions
+            .get(id)
+            .is_some_and(|(at, n)| at.elapsed() < backoff(self.restart_after, *n))
+    }
+
+    fn forget(&self, id: &str) {
+        if let Ok(mut m) = self.actions.lock() {
+            m.remove(id);
+        }
     }
 
     fn record(&self, id: &str, action: String) {
         tracing::warn!(action = %action, "supervisor");
-        if let Ok(mut m) = self.last_restart.lock() {
-            m.insert(id.to_string(), Instant::now());
+        if let Ok(mut m) = self.actions.lock() {
+            let n = m.get(id).map_or(0, |(_, n)| *n);
+            m.insert(id.to_string(), (Instant::now(), n + 1));
         }
         if let Ok(mut s) = self.status.lock() {
             s.restarts += 1;
@@ -264,5 +286,26 @@ impl Supervisor {
             ),
         );
         Ok(())
+    }
+}
+
+/// The pause after the `n`th action in a row: `base`, doubled each time, at most
+/// [`MAX_BACKOFF`].
+fn backoff(base: Duration, n: u32) -> Duration {
+    base.saturating_mul(1 << n.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_per_action_in_a_row_up_to_the_cap() {
+        let base = Duration::from_secs(10);
+        assert_eq!(backoff(base, 1), base);
+        assert_eq!(backoff(base, 2), Duration::from_secs(20));
+        assert_eq!(backoff(base, 3), Duration::from_secs(40));
+        assert_eq!(backoff(base, 30), MAX_BACKOFF);
     }
 }

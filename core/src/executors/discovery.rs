@@ -5,6 +5,9 @@
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
+/// How long one resolution may take (a slow resolver must not stall the health round).
+const LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Why an executor URL is not usable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum UrlError {
@@ -80,8 +83,13 @@ impl ExecutorUrl {
         if let Ok(ip) = self.host.parse::<IpAddr>() {
             return Ok(vec![SocketAddr::new(ip, self.port)]);
         }
-        let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host((self.host.as_str(), self.port))
+        let lookup = tokio::net::lookup_host((self.host.as_str(), self.port));
+        let mut addrs: Vec<SocketAddr> = tokio::time::timeout(LOOKUP_TIMEOUT, lookup)
             .await
+            .map_err(|_| ResolveError::Lookup {
+                host: self.host.clone(),
+                source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 2 s"),
+            })?
             .map_err(|source| ResolveError::Lookup {
                 host: self.host.clone(),
                 source,

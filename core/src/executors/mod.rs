@@ -21,6 +21,8 @@ use discovery::{ExecutorUrl, UrlError};
 
 /// How long one `health` question may take before the endpoint counts as unhealthy.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an executor coming back may take to reload its skills.
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default pause between health rounds (`[executor] health_interval_ms`).
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 
@@ -96,15 +98,33 @@ impl Endpoint {
         }
     }
 
+    /// Asks `health`. An endpoint that comes back from unhealthy first gets a
+    /// `skill.reload`, so it serves the skills as they are now even if it missed the
+    /// reload broadcast while it did not answer; it stays unhealthy until that succeeds.
     async fn check(&self) {
-        match self
+        let was_healthy = self.state().healthy;
+        let health = match self
             .client
             .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
             .await
         {
-            Ok(v) => self.mark(true, None, Some(v)),
-            Err(e) => self.mark(false, Some(e.to_string()), None),
+            Ok(v) => v,
+            Err(e) => return self.mark(false, Some(e.to_string()), None),
+        };
+        if !was_healthy {
+            if let Err(e) = self
+                .client
+                .call(method::SKILL_RELOAD, json!({}), RELOAD_TIMEOUT)
+                .await
+            {
+                return self.mark(
+                    false,
+                    Some(format!("skill.reload on its return: {e}")),
+                    None,
+                );
+            }
         }
+        self.mark(true, None, Some(health));
     }
 }
 
@@ -239,20 +259,45 @@ impl ExecutorPool {
     }
 
     /// Calls `method` on one executor, picked round-robin among the healthy ones. An
-    /// executor that cannot be reached is marked unhealthy at once.
+    /// executor that cannot be reached is marked unhealthy at once; when no connection
+    /// could be made (so the request was never sent) the call goes to the next healthy
+    /// executor, once. A request that was sent is never sent again: a `write` tool must
+    /// not run twice.
     pub async fn call(
         &self,
         method_name: &str,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        let endpoint = self.pick().ok_or_else(|| ClientError::Unreachable {
+        let first = self.pick().ok_or_else(|| ClientError::Unreachable {
             url: self.describe(),
             reason: "no executor address resolved (is an executor running?)".into(),
         })?;
+        match self
+            .call_on(&first, method_name, params.clone(), timeout)
+            .await
+        {
+            Err(e @ ClientError::Connect { .. }) => match self.pick() {
+                Some(next) if next.addr != first.addr && next.state().healthy => {
+                    tracing::warn!(executor = %first.addr, next = %next.addr, "no connection; the call goes to the next executor");
+                    self.call_on(&next, method_name, params, timeout).await
+                }
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    async fn call_on(
+        &self,
+        endpoint: &Endpoint,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
         endpoint.count_call();
         let result = endpoint.client.call(method_name, params, timeout).await;
-        if let Err(e @ ClientError::Unreachable { .. }) = &result {
+        if let Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) = &result {
             endpoint.mark(false, Some(e.to_string()), None);
         }
         result
@@ -278,13 +323,22 @@ impl ExecutorPool {
         )
         .await;
         let mut first = None;
-        for answer in answers {
+        let mut error = None;
+        for (endpoint, answer) in healthy.iter().zip(answers) {
             match answer {
                 Ok(v) => {
                     first.get_or_insert(v);
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // Unhealthy until it answers again, and then it gets this method
+                    // again (a missed `skill.reload` is made up, see `Endpoint::check`).
+                    endpoint.mark(false, Some(e.to_string()), None);
+                    error.get_or_insert(e);
+                }
             }
+        }
+        if let Some(e) = error {
+            return Err(e);
         }
         first.ok_or_else(|| ClientError::Unreachable {
             url: self.describe(),

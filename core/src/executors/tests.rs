@@ -224,3 +224,69 @@ fn executor_url_refuses_what_is_not_https_host_port() {
         Err(UrlError::None)
     ));
 }
+
+/// Fails `health` while `down`; counts `skill.reload`.
+struct Flaky {
+    down: std::sync::atomic::AtomicBool,
+    reloads: std::sync::atomic::AtomicUsize,
+}
+
+impl RpcHandler for Flaky {
+    fn handle<'a>(&'a self, method: &'a str, _params: Option<Value>) -> RpcFuture<'a> {
+        use std::sync::atomic::Ordering::SeqCst;
+        Box::pin(async move {
+            match method {
+                "health" if self.down.load(SeqCst) => Err(ErrorObject::new(-32000, "sick")),
+                "skill.reload" => {
+                    self.reloads.fetch_add(1, SeqCst);
+                    Ok(json!({}))
+                }
+                _ => Ok(json!({})),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn pool_reloads_an_executor_that_comes_back_before_calls_go_to_it() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let pki = pki();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
+    let flaky = Arc::new(Flaky {
+        down: std::sync::atomic::AtomicBool::new(false),
+        reloads: std::sync::atomic::AtomicUsize::new(0),
+    });
+    tokio::spawn(server::serve(
+        listener,
+        Arc::new(ReloadingServerConfig::new(files).unwrap()),
+        ServerOptions {
+            expected_peer: CORE_IDENTITY.into(),
+            max_body_bytes: 1 << 20,
+        },
+        Arc::clone(&flaky) as Arc<dyn RpcHandler>,
+    ));
+    let pool = ExecutorPool::new(&[url], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    assert!(pool.health().is_some());
+    assert_eq!(
+        flaky.reloads.load(SeqCst),
+        0,
+        "a healthy executor is not reloaded"
+    );
+    flaky.down.store(true, SeqCst);
+    pool.refresh().await;
+    assert!(pool.health().is_none());
+    // A reload broadcast while it is down does not reach it...
+    assert!(pool
+        .broadcast("skill.reload", json!({}), Duration::from_secs(5))
+        .await
+        .is_err());
+    assert_eq!(flaky.reloads.load(SeqCst), 0);
+    // ...so it gets one when it answers again.
+    flaky.down.store(false, SeqCst);
+    pool.refresh().await;
+    assert!(pool.health().is_some());
+    assert_eq!(flaky.reloads.load(SeqCst), 1);
+}

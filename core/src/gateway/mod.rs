@@ -20,9 +20,6 @@ use tokio::net::TcpListener;
 
 use crate::dispatch::Dispatcher;
 
-/// How long `/healthz` waits for the executor's health answer.
-pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
-
 /// What the gateway serves.
 #[derive(Debug)]
 pub struct Gateway {

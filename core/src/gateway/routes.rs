@@ -7,11 +7,11 @@ use hyper::body::Incoming;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use skillbox_protocol::methods::{method, HealthResult};
+use skillbox_protocol::methods::HealthResult;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{InstallLock, Skill};
 
-use super::{json_response, ApiError, Gateway, HEALTH_TIMEOUT};
+use super::{json_response, ApiError, Gateway};
 use crate::approvals::ApprovalError;
 use crate::contexts::{self, disclosure};
 use crate::install::{self, disabled, remove, verify, Limits};
@@ -191,16 +191,14 @@ fn query_param(query: Option<&str>, key: &str) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
+/// The executors as of the pool's last health round (`[executor] health_interval_ms`):
+/// asking one here would shift the round robin and count as a call.
 async fn healthz(gw: &Gateway) -> Reply {
-    let health = gw
-        .dispatcher
-        .executor()
-        .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
-        .await
-        .ok()
+    let pool = gw.dispatcher.executor();
+    let health = pool
+        .health()
         .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
     let executor = if health.is_some() { "ok" } else { "down" };
-    let pool = gw.dispatcher.executor();
     Ok(ok(&json!({
         "status": "ok",
         "executor": executor,

@@ -37,6 +37,15 @@ pub enum ClientError {
         /// Why.
         reason: String,
     },
+    /// No connection could be made (refused, no route, TLS handshake failed): the request
+    /// was never sent, so sending it elsewhere cannot run it twice.
+    #[error("peer unreachable at {url} (no connection): {reason}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
     /// Connection, TLS or HTTP failure: the peer is unreachable or refused us.
     #[error("peer unreachable at {url}: {reason}")]
     Unreachable {
@@ -135,14 +144,19 @@ impl RpcClient {
                 reason: e.to_string(),
             })?;
         let exchange = async {
-            let resp = self
-                .client
-                .request(req)
-                .await
-                .map_err(|e| ClientError::Unreachable {
-                    url: url.clone(),
-                    reason: error_chain(&e),
-                })?;
+            let resp = self.client.request(req).await.map_err(|e| {
+                if e.is_connect() {
+                    ClientError::Connect {
+                        url: url.clone(),
+                        reason: error_chain(&e),
+                    }
+                } else {
+                    ClientError::Unreachable {
+                        url: url.clone(),
+                        reason: error_chain(&e),
+                    }
+                }
+            })?;
             let status = resp.status();
             let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
                 .collect()

@@ -3,6 +3,7 @@ import json
 import os
 import socket
 import sys
+import time
 
 
 def send(msg):
@@ -42,6 +43,9 @@ elif tool == "fetch":
         result = {"ok": False, "code": reply["error"]["code"], "error": reply["error"]["message"]}
     else:
         result = {"ok": True, **reply["result"]}
+elif tool == "sleep":
+    time.sleep(request["params"]["args"]["seconds"])
+    result = {"slept": request["params"]["args"]["seconds"]}
 else:
     send({"jsonrpc": "2.0", "id": 0, "error": {"code": -32601, "message": "unknown tool " + tool}})
     sys.exit(0)
