@@ -304,6 +304,18 @@ for _ in $(seq 1 240); do
   sleep 0.25
 done
 expect "a caller that hangs up mid-call leaves no per-call container behind" "\"$gone\"" 'r == "yes"'
+# [docker] max_containers = 1 in the suite's config: a second call while one runs is refused.
+call boxed:sleep '{"seconds":4}' >"$work/first.json" &
+first=$!
+for _ in $(seq 1 80); do
+  [ -n "$(docker ps -q --filter label=dev.skillbox.call --filter "label=dev.skillbox.owner=compose:$project")" ] && break
+  sleep 0.25
+done
+body=$(call boxed:whoami '{}')
+wait "$first"
+expect "a call over [docker] max_containers is refused unavailable, saying which limit" "$body" \
+  'r["success"] is False and r["error_kind"] == "unavailable" and "max_containers" in r["error"]'
+expect "the call that held the slot completes" "$(cat "$work/first.json")" 'r["success"] is True and r["data"]["slept"] == 4'
 median_ms() { # tool -> median of 7 round trips in ms
   local t s
   for _ in 1 2 3 4 5 6 7; do
@@ -358,6 +370,10 @@ if back_ms=$(wait_call_ok 60); then
 else
   fail "docker kill: the supervisor brings the executor back within 60 s" "$(docker inspect -f '{{.State.Status}}' "$executor_id"; curl -sS "$gateway/healthz")"
 fi
+for _ in $(seq 1 40); do  # /healthz reports the last health round (1 s apart here)
+  curl -sS --max-time 5 "$gateway/healthz" | grep -q '"executor":"ok"' && break
+  sleep 0.25
+done
 expect "docker kill: /healthz shows the supervisor's start of the killed executor" "$(curl -sS --max-time 10 "$gateway/healthz")" \
   'r["supervisor"]["restarts"] >= 1 and "exited with code 137" in r["supervisor"]["last_action"] and r["executor"] == "ok"'
 
@@ -378,6 +394,19 @@ else
 fi
 expect "hung executor: the supervisor says it restarted the executor that stopped answering" "$(curl -sS --max-time 10 "$gateway/healthz")" \
   "r['supervisor']['restarts'] > $restarts_before and 'had not answered health' in r['supervisor']['last_action']"
+
+# An operator's `docker stop` (a clean stop, exit 0 or 143) is respected: the supervisor
+# leaves the executor down until it is started again.
+docker stop -t 5 "$executor_id" >/dev/null
+sleep 4   # four supervisor rounds
+expect "docker stop: the supervisor leaves a cleanly stopped executor down" \
+  "\"$(docker inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$executor_id")\"" 'r.split()[0] == "exited" and r.split()[1] in ("0", "143")'
+docker start "$executor_id" >/dev/null
+if back_ms=$(wait_call_ok 60); then
+  pass "docker start: calls succeed again (${back_ms} ms)"
+else
+  fail "docker start: the executor is back within 60 s" "$(curl -sS "$gateway/healthz")"
+fi
 
 # --- scaled out: two executors -------------------------------------------------------------
 echo "test-compose: --scale executor=2"
