@@ -290,3 +290,25 @@ async fn pool_reloads_an_executor_that_comes_back_before_calls_go_to_it() {
     assert!(pool.health().is_some());
     assert_eq!(flaky.reloads.load(SeqCst), 1);
 }
+
+#[tokio::test]
+async fn pool_sends_a_call_that_found_no_connection_to_the_next_executor() {
+    let pki = pki();
+    let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
+    let dead = dead_url("127.0.0.7");
+    let pool = ExecutorPool::new(&[a, dead.clone()], crate::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    // The dead one died after the last health round: calls still pick it.
+    pool.assume_all_healthy();
+    for _ in 0..4 {
+        assert_eq!(whoami(&pool).await, "a");
+    }
+    let down = pool
+        .status()
+        .into_iter()
+        .find(|s| dead.ends_with(&s.address))
+        .unwrap();
+    assert!(!down.healthy, "{down:?}");
+    assert_eq!(down.calls, 1, "tried once, then skipped");
+    assert!(down.error.unwrap().contains("no connection"));
+}
