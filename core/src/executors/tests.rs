@@ -40,7 +40,12 @@ fn pki() -> Pki {
     Pki { _dir: dir, state }
 }
 
-async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+/// A channel server on `ip` answering with `handler`; its URL.
+async fn serve_on(
+    pki: &Pki,
+    ip: &str,
+    handler: Arc<dyn RpcHandler>,
+) -> (String, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind(format!("{ip}:0")).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
@@ -52,9 +57,13 @@ async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task:
             expected_peer: CORE_IDENTITY.into(),
             max_body_bytes: 1 << 20,
         },
-        Arc::new(Named(name)),
+        handler,
     ));
     (format!("https://{addr}"), task)
+}
+
+async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+    serve_on(pki, ip, Arc::new(Named(name))).await
 }
 
 async fn whoami(pool: &ExecutorPool) -> String {
@@ -144,20 +153,9 @@ async fn pool_broadcast_reaches_every_healthy_executor_and_skips_a_dead_one() {
     let mut urls = Vec::new();
     let mut handlers = Vec::new();
     for ip in ["127.0.0.1", "127.0.0.4"] {
-        let listener = TcpListener::bind(format!("{ip}:0")).await.unwrap();
-        urls.push(format!("https://{}", listener.local_addr().unwrap()));
-        let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
         let handler = Arc::new(Counting(std::sync::atomic::AtomicUsize::new(0)));
         handlers.push(Arc::clone(&handler));
-        tokio::spawn(server::serve(
-            listener,
-            Arc::new(ReloadingServerConfig::new(files).unwrap()),
-            ServerOptions {
-                expected_peer: CORE_IDENTITY.into(),
-                max_body_bytes: 1 << 20,
-            },
-            handler,
-        ));
+        urls.push(serve_on(&pki, ip, handler).await.0);
     }
     urls.push(dead_url("127.0.0.5"));
     let pool = ExecutorPool::new(&urls, crate::pki::core_files(&pki.state)).unwrap();
@@ -251,22 +249,11 @@ impl RpcHandler for Flaky {
 async fn pool_reloads_an_executor_that_comes_back_before_calls_go_to_it() {
     use std::sync::atomic::Ordering::SeqCst;
     let pki = pki();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("https://{}", listener.local_addr().unwrap());
-    let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
     let flaky = Arc::new(Flaky {
         down: std::sync::atomic::AtomicBool::new(false),
         reloads: std::sync::atomic::AtomicUsize::new(0),
     });
-    tokio::spawn(server::serve(
-        listener,
-        Arc::new(ReloadingServerConfig::new(files).unwrap()),
-        ServerOptions {
-            expected_peer: CORE_IDENTITY.into(),
-            max_body_bytes: 1 << 20,
-        },
-        Arc::clone(&flaky) as Arc<dyn RpcHandler>,
-    ));
+    let (url, _task) = serve_on(&pki, "127.0.0.1", Arc::clone(&flaky) as Arc<dyn RpcHandler>).await;
     let pool = ExecutorPool::new(&[url], crate::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     assert!(pool.health().is_some());
