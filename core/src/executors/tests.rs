@@ -66,6 +66,14 @@ async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task:
     serve_on(pki, ip, Arc::new(Named(name))).await
 }
 
+/// What the pool shows of the endpoint at `url`.
+fn status_of(pool: &ExecutorPool, url: &str) -> super::EndpointStatus {
+    pool.status()
+        .into_iter()
+        .find(|s| url.ends_with(&s.address))
+        .unwrap()
+}
+
 async fn whoami(pool: &ExecutorPool) -> String {
     let v = pool
         .call("whoami", json!({}), Duration::from_secs(5))
@@ -106,11 +114,7 @@ async fn pool_skips_an_executor_that_does_not_answer() {
     for _ in 0..4 {
         assert_eq!(whoami(&pool).await, "a");
     }
-    let down = pool
-        .status()
-        .into_iter()
-        .find(|s| dead.ends_with(&s.address))
-        .unwrap();
+    let down = status_of(&pool, &dead);
     assert!(!down.healthy, "{down:?}");
     assert_eq!(down.calls, 0);
     assert!(down.error.unwrap().contains("unreachable"));
@@ -290,11 +294,7 @@ async fn pool_sends_a_call_that_found_no_connection_to_the_next_executor() {
     for _ in 0..4 {
         assert_eq!(whoami(&pool).await, "a");
     }
-    let down = pool
-        .status()
-        .into_iter()
-        .find(|s| dead.ends_with(&s.address))
-        .unwrap();
+    let down = status_of(&pool, &dead);
     assert!(!down.healthy, "{down:?}");
     assert_eq!(down.calls, 1, "tried once, then skipped");
     assert!(down.error.unwrap().contains("no connection"));
