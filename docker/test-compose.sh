@@ -195,12 +195,13 @@ expect_out "the executor container resolves core (Docker DNS answers on the inte
   '^resolved: ' in_executor python3 -c "$py_resolve" core
 expect_out "the executor container reaches core:7072 on the internal network" \
   '^connected$' in_executor python3 -c "$py_connect" core 7072
+# What a tool's fetch gets, through the core's proxy (probe and boxed check the same).
+fetched='r["success"] is True and r["data"]["ok"] is True and r["data"]["status"] == 200 and "hello from the fetch target" in r["data"]["body"]'
+undeclared='r["success"] is True and r["data"]["ok"] is False and r["data"]["code"] == -32001 and "permissions.network" in r["data"]["error"]'
 body=$(call probe:fetch '{"url":"http://fetchtarget:8080/hello.txt"}')
-expect "the core's fetch proxy reaches the allow-listed fetchtarget:8080 for the tool" "$body" \
-  'r["success"] is True and r["data"]["ok"] is True and r["data"]["status"] == 200 and "hello from the fetch target" in r["data"]["body"]'
+expect "the core's fetch proxy reaches the allow-listed fetchtarget:8080 for the tool" "$body" "$fetched"
 body=$(call probe:fetch '{"url":"http://example.com/"}')
-expect "the fetch proxy refuses a host the skill did not declare (-32001)" "$body" \
-  'r["success"] is True and r["data"]["ok"] is False and r["data"]["code"] == -32001 and "permissions.network" in r["data"]["error"]'
+expect "the fetch proxy refuses a host the skill did not declare (-32001)" "$body" "$undeclared"
 
 # --- the executor container ---------------------------------------------------------------
 echo "test-compose: executor container"
@@ -265,11 +266,9 @@ expect "the tool in it still runs as a per-call user with no capability, no_new_
   'r["data"]["uid"] >= 2000000 and int(r["data"]["CapEff"], 16) == 0 and int(r["data"]["CapBnd"], 16) == 0 and r["data"]["NoNewPrivs"] == "1" and r["data"]["Seccomp"] == "2"'
 expect "the declared secret reaches it over stdin" "$boxed" "r['data']['probe_secret'] == '$secret'"
 body=$(call boxed:fetch '{"url":"http://fetchtarget:8080/hello.txt"}')
-expect "its fetch is relayed over the container's stdio to the core's proxy" "$body" \
-  'r["success"] is True and r["data"]["ok"] is True and r["data"]["status"] == 200 and "hello from the fetch target" in r["data"]["body"]'
+expect "its fetch is relayed over the container's stdio to the core's proxy" "$body" "$fetched"
 body=$(call boxed:fetch '{"url":"http://example.com/"}')
-expect "the core refuses an undeclared host for it (-32001)" "$body" \
-  'r["success"] is True and r["data"]["ok"] is False and r["data"]["code"] == -32001'
+expect "the core refuses an undeclared host for it (-32001)" "$body" "$undeclared"
 expect "no per-call container is left after the calls" \
   "\"$(docker ps -aq --filter label=dev.skillbox.call --filter "label=dev.skillbox.owner=compose:$project" | tr '\n' ' ')\"" 'r.strip() == ""'
 # While a call runs: what its container is, seen from the engine.

@@ -314,7 +314,7 @@ pub enum ConfigError {
         /// The value given.
         value: String,
         /// The range allowed.
-        range: &'static str,
+        range: String,
     },
 }
 
@@ -340,64 +340,54 @@ impl Config {
     /// Refuses limits that would make the executors or the supervisor misbehave (a
     /// zero interval spins, a negative CPU share is an engine error at the first call).
     fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
-        let out = |key, value: String, range| ConfigError::OutOfRange {
-            path: path.to_path_buf(),
-            key,
-            value,
-            range,
-        };
-        let e = &self.executor;
-        let d = &self.docker;
-        if !(100..=600_000).contains(&e.health_interval_ms) {
-            return Err(out(
+        let (e, d) = (&self.executor, &self.docker);
+        // (key, value, allowed range): integers as f64 are exact at these sizes.
+        let checks: [(&'static str, f64, f64, f64); 7] = [
+            (
                 "executor.health_interval_ms",
-                e.health_interval_ms.to_string(),
-                "100..=600000",
-            ));
-        }
-        if !(1_000..=3_600_000).contains(&d.restart_after_ms) {
-            return Err(out(
+                e.health_interval_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
                 "docker.restart_after_ms",
-                d.restart_after_ms.to_string(),
-                "1000..=3600000",
-            ));
-        }
-        if !(200..=600_000).contains(&d.interval_ms) {
-            return Err(out(
-                "docker.interval_ms",
-                d.interval_ms.to_string(),
-                "200..=600000",
-            ));
-        }
-        if !(16..=65_536).contains(&d.container_pids) {
-            return Err(out(
+                d.restart_after_ms as f64,
+                1_000.0,
+                3_600_000.0,
+            ),
+            ("docker.interval_ms", d.interval_ms as f64, 200.0, 600_000.0),
+            (
                 "docker.container_pids",
-                d.container_pids.to_string(),
-                "16..=65536",
-            ));
-        }
-        if !(d.container_cpus >= 0.01 && d.container_cpus <= 256.0) {
-            return Err(out(
-                "docker.container_cpus",
-                d.container_cpus.to_string(),
-                "0.01..=256",
-            ));
-        }
-        if !(1..=1024).contains(&d.max_containers) {
-            return Err(out(
+                d.container_pids as f64,
+                16.0,
+                65_536.0,
+            ),
+            ("docker.container_cpus", d.container_cpus, 0.01, 256.0),
+            (
                 "docker.max_containers",
-                d.max_containers.to_string(),
-                "1..=1024",
-            ));
-        }
-        if !(16..=65_536).contains(&d.container_memory_overhead_mb) {
-            return Err(out(
+                d.max_containers as f64,
+                1.0,
+                1024.0,
+            ),
+            (
                 "docker.container_memory_overhead_mb",
-                d.container_memory_overhead_mb.to_string(),
-                "16..=65536",
-            ));
+                d.container_memory_overhead_mb as f64,
+                16.0,
+                65_536.0,
+            ),
+        ];
+        match checks
+            .into_iter()
+            .find(|(_, v, lo, hi)| !(*v >= *lo && *v <= *hi))
+        {
+            None => Ok(()),
+            Some((key, value, lo, hi)) => Err(ConfigError::OutOfRange {
+                path: path.to_path_buf(),
+                key,
+                value: value.to_string(),
+                range: format!("{lo}..={hi}"),
+            }),
         }
-        Ok(())
     }
 }
 

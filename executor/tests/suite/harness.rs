@@ -457,3 +457,19 @@ fn still_running(pid: i64, uid: u32) -> Option<String> {
         .unwrap_or("?");
     (meta.uid() == uid && state != "Z" && state != "X").then_some(stat)
 }
+
+/// A skill `shell` with one plain tool `run` that runs `script` with sh.
+pub fn shell_skill(root: &SkillRoot, script: &str) {
+    root.skill(
+        "shell",
+        "name: shell\n\
+         description: a plain shell tool\n\
+         tools:\n  \
+           - name: run\n    \
+             description: runs tool.sh\n    \
+             command: [\"sh\", \"tool.sh\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[("tool.sh", script)],
+    );
+}

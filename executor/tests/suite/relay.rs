@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use super::harness::{assert_mentions, scratch_root, Manifest, SkillRoot, EXECUTOR};
+use super::harness::{assert_mentions, scratch_root, shell_skill, Manifest, SkillRoot, EXECUTOR};
 
 /// Longest wait for one stdout line or for the executor's exit.
 const DEADLINE: Duration = Duration::from_secs(30);
@@ -376,23 +376,14 @@ fn stdio_with_tool_flag_is_clap_usage_error() {
 #[test]
 fn stdio_runs_plain_tool_and_returns_its_output() {
     let root = SkillRoot::new();
-    root.skill(
-        "relay",
-        "name: relay\n\
-         description: a plain shell tool\n\
-         tools:\n  \
-           - name: run\n    \
-             description: runs tool.sh\n    \
-             command: [\"sh\", \"tool.sh\"]\n    \
-             protocol: plain\n    \
-             parameters: {type: object}\n",
-        &[(
-            "tool.sh",
-            "read -r line\necho \"stdin=$line\"\necho warning >&2\nexit 0\n",
-        )],
+    shell_skill(
+        &root,
+        "read -r line\necho \"stdin=$line\"\necho warning >&2\nexit 0\n",
     );
     let mut exec = StdioExec::start(&root);
-    exec.send(&execute_line(json!({"k": "v"}), json!({})));
+    let mut request = execute_line(json!({"k": "v"}), json!({}));
+    request["params"]["skill"] = json!("shell");
+    exec.send(&request);
     let line = exec.next();
     let result = final_result(&line);
     assert_eq!(result["success"], true, "{line}");

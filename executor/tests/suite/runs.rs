@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::json;
 
-use super::harness::{assert_mentions, copy_tree, open_up, scratch_root, SkillRoot};
+use super::harness::{assert_mentions, copy_tree, open_up, scratch_root, shell_skill, SkillRoot};
 
 #[test]
 fn scratch_is_writable_home_and_removed_after_call() {
@@ -62,21 +62,6 @@ fn python_tool_receives_args_and_call_id() {
     assert_eq!(data["call_id"], outcome.call_id());
     assert_eq!(data["method"], "tool.invoke");
     assert_eq!(data["id"], 0);
-}
-
-fn shell_skill(root: &SkillRoot, script: &str) {
-    root.skill(
-        "shell",
-        "name: shell\n\
-         description: a plain shell tool\n\
-         tools:\n  \
-           - name: run\n    \
-             description: runs tool.sh\n    \
-             command: [\"sh\", \"tool.sh\"]\n    \
-             protocol: plain\n    \
-             parameters: {type: object}\n",
-        &[("tool.sh", script)],
-    );
 }
 
 #[test]
