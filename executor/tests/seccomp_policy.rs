@@ -346,3 +346,46 @@ fn seccomp_kills_i386_int80_syscall() {
         "i386 syscall was not killed with SIGSYS: wait status {confined:#x}"
     );
 }
+
+#[test]
+fn seccomp_denies_sysv_shared_memory_between_calls() {
+    // Unconfined, IPC_PRIVATE with size 0 fails with EINVAL (nothing is created).
+    // SAFETY: integer arguments only.
+    let result = confined(|| outcome(unsafe { libc::shmget(libc::IPC_PRIVATE, 0, 0o600) }.into()));
+    assert_eq!(result, Err(libc::EPERM));
+}
+
+#[test]
+fn seccomp_denies_sysv_message_queues_between_calls() {
+    // Unconfined, a key with flags 0 and no such queue fails with ENOENT (nothing is created).
+    // SAFETY: integer arguments only.
+    let result = confined(|| outcome(unsafe { libc::msgget(0x5ee0_0001, 0) }.into()));
+    assert_eq!(result, Err(libc::EPERM));
+}
+
+#[test]
+fn seccomp_denies_sysv_semaphores_between_calls() {
+    // Unconfined, a key with flags 0 and no such set fails with ENOENT (nothing is created).
+    // SAFETY: integer arguments only.
+    let result = confined(|| outcome(unsafe { libc::semget(0x5ee0_0002, 1, 0) }.into()));
+    assert_eq!(result, Err(libc::EPERM));
+}
+
+#[test]
+fn seccomp_denies_posix_message_queues() {
+    // Unconfined, a null name fails with EFAULT (nothing is created).
+    // SAFETY: the kernel rejects the null pointer without reading memory.
+    let result =
+        confined(|| outcome(unsafe { libc::syscall(libc::SYS_mq_open, 0usize, 0, 0, 0usize) }));
+    assert_eq!(result, Err(libc::EPERM));
+}
+
+#[test]
+fn seccomp_denies_syscalls_the_policy_does_not_name() {
+    // add_key with null arguments: unconfined it fails with EFAULT or EINVAL.
+    // SAFETY: the kernel rejects the null pointers without side effects.
+    let result = confined(|| {
+        outcome(unsafe { libc::syscall(libc::SYS_add_key, 0usize, 0usize, 0usize, 0usize, 0) })
+    });
+    assert_eq!(result, Err(libc::EPERM));
+}
