@@ -247,6 +247,7 @@ pub fn child_steps(
                         } else {
                             None
                         },
+                        own_proc: None,
                         filters: step.seccomp.then(|| Arc::clone(&filters)),
                     })
                 } else {

@@ -1,7 +1,8 @@
 //! The steps run in the forked child between fork and exec, in this order: new session,
 //! rlimits, fds above 2 closed (on exec), capabilities dropped (bounding set, securebits
 //! locked, user switched when the executor is root, effective/permitted/inheritable/
-//! ambient cleared), no_new_privs, Landlock, seccomp. Everything they need is prepared
+//! ambient cleared), no_new_privs, Landlock (after adding the child's own `/proc/<pid>`),
+//! seccomp. Everything they need is prepared
 //! before the fork; these steps only make system calls (async-signal-safe, no allocation).
 
 use std::io;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 
 use landlock::RulesetCreated;
 
-use super::landlock::is_enforced;
+use super::landlock::{is_enforced, OwnProcRule};
 use super::limits::Limits;
 use super::seccomp::ToolFilters;
 
@@ -48,6 +49,8 @@ pub struct ChildSetup {
     pub user: Option<(libc::uid_t, libc::gid_t)>,
     /// The Landlock ruleset; taken when enforced. `None` only with `--insecure-no-sandbox`.
     pub ruleset: Option<RulesetCreated>,
+    /// Adds the child's own `/proc/<pid>` to `ruleset` before it is enforced.
+    pub own_proc: Option<OwnProcRule>,
     /// seccomp filters. `None` only with `--insecure-no-sandbox`.
     pub filters: Option<Arc<ToolFilters>>,
 }
@@ -79,6 +82,9 @@ impl ChildSetup {
         // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         if let Some(ruleset) = self.ruleset.take() {
+            if let Some(own_proc) = &self.own_proc {
+                own_proc.add_in_child()?;
+            }
             let status = ruleset
                 .restrict_self()
                 .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;

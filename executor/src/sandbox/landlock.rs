@@ -1,8 +1,10 @@
 //! The Landlock ruleset of one call: read+execute on the skill folder and the runtime
-//! paths of `policies/sandbox/runtime-paths.txt`, full access to the scratch dir, no TCP
-//! bind or connect, and abstract UNIX sockets and signals scoped to the sandbox where the
-//! kernel offers it (ABI 6). Created in the parent; enforced in the child.
+//! paths of `policies/sandbox/runtime-paths.txt`, read+write on the null devices, full
+//! access to the scratch dir, no TCP bind or connect, and abstract UNIX sockets and signals
+//! scoped to the sandbox where the kernel offers it (ABI 6). Created in the parent; the
+//! child adds its own `/proc/<pid>` ([`OwnProcRule`]) and enforces it.
 
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
@@ -18,6 +20,10 @@ const TARGET_ABI: ABI = ABI::V6;
 /// The runtime paths policy, embedded at build time.
 pub const RUNTIME_PATHS_POLICY: &str = include_str!("../../../policies/sandbox/runtime-paths.txt");
 
+/// Devices every program may write to (`>/dev/null`, Python's `subprocess.DEVNULL`), granted
+/// read, write and truncate (a shell's `>` opens with `O_TRUNC`).
+pub const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
+
 /// Why the ruleset could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum LandlockError {
@@ -27,6 +33,12 @@ pub enum LandlockError {
         /// The crate's error.
         #[from]
         source: RulesetError,
+    },
+    /// The ruleset's fd could not be duplicated for the child's `/proc/<pid>` rule.
+    #[error("duplicating the Landlock ruleset fd failed: {source}")]
+    Duplicate {
+        /// The OS error.
+        source: std::io::Error,
     },
 }
 
@@ -61,8 +73,81 @@ pub fn build(
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
         .add_rules(path_beneath_rules(read_paths, read_exec))?
+        .add_rules(path_beneath_rules(
+            WRITABLE_DEVICES
+                .iter()
+                .map(Path::new)
+                .filter(|p| p.exists()),
+            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
+        ))?
         .add_rules(path_beneath_rules([scratch_dir], all))?;
     Ok(ruleset)
+}
+
+/// The rule that lets a tool read its own `/proc/<pid>` and nothing else of `/proc`: the pid
+/// is known only after the fork, so the parent keeps a duplicate of the ruleset's fd and the
+/// child adds the rule with [`OwnProcRule::add_in_child`] before enforcing the ruleset.
+#[derive(Debug)]
+pub struct OwnProcRule {
+    ruleset_fd: OwnedFd,
+}
+
+/// `struct landlock_path_beneath_attr` (linux/landlock.h), packed as the kernel declares it.
+#[repr(C, packed)]
+struct PathBeneathAttr {
+    allowed_access: u64,
+    parent_fd: i32,
+}
+
+/// `LANDLOCK_RULE_PATH_BENEATH`.
+const LANDLOCK_RULE_PATH_BENEATH: libc::c_int = 1;
+/// `LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR`.
+const PROC_ACCESS: u64 = (1 << 2) | (1 << 3);
+
+impl OwnProcRule {
+    /// Keeps a duplicate of `ruleset`'s fd (the kernel object is shared: a rule added
+    /// through the duplicate is part of `ruleset`). `None` when Landlock is not enforced.
+    pub fn for_ruleset(ruleset: &RulesetCreated) -> std::io::Result<Option<Self>> {
+        let fd: Option<OwnedFd> = ruleset.try_clone()?.into();
+        Ok(fd.map(|ruleset_fd| Self { ruleset_fd }))
+    }
+
+    /// Adds read access beneath `/proc/self` (the calling process's own `/proc/<pid>`).
+    /// Runs in the forked child: only system calls on a static path, no allocation.
+    pub fn add_in_child(&self) -> std::io::Result<()> {
+        // SAFETY: the path is a NUL-terminated static string; the returned fd is owned
+        // below and closed when this function returns.
+        let proc_self = unsafe {
+            libc::open(
+                c"/proc/self".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if proc_self < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `proc_self` was just opened and nothing else owns it.
+        let proc_self = unsafe { OwnedFd::from_raw_fd(proc_self) };
+        let attr = PathBeneathAttr {
+            allowed_access: PROC_ACCESS,
+            parent_fd: proc_self.as_raw_fd(),
+        };
+        // SAFETY: landlock_add_rule reads one packed landlock_path_beneath_attr from a live
+        // local; both fds are open for the duration of the call.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_add_rule,
+                self.ruleset_fd.as_raw_fd(),
+                LANDLOCK_RULE_PATH_BENEATH,
+                &attr as *const PathBeneathAttr,
+                0u32,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 /// Whether a restriction status is acceptable: enforced, fully or partially (a partial
@@ -88,6 +173,9 @@ mod tests {
             "/var",
             "/dev",
             "/run",
+            "/proc",
+            "/proc/self",
+            "/proc/1",
         ] {
             assert!(
                 !paths.contains(&PathBuf::from(forbidden)),

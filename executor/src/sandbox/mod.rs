@@ -265,6 +265,12 @@ impl Sandbox {
             )?),
             None => None,
         };
+        let own_proc = match &ruleset {
+            Some(ruleset) => landlock::OwnProcRule::for_ruleset(ruleset).map_err(|source| {
+                SandboxError::Landlock(landlock::LandlockError::Duplicate { source })
+            })?,
+            None => None,
+        };
         let mut setup = ChildSetup {
             limits: Limits::for_call(
                 spec.memory_mb,
@@ -275,6 +281,7 @@ impl Sandbox {
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
             ruleset,
+            own_proc,
             filters: self.filters.clone(),
         };
         let mut command = tokio::process::Command::new(program);

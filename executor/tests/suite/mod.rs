@@ -14,6 +14,7 @@ mod escape_env;
 mod escape_files;
 mod escape_kernel;
 mod escape_network;
+mod escape_proc;
 mod harness;
 mod limits;
 mod relay;
