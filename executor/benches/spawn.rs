@@ -520,6 +520,7 @@ impl Bench<'_> {
             env: Vec::new(),
             memory_mb: 512,
             timeout_ms: 10_000,
+            args_file: None,
         })?;
         let prepared = Instant::now();
         let mut child = command.spawn().context("spawning in the sandbox")?;

@@ -153,9 +153,9 @@ async fn run<B: CapabilityBroker>(
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
         }
     }
-    if tool.protocol == ToolProtocol::Plain {
-        env.push(("SKILLBOX_ARGS".to_string(), params.args.to_string()));
-    }
+    // A plain tool gets its arguments on stdin and in a file of the scratch dir, never in
+    // the environment (whose size the kernel caps at 128 KiB a string).
+    let plain_args = (tool.protocol == ToolProtocol::Plain).then(|| params.args.to_string());
     let mut memory_mb = skill.execution.memory_mb;
     let argv = match &tool.entry {
         ToolEntry::Command { argv } => argv.clone(),
@@ -176,6 +176,7 @@ async fn run<B: CapabilityBroker>(
         env,
         memory_mb,
         timeout_ms,
+        args_file: plain_args.as_deref().map(str::as_bytes),
     })?;
     let mut child = command
         .spawn()
@@ -227,16 +228,17 @@ async fn run<B: CapabilityBroker>(
                 }
             }
             ToolProtocol::Plain => {
+                // Written while stdout is read: a tool may answer before it has read all of
+                // a large argument (or never read it), and neither side may block the other.
                 let mut stdin = stdin;
-                let _ = tokio::io::AsyncWriteExt::write_all(
-                    &mut stdin,
-                    params.args.to_string().as_bytes(),
-                )
-                .await;
-                drop(stdin);
+                let input = plain_args.clone().unwrap_or_default();
+                let writer = tokio::spawn(async move {
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, input.as_bytes()).await;
+                });
                 let out = output::read_all(stdout, &budget)
                     .await
                     .ok_or(CallError::Output(budget.max()))?;
+                writer.abort();
                 let status = child.wait().await.ok();
                 wait_for_stderr(stderr_task.as_ref(), &budget).await;
                 if budget.is_exceeded() {

@@ -56,11 +56,25 @@ struct ExecArgs {
     #[arg(long, value_name = "SKILL:TOOL", required_unless_present = "stdio")]
     tool: Option<String>,
     /// Arguments as a JSON object.
-    #[arg(long, value_name = "JSON", default_value = "{}")]
+    #[arg(
+        long,
+        value_name = "JSON",
+        default_value = "{}",
+        conflicts_with = "args_file"
+    )]
     args: String,
-    /// A value for a declared env name; repeatable. Undeclared names are dropped.
-    #[arg(long = "env", value_name = "NAME=VALUE")]
+    /// Read the arguments (a JSON object) from FILE, or from stdin with `-` (for arguments
+    /// larger than the kernel allows on a command line).
+    #[arg(long, value_name = "FILE")]
+    args_file: Option<PathBuf>,
+    /// A declared env name whose value this process's own environment holds; repeatable.
+    /// Values never go on the command line, where every process of the host can read them.
+    #[arg(long = "env", value_name = "NAME")]
     env: Vec<String>,
+    /// Read NAME=VALUE lines (`#` comments) for declared env names from FILE, or from stdin
+    /// with `-`. Undeclared names are dropped.
+    #[arg(long, value_name = "FILE")]
+    env_file: Option<PathBuf>,
     /// Where per-call scratch dirs are made.
     #[arg(long, value_name = "DIR")]
     scratch_root: Option<PathBuf>,
@@ -69,7 +83,7 @@ struct ExecArgs {
     insecure_no_sandbox: bool,
     /// Read one tool.execute request line from stdin and relay the tool's capability
     /// requests over stdout/stdin (JSON-RPC lines); the result is the last stdout line.
-    #[arg(long, conflicts_with_all = ["tool", "args", "env"])]
+    #[arg(long, conflicts_with_all = ["tool", "args", "args_file", "env", "env_file"])]
     stdio: bool,
 }
 
@@ -220,6 +234,56 @@ fn run_exec_stdio(a: ExecArgs) -> ExitCode {
     }
 }
 
+/// The arguments and env values of `exec`, from the flags, the files they name, stdin and
+/// this process's environment.
+fn exec_input(a: &ExecArgs) -> Result<(serde_json::Value, BTreeMap<String, SecretValue>), String> {
+    let stdin = PathBuf::from("-");
+    if a.args_file.as_ref() == Some(&stdin) && a.env_file.as_ref() == Some(&stdin) {
+        return Err("--args-file - and --env-file - cannot both read stdin".into());
+    }
+    let read = |flag: &str, path: &PathBuf| -> Result<String, String> {
+        if *path == stdin {
+            std::io::read_to_string(std::io::stdin())
+                .map_err(|e| format!("{flag} -: cannot read stdin: {e}"))
+        } else {
+            std::fs::read_to_string(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+        }
+    };
+    let args_text = match &a.args_file {
+        Some(path) => read("--args-file", path)?,
+        None => a.args.clone(),
+    };
+    let args =
+        serde_json::from_str(&args_text).map_err(|e| format!("the arguments are not JSON: {e}"))?;
+    let mut env = BTreeMap::new();
+    for name in &a.env {
+        if name.contains('=') {
+            return Err(format!(
+                "--env takes a NAME only: a value on the command line is readable by every \
+                 process of the host (/proc/<pid>/cmdline); export it and pass --env {}, or \
+                 put NAME=VALUE lines in a file for --env-file",
+                name.split('=').next().unwrap_or_default()
+            ));
+        }
+        let value = std::env::var(name)
+            .map_err(|_| format!("--env {name}: this process's environment has no {name}"))?;
+        env.insert(name.clone(), SecretValue(value));
+    }
+    if let Some(path) = &a.env_file {
+        for (n, line) in read("--env-file", path)?.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let Some((k, v)) = line.split_once('=') else {
+                return Err(format!("--env-file line {}: expected NAME=VALUE", n + 1));
+            };
+            env.insert(k.trim().to_string(), SecretValue(v.to_string()));
+        }
+    }
+    Ok((args, env))
+}
+
 fn run_exec(a: ExecArgs) -> ExitCode {
     if a.stdio {
         return run_exec_stdio(a);
@@ -230,17 +294,10 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     let Some((skill, tool)) = tool.split_once(':') else {
         return usage("--tool must be SKILL:TOOL, e.g. echo:echo");
     };
-    let args: serde_json::Value = match serde_json::from_str(&a.args) {
-        Ok(v) => v,
-        Err(e) => return usage(&format!("--args is not JSON: {e}")),
+    let (args, env) = match exec_input(&a) {
+        Ok(input) => input,
+        Err(message) => return usage(&message),
     };
-    let mut env = BTreeMap::new();
-    for pair in &a.env {
-        let Some((k, v)) = pair.split_once('=') else {
-            return usage(&format!("--env {pair:?} must be NAME=VALUE"));
-        };
-        env.insert(k.to_string(), SecretValue(v.to_string()));
-    }
     if !a.skills.is_dir() {
         return usage(&format!("--skills {} is not a folder", a.skills.display()));
     }

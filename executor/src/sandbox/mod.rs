@@ -170,7 +170,13 @@ pub struct LaunchSpec<'a> {
     pub memory_mb: u64,
     /// Wall-clock timeout (sets the CPU-time limit too).
     pub timeout_ms: u64,
+    /// Written to [`ARGS_FILE_NAME`] in the scratch dir, named by `SKILLBOX_ARGS_FILE`
+    /// (the arguments of a `plain` tool).
+    pub args_file: Option<&'a [u8]>,
 }
+
+/// The file of a `plain` tool's arguments inside its scratch dir.
+pub const ARGS_FILE_NAME: &str = "args.json";
 
 impl Sandbox {
     /// Probes the kernel and compiles the policy; fails closed.
@@ -257,6 +263,20 @@ impl Sandbox {
                 root: self.config.scratch_root.clone(),
                 source,
             })?;
+        let mut env = spec.env;
+        if let Some(args) = spec.args_file {
+            let path = scratch.path().join(ARGS_FILE_NAME);
+            scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(|source| {
+                SandboxError::Scratch {
+                    root: self.config.scratch_root.clone(),
+                    source,
+                }
+            })?;
+            env.push((
+                "SKILLBOX_ARGS_FILE".to_string(),
+                path.to_string_lossy().into_owned(),
+            ));
+        }
         let ruleset = match self.filters {
             Some(_) => Some(landlock::build(
                 spec.skill_dir,
@@ -289,7 +309,7 @@ impl Sandbox {
             .args(&spec.argv[1..])
             .env_clear()
             .envs(env::base(scratch.path()))
-            .envs(spec.env)
+            .envs(env)
             .current_dir(spec.skill_dir)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

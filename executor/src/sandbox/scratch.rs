@@ -39,6 +39,22 @@ impl Scratch {
     }
 }
 
+/// Writes `content` to a new file `path` (mode 0600), owned by `owner` when given.
+pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    file.write_all(content)?;
+    if let Some(uid) = owner {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(uid))?;
+    }
+    Ok(())
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         if let Err(e) = std::fs::remove_dir_all(&self.path) {

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::harness::{scratch_root, Manifest, SkillRoot};
+use super::harness::{assert_mentions, scratch_root, shell_skill, Manifest, SkillRoot};
 
 const EXECUTOR_SECRET: &str = "executor-secret-7f3a";
 const AWS_SECRET: &str = "aws-secret-9c1e";
@@ -138,4 +138,54 @@ fn sandbox_does_not_fill_declared_env_from_executor_environment() {
     let env = environ(outcome.data());
     assert!(!env.contains_key("API_KEY"), "{env:?}");
     assert_no_secret(&env);
+}
+
+#[test]
+fn exec_refuses_env_values_on_the_command_line() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "echo never\n");
+    let output = std::process::Command::new(super::harness::EXECUTOR)
+        .args(["exec", "--skills"])
+        .arg(root.skills())
+        .args([
+            "--tool",
+            "shell:run",
+            "--env",
+            "API_KEY=visible-to-every-process",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_mentions(&stderr, "--env takes a NAME only");
+    assert_mentions(&stderr, "/proc/<pid>/cmdline");
+    assert!(output.stdout.is_empty(), "nothing ran: {output:?}");
+}
+
+#[test]
+fn exec_takes_env_values_from_its_environment_by_name() {
+    let root = SkillRoot::new();
+    root.python_skill_with(
+        "named",
+        "reply({'key': os.environ.get('API_KEY')})",
+        Manifest {
+            skill: "permissions: { env: [API_KEY] }",
+            ..Default::default()
+        },
+    );
+    let output = std::process::Command::new(super::harness::EXECUTOR)
+        .args(["exec", "--skills"])
+        .arg(root.skills())
+        .args(["--tool", "named:run", "--env", "API_KEY"])
+        .arg("--scratch-root")
+        .arg(scratch_root())
+        .env("API_KEY", "from-the-environment")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains(r#""key":"from-the-environment""#),
+        "{stdout} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }

@@ -238,7 +238,7 @@ impl Call<'_> {
         self
     }
 
-    /// A `--env NAME=VALUE` flag.
+    /// A `NAME=VALUE` line of the `--env-file` (values never go on the command line).
     pub fn env_flag(mut self, pair: &str) -> Self {
         self.env_flags.push(pair.to_string());
         self
@@ -259,12 +259,22 @@ impl Call<'_> {
             .arg(self.root.skills())
             .arg("--tool")
             .arg(&self.tool)
-            .arg("--args")
-            .arg(self.args.to_string())
             .arg("--scratch-root")
             .arg(&self.scratch_root);
-        for pair in &self.env_flags {
-            command.arg("--env").arg(pair);
+        // Large arguments go through a file: one command-line string is capped at 128 KiB.
+        let args = self.args.to_string();
+        let inputs = tempfile::tempdir().unwrap();
+        if args.len() > 64 * 1024 {
+            let file = inputs.path().join("args.json");
+            std::fs::write(&file, &args).unwrap();
+            command.arg("--args-file").arg(file);
+        } else {
+            command.arg("--args").arg(args);
+        }
+        if !self.env_flags.is_empty() {
+            let file = inputs.path().join("env");
+            std::fs::write(&file, self.env_flags.join("\n")).unwrap();
+            command.arg("--env-file").arg(file);
         }
         command
             .envs(self.process_env.iter().map(|(k, v)| (k, v)))

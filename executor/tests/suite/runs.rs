@@ -71,18 +71,47 @@ fn shell_tool_runs_with_plain_protocol() {
         &root,
         "read -r line\n\
          echo \"stdin=$line\"\n\
-         echo \"env=$SKILLBOX_ARGS\"\n\
+         echo \"file=$(cat \"$SKILLBOX_ARGS_FILE\")\"\n\
+         echo \"env=${SKILLBOX_ARGS:-unset}\"\n\
          echo note > \"$HOME/note\" && cat \"$HOME/note\"\n\
          echo warning >&2\n",
     );
     let outcome = root.call("shell:run").args(json!({ "k": "v" })).run();
     let data = outcome.data();
     assert_eq!(
-        data["stdout"], "stdin={\"k\":\"v\"}\nenv={\"k\":\"v\"}\nnote\n",
+        data["stdout"], "stdin={\"k\":\"v\"}\nfile={\"k\":\"v\"}\nenv=unset\nnote\n",
         "{data}"
     );
     assert_eq!(data["stderr"], "warning\n");
     assert_eq!(data["exit_code"], 0);
+}
+
+#[test]
+fn plain_tool_receives_900_kib_of_arguments() {
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "from_stdin=$(wc -c)\n\
+         from_file=$(wc -c < \"$SKILLBOX_ARGS_FILE\")\n\
+         case \"$SKILLBOX_ARGS_FILE\" in \"$TMPDIR\"/*) where=scratch ;; *) where=elsewhere ;; esac\n\
+         echo \"$from_stdin $from_file $where\"\n",
+    );
+    let text = "x".repeat(900 * 1024);
+    let args = json!({ "text": text });
+    let size = args.to_string().len();
+    let outcome = root.call("shell:run").args(args).run();
+    let data = outcome.data();
+    assert_eq!(data["stdout"], format!("{size} {size} scratch\n"), "{data}");
+    assert_eq!(data["exit_code"], 0);
+}
+
+#[test]
+fn plain_tool_that_answers_without_reading_large_arguments_finishes() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "echo early\n");
+    let args = json!({ "text": "y".repeat(900 * 1024) });
+    let outcome = root.call("shell:run").args(args).run();
+    assert_eq!(outcome.data()["stdout"], "early\n", "{outcome}");
 }
 
 #[test]
