@@ -224,6 +224,7 @@ fn run_exec_stdio(a: ExecArgs) -> ExitCode {
     ));
     // The stdin reader may be blocked in a read that cannot be cancelled: do not wait for it.
     runtime.shutdown_background();
+    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_usage() => usage(&format!("exec --stdio: {e}")),
@@ -321,6 +322,8 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     };
     let result = runtime.block_on(call::execute(&sandbox, &registry, &OneShotBroker, params));
+    // The scratch dir is removed on the sweeper's thread; let it finish before exiting.
+    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
     match serde_json::to_string(&result) {
         Ok(line) => println!("{line}"),
         Err(e) => {

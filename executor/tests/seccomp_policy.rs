@@ -383,9 +383,10 @@ fn seccomp_denies_posix_message_queues() {
 #[test]
 fn seccomp_denies_syscalls_the_policy_does_not_name() {
     // add_key with null arguments: unconfined it fails with EFAULT or EINVAL.
-    // SAFETY: the kernel rejects the null pointers without side effects.
     let result = confined(|| {
-        outcome(unsafe { libc::syscall(libc::SYS_add_key, 0usize, 0usize, 0usize, 0usize, 0) })
+        // SAFETY: the kernel rejects the null pointers without side effects.
+        let rc = unsafe { libc::syscall(libc::SYS_add_key, 0usize, 0usize, 0usize, 0usize, 0) };
+        outcome(rc)
     });
     assert_eq!(result, Err(libc::EPERM));
 }

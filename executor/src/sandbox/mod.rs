@@ -11,6 +11,7 @@ pub mod landlock;
 pub mod limits;
 pub mod probe;
 pub mod reaper;
+pub mod remove_tree;
 pub mod scratch;
 pub mod seccomp;
 
@@ -337,9 +338,15 @@ fn default_uid_lock_dir() -> PathBuf {
     }
 }
 
-/// Removes scratch dirs left by executors that are gone (`call-<pid>-<n>` of a dead pid).
+/// Removes scratch dirs left by executors that are gone (`call-<pid>-<n>` of a dead pid),
+/// in the scratch root and in its trash.
 fn remove_stale_scratch(scratch_root: &Path) {
-    let Ok(entries) = std::fs::read_dir(scratch_root) else {
+    remove_stale_calls(scratch_root);
+    remove_stale_calls(&scratch_root.join(scratch::TRASH_DIR));
+}
+
+fn remove_stale_calls(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
         return;
     };
     for e in entries.flatten() {
@@ -352,7 +359,7 @@ fn remove_stale_scratch(scratch_root: &Path) {
             continue;
         };
         if !Path::new("/proc").join(pid.to_string()).exists() {
-            let _ = std::fs::remove_dir_all(e.path());
+            remove_tree::Sweeper::global().remove(e.path());
         }
     }
 }

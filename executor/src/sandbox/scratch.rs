@@ -1,9 +1,16 @@
 //! The per-call scratch directory: the only writable place a tool has (`HOME`, `TMPDIR`),
-//! owned by the call's user, removed when the call ends.
+//! owned by the call's user, removed when the call ends: moved at once into
+//! `<scratch root>/.trash/` (one rename, so the name is free and the call ends without
+//! waiting) and removed there by the [`Sweeper`], whatever the tool built in it.
 
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::remove_tree::{remove_tree, Sweeper};
+
+/// The folder of the scratch root where ended calls' dirs wait for the sweeper.
+pub const TRASH_DIR: &str = ".trash";
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -57,8 +64,27 @@ pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::
 
 impl Drop for Scratch {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            tracing::warn!(path = %self.path.display(), error = %e, "cannot remove scratch dir");
+        let (Some(root), Some(name)) = (self.path.parent(), self.path.file_name()) else {
+            return;
+        };
+        let trash = root.join(TRASH_DIR);
+        let moved = trash.join(name);
+        let renamed = std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&trash)
+            .or_else(|e| match e.kind() {
+                std::io::ErrorKind::AlreadyExists => Ok(()),
+                _ => Err(e),
+            })
+            .and_then(|()| std::fs::rename(&self.path, &moved));
+        match renamed {
+            Ok(()) => Sweeper::global().remove(moved),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "cannot move the scratch dir aside; removing it in place");
+                if let Err(e) = remove_tree(&self.path) {
+                    tracing::warn!(path = %self.path.display(), error = %e, "cannot remove scratch dir");
+                }
+            }
         }
     }
 }

@@ -195,6 +195,8 @@ impl SkillRoot {
             env_flags: Vec::new(),
             process_env: Vec::new(),
             scratch_root: scratch_root(),
+            max_open_files: None,
+            deadline: EXEC_DEADLINE,
         }
     }
 }
@@ -223,9 +225,23 @@ pub struct Call<'a> {
     env_flags: Vec<String>,
     process_env: Vec<(String, String)>,
     scratch_root: PathBuf,
+    max_open_files: Option<u64>,
+    deadline: Duration,
 }
 
 impl Call<'_> {
+    /// Starts the executor with this RLIMIT_NOFILE.
+    pub fn max_open_files(mut self, limit: u64) -> Self {
+        self.max_open_files = Some(limit);
+        self
+    }
+
+    /// Another limit than [`EXEC_DEADLINE`] for the whole `exec`.
+    pub fn deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
     /// Another `--scratch-root` than the suite's shared one.
     pub fn scratch_root(mut self, dir: &Path) -> Self {
         self.scratch_root = dir.to_path_buf();
@@ -281,6 +297,28 @@ impl Call<'_> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(limit) = self.max_open_files {
+            use std::os::unix::process::CommandExt;
+            // The soft limit only: the tool's own (higher) limit must stay settable.
+            let mut rlimit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: getrlimit writes one rlimit into a live local.
+            let got = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut rlimit) };
+            assert_eq!(got, 0);
+            rlimit.rlim_cur = limit;
+            // SAFETY: setrlimit is async-signal-safe and reads a live local copied into the
+            // closure; nothing else runs between fork and exec here.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &rlimit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         let started = Instant::now();
         let child = command.spawn().expect("start skillbox-executor");
         let executor_pid = child.id();
@@ -288,14 +326,14 @@ impl Call<'_> {
         std::thread::spawn(move || {
             let _ = tx.send(child.wait_with_output());
         });
-        let output = match rx.recv_timeout(EXEC_DEADLINE) {
+        let output = match rx.recv_timeout(self.deadline) {
             Ok(output) => output.expect("wait for skillbox-executor"),
             Err(_) => {
                 // SAFETY: kill with integer arguments; the pid is our unreaped child.
                 unsafe { libc::kill(executor_pid as libc::pid_t, libc::SIGKILL) };
                 panic!(
-                    "skillbox-executor exec --tool {} did not finish within {EXEC_DEADLINE:?}",
-                    self.tool
+                    "skillbox-executor exec --tool {} did not finish within {:?}",
+                    self.tool, self.deadline
                 );
             }
         };

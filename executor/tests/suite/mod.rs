@@ -19,3 +19,4 @@ mod harness;
 mod limits;
 mod relay;
 mod runs;
+mod scratch_cleanup;
