@@ -390,3 +390,24 @@ fn seccomp_denies_syscalls_the_policy_does_not_name() {
     });
     assert_eq!(result, Err(libc::EPERM));
 }
+
+#[test]
+fn seccomp_denies_making_sticky_folders() {
+    // A sticky folder's entries could be removed only by their owner (or CAP_FOWNER, which
+    // the executor's container lacks), so a tool could leave its scratch dir behind.
+    let base = tempfile::tempdir().unwrap();
+    let sticky = std::ffi::CString::new(base.path().join("sticky").to_str().unwrap()).unwrap();
+    let plain = std::ffi::CString::new(base.path().join("plain").to_str().unwrap()).unwrap();
+    let (made_sticky, made_plain, chmod_sticky) = confined(move || {
+        // SAFETY: mkdir and chmod read NUL-terminated paths that live across the calls.
+        let made_sticky = outcome(unsafe { libc::mkdir(sticky.as_ptr(), 0o1777) }.into());
+        // SAFETY: as above.
+        let made_plain = outcome(unsafe { libc::mkdir(plain.as_ptr(), 0o755) }.into());
+        // SAFETY: as above.
+        let chmod_sticky = outcome(unsafe { libc::chmod(plain.as_ptr(), 0o1777) }.into());
+        (made_sticky, made_plain, chmod_sticky)
+    });
+    assert_eq!(made_sticky, Err(libc::EPERM));
+    assert_eq!(made_plain, Ok(0));
+    assert_eq!(chmod_sticky, Err(libc::EPERM));
+}

@@ -269,6 +269,15 @@ mod tests {
         "wait4",
     ];
 
+    /// Syscalls allowed only when their mode argument (at this index) lacks the sticky bit.
+    const NO_STICKY_BIT: &[(&str, u64)] = &[
+        ("mkdir", 1),
+        ("mkdirat", 2),
+        ("chmod", 1),
+        ("fchmod", 1),
+        ("fchmodat", 2),
+    ];
+
     const CLONE_NAMESPACE_FLAGS: &[(&str, i32)] = &[
         ("CLONE_NEWNS", libc::CLONE_NEWNS),
         ("CLONE_NEWUTS", libc::CLONE_NEWUTS),
@@ -389,6 +398,23 @@ mod tests {
         let mask = args[0]["op"]["masked_eq"].as_i64().unwrap();
         for (name, flag) in CLONE_NAMESPACE_FLAGS {
             assert_ne!(mask & i64::from(*flag), 0, "{name} is not in clone's mask");
+        }
+    }
+
+    #[test]
+    fn policy_allows_modes_only_without_the_sticky_bit() {
+        let policy = policy();
+        for (syscall, index) in NO_STICKY_BIT {
+            let found: Vec<&Value> = rules(&policy, ALLOW_FILTER)
+                .iter()
+                .filter(|rule| rule["syscall"] == *syscall)
+                .collect();
+            assert_eq!(found.len(), 1, "{syscall}");
+            let args = found[0]["args"].as_array().unwrap();
+            assert_eq!(args.len(), 1, "{syscall}");
+            assert_eq!(args[0]["index"], *index, "{syscall}");
+            assert_eq!(args[0]["op"]["masked_eq"], 0o1000, "{syscall}");
+            assert_eq!(args[0]["val"], 0, "{syscall}");
         }
     }
 
