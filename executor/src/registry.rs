@@ -182,6 +182,7 @@ mod tests {
                     trust: Trust::Local,
                     publisher: None,
                     leaf_fingerprint: None,
+                    publisher_key: None,
                     root_fingerprint: None,
                     installed_at: "2025-01-01T00:00:00Z".into(),
                 },

@@ -121,6 +121,8 @@ pub struct TrustStore {
     dir: PathBuf,
     roots: Vec<Root>,
     revoked: BTreeMap<String, Revocation>,
+    /// Rotation statements whose signature verified, old root → new roots.
+    successors: BTreeMap<String, BTreeSet<String>>,
     warnings: Vec<LoadWarning>,
 }
 
@@ -149,6 +151,7 @@ impl TrustStore {
             dir: trust_dir.to_path_buf(),
             roots: Vec::new(),
             revoked: BTreeMap::new(),
+            successors: BTreeMap::new(),
             warnings: Vec::new(),
         };
 
@@ -212,6 +215,7 @@ impl TrustStore {
             dir: PathBuf::new(),
             roots: Vec::new(),
             revoked: BTreeMap::new(),
+            successors: BTreeMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -253,6 +257,40 @@ impl TrustStore {
             .find_map(|r| r.matches(id).map(|by| (r, by)))
     }
 
+    /// Whether the roots `a` and `b` (fingerprints) are the same root or linked by
+    /// rotation statements in this trust folder (either way, any number of steps): one
+    /// operator's root across rotations.
+    pub fn same_root_lineage(&self, a: &str, b: &str) -> bool {
+        if a == b {
+            return true;
+        }
+        let mut seen = BTreeSet::from([a.to_string()]);
+        let mut pending = vec![a.to_string()];
+        while let Some(fp) = pending.pop() {
+            let next = self
+                .successors
+                .get(&fp)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .chain(
+                    self.successors
+                        .iter()
+                        .filter(|(_, new)| new.contains(&fp))
+                        .map(|(old, _)| old.clone()),
+                );
+            for n in next.collect::<Vec<_>>() {
+                if n == b {
+                    return true;
+                }
+                if seen.insert(n.clone()) {
+                    pending.push(n);
+                }
+            }
+        }
+        false
+    }
+
     /// The PEM of a known root (configured, rotated or retired).
     pub fn root_pem(&self, fingerprint: &str) -> Option<String> {
         self.root(fingerprint).map(|r| cert::to_pem(&r.der))
@@ -290,8 +328,23 @@ impl TrustStore {
             let mut still = Vec::new();
             for (path, s) in pending {
                 if self.root(&s.statement.new_root_fingerprint).is_some() {
-                    // Already trusted (configured, or promoted when the signer retired).
+                    // Already trusted (configured, or promoted when the signer retired):
+                    // the statement still links the two roots when its signature holds.
                     progress = true;
+                    let old = &s.statement.old_root_fingerprint;
+                    let signed = self.root(old).is_some_and(|signer| {
+                        cert::parse(&signer.der)
+                            .map(|c| {
+                                cert::p256_verify(&c, &s.statement.signed_bytes(), &s.signature)
+                            })
+                            .unwrap_or(false)
+                    });
+                    if signed {
+                        self.successors
+                            .entry(old.clone())
+                            .or_default()
+                            .insert(s.statement.new_root_fingerprint.clone());
+                    }
                     continue;
                 }
                 let old = &s.statement.old_root_fingerprint;
@@ -323,6 +376,10 @@ impl TrustStore {
                         {
                             signer.info.retiring = true;
                         }
+                        self.successors
+                            .entry(old.clone())
+                            .or_default()
+                            .insert(root.info.fingerprint.clone());
                         self.roots.push(root);
                     }
                     Err(reason) => self.warnings.push(LoadWarning {

@@ -31,6 +31,8 @@ pub struct Verified {
     pub digest: String,
     /// The developer certificate's subject CN (or O).
     pub publisher: String,
+    /// SHA-256 (hex) of the developer certificate's public key (SubjectPublicKeyInfo).
+    pub publisher_key: String,
     /// SHA-256 (hex) of the developer certificate's DER.
     pub leaf_fingerprint: String,
     /// SHA-256 (hex) of the root the chain ends at.
@@ -163,6 +165,7 @@ impl TrustStore {
         Ok(Verified {
             digest: actual,
             publisher: cert::publisher(leaf),
+            publisher_key: cert::identity(&ders[0], leaf).spki_sha256,
             leaf_fingerprint: cert::fingerprint(&ders[0]),
             root_fingerprint: root.info.fingerprint.clone(),
             signed_at: sig.signed_at,
