@@ -130,17 +130,20 @@ async fn run<B: CapabilityBroker>(
     broker: &B,
     params: ToolExecuteParams,
 ) -> Result<Value, CallError> {
-    let registered = registry
-        .skill(&params.skill)
-        .ok_or_else(|| match registry.refusal(&params.skill) {
-            Some(LockRefusal::Changed(reason)) => CallError::Changed(reason.clone()),
-            Some(LockRefusal::LockUnreadable(reason)) => CallError::LockUnreadable(reason.clone()),
-            None => CallError::NotFound(format!(
-                "no skill named {:?} in {}",
-                params.skill,
-                registry.root().display()
-            )),
-        })?;
+    let registered =
+        registry
+            .skill(&params.skill)
+            .ok_or_else(|| match registry.refusal(&params.skill) {
+                Some(LockRefusal::Changed(reason)) => CallError::Changed(reason.clone()),
+                Some(LockRefusal::LockUnreadable(reason)) => {
+                    CallError::LockUnreadable(reason.clone())
+                }
+                None => CallError::NotFound(format!(
+                    "no skill named {:?} in {}",
+                    params.skill,
+                    registry.root().display()
+                )),
+            })?;
     let skill = &registered.skill;
     let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
         CallError::NotFound(format!(

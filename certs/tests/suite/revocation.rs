@@ -7,8 +7,8 @@ use std::path::Path;
 
 use rcgen::{KeyPair, SerialNumber};
 use skillbox_certs::{issue_intermediate, revoke, TrustStore, VerifyError};
-use x509_parser::prelude::FromDer;
 use x509_parser::certificate::X509Certificate;
+use x509_parser::prelude::FromDer;
 
 use super::common::{assert_refused, developer_params, leaf_signed_by, sign, verify, Pki};
 use super::reencode::{pem_to_ders, reencode_negated_s, reencode_signature_chain, sha256_hex};
@@ -36,7 +36,10 @@ fn reencoded_certificate_is_the_same_validly_signed_certificate_in_other_bytes()
     assert_ne!(sha256_hex(&copy), sha256_hex(&leaf), "same fingerprint");
     let root = root_der(&pki);
     assert!(signed_by(&leaf, &root));
-    assert!(signed_by(&copy, &root), "the re-encoded signature does not verify");
+    assert!(
+        signed_by(&copy, &root),
+        "the re-encoded signature does not verify"
+    );
     let (_, a) = X509Certificate::from_der(&leaf).unwrap();
     let (_, b) = X509Certificate::from_der(&copy).unwrap();
     assert_eq!(a.tbs_certificate.as_ref(), b.tbs_certificate.as_ref());
@@ -144,7 +147,11 @@ fn fingerprint_only_entry_of_an_old_list_still_refuses_and_revoking_again_comple
     let twin = pki.package("legacy-twin");
     sign(&twin, &chain, &key);
     reencode_signature_chain(&twin.join("SIGNATURE"), 0);
-    assert_refused(&verify(&pki.store(), &twin).unwrap_err(), "revocation", "old entry");
+    assert_refused(
+        &verify(&pki.store(), &twin).unwrap_err(),
+        "revocation",
+        "old entry",
+    );
 }
 
 #[test]
@@ -152,7 +159,13 @@ fn revoke_by_fingerprint_finds_the_certificate_and_records_what_names_it() {
     let pki = Pki::new();
     let (chain, key) = pki.developer("found");
     let fp = sha256_hex(&pem_to_ders(&chain).remove(0));
-    let entry = revoke(&pki.trust, &fp, "found by fingerprint", &[pki.out.as_path()]).unwrap();
+    let entry = revoke(
+        &pki.trust,
+        &fp,
+        "found by fingerprint",
+        &[pki.out.as_path()],
+    )
+    .unwrap();
     assert!(entry.names_content(), "{entry:?}");
     let pkg = pki.package("found-twin");
     sign(&pkg, &chain, &key);

@@ -344,9 +344,14 @@ fn list(a: ListArgs) -> anyhow::Result<u8> {
             );
             match (&r.issuer, &r.serial, &r.spki_sha256) {
                 (Some(issuer), Some(serial), Some(spki)) => {
-                    println!("      issuer {issuer}, serial {serial}, key {}", short(spki));
+                    println!(
+                        "      issuer {issuer}, serial {serial}, key {}",
+                        short(spki)
+                    );
                 }
-                _ => println!("      by fingerprint only (revoke its PEM to catch re-encoded copies)"),
+                _ => println!(
+                    "      by fingerprint only (revoke its PEM to catch re-encoded copies)"
+                ),
             }
         }
     }

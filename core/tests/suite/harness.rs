@@ -69,7 +69,13 @@ impl Workspace {
         src: &Path,
         change: install::PublisherChange,
     ) -> Result<Installed, InstallError> {
-        install::install(src, &self.policy, Limits::default(), SystemTime::now(), change)
+        install::install(
+            src,
+            &self.policy,
+            Limits::default(),
+            SystemTime::now(),
+            change,
+        )
     }
 
     /// Signs `dir` with the workspace's developer certificate.

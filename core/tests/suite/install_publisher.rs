@@ -17,7 +17,10 @@ fn developer(ws: &Workspace, ca: &Path, publisher: &str, out: &str) -> (PathBuf,
 
 /// `name` at `version` signed with `cert`/`key`.
 fn signed_by(ws: &Workspace, name: &str, version: &str, cert: &Path, key: &Path) -> PathBuf {
-    let dir = ws.scratch(&format!("{name}-{version}-{}", cert.display().to_string().len()));
+    let dir = ws.scratch(&format!(
+        "{name}-{version}-{}",
+        cert.display().to_string().len()
+    ));
     write_skill(&dir, name, version, version);
     ws.sign_with(&dir, name, version, cert, key);
     dir
@@ -32,14 +35,26 @@ fn install_refuses_higher_version_from_another_trusted_publisher() {
     let err = ws.refused(&hijack, "publisher");
     let msg = err.to_string();
     assert!(msg.starts_with("publisher: "), "{msg}");
-    assert!(msg.contains("\"acme-skills\""), "installed publisher not named: {msg}");
-    assert!(msg.contains("\"mallory\""), "offered publisher not named: {msg}");
-    assert!(msg.contains("--allow-publisher-change"), "no way out named: {msg}");
+    assert!(
+        msg.contains("\"acme-skills\""),
+        "installed publisher not named: {msg}"
+    );
+    assert!(
+        msg.contains("\"mallory\""),
+        "offered publisher not named: {msg}"
+    );
+    assert!(
+        msg.contains("--allow-publisher-change"),
+        "no way out named: {msg}"
+    );
     assert_eq!(
         err.error_kind(),
         skillbox_protocol::result::ErrorKind::PermissionDenied
     );
-    assert_eq!(ws.lock().get("wallet").unwrap().version.as_deref(), Some("1.0.0"));
+    assert_eq!(
+        ws.lock().get("wallet").unwrap().version.as_deref(),
+        Some("1.0.0")
+    );
 }
 
 #[test]

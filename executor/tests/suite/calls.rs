@@ -150,7 +150,10 @@ fn exec_refuses_skill_changed_after_install_as_permission_denied_not_not_found()
     open_up(&dir.join("extra.sh"));
     let outcome = root.call("attack:run").run();
     let error = outcome.failure("permission_denied");
-    assert_mentions(error, "no longer match the signed digest it was installed with");
+    assert_mentions(
+        error,
+        "no longer match the signed digest it was installed with",
+    );
     assert_mentions(error, "reinstall it from its signed package");
     assert_mentions(error, "DELETE /v1/skills/attack");
 }

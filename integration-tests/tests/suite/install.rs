@@ -57,7 +57,13 @@ pub(super) fn issue(sb: &Skillbox, publisher: &str) -> (PathBuf, PathBuf) {
 
 /// Writes a skill package `name` at `version` outside the workspace, with one `plain`
 /// tool `run` that prints its name and version, and signs it with `cert`/`key`.
-pub(super) fn signed_package(sb: &Skillbox, name: &str, version: &str, cert: &Path, key: &Path) -> PathBuf {
+pub(super) fn signed_package(
+    sb: &Skillbox,
+    name: &str,
+    version: &str,
+    cert: &Path,
+    key: &Path,
+) -> PathBuf {
     let dir = sb
         .root
         .path()

@@ -7,9 +7,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::install::{
-    install, issue, path_str, report_of, signed_package, succeeded, verify_all,
-};
+use super::install::{install, issue, path_str, report_of, signed_package, succeeded, verify_all};
 use crate::harness::{Options, Skillbox};
 
 #[path = "../../../certs/tests/suite/reencode.rs"]
@@ -43,7 +41,11 @@ fn reencoded_copy_of_revoked_developer_or_intermediate_certificate_is_refused() 
     let stamp = signed_package(&sb, "stamp", "1.0.0", &cert, &key);
     let copy = reencode_signature_chain(&stamp.join("SIGNATURE"), 0);
     let body = install(&sb, &stamp);
-    assert_eq!(body["installed"]["leaf_fingerprint"], sha256_hex(&copy), "{body}");
+    assert_eq!(
+        body["installed"]["leaf_fingerprint"],
+        sha256_hex(&copy),
+        "{body}"
+    );
     assert_ne!(sha256_hex(&copy), fingerprint_of(&cert));
     let (ok, report) = verify_all(&sb);
     assert!(ok, "{report}");
@@ -54,12 +56,18 @@ fn reencoded_copy_of_revoked_developer_or_intermediate_certificate_is_refused() 
     );
     // verify --all no longer calls it ok.
     let (ok, report) = verify_all(&sb);
-    assert!(!ok, "verify --all passes a skill signed with a revoked certificate: {report}");
+    assert!(
+        !ok,
+        "verify --all passes a skill signed with a revoked certificate: {report}"
+    );
     let stamp_report = report_of(&report, "stamp");
     assert_eq!(stamp_report["status"], "failed", "{report}");
     assert_eq!(stamp_report["check"], "revocation", "{report}");
     assert!(
-        stamp_report["reason"].as_str().unwrap().contains("key leaked"),
+        stamp_report["reason"]
+            .as_str()
+            .unwrap()
+            .contains("key leaked"),
         "{report}"
     );
 
@@ -104,13 +112,21 @@ fn another_trusted_publishers_higher_version_is_refused_unless_the_operator_allo
     succeeded("certs init-root", &sb.cli(&["certs", "init-root"]));
     let (acme, acme_key) = issue(&sb, "acme");
     let (mallory, mallory_key) = issue(&sb, "mallory");
-    install(&sb, &signed_package(&sb, "wallet", "1.0.0", &acme, &acme_key));
+    install(
+        &sb,
+        &signed_package(&sb, "wallet", "1.0.0", &acme, &acme_key),
+    );
 
     // Gateway: refused, naming both publishers and the override.
     let hijack = signed_package(&sb, "wallet", "9.0.0", &mallory, &mallory_key);
     let refusal = refused_install(&sb, &json!({"source": hijack}), "publisher");
     let error = refusal["error"].as_str().unwrap();
-    for needle in ["\"acme\"", "\"mallory\"", "allow_publisher_change", "--allow-publisher-change"] {
+    for needle in [
+        "\"acme\"",
+        "\"mallory\"",
+        "allow_publisher_change",
+        "--allow-publisher-change",
+    ] {
         assert!(error.contains(needle), "{needle} not in {error}");
     }
     // CLI: the same refusal.
@@ -119,11 +135,20 @@ fn another_trusted_publishers_higher_version_is_refused_unless_the_operator_allo
     let cli: Value = serde_json::from_slice(&out.stdout).expect("install --json");
     assert_eq!(cli["check"], "publisher", "{cli}");
     let data = sb.call_ok("wallet:run", json!({}));
-    assert_eq!(data["stdout"], "wallet 1.0.0\n", "the hijack replaced the skill");
+    assert_eq!(
+        data["stdout"], "wallet 1.0.0\n",
+        "the hijack replaced the skill"
+    );
 
     // The same publisher's upgrade goes through.
-    install(&sb, &signed_package(&sb, "wallet", "1.1.0", &acme, &acme_key));
-    assert_eq!(sb.call_ok("wallet:run", json!({}))["stdout"], "wallet 1.1.0\n");
+    install(
+        &sb,
+        &signed_package(&sb, "wallet", "1.1.0", &acme, &acme_key),
+    );
+    assert_eq!(
+        sb.call_ok("wallet:run", json!({}))["stdout"],
+        "wallet 1.1.0\n"
+    );
 
     // The operator hands the skill over explicitly.
     let r = sb.request(
@@ -133,5 +158,8 @@ fn another_trusted_publishers_higher_version_is_refused_unless_the_operator_allo
     );
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.json()["installed"]["publisher"], "mallory", "{}", r.body);
-    assert_eq!(sb.call_ok("wallet:run", json!({}))["stdout"], "wallet 9.0.0\n");
+    assert_eq!(
+        sb.call_ok("wallet:run", json!({}))["stdout"],
+        "wallet 9.0.0\n"
+    );
 }
