@@ -1,14 +1,15 @@
 //! Attacks on signed install end to end, through the real `skillbox` CLI and gateway: a
 //! revoked developer or intermediate certificate re-encoded (ECDSA s → n − s, same
 //! certificate, other bytes) to dodge revocation by fingerprint; another trusted publisher
-//! replacing an installed skill with a higher version.
+//! replacing an installed skill with a higher version; an executor whose copy of a signed
+//! skill was changed after install.
 
 use std::path::Path;
 
 use serde_json::{json, Value};
 
 use super::install::{install, issue, path_str, report_of, signed_package, succeeded, verify_all};
-use crate::harness::{Options, Skillbox};
+use crate::harness::{binary, free_port, poll, Options, Skillbox, POLL_TIMEOUT};
 
 #[path = "../../../certs/tests/suite/reencode.rs"]
 mod reencode;
@@ -162,4 +163,89 @@ fn another_trusted_publishers_higher_version_is_refused_unless_the_operator_allo
         sb.call_ok("wallet:run", json!({}))["stdout"],
         "wallet 9.0.0\n"
     );
+}
+
+/// Kills the executor started by a test when dropped.
+struct OwnExecutor(std::process::Child);
+
+impl Drop for OwnExecutor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn executor_refuses_skill_changed_after_install_with_the_reason_through_the_core() {
+    // The core (`serve`) sees the skill as installed; the executor, on its own skills
+    // folder (another host's mount, say), has a copy with a file changed after install.
+    let port = free_port();
+    let mut sb = Skillbox::spawn(Options {
+        executor_url: Some(format!("https://127.0.0.1:{port}")),
+        fixed_callback_port: true,
+        ..Options::default()
+    });
+    succeeded("certs init-root", &sb.cli(&["certs", "init-root"]));
+    let (cert, key) = issue(&sb, "acme");
+    let stamp = signed_package(&sb, "stamp", "1.0.0", &cert, &key);
+    succeeded(
+        "skill install",
+        &sb.cli(&["skill", "install", path_str(&stamp)]),
+    );
+    let copy = sb.root.path().join("executor-skills");
+    let cp = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(sb.ws.join("skills"))
+        .arg(&copy)
+        .status()
+        .expect("cp");
+    assert!(cp.success());
+    let script = copy.join("stamp/scripts/run.sh");
+    let mut text = std::fs::read_to_string(&script).unwrap();
+    text.push_str("echo tampered\n");
+    std::fs::write(&script, text).unwrap();
+
+    let pki = sb.pki();
+    poll("the core's channel PKI", POLL_TIMEOUT, || {
+        pki.join("ca.pem").exists().then_some(())
+    });
+    let _executor = OwnExecutor(
+        std::process::Command::new(binary("skillbox-executor"))
+            .arg("serve")
+            .arg("--skills")
+            .arg(&copy)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .arg("--pki")
+            .arg(&pki)
+            .arg("--core-url")
+            .arg(format!("https://{}", sb.callback_addr.clone().unwrap()))
+            .env_clear()
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start skillbox-executor"),
+    );
+    sb.wait_ready();
+    let r = sb.request("POST", "/v1/skills/reload", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let listed = sb.request("GET", "/v1/skills/stamp", None);
+    // The core's copy is intact: it offers the skill and dispatches the call.
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert_eq!(listed.json()["available"], true, "{}", listed.body);
+    let r = sb.call("stamp:run", json!({}));
+    assert_eq!(r["success"], false, "the changed copy ran: {r}");
+    assert_eq!(r["error_kind"], "permission_denied", "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("no longer match the signed digest it was installed with"),
+        "{error}"
+    );
+    assert!(
+        error.contains("reinstall it from its signed package"),
+        "{error}"
+    );
+    // The skills the executor's copy did not change still run.
+    sb.call_ok("echo:echo", json!({"text": "fine"}));
 }
