@@ -52,6 +52,41 @@ pub(crate) fn fingerprint(der: &[u8]) -> String {
     sha256_hex(der)
 }
 
+/// What names a certificate whatever bytes encode it: its fingerprint (which names only
+/// these bytes), and the fields inside the signed TBSCertificate that a re-encoding (for
+/// example the ECDSA signature's `s` replaced by `n - s`) cannot change: issuer and serial,
+/// and the public key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CertId {
+    /// SHA-256 of the DER as presented, lower-case hex.
+    pub fingerprint: String,
+    /// The issuer as `CN=…, O=…`.
+    pub issuer: String,
+    /// The serial number, lower-case hex without leading zero bytes.
+    pub serial: String,
+    /// SHA-256 of the DER SubjectPublicKeyInfo, lower-case hex.
+    pub spki_sha256: String,
+}
+
+/// The [`CertId`] of a parsed certificate and its DER.
+pub(crate) fn identity(der: &[u8], cert: &X509Certificate<'_>) -> CertId {
+    CertId {
+        fingerprint: fingerprint(der),
+        issuer: cert.issuer().to_string(),
+        serial: serial_hex(cert.raw_serial()),
+        spki_sha256: sha256_hex(cert.public_key().raw),
+    }
+}
+
+/// A serial number's bytes as lower-case hex, leading zero bytes dropped (`00` for zero).
+pub(crate) fn serial_hex(raw: &[u8]) -> String {
+    let start = raw.iter().position(|b| *b != 0).unwrap_or(raw.len());
+    match &raw[start..] {
+        [] => "00".to_string(),
+        rest => crate::fsutil::hex(rest),
+    }
+}
+
 /// The subject as `CN=…, O=…`.
 pub(crate) fn subject(cert: &X509Certificate<'_>) -> String {
     cert.subject().to_string()

@@ -22,9 +22,11 @@ pub mod trust;
 
 pub use digest::{package_digest, DigestError, FileEntry, PackageDigest, SIGNATURE_FILE};
 pub use issue::{
-    init_root, issue_developer, issue_intermediate, retire_root, revoke, rotate_root, IssueError,
-    IssuedCert,
+    find_certificate, init_root, issue_developer, issue_intermediate, retire_root, revoke,
+    rotate_root, IssueError, IssuedCert,
 };
 pub use rotation::{RotationRefusal, RotationStatement};
 pub use signature::{read_signature, sign_package, PackageSignature, SignError};
-pub use trust::{LoadWarning, RootInfo, RootSource, TrustError, TrustStore, Verified, VerifyError};
+pub use trust::{
+    LoadWarning, Revocation, RootInfo, RootSource, TrustError, TrustStore, Verified, VerifyError,
+};

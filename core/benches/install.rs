@@ -25,7 +25,7 @@ use ring::rand::{SecureRandom, SystemRandom};
 use skillbox_certs::trust::TrustStore;
 use skillbox_core::install::pack::pack;
 use skillbox_core::install::verify::{enforce, verify_installed, Status};
-use skillbox_core::install::{install, Limits, TrustPolicy, CA_DIR};
+use skillbox_core::install::{install, Limits, PublisherChange, TrustPolicy, CA_DIR};
 use skillbox_protocol::skill::{discover, package_digest, DiscoveryOptions, InstallLock};
 
 const MB: usize = 1_000_000;
@@ -194,8 +194,14 @@ fn packages(bench: &Bench, report: &mut String) {
                 n,
                 |_| {},
                 |i| {
-                    let done = install(from, &roots[i], Limits::default(), SystemTime::now())
-                        .unwrap_or_else(|e| panic!("install {name} refused: {e}"));
+                    let done = install(
+                        from,
+                        &roots[i],
+                        Limits::default(),
+                        SystemTime::now(),
+                        PublisherChange::Refuse,
+                    )
+                    .unwrap_or_else(|e| panic!("install {name} refused: {e}"));
                     assert_eq!(done.name, name);
                 },
             );
@@ -246,7 +252,14 @@ fn fleet(bench: &Bench, report: &mut String) {
     for i in 0..FLEET {
         let name = format!("skill-{i:03}");
         let dir = bench.signed_skill(&name, None);
-        install(&dir, &policy, Limits::default(), SystemTime::now()).unwrap();
+        install(
+            &dir,
+            &policy,
+            Limits::default(),
+            SystemTime::now(),
+            PublisherChange::Refuse,
+        )
+        .unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
     let setup = t.elapsed();

@@ -13,7 +13,7 @@ use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{ToolEntry, ToolProtocol};
 
 use crate::broker::{CallInfo, CapabilityBroker};
-use crate::registry::Registry;
+use crate::registry::{LockRefusal, Registry};
 use crate::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxError};
 use crate::stdio::output::{self, Budget, StderrLog};
 use crate::stdio::{jsonrpc, StdioFailure};
@@ -28,6 +28,13 @@ pub enum CallError {
     /// No such skill or tool.
     #[error("{0}")]
     NotFound(String),
+    /// The skill is installed but its files no longer match the digest it was installed
+    /// with: refused, as the core refuses a skill its trust policy disabled.
+    #[error("skill refused: {0}")]
+    Changed(String),
+    /// The install lock cannot be read, so no skill loads.
+    #[error("skill refused: {0}")]
+    LockUnreadable(String),
     /// Arguments do not match the schema.
     #[error("arguments do not match the tool's schema: {0}")]
     InvalidArgs(String),
@@ -68,6 +75,11 @@ impl CallError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             CallError::NotFound(_) => ErrorKind::NotFound,
+            // Not `not_found` (the skill is there) nor `sandbox` (nothing is wrong with the
+            // sandbox): running it is refused by the install's integrity check, the same
+            // kind the core gives a skill its trust policy disabled.
+            CallError::Changed(_) => ErrorKind::PermissionDenied,
+            CallError::LockUnreadable(_) => ErrorKind::Unavailable,
             CallError::InvalidArgs(_) => ErrorKind::InvalidArgs,
             CallError::Sandbox(_) | CallError::Forbidden(_) => ErrorKind::Sandbox,
             CallError::Busy(_) => ErrorKind::Unavailable,
@@ -118,13 +130,20 @@ async fn run<B: CapabilityBroker>(
     broker: &B,
     params: ToolExecuteParams,
 ) -> Result<Value, CallError> {
-    let registered = registry.skill(&params.skill).ok_or_else(|| {
-        CallError::NotFound(format!(
-            "no skill named {:?} in {}",
-            params.skill,
-            registry.root().display()
-        ))
-    })?;
+    let registered =
+        registry
+            .skill(&params.skill)
+            .ok_or_else(|| match registry.refusal(&params.skill) {
+                Some(LockRefusal::Changed(reason)) => CallError::Changed(reason.clone()),
+                Some(LockRefusal::LockUnreadable(reason)) => {
+                    CallError::LockUnreadable(reason.clone())
+                }
+                None => CallError::NotFound(format!(
+                    "no skill named {:?} in {}",
+                    params.skill,
+                    registry.root().display()
+                )),
+            })?;
     let skill = &registered.skill;
     let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
         CallError::NotFound(format!(

@@ -2,7 +2,8 @@
 //! argument schema compiled once. When the root has an install lock
 //! (`.skillbox-lock.json`, written by `skillbox skill install`), a skill listed there loads
 //! only while its files still hash to the recorded package digest; an unreadable lock
-//! loads nothing (fail closed).
+//! loads nothing (fail closed). A skill kept out that way is remembered with the reason
+//! ([`Registry::refusal`]), so a call of it is refused with that reason, not as unknown.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use skillbox_protocol::methods::ToolInfo;
 use skillbox_protocol::skill::digest::digest_hex;
 use skillbox_protocol::skill::{
     discover, package_digest, Diagnostic, DiscoveryOptions, InstallLock, Skill, Skipped, Tool,
+    Trust,
 };
 
 /// The reason a locked skill whose files no longer match its install digest is skipped.
@@ -33,31 +35,54 @@ impl RegisteredSkill {
     }
 }
 
+/// Why the install lock keeps a skill from loading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockRefusal {
+    /// The skill's files no longer hash to the digest the lock recorded at install.
+    Changed(String),
+    /// The lock itself cannot be read: nothing loads.
+    LockUnreadable(String),
+}
+
+impl LockRefusal {
+    /// The reason, with what to do.
+    pub fn reason(&self) -> &str {
+        match self {
+            LockRefusal::Changed(r) | LockRefusal::LockUnreadable(r) => r,
+        }
+    }
+}
+
 /// Why the install lock keeps `skill` from loading, if it does.
 fn lock_refusal(
     lock: &Result<Option<InstallLock>, skillbox_protocol::skill::lock::LockReadError>,
     skill: &Skill,
-) -> Option<String> {
+) -> Option<LockRefusal> {
     let lock = match lock {
         Ok(Some(lock)) => lock,
         Ok(None) => return None,
         Err(e) => {
-            return Some(format!(
+            return Some(LockRefusal::LockUnreadable(format!(
                 "{e}; nothing loads until it is repaired or reinstalled"
-            ))
+            )))
         }
     };
     let entry = lock.get(&skill.name)?;
-    match package_digest(&skill.dir) {
-        Ok(d) if d.hex == digest_hex(&entry.digest) => None,
-        Ok(d) => Some(format!(
-            "{CHANGED_SINCE_INSTALL} (digest sha256:{} != installed {}); reinstall it with `skillbox skill install`",
-            d.hex, entry.digest
-        )),
-        Err(e) => Some(format!(
-            "{CHANGED_SINCE_INSTALL} ({e}); reinstall it with `skillbox skill install`"
-        )),
-    }
+    let signed = if entry.trust == Trust::Signed {
+        "signed "
+    } else {
+        ""
+    };
+    let what = match package_digest(&skill.dir) {
+        Ok(d) if d.hex == digest_hex(&entry.digest) => return None,
+        Ok(d) => format!("they hash to sha256:{}, installed {}", d.hex, entry.digest),
+        Err(e) => e.to_string(),
+    };
+    Some(LockRefusal::Changed(format!(
+        "{CHANGED_SINCE_INSTALL}: the files of skill {name:?} no longer match the {signed}digest it was installed with ({what}); a file was changed, added or removed in {dir}; reinstall it from its signed package (`skillbox skill install PACKAGE`) or remove it (`DELETE /v1/skills/{name}`)",
+        name = skill.name,
+        dir = skill.dir.display(),
+    )))
 }
 
 /// Runnable skills by name.
@@ -65,6 +90,8 @@ fn lock_refusal(
 pub struct Registry {
     root: PathBuf,
     skills: HashMap<String, Arc<RegisteredSkill>>,
+    /// Skills the install lock kept out, by name.
+    refused: HashMap<String, LockRefusal>,
     /// Folders that could not be loaded.
     pub skipped: Vec<Skipped>,
 }
@@ -75,10 +102,13 @@ impl Registry {
         let catalog = discover(&[root.to_path_buf()], DiscoveryOptions::default());
         let mut skipped = catalog.skipped;
         let mut skills = HashMap::new();
+        let mut refused = HashMap::new();
         let lock = InstallLock::read(root);
         for skill in catalog.skills {
-            if let Some(reason) = lock_refusal(&lock, &skill) {
+            if let Some(refusal) = lock_refusal(&lock, &skill) {
+                let reason = refusal.reason().to_string();
                 tracing::warn!(skill = %skill.name, %reason, "skill not loaded");
+                refused.insert(skill.name.clone(), refusal);
                 skipped.push(Skipped {
                     diagnostics: vec![Diagnostic::error(&skill.dir, "-", reason)],
                     dir: skill.dir,
@@ -112,6 +142,7 @@ impl Registry {
         Self {
             root: root.to_path_buf(),
             skills,
+            refused,
             skipped,
         }
     }
@@ -124,6 +155,11 @@ impl Registry {
     /// A skill by name.
     pub fn skill(&self, name: &str) -> Option<Arc<RegisteredSkill>> {
         self.skills.get(name).cloned()
+    }
+
+    /// Why the install lock kept the skill `name` out, if it did.
+    pub fn refusal(&self, name: &str) -> Option<&LockRefusal> {
+        self.refused.get(name)
     }
 
     /// Number of runnable skills.
@@ -158,7 +194,7 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use skillbox_protocol::skill::{LockedSkill, Trust};
+    use skillbox_protocol::skill::LockedSkill;
 
     fn skill(root: &Path, name: &str) {
         let dir = root.join(name);
@@ -182,6 +218,7 @@ mod tests {
                     trust: Trust::Local,
                     publisher: None,
                     leaf_fingerprint: None,
+                    publisher_key: None,
                     root_fingerprint: None,
                     installed_at: "2025-01-01T00:00:00Z".into(),
                 },
@@ -216,6 +253,13 @@ mod tests {
             "{}",
             r.skipped[0].reason()
         );
+        let Some(LockRefusal::Changed(reason)) = r.refusal("alpha") else {
+            panic!("alpha not remembered as changed: {:?}", r.refusal("alpha"));
+        };
+        assert!(reason.contains("no longer match the digest it was installed with"));
+        assert!(reason.contains("reinstall it"), "{reason}");
+        assert!(reason.contains("DELETE /v1/skills/alpha"), "{reason}");
+        assert!(r.refusal("beta").is_none());
     }
 
     #[test]
@@ -226,5 +270,9 @@ mod tests {
         let r = Registry::load(d.path());
         assert!(r.is_empty());
         assert!(r.skipped[0].reason().contains("install lock"));
+        assert!(matches!(
+            r.refusal("alpha"),
+            Some(LockRefusal::LockUnreadable(_))
+        ));
     }
 }

@@ -9,6 +9,7 @@
 //! <ca>/intermediate-<fp>.pem, .key        intermediates replaced or orphaned by a rotation
 //! ```
 
+mod revoke;
 mod rotate;
 
 use std::fs;
@@ -22,7 +23,8 @@ use rcgen::{
 };
 use ring::rand::SecureRandom;
 
-pub use rotate::{retire_root, revoke, rotate_root};
+pub use revoke::{find_certificate, revoke};
+pub use rotate::{retire_root, rotate_root};
 
 use crate::cert;
 use crate::fsutil::{create_dir, unix_seconds, write_new, KEY_MODE, PUBLIC_MODE};

@@ -1,4 +1,5 @@
-//! Root rotation, retirement and revocation: the operator's changes to the trust folder.
+//! Root rotation and retirement: the operator's changes to the trust folder (revocation
+//! is in `revoke.rs`).
 
 use std::fs;
 use std::path::Path;
@@ -15,8 +16,7 @@ use crate::fsutil::{create_dir, normalize_fingerprint, unix_seconds, write_atomi
 use crate::rotation::{rotation_signed_bytes, RotationStatement};
 use crate::signature::ALGORITHM;
 use crate::trust::{
-    RetiredList, Retirement, Revocation, RevocationList, RootSource, TrustStore, RETIRED_FILE,
-    REVOKED_FILE, ROOTS_DIR, ROTATIONS_DIR,
+    RetiredList, Retirement, RootSource, TrustStore, RETIRED_FILE, ROOTS_DIR, ROTATIONS_DIR,
 };
 
 /// Makes a new root (same subject as the current one, new key) and a statement signed by
@@ -121,65 +121,6 @@ pub fn retire_root(trust_dir: &Path, fingerprint: &str) -> Result<(), IssueError
     write_json(&path, &list)
 }
 
-/// Revokes a certificate (leaf, intermediate or root) given as PEM text, a SHA-256
-/// fingerprint, or the path of a PEM file (its first certificate). Adds it to
-/// `trust_dir/revoked.json` and returns its fingerprint. Revoking twice keeps the first
-/// entry.
-pub fn revoke(
-    trust_dir: &Path,
-    cert_pem_or_fingerprint: &str,
-    reason: &str,
-) -> Result<String, IssueError> {
-    let input = cert_pem_or_fingerprint;
-    let invalid = || IssueError::InvalidCertOrFingerprint {
-        input: input.chars().take(80).collect(),
-    };
-    let from_pem = |text: &str| -> Result<(String, Option<String>), IssueError> {
-        let ders = cert::pem_certificates(text).map_err(|_| invalid())?;
-        let der = ders.first().ok_or_else(invalid)?;
-        let subject = cert::parse(der).map(|c| cert::subject(&c)).ok();
-        Ok((cert::fingerprint(der), subject))
-    };
-    let (fingerprint, subject) = if input.contains("-----BEGIN") {
-        from_pem(input)?
-    } else if let Some(fp) = normalize_fingerprint(input) {
-        (fp, None)
-    } else if Path::new(input).is_file() {
-        let text = fs::read_to_string(input).map_err(io_err(Path::new(input)))?;
-        from_pem(&text)?
-    } else {
-        return Err(invalid());
-    };
-    if !trust_dir.is_dir() {
-        return Err(IssueError::Trust(crate::trust::TrustError::NotFound {
-            path: trust_dir.to_path_buf(),
-        }));
-    }
-    let path = trust_dir.join(REVOKED_FILE);
-    let mut list: RevocationList = crate::trust::read_list(&path)?;
-    if list.revoked.iter().any(|r| r.fingerprint == fingerprint) {
-        return Ok(fingerprint);
-    }
-    let reason: String = reason
-        .trim()
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
-    list.revoked.push(Revocation {
-        fingerprint: fingerprint.clone(),
-        reason: if reason.is_empty() {
-            "unspecified".to_string()
-        } else {
-            reason
-        },
-        revoked_at: unix_seconds(SystemTime::now()),
-        subject,
-    });
-    write_json(&path, &list)?;
-    Ok(fingerprint)
-}
-
 /// Moves `ca_dir/intermediate.*` aside as `intermediate-<fp>.*`, if present.
 pub(crate) fn archive_intermediate(ca_dir: &Path) -> Result<(), IssueError> {
     let cert_path = ca_dir.join(INTERMEDIATE_CERT);
@@ -222,7 +163,7 @@ fn archive_pair(
     Ok(())
 }
 
-fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), IssueError> {
+pub(crate) fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), IssueError> {
     let mut json = serde_json::to_vec_pretty(value).map_err(|e| IssueError::Io {
         path: path.to_path_buf(),
         source: std::io::Error::other(e),

@@ -61,8 +61,19 @@ pub enum VerifyError {
     RetiredRoot { fingerprint: String },
     #[error("chain: the certificate chain is invalid ({reason}); get a chain issued by `skillbox certs issue`")]
     BadChain { reason: String },
-    #[error("revocation: the certificate {fingerprint} on the chain is revoked ({reason}); ask the publisher to re-sign with a new certificate")]
-    Revoked { fingerprint: String, reason: String },
+    #[error("revocation: the certificate {subject} ({fingerprint}) on the chain is revoked ({reason}); it matches the revoked certificate {revoked} by {by}; ask the publisher to re-sign with a new certificate")]
+    Revoked {
+        /// Subject of the certificate on the chain.
+        subject: String,
+        /// SHA-256 of its DER as presented.
+        fingerprint: String,
+        /// The revocation list's entry (its fingerprint) that names it.
+        revoked: String,
+        /// What matched: `fingerprint`, `issuer and serial number` or `public key`.
+        by: &'static str,
+        /// The operator's reason.
+        reason: String,
+    },
 }
 
 impl VerifyError {

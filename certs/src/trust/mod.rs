@@ -4,7 +4,7 @@
 //! ```text
 //! <trust>/roots/*.pem          configured roots (CA certificates)
 //! <trust>/rotations/*.json     rotation statements (new root signed by a trusted old one)
-//! <trust>/revoked.json         revoked certificates by fingerprint
+//! <trust>/revoked.json         revoked certificates (fingerprint, issuer + serial, key)
 //! <trust>/retired.json         retired roots by fingerprint
 //! ```
 //!
@@ -22,12 +22,14 @@ use std::path::{Path, PathBuf};
 use rustls_pki_types::{CertificateDer, TrustAnchor};
 
 pub use error::{TrustError, VerifyError};
-pub use lists::{RetiredList, Retirement, Revocation, RevocationList, RETIRED_FILE, REVOKED_FILE};
+pub use lists::{
+    RetiredList, Retirement, Revocation, RevocationList, RevokedBy, RETIRED_FILE, REVOKED_FILE,
+};
 pub use verify::Verified;
 
 pub(crate) use lists::read_list;
 
-use crate::cert;
+use crate::cert::{self, CertId};
 use crate::rotation::{self, RotationRefusal};
 
 /// Folder of configured roots inside the trust folder.
@@ -78,6 +80,7 @@ impl fmt::Display for LoadWarning {
 #[derive(Debug)]
 struct Root {
     der: Vec<u8>,
+    id: CertId,
     anchor: TrustAnchor<'static>,
     info: RootInfo,
 }
@@ -91,8 +94,9 @@ impl Root {
                 cert::subject(&parsed)
             ));
         }
+        let id = cert::identity(&der, &parsed);
         let info = RootInfo {
-            fingerprint: cert::fingerprint(&der),
+            fingerprint: id.fingerprint.clone(),
             subject: cert::subject(&parsed),
             not_after: cert::not_after(&parsed),
             source,
@@ -103,7 +107,12 @@ impl Root {
         let anchor = webpki::anchor_from_trusted_cert(&cert_der)
             .map_err(|e| format!("not usable as a trust anchor: {e}"))?
             .to_owned();
-        Ok(Root { der, anchor, info })
+        Ok(Root {
+            der,
+            id,
+            anchor,
+            info,
+        })
     }
 }
 
@@ -112,6 +121,8 @@ pub struct TrustStore {
     dir: PathBuf,
     roots: Vec<Root>,
     revoked: BTreeMap<String, Revocation>,
+    /// Rotation statements whose signature verified, old root → new roots.
+    successors: BTreeMap<String, BTreeSet<String>>,
     warnings: Vec<LoadWarning>,
 }
 
@@ -140,6 +151,7 @@ impl TrustStore {
             dir: trust_dir.to_path_buf(),
             roots: Vec::new(),
             revoked: BTreeMap::new(),
+            successors: BTreeMap::new(),
             warnings: Vec::new(),
         };
 
@@ -173,8 +185,8 @@ impl TrustStore {
 
         let revoked_path = trust_dir.join(REVOKED_FILE);
         let list: RevocationList = lists::read_list(&revoked_path)?;
-        for mut r in list.revoked {
-            r.fingerprint = lists::checked_fingerprint(&revoked_path, &r.fingerprint)?;
+        for r in list.revoked {
+            let r = lists::checked_revocation(&revoked_path, r)?;
             store.revoked.insert(r.fingerprint.clone(), r);
         }
         let retired_path = trust_dir.join(RETIRED_FILE);
@@ -203,6 +215,7 @@ impl TrustStore {
             dir: PathBuf::new(),
             roots: Vec::new(),
             revoked: BTreeMap::new(),
+            successors: BTreeMap::new(),
             warnings: Vec::new(),
         }
     }
@@ -228,9 +241,54 @@ impl TrustStore {
         self.revoked.values().cloned().collect()
     }
 
-    /// The revocation of the certificate with this fingerprint, if revoked.
+    /// The revocation listed under this fingerprint, if any.
     pub fn revocation(&self, fingerprint: &str) -> Option<&Revocation> {
         self.revoked.get(fingerprint)
+    }
+
+    /// The revocation that names the certificate `id` (by fingerprint first, then by
+    /// issuer and serial or public key), and by what.
+    pub(crate) fn revoked_match(&self, id: &CertId) -> Option<(&Revocation, RevokedBy)> {
+        if let Some(r) = self.revoked.get(&id.fingerprint) {
+            return Some((r, RevokedBy::Fingerprint));
+        }
+        self.revoked
+            .values()
+            .find_map(|r| r.matches(id).map(|by| (r, by)))
+    }
+
+    /// Whether the roots `a` and `b` (fingerprints) are the same root or linked by
+    /// rotation statements in this trust folder (either way, any number of steps): one
+    /// operator's root across rotations.
+    pub fn same_root_lineage(&self, a: &str, b: &str) -> bool {
+        if a == b {
+            return true;
+        }
+        let mut seen = BTreeSet::from([a.to_string()]);
+        let mut pending = vec![a.to_string()];
+        while let Some(fp) = pending.pop() {
+            let next = self
+                .successors
+                .get(&fp)
+                .into_iter()
+                .flatten()
+                .cloned()
+                .chain(
+                    self.successors
+                        .iter()
+                        .filter(|(_, new)| new.contains(&fp))
+                        .map(|(old, _)| old.clone()),
+                );
+            for n in next.collect::<Vec<_>>() {
+                if n == b {
+                    return true;
+                }
+                if seen.insert(n.clone()) {
+                    pending.push(n);
+                }
+            }
+        }
+        false
     }
 
     /// The PEM of a known root (configured, rotated or retired).
@@ -270,13 +328,30 @@ impl TrustStore {
             let mut still = Vec::new();
             for (path, s) in pending {
                 if self.root(&s.statement.new_root_fingerprint).is_some() {
-                    // Already trusted (configured, or promoted when the signer retired).
+                    // Already trusted (configured, or promoted when the signer retired):
+                    // the statement still links the two roots when its signature holds.
                     progress = true;
+                    let old = &s.statement.old_root_fingerprint;
+                    let signed = self.root(old).is_some_and(|signer| {
+                        cert::parse(&signer.der)
+                            .map(|c| {
+                                cert::p256_verify(&c, &s.statement.signed_bytes(), &s.signature)
+                            })
+                            .unwrap_or(false)
+                    });
+                    if signed {
+                        self.successors
+                            .entry(old.clone())
+                            .or_default()
+                            .insert(s.statement.new_root_fingerprint.clone());
+                    }
                     continue;
                 }
                 let old = &s.statement.old_root_fingerprint;
-                let signer_usable = !retired.contains(old) && !self.revoked.contains_key(old);
-                let Some(signer) = self.root(old).filter(|_| signer_usable) else {
+                let Some(signer) = self
+                    .root(old)
+                    .filter(|r| !retired.contains(old) && self.revoked_match(&r.id).is_none())
+                else {
                     still.push((path, s));
                     continue;
                 };
@@ -301,6 +376,10 @@ impl TrustStore {
                         {
                             signer.info.retiring = true;
                         }
+                        self.successors
+                            .entry(old.clone())
+                            .or_default()
+                            .insert(root.info.fingerprint.clone());
                         self.roots.push(root);
                     }
                     Err(reason) => self.warnings.push(LoadWarning {
@@ -318,7 +397,10 @@ impl TrustStore {
             let fingerprint = s.statement.old_root_fingerprint;
             let refusal = if retired.contains(&fingerprint) && self.root(&fingerprint).is_some() {
                 RotationRefusal::SignerRetired { fingerprint }
-            } else if self.revoked.contains_key(&fingerprint) && self.root(&fingerprint).is_some() {
+            } else if self
+                .root(&fingerprint)
+                .is_some_and(|r| self.revoked_match(&r.id).is_some())
+            {
                 RotationRefusal::SignerRevoked { fingerprint }
             } else {
                 RotationRefusal::UnknownSigner { fingerprint }

@@ -2,7 +2,8 @@
 //! the first failure is returned: signature file, algorithm, digest, signature, name,
 //! version, developer certificate profile (basic constraints, key usage, EKU),
 //! intermediates are CAs, validity of every certificate at `now`, chain to a current root
-//! (rustls-webpki path building), retired root, root validity, revocation.
+//! (rustls-webpki path building), retired root, root validity, revocation (by
+//! fingerprint, issuer and serial, or public key).
 //!
 //! Validity is checked at `now` (install or re-verification time), not at `signed_at`:
 //! there is no trusted timestamping yet, so `signed_at` is informative only.
@@ -30,6 +31,8 @@ pub struct Verified {
     pub digest: String,
     /// The developer certificate's subject CN (or O).
     pub publisher: String,
+    /// SHA-256 (hex) of the developer certificate's public key (SubjectPublicKeyInfo).
+    pub publisher_key: String,
     /// SHA-256 (hex) of the developer certificate's DER.
     pub leaf_fingerprint: String,
     /// SHA-256 (hex) of the root the chain ends at.
@@ -122,23 +125,36 @@ impl TrustStore {
             check_validity(c, der, now_s)?;
         }
 
-        let (root_index, path_fps) = self.build_path(&ders, now)?;
+        let (root_index, path_ders) = self.build_path(&ders, now)?;
         let root = &self.roots[root_index];
         let root_parsed = cert::parse(&root.der).map_err(|reason| VerifyError::BadChain {
             reason: format!("root: {reason}"),
         })?;
         check_validity(&root_parsed, &root.der, now_s)?;
 
-        let mut chain_fingerprints = path_fps;
-        chain_fingerprints.push(root.info.fingerprint.clone());
-        for fp in &chain_fingerprints {
-            if let Some(r) = self.revoked.get(fp) {
+        // Revocation names what the issuer signed (issuer and serial, public key), not only
+        // the bytes presented, so a re-encoded copy of a revoked certificate is caught.
+        let mut ids = Vec::with_capacity(path_ders.len() + 1);
+        for (i, der) in path_ders.iter().enumerate() {
+            let parsed = cert::parse(der).map_err(|e| VerifyError::BadChain {
+                reason: format!("path[{i}]: {e}"),
+            })?;
+            ids.push((cert::subject(&parsed), cert::identity(der, &parsed)));
+        }
+        ids.push((root.info.subject.clone(), root.id.clone()));
+        for (subject, id) in &ids {
+            if let Some((r, by)) = self.revoked_match(id) {
                 return Err(VerifyError::Revoked {
-                    fingerprint: fp.clone(),
+                    subject: subject.clone(),
+                    fingerprint: id.fingerprint.clone(),
+                    revoked: r.fingerprint.clone(),
+                    by: by.describe(),
                     reason: r.reason.clone(),
                 });
             }
         }
+        let chain_fingerprints: Vec<String> =
+            ids.into_iter().map(|(_, id)| id.fingerprint).collect();
 
         let not_after = certs
             .iter()
@@ -149,6 +165,7 @@ impl TrustStore {
         Ok(Verified {
             digest: actual,
             publisher: cert::publisher(leaf),
+            publisher_key: cert::identity(&ders[0], leaf).spki_sha256,
             leaf_fingerprint: cert::fingerprint(&ders[0]),
             root_fingerprint: root.info.fingerprint.clone(),
             signed_at: sig.signed_at,
@@ -159,13 +176,13 @@ impl TrustStore {
     }
 
     /// Builds a path from the leaf through the given intermediates to a current root.
-    /// Returns the root's index and the fingerprints of the leaf and the intermediates
-    /// used. If only a retired root completes the path, the error is `RetiredRoot`.
+    /// Returns the root's index and the DER of the leaf and of the intermediates used. If
+    /// only a retired root completes the path, the error is `RetiredRoot`.
     fn build_path(
         &self,
         ders: &[Vec<u8>],
         now: SystemTime,
-    ) -> Result<(usize, Vec<String>), VerifyError> {
+    ) -> Result<(usize, Vec<Vec<u8>>), VerifyError> {
         let since_epoch = now
             .duration_since(UNIX_EPOCH)
             .map_err(|_| VerifyError::BadChain {
@@ -206,12 +223,12 @@ impl TrustStore {
                     .iter()
                     .position(|a| a == anchor)
                     .and_then(|p| indices.get(p).copied());
-                let mut fps = vec![cert::fingerprint(leaf_der)];
-                fps.extend(
+                let mut path_ders = vec![leaf_der.as_ref().to_vec()];
+                path_ders.extend(
                     path.intermediate_certificates()
-                        .map(|c| cert::fingerprint(c.der().as_ref())),
+                        .map(|c| c.der().as_ref().to_vec()),
                 );
-                (at, fps)
+                (at, path_ders)
             })
         };
 

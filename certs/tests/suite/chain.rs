@@ -102,11 +102,13 @@ fn install_rejects_revoked_leaf() {
     let pkg = pki.package("revoked");
     sign(&pkg, &chain, &key);
     let leaf_fp = verify(&pki.store(), &pkg).unwrap().leaf_fingerprint;
-    let fp = revoke(&pki.trust, &chain, "key leaked").unwrap();
+    let fp = revoke(&pki.trust, &chain, "key leaked", &[])
+        .unwrap()
+        .fingerprint;
     assert_eq!(fp, leaf_fp);
     let err = verify(&pki.store(), &pkg).unwrap_err();
     assert!(
-        matches!(&err, VerifyError::Revoked { fingerprint, reason } if *fingerprint == leaf_fp && reason == "key leaked"),
+        matches!(&err, VerifyError::Revoked { fingerprint, reason, by, .. } if *fingerprint == leaf_fp && reason == "key leaked" && *by == "fingerprint"),
         "{err}"
     );
     assert_refused(&err, "revocation", "key leaked");
@@ -123,7 +125,10 @@ fn install_rejects_leaf_revoked_by_fingerprint() {
     sign(&pkg, &chain, &key);
     let leaf_fp = verify(&pki.store(), &pkg).unwrap().leaf_fingerprint;
     let typed = format!("sha256:{}", leaf_fp.to_uppercase());
-    assert_eq!(revoke(&pki.trust, &typed, "").unwrap(), leaf_fp);
+    assert_eq!(
+        revoke(&pki.trust, &typed, "", &[]).unwrap().fingerprint,
+        leaf_fp
+    );
     let err = verify(&pki.store(), &pkg).unwrap_err();
     assert_refused(&err, "revocation", "unspecified");
 }
@@ -143,7 +148,9 @@ fn intermediate_chain_verifies_and_revoked_intermediate_is_refused() {
 
     let inter_pem = fs::read_to_string(&inter.cert_path).unwrap();
     assert_eq!(
-        revoke(&pki.trust, &inter_pem, "intermediate compromised").unwrap(),
+        revoke(&pki.trust, &inter_pem, "intermediate compromised", &[])
+            .unwrap()
+            .fingerprint,
         inter.fingerprint
     );
     let err = verify(&pki.store(), &pkg).unwrap_err();

@@ -133,15 +133,17 @@ fn revoke_accepts_a_pem_file_and_refuses_garbage() {
         &pki.trust,
         dev.cert_path.to_str().unwrap(),
         "left the company",
+        &[],
     )
-    .unwrap();
+    .unwrap()
+    .fingerprint;
     assert_eq!(fp, dev.fingerprint);
     // Idempotent: the first reason stays.
-    revoke(&pki.trust, &fp, "again").unwrap();
+    revoke(&pki.trust, &fp, "again", &[]).unwrap();
     let list = pki.store().revoked();
     assert_eq!(list.len(), 1);
     assert_eq!(list[0].reason, "left the company");
-    let err = revoke(&pki.trust, "not-a-cert", "x").unwrap_err();
+    let err = revoke(&pki.trust, "not-a-cert", "x", &[]).unwrap_err();
     assert!(
         matches!(err, IssueError::InvalidCertOrFingerprint { .. }),
         "{err}"

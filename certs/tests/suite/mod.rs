@@ -3,6 +3,8 @@ mod common;
 mod digest;
 mod issue;
 mod profile;
+mod reencode;
+mod revocation;
 mod rotation;
 mod signature_file;
 mod tampering;

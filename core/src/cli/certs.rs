@@ -187,9 +187,21 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<u8> {
         }
         CertsCommand::List(a) => return list(a),
         CertsCommand::Revoke(a) => {
-            let (_, trust) = dirs(&a.ws)?;
-            let fp = revoke(&trust, &a.cert, &a.reason)?;
-            println!("revoked {fp} ({})", a.reason);
+            let (ca, trust) = dirs(&a.ws)?;
+            let skills = up::workspace(a.ws.workspace.as_deref())?.join("skills");
+            // A fingerprint names one encoding only: find the certificate (CA folder,
+            // installed skills' SIGNATURE files) to revoke it by issuer, serial and key.
+            let r = revoke(&trust, &a.cert, &a.reason, &[&ca, &skills])?;
+            println!("revoked {} ({})", r.fingerprint, r.reason);
+            match (&r.issuer, &r.serial, &r.spki_sha256) {
+                (Some(issuer), Some(serial), Some(spki)) => {
+                    println!("  issuer: {issuer}  serial: {serial}");
+                    println!("  public key (SPKI SHA-256): {spki}");
+                }
+                _ => println!(
+                    "  warning: the certificate was not found (CA folder, installed skills), so it is revoked by fingerprint only and a re-encoded copy of it would not be caught; run `skillbox certs revoke CERT.pem` with its PEM file to complete the entry"
+                ),
+            }
             println!("Running cores disable skills signed under it within ~2 s (they watch the trust folder), on SIGHUP or on POST /v1/trust/reload; `skillbox skill verify --all` lists them.");
         }
         CertsCommand::RotateRoot(a) => {
@@ -287,6 +299,9 @@ fn list(a: ListArgs) -> anyhow::Result<u8> {
             })).collect::<Vec<_>>(),
             "revoked": store.revoked().iter().map(|r| json!({
                 "fingerprint": r.fingerprint,
+                "issuer": r.issuer,
+                "serial": r.serial,
+                "spki_sha256": r.spki_sha256,
                 "reason": r.reason,
                 "revoked_at": date(r.revoked_at),
                 "subject": r.subject,
@@ -327,6 +342,17 @@ fn list(a: ListArgs) -> anyhow::Result<u8> {
                 r.reason,
                 r.subject.as_deref().unwrap_or("")
             );
+            match (&r.issuer, &r.serial, &r.spki_sha256) {
+                (Some(issuer), Some(serial), Some(spki)) => {
+                    println!(
+                        "      issuer {issuer}, serial {serial}, key {}",
+                        short(spki)
+                    );
+                }
+                _ => println!(
+                    "      by fingerprint only (revoke its PEM to catch re-encoded copies)"
+                ),
+            }
         }
     }
     for w in store.warnings() {

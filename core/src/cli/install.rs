@@ -12,7 +12,7 @@ use skillbox_protocol::skill::{load_skill, InstallLock, LoadOutcome};
 use super::{table, up, EXIT_FAILED};
 use crate::config::Config;
 use crate::install::verify::{verify_installed, Status};
-use crate::install::{self, pack, Limits, TrustPolicy};
+use crate::install::{self, pack, Limits, PublisherChange, TrustPolicy};
 use crate::state;
 
 /// `skill pack` arguments.
@@ -36,6 +36,11 @@ pub struct InstallArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     json: bool,
+    /// Let the package replace an installed signed skill although it comes from another
+    /// publisher (another developer key, and not the same publisher name under the same
+    /// root). Without it such a replacement is refused.
+    #[arg(long)]
+    allow_publisher_change: bool,
 }
 
 /// `skill verify` arguments.
@@ -98,7 +103,14 @@ pub fn pack(a: PackArgs) -> anyhow::Result<u8> {
 /// `skillbox skill install SRC [--workspace DIR]`
 pub fn install(a: InstallArgs) -> anyhow::Result<u8> {
     let policy = policy(a.workspace.as_deref())?;
-    match install::install(&a.source, &policy, Limits::default(), SystemTime::now()) {
+    let publisher_change = PublisherChange::allowed(a.allow_publisher_change);
+    match install::install(
+        &a.source,
+        &policy,
+        Limits::default(),
+        SystemTime::now(),
+        publisher_change,
+    ) {
         Ok(done) => {
             if a.json {
                 println!(

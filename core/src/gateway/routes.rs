@@ -35,6 +35,9 @@ struct CallRequest {
 struct InstallRequest {
     /// A skill folder or `.tar.gz` on the core's machine; relative to the workspace.
     source: std::path::PathBuf,
+    /// Let the package replace an installed signed skill of another publisher.
+    #[serde(default)]
+    allow_publisher_change: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -96,7 +99,8 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
         (Method::POST, ["v1", "skills", "reload"]) => reload(gw, Cause::Request).await,
         (Method::POST, ["v1", "skills", "install"]) => {
             let body: InstallRequest = read_json(gw, req).await?;
-            install_skill(gw, body.source).await
+            let change = install::PublisherChange::allowed(body.allow_publisher_change);
+            install_skill(gw, body.source, change).await
         }
         (Method::POST, ["v1", "skills", name, "repairs"]) => {
             let name = name.to_string();
@@ -404,7 +408,11 @@ async fn reload(gw: &Gateway, cause: Cause) -> Reply {
 
 /// `POST /v1/skills/install`: a verified install (CONTRACT §7), then a reload. A refusal
 /// answers `{"error", "error_kind", "check"}` with the status of its kind.
-async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
+async fn install_skill(
+    gw: &Gateway,
+    source: std::path::PathBuf,
+    publisher_change: install::PublisherChange,
+) -> Reply {
     let source = match gw.skills_root.parent() {
         Some(ws) if source.is_relative() => ws.join(source),
         _ => source,
@@ -416,6 +424,7 @@ async fn install_skill(gw: &Gateway, source: std::path::PathBuf) -> Reply {
             &policy,
             Limits::default(),
             std::time::SystemTime::now(),
+            publisher_change,
         )
     })
     .await

@@ -11,6 +11,7 @@
 //! - [`verify`]: re-verification of installed skills (`skill verify --all`, reloads).
 //! - [`disabled`]: the kill list, skills the trust policy disabled at the last reload.
 //! - [`remove`]: removing an installed skill and its lock entry (`DELETE /v1/skills/{name}`).
+//! - [`replace`]: what may replace an installed skill (rollback, same version, publisher).
 
 pub mod archive;
 pub mod disabled;
@@ -18,24 +19,24 @@ pub mod folder;
 pub mod lock;
 pub mod pack;
 pub mod remove;
+pub mod replace;
 pub mod sink;
 pub mod staging;
 pub mod verify;
 
-use std::cmp::Ordering;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use serde::Serialize;
 use skillbox_certs::trust::{TrustError, TrustStore, VerifyError};
 use skillbox_protocol::result::ErrorKind;
-use skillbox_protocol::skill::digest::digest_hex;
 use skillbox_protocol::skill::validate::is_spec_skill_name;
 use skillbox_protocol::skill::{
     load_skill, package_digest, DigestError, LoadOutcome, LockedSkill, Trust, SIGNATURE_FILE,
 };
 
 pub use lock::LockError;
+pub use replace::PublisherChange;
 pub use sink::{ExtractError, Limits};
 
 use staging::Staging;
@@ -121,6 +122,16 @@ pub enum InstallError {
         /// The skill.
         name: String,
     },
+    /// A package from another publisher would replace an installed signed skill.
+    #[error("publisher: {name} is installed from publisher {installed}; this package comes from publisher {offered}; an installed signed skill is replaced only by a package from the same publisher (same developer key, or the same publisher name under the same root); if you mean to hand {name} to the new publisher, install again with `skillbox skill install --allow-publisher-change` (or \"allow_publisher_change\": true in POST /v1/skills/install)")]
+    PublisherChange {
+        /// The skill.
+        name: String,
+        /// The installed skill's publisher, key and root.
+        installed: String,
+        /// The package's publisher, key and root.
+        offered: String,
+    },
     /// A lower version than the installed one.
     #[error("rollback: {name} {offered} is older than the installed {installed}; install {installed} or newer")]
     Rollback {
@@ -176,6 +187,7 @@ impl InstallError {
             InstallError::Unsigned { .. } => "unsigned",
             InstallError::Digest(_) => "digest",
             InstallError::TrustDowngrade { .. } => "trust_downgrade",
+            InstallError::PublisherChange { .. } => "publisher",
             InstallError::Rollback { .. } => "rollback",
             InstallError::SameVersion { .. } => "same_version",
             InstallError::Unmanaged { .. } => "unmanaged",
@@ -194,6 +206,7 @@ impl InstallError {
             InstallError::Verify(_)
             | InstallError::Unsigned { .. }
             | InstallError::TrustDowngrade { .. }
+            | InstallError::PublisherChange { .. }
             | InstallError::Rollback { .. }
             | InstallError::SameVersion { .. }
             | InstallError::Unmanaged { .. } => ErrorKind::PermissionDenied,
@@ -221,11 +234,14 @@ pub struct Installed {
 }
 
 /// Installs the package at `source` (a folder or a `.tar.gz`) under `policy` at `now`.
+/// `publisher_change` says whether an installed signed skill may pass to another
+/// publisher. A refusal leaves nothing behind, not even a skills root it had to create.
 pub fn install(
     source: &Path,
     policy: &TrustPolicy,
     limits: Limits,
     now: SystemTime,
+    publisher_change: PublisherChange,
 ) -> Result<Installed, InstallError> {
     let meta = std::fs::metadata(source).map_err(|e| InstallError::Source {
         path: source.to_path_buf(),
@@ -238,19 +254,56 @@ pub fn install(
         });
     }
     let root = &policy.skills_root;
+    let created_root = root.symlink_metadata().is_err();
     std::fs::create_dir_all(root).map_err(|source| {
         InstallError::SkillsRoot(LockError::Flock {
             path: root.clone(),
             source,
         })
     })?;
-    let _guard = lock::lock_root(root).map_err(InstallError::SkillsRoot)?;
+    match lock::lock_root(root) {
+        Ok(_guard) => {
+            let result =
+                install_locked(source, meta.is_dir(), policy, limits, now, publisher_change);
+            if result.is_err() && created_root {
+                // Under the lock, with the staging folder gone: nothing is left in it.
+                remove_created_root(root);
+            }
+            result
+        }
+        Err(e) => {
+            if created_root {
+                remove_created_root(root);
+            }
+            Err(InstallError::SkillsRoot(e))
+        }
+    }
+}
+
+/// Removes the skills root a refused install created. `remove_dir` refuses a non-empty
+/// folder, so what another install put there meanwhile stays.
+fn remove_created_root(root: &Path) {
+    if let Err(e) = std::fs::remove_dir(root) {
+        tracing::warn!(root = %root.display(), error = %e, "could not remove the skills root this refused install created");
+    }
+}
+
+/// The install proper, under the lock on the skills root.
+fn install_locked(
+    source: &Path,
+    from_folder: bool,
+    policy: &TrustPolicy,
+    limits: Limits,
+    now: SystemTime,
+    publisher_change: PublisherChange,
+) -> Result<Installed, InstallError> {
+    let root = &policy.skills_root;
     staging::sweep(root);
     let staging = Staging::create(root).map_err(|source| InstallError::Staging {
         path: root.clone(),
         source,
     })?;
-    if meta.is_dir() {
+    if from_folder {
         folder::copy(source, &staging.package(), limits)?;
     } else {
         archive::extract(source, &staging.package(), limits)?;
@@ -258,22 +311,25 @@ pub fn install(
     let pkg = staging.package_root();
     let (name, version) = manifest(&pkg)?;
     let signed = pkg.join(SIGNATURE_FILE).symlink_metadata().is_ok();
+    let mut store = None;
     let entry = if signed {
         let Some(v) = &version else {
             return Err(InstallError::Manifest {
                 reason: format!("{name} is signed but its manifest has no version; signed installs need `version:` in skill.yaml or package.json"),
             });
         };
-        let store = TrustStore::load(&policy.trust_dir).map_err(InstallError::TrustStore)?;
-        let ok = store
+        let loaded = TrustStore::load(&policy.trust_dir).map_err(InstallError::TrustStore)?;
+        let ok = loaded
             .verify_package(&pkg, &name, &v.to_string(), now)
             .map_err(InstallError::Verify)?;
+        store = Some(loaded);
         LockedSkill {
             version: Some(v.to_string()),
             digest: ok.digest,
             trust: Trust::Signed,
             publisher: Some(ok.publisher),
             leaf_fingerprint: Some(ok.leaf_fingerprint),
+            publisher_key: Some(ok.publisher_key),
             root_fingerprint: Some(ok.root_fingerprint),
             installed_at: rfc3339(now),
         }
@@ -288,6 +344,7 @@ pub fn install(
             trust: Trust::Local,
             publisher: None,
             leaf_fingerprint: None,
+            publisher_key: None,
             root_fingerprint: None,
             installed_at: rfc3339(now),
         }
@@ -297,7 +354,14 @@ pub fn install(
     let target = root.join(&name);
     let previous = locked.get(&name).cloned();
     match &previous {
-        Some(old) => check_replace(&name, old, &entry, version.as_ref())?,
+        Some(old) => replace::check_replace(
+            &name,
+            old,
+            &entry,
+            version.as_ref(),
+            store.as_ref(),
+            publisher_change,
+        )?,
         None if target.symlink_metadata().is_ok() => {
             return Err(InstallError::Unmanaged { path: target });
         }
@@ -357,48 +421,6 @@ fn manifest(pkg: &Path) -> Result<(String, Option<semver::Version>), InstallErro
         ),
     };
     Ok((skill.name.clone(), version))
-}
-
-/// Refuses a rollback, the same version with other contents, and a signed → unsigned swap.
-fn check_replace(
-    name: &str,
-    old: &LockedSkill,
-    new: &LockedSkill,
-    offered: Option<&semver::Version>,
-) -> Result<(), InstallError> {
-    if old.trust == Trust::Signed && new.trust == Trust::Local {
-        return Err(InstallError::TrustDowngrade {
-            name: name.to_string(),
-        });
-    }
-    let installed = old
-        .version
-        .as_deref()
-        .and_then(|v| semver::Version::parse(v).ok());
-    match (installed, offered) {
-        (Some(installed), Some(offered)) => match offered.cmp_precedence(&installed) {
-            Ordering::Less => Err(InstallError::Rollback {
-                name: name.to_string(),
-                installed: installed.to_string(),
-                offered: offered.to_string(),
-            }),
-            Ordering::Equal if digest_hex(&old.digest) != digest_hex(&new.digest) => {
-                Err(InstallError::SameVersion {
-                    name: name.to_string(),
-                    version: offered.to_string(),
-                    installed: old.digest.clone(),
-                    offered: new.digest.clone(),
-                })
-            }
-            _ => Ok(()),
-        },
-        (Some(installed), None) => Err(InstallError::Rollback {
-            name: name.to_string(),
-            installed: installed.to_string(),
-            offered: "(no version)".into(),
-        }),
-        _ => Ok(()),
-    }
 }
 
 /// `now` as RFC 3339 UTC with seconds (`2025-01-31T12:00:00Z`).

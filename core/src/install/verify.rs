@@ -109,16 +109,27 @@ fn check_one(
             ),
         ));
     }
-    let digest = package_digest(dir).map_err(|e| ("changed", e.to_string()))?;
-    if digest.hex != digest_hex(&entry.digest) {
-        return Err((
+    let changed = |what: String| {
+        let signed = if entry.trust == Trust::Signed {
+            "signed "
+        } else {
+            ""
+        };
+        (
             "changed",
             format!(
-                "files changed since install (installed {}, now {}); reinstall it",
-                entry.digest,
-                digest.prefixed()
+                "files changed since install: the files of {name} no longer match the {signed}digest it was installed with ({what}); a file was changed, added or removed in {}; reinstall it from its signed package (`skillbox skill install PACKAGE`) or remove it (`DELETE /v1/skills/{name}`)",
+                dir.display()
             ),
-        ));
+        )
+    };
+    let digest = package_digest(dir).map_err(|e| changed(e.to_string()))?;
+    if digest.hex != digest_hex(&entry.digest) {
+        return Err(changed(format!(
+            "installed {}, now {}",
+            entry.digest,
+            digest.prefixed()
+        )));
     }
     match entry.trust {
         Trust::Local if policy.require_signed => Err((

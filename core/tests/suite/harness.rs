@@ -60,7 +60,22 @@ impl Workspace {
 
     /// Installs with default limits at the current time.
     pub fn install(&self, src: &Path) -> Result<Installed, InstallError> {
-        install::install(src, &self.policy, Limits::default(), SystemTime::now())
+        self.install_allowing(src, install::PublisherChange::Refuse)
+    }
+
+    /// Installs, saying whether a publisher change is allowed.
+    pub fn install_allowing(
+        &self,
+        src: &Path,
+        change: install::PublisherChange,
+    ) -> Result<Installed, InstallError> {
+        install::install(
+            src,
+            &self.policy,
+            Limits::default(),
+            SystemTime::now(),
+            change,
+        )
     }
 
     /// Signs `dir` with the workspace's developer certificate.

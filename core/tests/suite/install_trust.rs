@@ -200,7 +200,7 @@ fn revoked_certificate_disables_skill_installed_before() {
     ws.install(&ws.signed_skill("revokee", "1.0.0", ""))
         .unwrap();
     let cert = std::fs::read_to_string(&ws.cert).unwrap();
-    skillbox_certs::revoke(&ws.policy.trust_dir, &cert, "key leaked").unwrap();
+    skillbox_certs::revoke(&ws.policy.trust_dir, &cert, "key leaked", &[]).unwrap();
     let store = skillbox_certs::TrustStore::load(&ws.policy.trust_dir).unwrap();
     let reports = verify_installed(&ws.policy, &ws.lock(), Ok(&store), SystemTime::now());
     assert_eq!(reports[0].status, Status::Failed);

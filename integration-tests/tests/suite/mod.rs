@@ -13,3 +13,4 @@ mod read_file;
 mod repairs;
 mod resilience;
 mod secrets;
+mod signing;

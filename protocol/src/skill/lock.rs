@@ -10,7 +10,7 @@
 //!     "digest": "sha256:…",
 //!     "trust": "signed",
 //!     "publisher": "Acme Skills",
-//!     "leaf_fingerprint": "…", "root_fingerprint": "…",
+//!     "leaf_fingerprint": "…", "publisher_key": "…", "root_fingerprint": "…",
 //!     "installed_at": "2025-01-01T00:00:00Z"
 //!   }
 //! }
@@ -63,6 +63,12 @@ pub struct LockedSkill {
     /// SHA-256 fingerprint of the developer certificate (signed skills).
     #[serde(default)]
     pub leaf_fingerprint: Option<String>,
+    /// SHA-256 of the developer certificate's public key (SubjectPublicKeyInfo): with
+    /// `publisher` and `root_fingerprint`, what binds the skill to its publisher (a
+    /// replacing package must come from the same key, or the same publisher name under
+    /// the same root). Absent in locks written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub publisher_key: Option<String>,
     /// SHA-256 fingerprint of the root the chain ended at (signed skills).
     #[serde(default)]
     pub root_fingerprint: Option<String>,
@@ -157,6 +163,7 @@ mod tests {
                 trust: Trust::Signed,
                 publisher: Some("p".into()),
                 leaf_fingerprint: None,
+                publisher_key: None,
                 root_fingerprint: None,
                 installed_at: "2025-01-01T00:00:00Z".into(),
             },
