@@ -7,6 +7,9 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use crate::pki::{write_atomic, PkiError};
 
+/// The state folder's name in a workspace. Nothing in it is ever readable by a skill
+/// (see `proxy::readfile`).
+pub const STATE_DIR: &str = ".skillbox";
 /// The API token file.
 pub const TOKEN_FILE: &str = "api-token";
 /// The file holding the running gateway's address.
@@ -15,7 +18,7 @@ pub const GATEWAY_ADDR_FILE: &str = "gateway.addr";
 /// Creates `<workspace>/.skillbox` (0700) and returns it.
 pub fn ensure_dir(workspace: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = workspace.join(".skillbox");
+    let dir = workspace.join(STATE_DIR);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
