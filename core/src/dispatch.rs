@@ -342,6 +342,37 @@ impl Drop for ActiveGuard<'_> {
     }
 }
 
+/// A dispatcher over `catalog` with its state in `<ws>/.skillbox` and no executor
+/// listening (for tests here and in the gateway).
+#[cfg(test)]
+pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
+    let state = crate::state::ensure_dir(ws).unwrap();
+    crate::pki::ensure(&state).unwrap();
+    let executor = Arc::new(
+        ExecutorPool::new(
+            &["https://127.0.0.1:9".to_string()],
+            crate::pki::core_files(&state),
+        )
+        .unwrap(),
+    );
+    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let approvals = Arc::new(Approvals::new(
+        store.clone(),
+        crate::approvals::ApprovalPolicy {
+            auto_approve: Vec::new(),
+            timeout_ms: 1000,
+        },
+    ));
+    Dispatcher::new(
+        catalog,
+        executor,
+        Secrets::default(),
+        approvals,
+        store,
+        Duration::from_secs(5),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -349,14 +380,11 @@ mod tests {
     use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
     use super::*;
-    use crate::approvals::ApprovalPolicy;
     use crate::random::fake::FailingAfter;
 
     /// A dispatcher over the skill `s` (tool `t`) in `ws`, no executor listening, whose
     /// random source gives `ok_draws` draws and then fails.
     fn dispatcher(ws: &Path, ok_draws: usize) -> Dispatcher {
-        let state = crate::state::ensure_dir(ws).unwrap();
-        crate::pki::ensure(&state).unwrap();
         let skills = ws.join("skills");
         std::fs::create_dir_all(skills.join("s")).unwrap();
         std::fs::write(
@@ -367,30 +395,7 @@ mod tests {
         .unwrap();
         let catalog = discover(&[skills], DiscoveryOptions::default());
         assert!(catalog.get("s").is_some(), "{:?}", catalog.skipped);
-        let executor = Arc::new(
-            ExecutorPool::new(
-                &["https://127.0.0.1:9".to_string()],
-                crate::pki::core_files(&state),
-            )
-            .unwrap(),
-        );
-        let store = Store::open(&Store::db_path(&state)).unwrap();
-        let approvals = Arc::new(Approvals::new(
-            store.clone(),
-            ApprovalPolicy {
-                auto_approve: Vec::new(),
-                timeout_ms: 1000,
-            },
-        ));
-        Dispatcher::new(
-            catalog,
-            executor,
-            Secrets::default(),
-            approvals,
-            store,
-            Duration::from_secs(5),
-        )
-        .with_random(Arc::new(FailingAfter::new(ok_draws)))
+        test_dispatcher(ws, catalog).with_random(Arc::new(FailingAfter::new(ok_draws)))
     }
 
     #[tokio::test]
