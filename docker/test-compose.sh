@@ -203,6 +203,27 @@ expect "the core's fetch proxy reaches the allow-listed fetchtarget:8080 for the
 body=$(call probe:fetch '{"url":"http://example.com/"}')
 expect "the fetch proxy refuses a host the skill did not declare (-32001)" "$body" "$undeclared"
 
+# --- readFile: the core's state folder and config are never readable ------------------------
+# probe declares workspace.read ["**"] and ships data/tok, data/cfg and data/state, relative
+# symlinks to /workspace/.skillbox/api-token, /workspace/skillbox.toml and the state folder
+# (the state volume). A hard link cannot be planted here (read-only mounts on other
+# devices); the unit and end-to-end tests cover hard links.
+echo "test-compose: readFile"
+body=$(call probe:read '{"path":"skills/probe/SKILL.md"}')
+expect "readFile reads a workspace file the skill's glob (**) covers" "$body" \
+  'r["success"] is True and r["data"]["ok"] is True and "name: probe" in r["data"]["content"]'
+never_readable="r['success'] is True and r['data']['ok'] is False and r['data']['code'] == -32001 and 'never readable by skills' in r['data']['error'] and '$token' not in json.dumps(r) and '$secret' not in json.dumps(r) and 'PRIVATE KEY' not in json.dumps(r)"
+for path in .skillbox/api-token .skillbox/secrets.env .skillbox/pki/skillbox-core.key \
+  .skillbox/pki/ca.pem ./.skillbox/api-token .SKILLBOX/api-token skillbox.toml; do
+  body=$(call probe:read "{\"path\":\"$path\"}")
+  expect "readFile refuses $path to a skill declaring ** (-32001, never readable)" "$body" "$never_readable"
+done
+for link in tok:.skillbox/api-token cfg:skillbox.toml state/pki/skillbox-core.key:.skillbox/pki/skillbox-core.key; do
+  body=$(call probe:read "{\"path\":\"skills/probe/data/${link%%:*}\"}")
+  expect "readFile refuses the symlink skills/probe/data/${link%%:*} by where it leads (${link#*:})" "$body" \
+    "$never_readable and 'resolves to \"${link#*:}\"' in r['data']['error']"
+done
+
 # --- the executor container ---------------------------------------------------------------
 echo "test-compose: executor container"
 body=$(call probe:docker_socket '{}')

@@ -117,7 +117,7 @@ fn bench(label: &str, catalog: Arc<Catalog>) {
     for round in 0..250 {
         for q in &queries {
             let t = Instant::now();
-            let plan = router.route(q, &inputs);
+            let plan = router.route(q, &inputs).expect("a route id");
             let e = t.elapsed();
             std::hint::black_box(plan);
             if round >= 10 {

@@ -8,8 +8,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
-use base64::Engine;
-use ring::rand::{SecureRandom, SystemRandom};
 use serde_json::Value;
 use skillbox_protocol::channel::client::ClientError;
 use skillbox_protocol::methods::{method, SecretValue, ToolExecuteParams};
@@ -20,6 +18,7 @@ use subtle::ConstantTimeEq;
 use crate::approvals::{ApprovalRequest, Approvals};
 use crate::docker::oneoff::ContainerRunner;
 use crate::executors::ExecutorPool;
+use crate::random::{self, RandomSource, SystemSource};
 use crate::secrets::Secrets;
 use crate::store::{unix_ms_now, CallRecord, Store};
 
@@ -57,7 +56,7 @@ pub struct Dispatcher {
     store: Store,
     active: Mutex<HashMap<String, Arc<ActiveCall>>>,
     call_timeout: Duration,
-    rng: SystemRandom,
+    rng: Arc<dyn RandomSource>,
 }
 
 impl Dispatcher {
@@ -79,8 +78,15 @@ impl Dispatcher {
             store,
             active: Mutex::new(HashMap::new()),
             call_timeout,
-            rng: SystemRandom::new(),
+            rng: Arc::new(SystemSource::default()),
         }
+    }
+
+    /// Draws call ids and capability tokens from `rng` instead of the operating system
+    /// (a seam for tests of a failing source).
+    pub fn with_random(mut self, rng: Arc<dyn RandomSource>) -> Self {
+        self.rng = rng;
+        self
     }
 
     /// The skills the core knows.
@@ -157,7 +163,13 @@ impl Dispatcher {
     pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
         let started = Instant::now();
         let started_at = unix_ms_now();
-        let call_id = self.random_hex(12);
+        let call_id = match random::hex(self.rng.as_ref(), 12, "call id") {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(tool = %full_name, error = %e, "call refused");
+                return ToolResult::failed(String::new(), ErrorKind::Unavailable, e.to_string(), 0);
+            }
+        };
         let result = self.run(&call_id, full_name, args).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match result {
@@ -237,7 +249,9 @@ impl Dispatcher {
                 .await
                 .map_err(|e| (e.error_kind(), e.to_string()))?;
         }
-        let token = SecretValue(self.random_token());
+        let token = random::token(self.rng.as_ref(), "capability token")
+            .map(SecretValue)
+            .map_err(|e| (ErrorKind::Unavailable, e.to_string()))?;
         let params = ToolExecuteParams {
             call_id: call_id.to_string(),
             capability_token: token.clone(),
@@ -312,18 +326,6 @@ impl Dispatcher {
             Err(CallbackAuthError::BadToken(call_id.to_string()))
         }
     }
-
-    fn random_hex(&self, n: usize) -> String {
-        let mut bytes = vec![0u8; n];
-        let _ = self.rng.fill(&mut bytes);
-        bytes.iter().map(|b| format!("{b:02x}")).collect()
-    }
-
-    fn random_token(&self) -> String {
-        let mut bytes = [0u8; 32];
-        let _ = self.rng.fill(&mut bytes);
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-    }
 }
 
 /// Removes a call from the in-flight table when it ends, however it ends.
@@ -337,5 +339,97 @@ impl Drop for ActiveGuard<'_> {
         if let Ok(mut a) = self.dispatcher.active.lock() {
             a.remove(&self.call_id);
         }
+    }
+}
+
+/// A dispatcher over `catalog` with its state in `<ws>/.skillbox` and no executor
+/// listening (for tests here and in the gateway).
+#[cfg(test)]
+pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
+    let state = crate::state::ensure_dir(ws).unwrap();
+    crate::pki::ensure(&state).unwrap();
+    let executor = Arc::new(
+        ExecutorPool::new(
+            &["https://127.0.0.1:9".to_string()],
+            crate::pki::core_files(&state),
+        )
+        .unwrap(),
+    );
+    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let approvals = Arc::new(Approvals::new(
+        store.clone(),
+        crate::approvals::ApprovalPolicy {
+            auto_approve: Vec::new(),
+            timeout_ms: 1000,
+        },
+    ));
+    Dispatcher::new(
+        catalog,
+        executor,
+        Secrets::default(),
+        approvals,
+        store,
+        Duration::from_secs(5),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use skillbox_protocol::skill::{discover, DiscoveryOptions};
+
+    use super::*;
+    use crate::random::fake::FailingAfter;
+
+    /// A dispatcher over the skill `s` (tool `t`) in `ws`, no executor listening, whose
+    /// random source gives `ok_draws` draws and then fails.
+    fn dispatcher(ws: &Path, ok_draws: usize) -> Dispatcher {
+        let skills = ws.join("skills");
+        std::fs::create_dir_all(skills.join("s")).unwrap();
+        std::fs::write(
+            skills.join("s/skill.yaml"),
+            "name: s\nversion: 0.1.0\ndescription: test skill\ntools:\n  - name: t\n    \
+             description: test tool\n    command: [\"true\"]\n",
+        )
+        .unwrap();
+        let catalog = discover(&[skills], DiscoveryOptions::default());
+        assert!(catalog.get("s").is_some(), "{:?}", catalog.skipped);
+        test_dispatcher(ws, catalog).with_random(Arc::new(FailingAfter::new(ok_draws)))
+    }
+
+    #[tokio::test]
+    async fn call_fails_unavailable_when_no_call_id_can_be_drawn() {
+        let ws = tempfile::tempdir().unwrap();
+        let r = dispatcher(ws.path(), 0).call("s:t", Value::Null).await;
+        assert!(!r.success);
+        assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
+        let error = r.error.unwrap_or_default();
+        assert!(error.contains("no call id could be made"), "{error}");
+        assert!(r.call_id.is_empty(), "an id of zeros: {}", r.call_id);
+    }
+
+    #[tokio::test]
+    async fn call_fails_unavailable_when_no_capability_token_can_be_drawn() {
+        let ws = tempfile::tempdir().unwrap();
+        let d = dispatcher(ws.path(), 1);
+        let r = d.call("s:t", serde_json::json!({})).await;
+        assert!(!r.success);
+        assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
+        let error = r.error.unwrap_or_default();
+        assert!(
+            error.contains("no capability token could be made"),
+            "{error}"
+        );
+        // Nothing was registered for callbacks: no call holds a token of zeros.
+        assert!(d.active.lock().unwrap().is_empty());
+        let zeros = SecretValue(base64::Engine::encode(
+            &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+            [0u8; 32],
+        ));
+        assert_eq!(
+            d.authorize(&r.call_id, &zeros).unwrap_err(),
+            CallbackAuthError::UnknownCall(r.call_id.clone())
+        );
     }
 }

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod install;
 pub mod pki;
 pub mod proxy;
+pub mod random;
 pub mod reload;
 pub mod repair;
 pub mod router;

@@ -4,9 +4,13 @@
 use std::path::{Path, PathBuf};
 
 use ring::rand::{SecureRandom, SystemRandom};
+use skillbox_protocol::methods::SecretValue;
 
 use crate::pki::{write_atomic, PkiError};
 
+/// The state folder's name in a workspace. Nothing in it is ever readable by a skill
+/// (see `proxy::readfile`).
+pub const STATE_DIR: &str = ".skillbox";
 /// The API token file.
 pub const TOKEN_FILE: &str = "api-token";
 /// The file holding the running gateway's address.
@@ -15,7 +19,7 @@ pub const GATEWAY_ADDR_FILE: &str = "gateway.addr";
 /// Creates `<workspace>/.skillbox` (0700) and returns it.
 pub fn ensure_dir(workspace: &Path) -> std::io::Result<PathBuf> {
     use std::os::unix::fs::DirBuilderExt;
-    let dir = workspace.join(".skillbox");
+    let dir = workspace.join(STATE_DIR);
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
@@ -23,13 +27,14 @@ pub fn ensure_dir(workspace: &Path) -> std::io::Result<PathBuf> {
     Ok(dir)
 }
 
-/// Reads the API token, creating a random one (0600) on first start.
-pub fn ensure_token(state: &Path) -> Result<String, PkiError> {
+/// Reads the API token, creating a random one (0600) on first start. The token is held
+/// as a [`SecretValue`] from here on, so no `Debug` prints it.
+pub fn ensure_token(state: &Path) -> Result<SecretValue, PkiError> {
     let path = state.join(TOKEN_FILE);
     if let Ok(t) = std::fs::read_to_string(&path) {
         let t = t.trim().to_string();
         if !t.is_empty() {
-            return Ok(t);
+            return Ok(SecretValue(t));
         }
     }
     let mut bytes = [0u8; 32];
@@ -41,7 +46,7 @@ pub fn ensure_token(state: &Path) -> Result<String, PkiError> {
         })?;
     let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     write_atomic(&path, format!("{token}\n").as_bytes(), 0o600)?;
-    Ok(token)
+    Ok(SecretValue(token))
 }
 
 /// Records where the gateway listens (for the CLI and scripts).

@@ -115,7 +115,7 @@ async fn request(
     body: Option<Value>,
 ) -> anyhow::Result<Value> {
     let ws = workspace(ws.workspace.as_deref())?;
-    let state = ws.join(".skillbox");
+    let state = ws.join(crate::state::STATE_DIR);
     let addr =
         std::fs::read_to_string(state.join(state::GATEWAY_ADDR_FILE)).with_context(|| {
             format!(

@@ -52,7 +52,7 @@ pub fn run(args: RouteArgs) -> anyhow::Result<u8> {
             readiness: &readiness,
             stats: &StatsMap::new(),
         },
-    );
+    )?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&plan)?);
         return Ok(0);

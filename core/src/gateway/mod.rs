@@ -14,6 +14,7 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use serde_json::json;
+use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::result::ErrorKind;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
@@ -25,8 +26,8 @@ use crate::dispatch::Dispatcher;
 pub struct Gateway {
     /// The dispatcher.
     pub dispatcher: Arc<Dispatcher>,
-    /// The bearer token.
-    pub token: String,
+    /// The bearer token (`Debug` prints `***`; compared in constant time).
+    pub token: SecretValue,
     /// Largest request body.
     pub max_request_bytes: usize,
     /// The skills root (for reloads).
@@ -105,7 +106,7 @@ impl Gateway {
         let Some(presented) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
             return false;
         };
-        bool::from(presented.as_bytes().ct_eq(self.token.as_bytes()))
+        bool::from(presented.as_bytes().ct_eq(self.token.0.as_bytes()))
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -144,5 +145,41 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
                 tracing::debug!(%peer, error = %e, "gateway connection ended");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use skillbox_protocol::skill::Catalog;
+
+    use super::*;
+
+    #[test]
+    fn gateway_debug_does_not_print_the_api_token() {
+        let ws = tempfile::tempdir().unwrap();
+        let dispatcher = Arc::new(crate::dispatch::test_dispatcher(
+            ws.path(),
+            Catalog::default(),
+        ));
+        let state = ws.path().join(crate::state::STATE_DIR);
+        let trust = crate::install::TrustPolicy::for_workspace(ws.path(), &state, false);
+        let token = "gateway-token-3f9a1c77e2";
+        let gateway = Gateway {
+            reloader: Arc::new(crate::reload::Reloader::new(
+                Arc::clone(&dispatcher),
+                trust.clone(),
+            )),
+            dispatcher,
+            token: SecretValue(token.to_string()),
+            max_request_bytes: 1024,
+            skills_root: ws.path().join("skills"),
+            trust,
+            supervisor: None,
+        };
+        let debug = format!("{gateway:?}");
+        assert!(!debug.contains(token), "{debug}");
+        assert!(debug.contains("token: ***"), "{debug}");
     }
 }

@@ -91,9 +91,8 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
             let plan =
                 crate::router::route_request(std::sync::Arc::clone(&gw.dispatcher), ws, body)
                     .await
-                    .ok_or_else(|| {
-                        ApiError::new(ErrorKind::Unavailable, "routing failed; retry")
-                    })?;
+                    .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
+                    .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
             Ok(ok(&serde_json::to_value(plan).unwrap_or_default()))
         }
         (Method::POST, ["v1", "skills", "reload"]) => reload(gw, Cause::Request).await,

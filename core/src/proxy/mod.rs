@@ -4,7 +4,9 @@
 //!   private, loopback, link-local or metadata addresses (unless the operator allow-lists
 //!   an exact `host:port`), redirects re-checked hop by hop, bodies and time capped.
 //! - [`readfile`]: a workspace-relative file the skill's `permissions.workspace.read` globs
-//!   cover, opened with `openat2(RESOLVE_BENEATH)` so nothing outside the workspace is read.
+//!   cover (the file reached, not just the name asked for), opened with
+//!   `openat2(RESOLVE_BENEATH)` so nothing outside the workspace is read, and never the
+//!   core's state folder or its config, whatever the glob or link.
 //! - [`sign`]: Ed25519 signatures by keys that never leave the core.
 //!
 //! Every refusal is a [`ProxyError`]; [`ProxyError::to_error_object`] is the one place that

@@ -26,12 +26,12 @@ pub mod scope;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
-use ring::rand::{SecureRandom, SystemRandom};
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{package_digest, Catalog, Trust, SIGNATURE_FILE};
 
 use crate::install::lock;
+use crate::random::{self, RandomError, RandomSource, SystemSource};
 use crate::store::{unix_ms_now, Store, StoreError};
 
 pub use crate::store::{RepairOutcome, RepairRecord};
@@ -235,6 +235,9 @@ pub enum RepairError {
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// No record id could be drawn (nothing was judged or written).
+    #[error(transparent)]
+    Random(#[from] RandomError),
 }
 
 impl RepairError {
@@ -249,7 +252,7 @@ impl RepairError {
             Self::Attempts { .. } | Self::Budget { .. } => "budget",
             Self::Patch { .. } => "patch",
             Self::Read { .. } | Self::Apply(_) | Self::Lock { .. } | Self::Relock { .. } => "apply",
-            Self::Store(_) => "store",
+            Self::Store(_) | Self::Random(_) => "store",
         }
     }
 
@@ -268,7 +271,8 @@ impl RepairError {
             | Self::Apply(_)
             | Self::Lock { .. }
             | Self::Relock { .. }
-            | Self::Store(_) => ErrorKind::Unavailable,
+            | Self::Store(_)
+            | Self::Random(_) => ErrorKind::Unavailable,
         }
     }
 
@@ -288,7 +292,8 @@ impl RepairError {
             | Self::UnknownSkill { .. }
             | Self::Read { .. }
             | Self::Lock { .. }
-            | Self::Store(_) => None,
+            | Self::Store(_)
+            | Self::Random(_) => None,
         }
     }
 }
@@ -328,7 +333,7 @@ pub fn propose(
         reason: e.to_string(),
     })?;
     let mut record = RepairRecord {
-        id: record_id(),
+        id: record_id(&SystemSource::default())?,
         skill: skill.name.clone(),
         run_id: proposal.run_id.clone(),
         attempt: 0,
@@ -564,11 +569,8 @@ fn prepare(
     Ok((change, hunks, words))
 }
 
-fn record_id() -> String {
-    let mut bytes = [0u8; 8];
-    let _ = SystemRandom::new().fill(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rp_{hex}")
+fn record_id(source: &dyn RandomSource) -> Result<String, RandomError> {
+    random::hex(source, 8, "repair record id").map(|hex| format!("rp_{hex}"))
 }
 
 #[cfg(test)]

@@ -434,3 +434,19 @@ fn apply_writes_everything_when_nothing_fails() {
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "new\n");
     assert_eq!(std::fs::read_to_string(&b).unwrap(), "b\n");
 }
+
+#[test]
+fn repair_record_id_fails_instead_of_zeros_when_the_random_source_fails() {
+    let err = RepairError::from(record_id(&crate::random::fake::FailingAfter::new(0)).unwrap_err());
+    assert_eq!(err.error_kind(), ErrorKind::Unavailable);
+    assert!(
+        err.to_string()
+            .contains("no repair record id could be made"),
+        "{err}"
+    );
+    let id = record_id(&crate::random::SystemSource::default()).unwrap();
+    assert!(
+        id.starts_with("rp_") && id.len() == 19 && id != "rp_0000000000000000",
+        "{id}"
+    );
+}

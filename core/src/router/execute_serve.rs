@@ -145,7 +145,8 @@ pub async fn execute_request(
             }
             None => None,
         };
-        let plan = route_for_gateway(&d, workspace.as_deref(), &p.query, p.context_id.as_deref());
+        let plan = route_for_gateway(&d, workspace.as_deref(), &p.query, p.context_id.as_deref())
+            .map_err(|e| (ErrorKind::Unavailable, e.to_string()))?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
         Ok::<_, (ErrorKind, String)>((plan, chain, context))
     })

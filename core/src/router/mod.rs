@@ -26,8 +26,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ring::rand::{SecureRandom, SystemRandom};
 use skillbox_protocol::skill::{Catalog, Skill};
+
+use crate::random::{self, RandomError, RandomSource, SystemSource};
 
 pub use execute_serve::{context_view, execute_request, ExecuteParams, Execution};
 pub use index::Bm25Index;
@@ -215,7 +216,14 @@ impl Router {
     }
 
     /// Routes `query` and returns the activation plan; logs the decision at info.
-    pub fn route(&self, query: &str, inputs: &RouteInputs<'_>) -> ActivationPlan {
+    ///
+    /// # Errors
+    /// When no route id can be drawn from the operating system's random source.
+    pub fn route(
+        &self,
+        query: &str,
+        inputs: &RouteInputs<'_>,
+    ) -> Result<ActivationPlan, RandomError> {
         let started = Instant::now();
         let terms = self.terms(query);
         let query_lower = query.to_lowercase();
@@ -247,7 +255,7 @@ impl Router {
         let routing_reason = plan::reason(&candidates, &picked, threshold);
         let latency_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
         let plan = ActivationPlan {
-            route_id: route_id(),
+            route_id: route_id(&SystemSource::default())?,
             query: query.to_string(),
             context_id: inputs.context_id.map(str::to_string),
             primary: selected.first().cloned(),
@@ -268,15 +276,12 @@ impl Router {
             latency_us = plan.latency_us,
             "route"
         );
-        plan
+        Ok(plan)
     }
 }
 
-fn route_id() -> String {
-    let mut bytes = [0u8; 8];
-    let _ = SystemRandom::new().fill(&mut bytes);
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("rt_{hex}")
+fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
+    random::hex(source, 8, "route id").map(|hex| format!("rt_{hex}"))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use skillbox_protocol::skill::Catalog;
 use super::{ActivationPlan, CallCounts, HostReadiness, RouteInputs, Router, StatsMap};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
+use crate::random::RandomError;
 
 /// The router of the latest catalogue; holding the `Arc` keeps pointer identity sound.
 static CACHE: Mutex<Option<(Arc<Catalog>, Arc<Router>)>> = Mutex::new(None);
@@ -42,7 +43,7 @@ pub fn route_for_gateway(
     workspace: Option<&Path>,
     query: &str,
     context_id: Option<&str>,
-) -> ActivationPlan {
+) -> Result<ActivationPlan, RandomError> {
     let router = router_for(dispatcher.catalog(), workspace);
     let stats: StatsMap = match dispatcher.store().all_skill_stats() {
         Ok(all) => all
@@ -89,7 +90,7 @@ pub async fn route_request(
     dispatcher: Arc<Dispatcher>,
     workspace: Option<std::path::PathBuf>,
     params: RouteParams,
-) -> Option<ActivationPlan> {
+) -> Option<Result<ActivationPlan, RandomError>> {
     tokio::task::spawn_blocking(move || {
         route_for_gateway(
             &dispatcher,

@@ -68,6 +68,7 @@ fn route(r: &Router, q: &str) -> ActivationPlan {
             stats: &StatsMap::new(),
         },
     )
+    .unwrap()
 }
 
 fn candidate<'a>(plan: &'a ActivationPlan, skill: &str) -> &'a Candidate {
@@ -257,15 +258,31 @@ fn route_success_rate_moves_the_score() {
             failures: 40,
         },
     );
-    let plan = r.route(
-        "weather forecast",
-        &RouteInputs {
-            context_id: Some("ctx"),
-            readiness: &AssumeReady,
-            stats: &stats,
-        },
-    );
+    let plan = r
+        .route(
+            "weather forecast",
+            &RouteInputs {
+                context_id: Some("ctx"),
+                readiness: &AssumeReady,
+                stats: &stats,
+            },
+        )
+        .unwrap();
     let c = candidate(&plan, "weather");
     assert_eq!(c.breakdown.success_rate, 0.0);
     assert_eq!(plan.context_id.as_deref(), Some("ctx"));
+}
+
+#[test]
+fn route_id_fails_instead_of_zeros_when_the_random_source_fails() {
+    let err = route_id(&crate::random::fake::FailingAfter::new(0)).unwrap_err();
+    assert!(
+        err.to_string().contains("no route id could be made"),
+        "{err}"
+    );
+    let id = route_id(&crate::random::SystemSource::default()).unwrap();
+    assert!(
+        id.starts_with("rt_") && id.len() == 19 && id != "rt_0000000000000000",
+        "{id}"
+    );
 }

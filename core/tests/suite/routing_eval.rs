@@ -115,14 +115,16 @@ fn run_router(
     let stats = StatsMap::new();
     let mut t = Tally::default();
     for (q, e) in qs {
-        let plan = router.route(
-            q,
-            &RouteInputs {
-                context_id: None,
-                readiness: &AssumeReady,
-                stats: &stats,
-            },
-        );
+        let plan = router
+            .route(
+                q,
+                &RouteInputs {
+                    context_id: None,
+                    readiness: &AssumeReady,
+                    stats: &stats,
+                },
+            )
+            .expect("a route id");
         if std::env::var_os("ROUTING_EVAL_VERBOSE").is_some()
             && plan.primary.as_deref() != e.as_deref()
         {

@@ -131,6 +131,26 @@ fn open_up(dir: &Path) {
     }
 }
 
+/// Writes a `jsonrpc` python skill `name` into `skills` whose one tool `read` asks the core
+/// for `readFile {path}`, declaring `permissions.workspace.read: globs`; opens it to the
+/// executor's per-call users.
+pub fn write_reader_skill(skills: &Path, name: &str, globs: &[&str]) {
+    let dir = skills.join(name);
+    write(&dir.join("scripts/tool.py"), TOOL_PY);
+    let globs = serde_json::to_string(globs).expect("globs");
+    write(
+        &dir.join("skill.yaml"),
+        &format!(
+            "name: {name}\nversion: 0.1.0\ndescription: skillbox end-to-end test skill {name} that reads workspace files\n\
+             permissions:\n  workspace: {{ read: {globs} }}\nexecution:\n  timeout_ms: 60000\ntools:\n\
+             \x20 - name: read\n    description: reads a workspace file through the core\n\
+             \x20   command: [\"python3\", \"scripts/tool.py\"]\n    security: read\n\
+             \x20   parameters:\n      type: object\n      properties: {{ path: {{ type: string }} }}\n      required: [path]\n"
+        ),
+    );
+    open_up(&dir);
+}
+
 /// Writes the workspace `ws` (and `root/outside`) for test servers on `allowed` (allow-
 /// listed by the config) and `private` (declared by the `net` skill only).
 pub fn write_workspace(root: &Path, ws: &Path, allowed: u16, private: u16) {

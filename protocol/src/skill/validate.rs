@@ -247,13 +247,29 @@ impl Rules<'_> {
             }
         }
         if let Some(ws) = &m.permissions.workspace {
+            let mut any_whole = false;
             for (i, g) in ws.read.iter().enumerate() {
                 let field = format!("permissions.workspace.read[{i}]");
                 if let Some(reason) = relative_path_problem(g) {
                     self.error(&field, format!("{g:?}: {reason}; give a glob relative to the workspace, like \"notes/**\""));
                 } else if let Err(e) = globset::Glob::new(g) {
                     self.error(&field, format!("{g:?} is not a valid glob: {e}"));
+                } else if covers_whole_workspace(std::slice::from_ref(g)) {
+                    any_whole = true;
+                    self.warn(
+                        &field,
+                        format!("{g:?} covers the whole workspace: {READ_EVERYTHING}"),
+                    );
                 }
+            }
+            if !any_whole && ws.read.len() > 1 && covers_whole_workspace(&ws.read) {
+                self.warn(
+                    "permissions.workspace.read",
+                    format!(
+                        "{:?} together cover the whole workspace: {READ_EVERYTHING}",
+                        ws.read
+                    ),
+                );
             }
         }
     }
@@ -365,6 +381,36 @@ impl Rules<'_> {
     }
 }
 
+/// The end of the warning on a `workspace.read` that covers the whole workspace.
+const READ_EVERYTHING: &str = "the skill asks to read every workspace file (the core's \
+     state folder and skillbox.toml stay refused); declare only the folders it needs, like \
+     \"notes/**\"";
+
+/// Workspace paths no narrow glob covers all of: nested, hidden, with and without an
+/// extension. A set of globs that matches every one reads, in effect, every file below
+/// the workspace's top level (`**`, `**/*`, `*/**`, `./**`).
+const ANY_PATHS: [&str; 4] = ["x/y", "q/r/s.txt", ".h/.k", "a b/c-d/e_f.G"];
+
+/// Whether `globs` together match every path of [`ANY_PATHS`], read as the core's readFile
+/// reads them (`*` does not cross `/`, a leading `./` is dropped like the path's).
+fn covers_whole_workspace(globs: &[String]) -> bool {
+    let mut set = globset::GlobSetBuilder::new();
+    for g in globs {
+        let mut g = g.as_str();
+        while let Some(rest) = g.strip_prefix("./") {
+            g = rest.trim_start_matches('/');
+        }
+        match globset::GlobBuilder::new(g).literal_separator(true).build() {
+            Ok(glob) => {
+                set.add(glob);
+            }
+            Err(_) => continue,
+        }
+    }
+    set.build()
+        .is_ok_and(|set| ANY_PATHS.iter().all(|p| set.is_match(p)))
+}
+
 fn has_parent_component(p: &str) -> bool {
     Path::new(p)
         .components()
@@ -429,6 +475,37 @@ mod tests {
                 && is_reserved_env("SKILLBOX_CALL_ID")
         );
         assert!(!is_reserved_env("COINGECKO_API_KEY"));
+    }
+
+    #[test]
+    fn workspace_globs_that_cover_everything() {
+        let whole = |g: &[&str]| {
+            covers_whole_workspace(&g.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        };
+        for g in [
+            "**",
+            "**/*",
+            "*/**",
+            "./**",
+            ".//**",
+            "**/**",
+            "{notes,*}/**",
+            "**/{*,}",
+        ] {
+            assert!(whole(&[g]), "{g} should cover the whole workspace");
+        }
+        assert!(whole(&["*/*", "*/*/**"]), "together");
+        for g in [
+            "notes/**",
+            "*.md",
+            "*/*",
+            "**/*.md",
+            "skills/x/**",
+            "*",
+            ".skillbox/**",
+        ] {
+            assert!(!whole(&[g]), "{g} should not cover the whole workspace");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Permission rules: env names, network patterns, workspace globs.
 
+use skillbox_protocol::skill::Severity;
 use tempfile::tempdir;
 
 use super::common::*;
@@ -106,4 +107,35 @@ fn permissions_workspace_read_escaping_or_invalid_globs_are_refused() {
         );
         assert_skipped_for(&dir, "skill.yaml", "permissions.workspace.read[0]", needle);
     }
+}
+
+#[test]
+fn permissions_workspace_read_of_the_whole_workspace_warns() {
+    let root = tempdir().unwrap();
+    for glob in ["**", "**/*", "*/**", "./**"] {
+        let dir = with_permissions(
+            root.path(),
+            &format!("{{ workspace: {{ read: [\"notes/**\", \"{glob}\"] }} }}"),
+        );
+        let skill = loaded(&dir);
+        assert_diag(
+            &skill.warnings,
+            Severity::Warning,
+            "skill.yaml",
+            "permissions.workspace.read[1]",
+            "asks to read every workspace file",
+        );
+        assert_no_diag(&skill.warnings, "permissions.workspace.read[0]");
+        // A warning, not an error: the skill still loads with its globs.
+        assert_eq!(skill.permissions.workspace.read.len(), 2, "{glob}");
+    }
+    // Two globs that only together cover everything.
+    let dir = with_permissions(root.path(), r#"{ workspace: { read: ["*/*", "*/*/**"] } }"#);
+    assert_diag(
+        &loaded(&dir).warnings,
+        Severity::Warning,
+        "skill.yaml",
+        "permissions.workspace.read",
+        "together cover the whole workspace",
+    );
 }

@@ -49,12 +49,20 @@ def write_root():
     return {"written": "/probe-was-here"}
 
 
-def fetch(url):
-    send({"jsonrpc": "2.0", "id": 1, "method": "fetch", "params": {"url": url}})
+def capability(method, params):
+    send({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
     reply = json.loads(sys.stdin.readline())
     if "error" in reply:
         return {"ok": False, "code": reply["error"]["code"], "error": reply["error"]["message"]}
     return {"ok": True, **reply["result"]}
+
+
+def fetch(url):
+    return capability("fetch", {"url": url})
+
+
+def read(path):
+    return capability("readFile", {"path": path})
 
 
 request = json.loads(sys.stdin.readline())
@@ -80,6 +88,8 @@ elif tool == "write_root":
     result = attempt(write_root)
 elif tool == "fetch":
     result = fetch(args["url"])
+elif tool == "read":
+    result = read(args["path"])
 elif tool == "sleep":
     time.sleep(args["seconds"])
     result = {"slept": args["seconds"]}

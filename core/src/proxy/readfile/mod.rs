@@ -1,28 +1,45 @@
 //! The readFile proxy: one workspace file, read by the core on a skill's behalf.
 //!
-//! A request names a workspace-relative path. The proxy
+//! readFile judges the file it opens, not the name it was asked for. A request names a
+//! workspace-relative path. The proxy
 //! 1. refuses empty paths, NUL bytes, absolute paths and `..` components, and drops `.`
 //!    and empty components (`./notes//a.md` is `notes/a.md`);
-//! 2. requires the path to match one of the skill's `permissions.workspace.read` globs,
-//!    with `*` not crossing `/` (`notes/*` covers `notes/a.md`, not `notes/a/b.md`;
-//!    `notes/**` covers both);
-//! 3. opens it with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` relative to a
+//! 2. refuses the core's state folder (`.skillbox`) and its configuration
+//!    (`skillbox.toml`) by name, ASCII case ignored, whatever the skill's globs ([`guard`]);
+//! 3. requires the name asked for to match one of the skill's `permissions.workspace.read`
+//!    globs, with `*` not crossing `/` (`notes/*` covers `notes/a.md`, not
+//!    `notes/a/b.md`; `notes/**` covers both), so a skill cannot even probe which files
+//!    exist outside its globs;
+//! 4. opens it with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` relative to a
 //!    directory fd of the workspace, so the kernel refuses any resolution (`..`, an
-//!    absolute or relative symlink, a `/proc` magic link) that would leave the workspace.
-//!    Symlinks that stay inside the workspace are followed; the glob is checked against
-//!    the path the skill named, not the link's target. Without `openat2` (Linux < 5.6,
-//!    or a seccomp profile that hides it) readFile fails closed as unavailable;
-//! 4. reads regular files only (opened with `O_NONBLOCK`, so a FIFO cannot hang the core),
+//!    absolute symlink, a relative one that climbs out, a `/proc` magic link) that would
+//!    leave the workspace. Without `openat2` (Linux < 5.6, or a seccomp profile that hides
+//!    it) readFile fails closed as unavailable;
+//! 5. reads back where the kernel resolved it: the path of the opened fd
+//!    (`/proc/self/fd/N`) relative to the path of the workspace fd, both as the kernel
+//!    reports them after the open, with no second lookup by name that a swapped link could
+//!    redirect. That resolved path must not be in the state folder or be the config, and
+//!    must match the skill's globs too: a symlink `notes/tok -> ../.skillbox/api-token`
+//!    or `notes/x -> ../private.txt` is refused although its own name matches `notes/**`.
+//!    (The alternative, resolving component by component with `O_PATH|O_NOFOLLOW`, would
+//!    re-implement the kernel's symlink walk; reading the fd's path keeps the kernel as the
+//!    one resolver.) Without `/proc` readFile fails closed as unavailable;
+//! 6. refuses the opened file when its device and inode are those of any file in the state
+//!    folder or of the config: a hard link (or bind mount) under an innocent name reads
+//!    the same bytes, and no name check sees it;
+//! 7. reads regular files only (opened with `O_NONBLOCK`, so a FIFO cannot hang the core),
 //!    at most `max_bytes`;
-//! 5. returns the content as text and refuses files that are not valid UTF-8: a lossy
+//! 8. returns the content as text and refuses files that are not valid UTF-8: a lossy
 //!    conversion would silently corrupt binary data, so the skill is told instead.
+
+mod guard;
 
 use std::ffi::CString;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobSetBuilder};
 use skillbox_protocol::methods::{ReadFileParams, ReadFileResult};
@@ -57,16 +74,18 @@ impl ReadFileProxy {
     /// Reads `req.path` for a skill whose `permissions.workspace.read` is `globs`.
     ///
     /// # Errors
-    /// `PermissionDenied` for an absolute path, `..`, an undeclared path or an escape from
-    /// the workspace; `InvalidParams` for an empty path, NUL, a non-regular or non-UTF-8
-    /// file; `NotFound`; `TooLarge`; `Unavailable` without `openat2`.
+    /// `PermissionDenied` for an absolute path, `..`, an undeclared path (asked for or
+    /// resolved), an escape from the workspace, the state folder or the config (by name,
+    /// link or hard link); `InvalidParams` for an empty path, NUL, a non-regular or
+    /// non-UTF-8 file; `NotFound`; `TooLarge`; `Unavailable` without `openat2` or `/proc`.
     pub fn read(
         &self,
         globs: &[String],
         req: &ReadFileParams,
     ) -> Result<ReadFileResult, ProxyError> {
         let path = normalize(&req.path)?;
-        check_globs(globs, &path)?;
+        guard::refuse_protected_name(Path::new(&path), "")?;
+        check_globs(globs, Path::new(&path), &format!("{path:?}"))?;
         let workspace = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
@@ -84,6 +103,16 @@ impl ReadFileProxy {
             step: "reading its metadata",
             source,
         })?;
+        let resolved = guard::resolved_path(&workspace, &file, &meta)?;
+        let how = format!("{path:?} resolves to ");
+        if resolved != Path::new(&path) {
+            guard::refuse_protected_name(&resolved, &how)?;
+        }
+        guard::Protected::scan(&self.workspace)?.refuse(&path, &meta)?;
+        if resolved != Path::new(&path) {
+            let shown = format!("{how}{:?}, which", resolved.display().to_string());
+            check_globs(globs, &resolved, &shown)?;
+        }
         if !meta.is_file() {
             return Err(ProxyError::invalid(
                 CAP,
@@ -164,12 +193,13 @@ fn normalize(path: &str) -> Result<String, ProxyError> {
     Ok(parts.join("/"))
 }
 
-fn check_globs(globs: &[String], path: &str) -> Result<(), ProxyError> {
+/// Requires `path` to match one of `globs`; `shown` names it in the refusal.
+fn check_globs(globs: &[String], path: &Path, shown: &str) -> Result<(), ProxyError> {
     if globs.is_empty() {
         return Err(ProxyError::denied(
             CAP,
             format!(
-                "{path:?}: the skill declares no permissions.workspace.read; declare a glob \
+                "{shown}: the skill declares no permissions.workspace.read; declare a glob \
                  such as \"notes/**\" in skill.yaml"
             ),
         ));
@@ -197,7 +227,7 @@ fn check_globs(globs: &[String], path: &str) -> Result<(), ProxyError> {
         Err(ProxyError::denied(
             CAP,
             format!(
-                "{path:?} is not covered by the skill's permissions.workspace.read {globs:?}; \
+                "{shown} is not covered by the skill's permissions.workspace.read {globs:?}; \
                  declare a matching glob in skill.yaml"
             ),
         ))
@@ -257,7 +287,10 @@ fn open_error(path: &str, err: io::Error) -> ProxyError {
         },
         Some(libc::EXDEV) => ProxyError::denied(
             CAP,
-            format!("{path:?} leads outside the workspace (a symlink or mount escapes it)"),
+            format!(
+                "{path:?} leads outside the workspace (an absolute symlink, or a symlink or \
+                 mount that escapes it)"
+            ),
         ),
         Some(libc::ELOOP) => ProxyError::denied(
             CAP,
@@ -297,219 +330,4 @@ fn describe(kind: &std::fs::FileType) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::fs::symlink;
-
-    struct Fixture {
-        _root: tempfile::TempDir,
-        outside: PathBuf,
-        proxy: ReadFileProxy,
-        workspace: PathBuf,
-    }
-
-    /// `<root>/ws` is the workspace with `notes/a.md`, `notes/sub/b.md`, `secret.txt`;
-    /// `<root>/outside.txt` is outside it.
-    fn fixture(max_bytes: u64) -> Fixture {
-        let root = tempfile::tempdir().unwrap();
-        let ws = root.path().join("ws");
-        std::fs::create_dir_all(ws.join("notes/sub")).unwrap();
-        std::fs::write(ws.join("notes/a.md"), "hello").unwrap();
-        std::fs::write(ws.join("notes/sub/b.md"), "deep").unwrap();
-        std::fs::write(ws.join("secret.txt"), "secret").unwrap();
-        let outside = root.path().join("outside.txt");
-        std::fs::write(&outside, "outside").unwrap();
-        Fixture {
-            proxy: ReadFileProxy::new(ws.clone(), max_bytes),
-            workspace: ws,
-            outside,
-            _root: root,
-        }
-    }
-
-    fn globs(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
-    }
-
-    fn read(f: &Fixture, g: &[&str], path: &str) -> Result<ReadFileResult, ProxyError> {
-        f.proxy.read(
-            &globs(g),
-            &ReadFileParams {
-                path: path.to_string(),
-            },
-        )
-    }
-
-    fn denied(r: Result<ReadFileResult, ProxyError>) -> String {
-        match r {
-            Err(ProxyError::PermissionDenied { reason, .. }) => reason,
-            other => panic!("expected a permission refusal, got {other:?}"),
-        }
-    }
-
-    fn invalid(r: Result<ReadFileResult, ProxyError>) -> String {
-        match r {
-            Err(ProxyError::InvalidParams { reason, .. }) => reason,
-            other => panic!("expected an invalid-params refusal, got {other:?}"),
-        }
-    }
-
-    #[test]
-    fn readfile_reads_declared_file() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        assert_eq!(
-            read(&f, &["notes/**"], "notes/a.md").unwrap().content,
-            "hello"
-        );
-        assert_eq!(
-            read(&f, &["notes/**"], "./notes//sub/b.md")
-                .unwrap()
-                .content,
-            "deep"
-        );
-        assert_eq!(
-            read(&f, &["notes/*"], "notes/a.md").unwrap().content,
-            "hello"
-        );
-    }
-
-    #[test]
-    fn readfile_refuses_dotdot() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        for path in ["../outside.txt", "notes/../secret.txt", "notes/.."] {
-            let reason = denied(read(&f, &["**"], path));
-            assert!(reason.contains("\"..\""), "{path}: {reason}");
-        }
-    }
-
-    #[test]
-    fn readfile_refuses_absolute_path() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        let abs = f.workspace.join("notes/a.md");
-        for path in ["/etc/passwd", abs.to_str().unwrap()] {
-            let reason = denied(read(&f, &["**"], path));
-            assert!(reason.starts_with("absolute path"), "{path}: {reason}");
-        }
-    }
-
-    #[test]
-    fn readfile_refuses_symlink_out_of_workspace() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        symlink(&f.outside, f.workspace.join("notes/abs-link")).unwrap();
-        symlink("../../outside.txt", f.workspace.join("notes/rel-link")).unwrap();
-        symlink("/etc", f.workspace.join("notes/etc")).unwrap();
-        for path in ["notes/abs-link", "notes/rel-link", "notes/etc/passwd"] {
-            let reason = denied(read(&f, &["notes/**"], path));
-            assert!(
-                reason.contains("leads outside the workspace"),
-                "{path}: {reason}"
-            );
-        }
-    }
-
-    #[test]
-    fn readfile_follows_symlink_inside_workspace() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        symlink("sub/b.md", f.workspace.join("notes/inside")).unwrap();
-        assert_eq!(
-            read(&f, &["notes/**"], "notes/inside").unwrap().content,
-            "deep"
-        );
-    }
-
-    #[test]
-    fn readfile_refuses_magic_link() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        symlink("/proc/self/root", f.workspace.join("notes/root")).unwrap();
-        let reason = denied(read(&f, &["notes/**"], "notes/root/etc/passwd"));
-        assert!(
-            reason.contains("outside the workspace") || reason.contains("magic link"),
-            "{reason}"
-        );
-    }
-
-    #[test]
-    fn readfile_refuses_undeclared_glob() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        let reason = denied(read(&f, &["notes/**"], "secret.txt"));
-        assert!(
-            reason.contains("not covered by the skill's permissions.workspace.read"),
-            "{reason}"
-        );
-        // `*` does not cross a directory separator.
-        let reason = denied(read(&f, &["notes/*"], "notes/sub/b.md"));
-        assert!(reason.contains("not covered"), "{reason}");
-        let reason = denied(read(&f, &[], "notes/a.md"));
-        assert!(
-            reason.contains("declares no permissions.workspace.read"),
-            "{reason}"
-        );
-    }
-
-    #[test]
-    fn readfile_refuses_directory() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        let reason = invalid(read(&f, &["notes/**"], "notes/sub"));
-        assert!(reason.contains("is a directory"), "{reason}");
-        let reason = invalid(read(&f, &["**"], "."));
-        assert!(reason.contains("the workspace itself"), "{reason}");
-    }
-
-    #[test]
-    fn readfile_refuses_fifo_without_blocking() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        nix::unistd::mkfifo(
-            &f.workspace.join("notes/pipe"),
-            nix::sys::stat::Mode::from_bits_truncate(0o600),
-        )
-        .unwrap();
-        let reason = invalid(read(&f, &["notes/**"], "notes/pipe"));
-        assert!(reason.contains("named pipe"), "{reason}");
-    }
-
-    #[test]
-    fn readfile_refuses_oversize_file() {
-        let f = fixture(4);
-        let err = read(&f, &["notes/**"], "notes/a.md").unwrap_err();
-        assert!(
-            matches!(
-                err,
-                ProxyError::TooLarge {
-                    what: "file",
-                    limit: 4,
-                    ..
-                }
-            ),
-            "{err:?}"
-        );
-        assert_eq!(
-            read(&f, &["notes/**"], "notes/sub/b.md").unwrap().content,
-            "deep"
-        );
-    }
-
-    #[test]
-    fn readfile_refuses_binary_file() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        std::fs::write(f.workspace.join("notes/bin"), [0x7f, b'E', 0xff, 0xfe]).unwrap();
-        let reason = invalid(read(&f, &["notes/**"], "notes/bin"));
-        assert!(reason.contains("not UTF-8 text"), "{reason}");
-    }
-
-    #[test]
-    fn readfile_refuses_empty_and_nul_paths() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        assert!(invalid(read(&f, &["**"], "")).contains("empty"));
-        assert!(invalid(read(&f, &["**"], "notes/a.md\0x")).contains("NUL"));
-    }
-
-    #[test]
-    fn readfile_reports_missing_file() {
-        let f = fixture(DEFAULT_MAX_BYTES);
-        let err = read(&f, &["notes/**"], "notes/none.md").unwrap_err();
-        assert!(
-            matches!(err, ProxyError::NotFound { ref path } if path == "notes/none.md"),
-            "{err:?}"
-        );
-    }
-}
+mod tests;
