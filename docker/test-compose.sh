@@ -155,6 +155,19 @@ expect "the tool has no capability, no_new_privs and a seccomp filter" "$whoami"
 expect "the declared secret reaches the tool from the core's env file" "$whoami" \
   "r[\"data\"][\"probe_secret\"] == \"$secret\""
 
+# --- availability is judged where tools run ------------------------------------------------
+# The core's image has no python3; the executor's has. probe needs python3 (prerequisites
+# and its tools' command), so it is available because the executor's sandbox reports it.
+body=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$gateway/v1/skills")
+expect "GET /v1/skills: probe (python3) is available although the core's image has no python3" "$body" \
+  'any(s["name"] == "probe" and s["available"] is True for s in r["skills"])'
+body=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+  -d '{"query":"probe what a tool sees: whoami, capabilities and seccomp mode"}' "$gateway/v1/route")
+expect "POST /v1/route: probe's context_readiness is 1 (python3 judged in the executor's sandbox)" "$body" \
+  'any(c["skill"] == "probe" and c["breakdown"]["context_readiness"] == 1.0 for c in r["candidates"])'
+expect "GET /healthz: compose core image has no python3 (the check above is not vacuous)" \
+  "\"$(compose exec -T core sh -c 'command -v python3 || echo none' | tr -d '\r\n')\"" 'r == "none"'
+
 # --- the network wall -------------------------------------------------------------------
 # Inside a tool the kernel sandbox refuses first (seccomp/Landlock: EPERM/EACCES, and no
 # /etc/resolv.conf); from the executor container itself, outside the tool sandbox, the

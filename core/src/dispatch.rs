@@ -16,9 +16,11 @@ use skillbox_protocol::skill::{Catalog, SandboxKind, Security, Skill};
 use subtle::ConstantTimeEq;
 
 use crate::approvals::{ApprovalRequest, Approvals};
+use crate::availability::SandboxReadiness;
 use crate::docker::oneoff::ContainerRunner;
 use crate::executors::ExecutorPool;
 use crate::random::{self, RandomSource, SystemSource};
+use crate::router::context_readiness;
 use crate::secrets::Secrets;
 use crate::store::{unix_ms_now, CallRecord, Store};
 
@@ -134,29 +136,17 @@ impl Dispatcher {
         &self.store
     }
 
-    /// Why a skill cannot be used now, if it cannot: an env value it needs that the core
-    /// does not hold.
+    /// What the executors' sandboxes can start and the env values the core holds: the
+    /// readiness every availability question is answered from.
+    pub fn readiness(&self) -> SandboxReadiness<'_> {
+        SandboxReadiness::new(self.executor.sandbox_facts(), &self.secrets)
+    }
+
+    /// Why a skill cannot be used now, if it cannot: a program its tools need that the
+    /// executors' sandboxes lack, an OS they do not run, an env value the core does not
+    /// hold ([`crate::router::context_readiness`], the one verdict).
     pub fn unavailable_reason(&self, skill: &Skill) -> Option<String> {
-        let missing: Vec<&str> = skill
-            .prerequisites
-            .env
-            .iter()
-            .chain(
-                skill
-                    .permissions
-                    .env
-                    .iter()
-                    .filter(|n| skill.prerequisites.env.contains(n)),
-            )
-            .filter(|n| !self.secrets.has(n))
-            .map(String::as_str)
-            .collect();
-        (!missing.is_empty()).then(|| {
-            format!(
-                "the core holds no value for {}; set it in the core's environment or <state>/secrets.env",
-                missing.join(", ")
-            )
-        })
+        context_readiness(skill, &self.readiness()).1
     }
 
     /// Runs `skill:tool` with `args`.

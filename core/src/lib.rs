@@ -3,6 +3,7 @@
 //! `skillbox` CLI (see [`cli`]).
 
 pub mod approvals;
+pub mod availability;
 pub mod callbacks;
 pub mod cli;
 pub mod config;

@@ -10,6 +10,7 @@
 //! - [`registry`]: the skills this executor can run, with compiled argument schemas.
 //! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
 
+pub mod availability;
 pub mod broker;
 pub mod call;
 pub mod registry;

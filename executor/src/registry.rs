@@ -172,6 +172,11 @@ impl Registry {
         self.skills.is_empty()
     }
 
+    /// The runnable skills, in no particular order.
+    pub fn skills(&self) -> impl Iterator<Item = &Arc<RegisteredSkill>> {
+        self.skills.values()
+    }
+
     /// Every tool, sorted by full name.
     pub fn tools(&self) -> Vec<ToolInfo> {
         let mut out: Vec<ToolInfo> = self

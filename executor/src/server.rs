@@ -184,6 +184,7 @@ impl RpcHandler for ExecutorService {
                         landlock_abi: if sandboxed { k.landlock_abi } else { 0 },
                         seccomp: sandboxed && k.seccomp,
                         in_flight: self.in_flight.load(Ordering::SeqCst),
+                        sandbox: Some(crate::availability::sandbox_facts(&self.registry())),
                     })
                 }
                 other => Err(ErrorObject::new(

@@ -270,6 +270,23 @@ pub struct HealthResult {
     pub seccomp: bool,
     /// Calls in flight.
     pub in_flight: usize,
+    /// What this executor's sandbox can start (absent from executors that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFacts>,
+}
+
+/// What a tool started by an executor would find: the OS and, for every program its skills
+/// name (prerequisites and tool commands), whether the program is on the sandbox `PATH`.
+/// Skill availability is judged from this, where the tools run, not from the core's host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFacts {
+    /// The OS in the prerequisites' words (`linux`, `darwin`, `win32`).
+    pub os: String,
+    /// The `PATH` tools run with.
+    pub path: String,
+    /// Program name → found as an executable file on `path`.
+    pub programs: std::collections::BTreeMap<String, bool>,
 }
 
 /// A capability callback from the executor to the core: the call it belongs to, the

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use skillbox_protocol::channel::client::{ClientError, RpcClient};
 use skillbox_protocol::channel::{TlsFiles, EXECUTOR_IDENTITY};
-use skillbox_protocol::methods::method;
+use skillbox_protocol::methods::{method, HealthResult, SandboxFacts};
 
 use discovery::{ExecutorUrl, UrlError};
 
@@ -352,6 +352,35 @@ impl ExecutorPool {
             let s = e.state();
             s.healthy.then_some(s.health).flatten()
         })
+    }
+
+    /// What the healthy executors' sandboxes can start, merged so that a program counts as
+    /// present only when every healthy executor that reported has it (a call may go to any
+    /// of them). `None` until a healthy executor has reported.
+    pub fn sandbox_facts(&self) -> Option<SandboxFacts> {
+        let mut merged: Option<SandboxFacts> = None;
+        for endpoint in self.snapshot() {
+            let state = endpoint.state();
+            let Some(facts) = state
+                .healthy
+                .then_some(state.health)
+                .flatten()
+                .and_then(|h| serde_json::from_value::<HealthResult>(h).ok())
+                .and_then(|h| h.sandbox)
+            else {
+                continue;
+            };
+            match &mut merged {
+                None => merged = Some(facts),
+                Some(all) => {
+                    for (program, present) in facts.programs {
+                        let entry = all.programs.entry(program).or_insert(present);
+                        *entry &= present;
+                    }
+                }
+            }
+        }
+        merged
     }
 
     /// Every endpoint as `/healthz` shows it.

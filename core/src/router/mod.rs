@@ -34,7 +34,8 @@ pub use execute_serve::{context_view, execute_request, ExecuteParams, Execution}
 pub use index::Bm25Index;
 pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
 pub use score::{
-    AssumeReady, Breakdown, CallCounts, HostReadiness, Readiness, RoutingConfig, StatsMap, Weights,
+    context_readiness, host_os, AssumeReady, Breakdown, CallCounts, HostReadiness, Readiness,
+    RoutingConfig, StatsMap, Weights,
 };
 pub use serve::{route_for_gateway, route_request, RouteParams};
 

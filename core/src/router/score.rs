@@ -271,7 +271,11 @@ impl Readiness for AssumeReady {
     }
 }
 
-/// `context_readiness` and, when it is short of 1.0, why the skill is unavailable.
+/// `context_readiness` and, when it is short of 1.0, why the skill is unavailable: the
+/// one availability verdict of a skill (routing, `/v1/skills`, the catalogue and every call
+/// use it, with [`crate::availability::SandboxReadiness`] in the running core). Counted:
+/// each prerequisite program, the any-of group, each env value, the OS, and each tool
+/// command's program that the prerequisites do not already name.
 pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Option<String>) {
     let p = &skill.prerequisites;
     let mut total = 0u32;
@@ -279,29 +283,42 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Option<St
     for bin in &p.bins {
         total += 1;
         if !host.has_bin(bin) {
-            missing.push(format!("program {bin} is not on PATH"));
+            missing.push(format!("program {bin} is not on the sandbox PATH"));
         }
     }
     if !p.any_bins.is_empty() {
         total += 1;
         if !p.any_bins.iter().any(|b| host.has_bin(b)) {
             missing.push(format!(
-                "none of the programs {} is on PATH",
+                "none of the programs {} is on the sandbox PATH",
                 p.any_bins.join(", ")
+            ));
+        }
+    }
+    for program in skill.programs() {
+        if p.bins.contains(&program) || p.any_bins.contains(&program) {
+            continue;
+        }
+        total += 1;
+        if !host.has_bin(&program) {
+            missing.push(format!(
+                "its tools run {program}, which is not on the sandbox PATH"
             ));
         }
     }
     for env in &p.env {
         total += 1;
         if !host.has_env(env) {
-            missing.push(format!("the core holds no value for {env}"));
+            missing.push(format!(
+                "the core holds no value for {env}; set it in the core's environment or <state>/secrets.env"
+            ));
         }
     }
     if !p.os.is_empty() {
         total += 1;
         if !host.on_os(&p.os) {
             missing.push(format!(
-                "it runs on {} and this host is {}",
+                "it runs on {} and the executor runs on {}",
                 p.os.join("/"),
                 host.os()
             ));

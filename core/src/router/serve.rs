@@ -1,6 +1,6 @@
 //! The router as the gateway uses it: one router per catalogue, rebuilt when the
 //! dispatcher's catalogue changes (a reload swaps the `Arc`), with `[routing]` read from
-//! the workspace's `skillbox.toml` at that moment; readiness from `PATH` and the
+//! the workspace's `skillbox.toml` at that moment; readiness from the executors' sandbox facts and the
 //! dispatcher's secrets, success rates from the stats store.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use skillbox_protocol::skill::Catalog;
 
-use super::{ActivationPlan, CallCounts, HostReadiness, RouteInputs, Router, StatsMap};
+use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use crate::config::Config;
 use crate::dispatch::Dispatcher;
 use crate::random::RandomError;
@@ -63,8 +63,7 @@ pub fn route_for_gateway(
             StatsMap::new()
         }
     };
-    let secrets = dispatcher.secrets();
-    let readiness = HostReadiness::new(|name: &str| secrets.has(name));
+    let readiness = dispatcher.readiness();
     router.route(
         query,
         &RouteInputs {

@@ -118,6 +118,10 @@ pub struct Options {
     pub executor_url: Option<String>,
     /// `[docker] socket` (default `off`: the suite does not depend on a Docker engine).
     pub docker_socket: String,
+    /// A folder put first on the core's `PATH` (not the sandbox's).
+    pub core_path_prefix: Option<PathBuf>,
+    /// More skills: `(name, skill.yaml)`, written to `<ws>/skills/<name>/`.
+    pub extra_skills: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -130,6 +134,8 @@ impl Default for Options {
             secrets: Vec::new(),
             executor_url: None,
             docker_socket: "off".into(),
+            core_path_prefix: None,
+            extra_skills: Vec::new(),
         }
     }
 }
@@ -198,6 +204,17 @@ impl Skillbox {
                 .collect();
             fs::write(state.join("secrets.env"), lines).expect("write secrets.env");
         }
+        for (name, manifest) in &options.extra_skills {
+            let dir = ws.join("skills").join(name);
+            fs::create_dir_all(&dir).expect("create extra skill");
+            fs::write(dir.join("skill.yaml"), manifest).expect("write extra skill");
+            skills::chmod(&dir, 0o755);
+            skills::chmod(&dir.join("skill.yaml"), 0o644);
+        }
+        let path = match &options.core_path_prefix {
+            Some(prefix) => format!("{}:/usr/local/bin:/usr/bin:/bin", prefix.display()),
+            None => "/usr/local/bin:/usr/bin:/bin".to_string(),
+        };
         let stdout = root.path().join("skillbox.stdout");
         let stderr = root.path().join("skillbox.stderr");
         let command = if options.executor_url.is_some() {
@@ -211,7 +228,7 @@ impl Skillbox {
             .arg(&ws)
             .args(["--listen", "127.0.0.1:0"])
             .env_clear()
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .env("PATH", path)
             .env("RUST_LOG", "warn")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())

@@ -2,6 +2,7 @@
 
 mod approvals;
 mod auth;
+mod availability;
 mod channel;
 mod compose;
 mod containers;

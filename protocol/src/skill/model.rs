@@ -254,6 +254,26 @@ impl Skill {
         self.tools.iter().find(|t| t.name == name)
     }
 
+    /// The programs a tool process of this skill may need from the sandbox `PATH`: the
+    /// prerequisites' `bins` and `any_bins`, each tool command's program when it is a bare
+    /// name, and `node` for JavaScript tools. Sorted, without duplicates.
+    pub fn programs(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .prerequisites
+            .bins
+            .iter()
+            .chain(&self.prerequisites.any_bins)
+            .cloned()
+            .chain(self.tools.iter().filter_map(|t| match &t.entry {
+                ToolEntry::Command { argv } => argv.first().filter(|p| !p.contains('/')).cloned(),
+                ToolEntry::JsExport { .. } => Some("node".to_string()),
+            }))
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The effective timeout of a tool.
     pub fn timeout_ms(&self, tool: &Tool) -> u64 {
         tool.timeout_ms.unwrap_or(self.execution.timeout_ms)
