@@ -151,6 +151,8 @@ fn main() {
     }
     report.push_str(&format!("\n{n} runs per variant and program.\n"));
     print!("{report}");
-    let target = std::env::var("CARGO_TARGET_DIR").unwrap_or_else(|_| "target".into());
-    let _ = std::fs::write(format!("{target}/seccomp-bench.md"), &report);
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let _ = std::fs::write(target.join("seccomp-bench.md"), &report);
 }
