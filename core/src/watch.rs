@@ -154,11 +154,7 @@ mod tests {
     use skillbox_protocol::skill::Catalog;
 
     use super::*;
-    use crate::approvals::{ApprovalPolicy, Approvals};
-    use crate::dispatch::Dispatcher;
     use crate::install::TrustPolicy;
-    use crate::secrets::Secrets;
-    use crate::store::Store;
 
     fn write_skill(root: &Path, name: &str) {
         let dir = root.join(name);
@@ -185,30 +181,10 @@ mod tests {
         let root = ws.path().join("skills");
         std::fs::create_dir_all(&root).unwrap();
         write_skill(&root, "first");
-        crate::pki::ensure(&state).unwrap();
         // No executor listens: the reload swaps the catalog, then reports the executor down.
-        let executor = Arc::new(
-            crate::executors::ExecutorPool::new(
-                &["https://127.0.0.1:9".to_string()],
-                crate::pki::core_files(&state),
-            )
-            .unwrap(),
-        );
-        let store = Store::open(&Store::db_path(&state)).unwrap();
-        let approvals = Arc::new(Approvals::new(
-            store.clone(),
-            ApprovalPolicy {
-                auto_approve: Vec::new(),
-                timeout_ms: 1000,
-            },
-        ));
-        let dispatcher = Arc::new(Dispatcher::new(
+        let dispatcher = Arc::new(crate::dispatch::test_dispatcher(
+            ws.path(),
             Catalog::default(),
-            executor,
-            Secrets::load(&state).unwrap(),
-            approvals,
-            store,
-            Duration::from_secs(5),
         ));
         let policy = TrustPolicy::for_workspace(ws.path(), &state, false);
         let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
