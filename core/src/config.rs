@@ -47,6 +47,10 @@
 //! timeout_ms = 120000              # a write/sign call waits this long for a decision
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
 //!
+//! [skills]                       # crate::roots
+//! roots = []                       # skills roots, highest precedence first (relative: to the
+//!                                  # workspace; ~/: home); "skills" (installs) is always one
+//!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
 //!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
@@ -101,6 +105,8 @@ pub struct Config {
     pub read_file: ReadFileSection,
     /// Approval settings.
     pub approvals: ApprovalsSection,
+    /// Skills roots and their precedence.
+    pub skills: crate::roots::SkillsSection,
     /// Signed-skill policy.
     pub trust: TrustSection,
     /// Routing weights and threshold.
@@ -304,6 +310,14 @@ pub enum ConfigError {
         /// Cause (names the key).
         source: toml::de::Error,
     },
+    /// A `[skills] roots` entry cannot be used.
+    #[error("{path}: {source}")]
+    Roots {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        source: crate::roots::RootsError,
+    },
     /// A value outside the range the key allows.
     #[error("{path}: {key} = {value} is out of range; use {range}")]
     OutOfRange {
@@ -335,6 +349,16 @@ impl Config {
         })?;
         config.check_ranges(&path)?;
         Ok(config)
+    }
+
+    /// The skills roots of `workspace`, highest precedence first (see [`crate::roots`]).
+    pub fn skills_roots(&self, workspace: &Path) -> Result<Vec<std::path::PathBuf>, ConfigError> {
+        self.skills
+            .resolve(workspace, crate::roots::home().as_deref())
+            .map_err(|source| ConfigError::Roots {
+                path: workspace.join(CONFIG_FILE),
+                source,
+            })
     }
 
     /// Refuses limits that would make the executors or the supervisor misbehave (a

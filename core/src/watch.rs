@@ -1,4 +1,4 @@
-//! Hot reload of skills: a change under the skills root is picked up within a second and
+//! Hot reload of skills: a change under a skills root is picked up within a second and
 //! runs the one reload of [`crate::reload::Reloader`] (the same as `POST
 //! /v1/skills/reload`). Calls are never blocked: a reload swaps the catalog, and calls in
 //! flight keep the one they started with.
@@ -7,8 +7,8 @@
 //! appear, a queue overflow reported so we rescan); reads are ignored, so a reload
 //! reading the skills does not cause another. Events are debounced: the reload runs once
 //! the tree has been quiet for [`DEBOUNCE`], and at most [`MAX_DELAY`] after the first
-//! change even if writes go on. When the watch cannot be set up (no skills root yet, no
-//! inotify instances left) the root is polled every [`POLL_INTERVAL`] instead.
+//! change even if writes go on. When the watch cannot be set up (a skills root missing, no
+//! inotify instances left) the roots are polled every [`POLL_INTERVAL`] instead.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -33,26 +33,27 @@ const POLL_MAX_ENTRIES: usize = 20_000;
 /// Folder depth the poller descends to.
 const POLL_MAX_DEPTH: usize = 6;
 
-/// Reloads `reloader`'s skills whenever its skills root changes, until the task is dropped.
+/// Reloads `reloader`'s skills whenever one of its skills roots changes, until the task
+/// is dropped.
 pub async fn watch_skills(reloader: Arc<Reloader>) {
-    let root = reloader.policy().skills_root.clone();
+    let roots = reloader.policy().roots.clone();
     let (tx, rx) = unbounded_channel();
-    match start_notify(&root, tx) {
+    match start_notify(&roots, tx) {
         Ok(watcher) => {
-            tracing::info!(root = %root.display(), "watching the skills root");
+            tracing::info!(roots = ?roots, "watching the skills roots");
             debounce(rx, || reloader.reload_logged(Cause::SkillsChanged)).await;
             drop(watcher);
         }
         Err(e) => {
-            tracing::warn!(root = %root.display(), error = %e, "cannot watch the skills root; polling it every {POLL_INTERVAL:?}");
-            poll(&root, || reloader.reload_logged(Cause::SkillsChanged)).await;
+            tracing::warn!(roots = ?roots, error = %e, "cannot watch the skills roots; polling them every {POLL_INTERVAL:?}");
+            poll(&roots, || reloader.reload_logged(Cause::SkillsChanged)).await;
         }
     }
 }
 
-/// A recursive watch of `root` that sends one `()` per relevant event.
+/// A recursive watch of every root that sends one `()` per relevant event.
 fn start_notify(
-    root: &Path,
+    roots: &[PathBuf],
     tx: UnboundedSender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -65,7 +66,9 @@ fn start_notify(
             let _ = tx.send(());
         }
     })?;
-    watcher.watch(root, RecursiveMode::Recursive)?;
+    for root in roots {
+        watcher.watch(root, RecursiveMode::Recursive)?;
+    }
     Ok(watcher)
 }
 
@@ -97,16 +100,16 @@ where
     }
 }
 
-/// The fallback: compares a listing of the tree every [`POLL_INTERVAL`].
-async fn poll<F, Fut>(root: &Path, mut act: F)
+/// The fallback: compares a listing of the trees every [`POLL_INTERVAL`].
+async fn poll<F, Fut>(roots: &[PathBuf], mut act: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut seen = stamp(root).await;
+    let mut seen = stamp_all(roots).await;
     loop {
         tokio::time::sleep(POLL_INTERVAL).await;
-        let now = stamp(root).await;
+        let now = stamp_all(roots).await;
         if now != seen {
             seen = now;
             act().await;
@@ -115,6 +118,14 @@ where
 }
 
 type Entry = (PathBuf, u64, u64, i64, i64);
+
+async fn stamp_all(roots: &[PathBuf]) -> Vec<Vec<Entry>> {
+    let mut out = Vec::with_capacity(roots.len());
+    for root in roots {
+        out.push(stamp(root).await);
+    }
+    out
+}
 
 async fn stamp(root: &Path) -> Vec<Entry> {
     let root = root.to_path_buf();
