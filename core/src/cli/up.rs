@@ -306,7 +306,8 @@ fn free_addr(listen: &str) -> anyhow::Result<String> {
     Ok(l.local_addr()?.to_string())
 }
 
-fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
+/// The executor binary: `[executor] binary`, else `skillbox-executor` next to this binary.
+pub(super) fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
     if !configured.is_empty() {
         return Ok(PathBuf::from(configured));
     }
