@@ -42,7 +42,11 @@ pub enum RootsError {
 impl SkillsSection {
     /// The roots of `workspace`, highest precedence first, with `<workspace>/skills` in
     /// them (last unless named); `home` resolves `~`.
-    pub fn resolve(&self, workspace: &Path, home: Option<&Path>) -> Result<Vec<PathBuf>, RootsError> {
+    pub fn resolve(
+        &self,
+        workspace: &Path,
+        home: Option<&Path>,
+    ) -> Result<Vec<PathBuf>, RootsError> {
         let install = workspace.join(INSTALL_ROOT);
         let mut roots: Vec<PathBuf> = Vec::new();
         for raw in &self.roots {
@@ -114,9 +118,14 @@ mod tests {
     fn roots_keep_their_order_and_resolve_relative_home_and_absolute_paths() {
         let ws = Path::new("/ws");
         let home = Path::new("/home/ann");
-        let roots = section(&["~/.agents/skills", "./skills/", "/opt/skills", ".agents/skills"])
-            .resolve(ws, Some(home))
-            .unwrap();
+        let roots = section(&[
+            "~/.agents/skills",
+            "./skills/",
+            "/opt/skills",
+            ".agents/skills",
+        ])
+        .resolve(ws, Some(home))
+        .unwrap();
         assert_eq!(
             roots,
             vec![

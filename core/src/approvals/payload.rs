@@ -26,7 +26,10 @@ pub fn view(record: &ApprovalRecord) -> Value {
 /// "data"}}` arguments of a signature approval; `None` for other arguments.
 pub fn sign_payload(args: &Value) -> Option<Value> {
     let sign = args.get("sign")?;
-    let kind = sign.get("type").and_then(Value::as_str).unwrap_or("message");
+    let kind = sign
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message");
     let data = sign.get("data").and_then(Value::as_str)?;
     let Ok(bytes) = STANDARD.decode(data) else {
         return Some(json!({
@@ -42,7 +45,11 @@ pub fn sign_payload(args: &Value) -> Option<Value> {
         "truncated": shown.len() < bytes.len(),
     });
     match std::str::from_utf8(shown) {
-        Ok(text) if !text.chars().any(|c| c.is_control() && c != '\n' && c != '\t') => {
+        Ok(text)
+            if !text
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t') =>
+        {
             out["text"] = text.into();
         }
         _ => out["hex"] = hex(shown).into(),
@@ -73,7 +80,8 @@ mod tests {
 
     #[test]
     fn sign_payload_shows_text_and_its_hash() {
-        let args = json!({"sign": {"type": "message", "data": STANDARD.encode("pay 1 coin to bob")}});
+        let args =
+            json!({"sign": {"type": "message", "data": STANDARD.encode("pay 1 coin to bob")}});
         let p = sign_payload(&args).unwrap();
         assert_eq!(p["text"], "pay 1 coin to bob");
         assert_eq!(p["bytes"], 17);
@@ -83,12 +91,16 @@ mod tests {
         );
         assert!(p.get("hex").is_none(), "{p}");
         let line = summary(&json!({"payload": p}));
-        assert!(line.starts_with("sign message \"pay 1 coin to bob\" (sha256 "), "{line}");
+        assert!(
+            line.starts_with("sign message \"pay 1 coin to bob\" (sha256 "),
+            "{line}"
+        );
     }
 
     #[test]
     fn sign_payload_shows_binary_as_hex_and_text_with_escapes_as_hex() {
-        let args = json!({"sign": {"type": "transaction", "data": STANDARD.encode([0u8, 0xff, 0x10])}});
+        let args =
+            json!({"sign": {"type": "transaction", "data": STANDARD.encode([0u8, 0xff, 0x10])}});
         let p = sign_payload(&args).unwrap();
         assert_eq!(p["hex"], "00ff10");
         assert!(p.get("text").is_none());
@@ -100,6 +112,9 @@ mod tests {
     #[test]
     fn sign_payload_is_absent_for_plain_arguments() {
         assert!(sign_payload(&json!({"text": "hi"})).is_none());
-        assert_eq!(summary(&json!({"args": {"text": "hi"}})), r#"{"text":"hi"}"#);
+        assert_eq!(
+            summary(&json!({"args": {"text": "hi"}})),
+            r#"{"text":"hi"}"#
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! running core (`POST /v1/tools/call`, the token from the workspace's state folder), as a
 //! bot does. A `write` or `sign` tool waits for an operator as it does for bots; while it
 //! waits, the approvals it asked for (found by polling `GET /v1/approvals`) are printed on
-//! stderr with the commands that approve or deny them. The result (CONTRACT §3 JSON) goes
+//! stderr with the commands that approve or deny them. The call's result (JSON) goes
 //! to stdout; the exit code is 0 when the call succeeded, 1 when it did not.
 
 use std::collections::HashSet;
@@ -43,8 +43,8 @@ pub struct CallArgs {
 
 /// Runs `skillbox call`.
 pub fn run(a: CallArgs) -> anyhow::Result<u8> {
-    let args: Value = serde_json::from_str(&a.args)
-        .with_context(|| format!("--args is not JSON: {}", a.args))?;
+    let args: Value =
+        serde_json::from_str(&a.args).with_context(|| format!("--args is not JSON: {}", a.args))?;
     if !args.is_object() {
         anyhow::bail!("--args must be a JSON object, e.g. --args '{{\"text\":\"hi\"}}'");
     }
@@ -89,8 +89,8 @@ pub fn run(a: CallArgs) -> anyhow::Result<u8> {
     }
     if let Some(id) = result["approval_id"].as_str() {
         eprintln!(
-            "skillbox: the call did not run: approval {id} was {}",
-            result["error_kind"].as_str().unwrap_or("refused")
+            "skillbox: the call failed ({}); it waited on approval {id}, whose decision `skillbox approvals list --all{ws_flag}` shows",
+            result["error_kind"].as_str().unwrap_or("?")
         );
     }
     Ok(EXIT_FAILED)
@@ -122,10 +122,7 @@ async fn announce_waiting(
     ws_flag: &str,
     shown: &mut HashSet<String>,
 ) {
-    let Ok(v) = core
-        .json("GET", "/v1/approvals?status=pending", None)
-        .await
-    else {
+    let Ok(v) = core.json("GET", "/v1/approvals?status=pending", None).await else {
         return;
     };
     for a in v["approvals"].as_array().into_iter().flatten() {

@@ -92,7 +92,12 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
     } else {
         println!("workspace: {}", ws.display());
         for c in &checks {
-            println!("{} {}: {}", if c.ok { "ok  " } else { "FAIL" }, c.what, c.detail);
+            println!(
+                "{} {}: {}",
+                if c.ok { "ok  " } else { "FAIL" },
+                c.what,
+                c.detail
+            );
             if let Some(fix) = &c.fix {
                 println!("     fix: {fix}");
             }
@@ -271,7 +276,11 @@ async fn core(ws: &Path) -> Vec<Check> {
                 skills.iter().partition(|s| s["available"] == true);
             out.push(Check::ok(
                 "skills",
-                format!("{} available, {} unavailable", available.len(), unavailable.len()),
+                format!(
+                    "{} available, {} unavailable",
+                    available.len(),
+                    unavailable.len()
+                ),
             ));
             for s in unavailable {
                 let name = s["name"].as_str().unwrap_or("?");

@@ -190,7 +190,10 @@ pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
             let reloaded = if body["reload"] == "ok" {
                 "the running core reloaded its skills".to_string()
             } else {
-                format!("the running core did not reload: {}", body["reload"]["error"])
+                format!(
+                    "the running core did not reload: {}",
+                    body["reload"]["error"]
+                )
             };
             (Some(body["removed"].clone()), None, reloaded)
         }
@@ -210,14 +213,21 @@ pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
                     None,
                     "no core is running on this workspace; it starts without the skill".into(),
                 ),
-                Err(e) => (None, Some((e.check().to_string(), e.to_string())), String::new()),
+                Err(e) => (
+                    None,
+                    Some((e.check().to_string(), e.to_string())),
+                    String::new(),
+                ),
             }
         }
     };
     match (removed, error) {
         (Some(r), _) => {
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&json!({"removed": r, "reload": reloaded}))?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"removed": r, "reload": reloaded}))?
+                );
             } else {
                 println!(
                     "removed {} {} from {}",
@@ -233,7 +243,9 @@ pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
             if a.json {
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&json!({"removed": false, "check": check, "error": error}))?
+                    serde_json::to_string_pretty(
+                        &json!({"removed": false, "check": check, "error": error})
+                    )?
                 );
             } else {
                 eprintln!("skillbox: remove refused (check {check}): {error}");

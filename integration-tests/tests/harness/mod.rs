@@ -118,6 +118,10 @@ pub struct Options {
     pub executor_url: Option<String>,
     /// `[docker] socket` (default `off`: the suite does not depend on a Docker engine).
     pub docker_socket: String,
+    /// More of `skillbox.toml`, appended as written (new sections only).
+    pub extra_toml: String,
+    /// Run on the workspace folder after the test skills are written, before the start.
+    pub prepare: Option<fn(&Path)>,
 }
 
 impl Default for Options {
@@ -130,6 +134,8 @@ impl Default for Options {
             secrets: Vec::new(),
             executor_url: None,
             docker_socket: "off".into(),
+            extra_toml: String::new(),
+            prepare: None,
         }
     }
 }
@@ -187,6 +193,9 @@ impl Skillbox {
             config_toml(&options, allowed.port, callback_addr.as_deref()),
         )
         .expect("write skillbox.toml");
+        if let Some(prepare) = options.prepare {
+            prepare(&ws);
+        }
         if !options.secrets.is_empty() {
             let state = ws.join(".skillbox");
             fs::create_dir_all(&state).expect("create .skillbox");
@@ -502,9 +511,10 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
          [executor]\n{executor}\n\
          [fetch]\nallow_private = [\"127.0.0.1:{allowed_port}\"]\nmax_response_bytes = {MAX_RESPONSE_BYTES}\ntimeout_ms = 10000\n\n\
          [approvals]\ntimeout_ms = {}\nauto_approve = {}\n\n\
-         [docker]\nsocket = {:?}\n",
+         [docker]\nsocket = {:?}\n\n{}",
         options.approvals_timeout_ms,
         toml_list(&options.auto_approve),
         options.docker_socket,
+        options.extra_toml,
     )
 }

@@ -3,6 +3,7 @@
 mod approvals;
 mod auth;
 mod channel;
+mod cli_verbs;
 mod compose;
 mod containers;
 mod contexts;
