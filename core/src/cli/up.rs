@@ -39,8 +39,9 @@ pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// `skillbox up` / `skillbox serve` arguments.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// The workspace: skills in DIR/skills, state in DIR/.skillbox, config DIR/skillbox.toml.
-    /// Default: examples/workspace when it exists, else the current folder.
+    /// The workspace: skills in DIR/skills (and the `[skills] roots` of its config), state
+    /// in DIR/.skillbox, config DIR/skillbox.toml. Default: examples/workspace when it
+    /// exists, else the current folder.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Gateway address (overrides [gateway] listen).
