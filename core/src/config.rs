@@ -310,14 +310,6 @@ pub enum ConfigError {
         /// Cause (names the key).
         source: toml::de::Error,
     },
-    /// A `[skills] roots` entry cannot be used.
-    #[error("{path}: {source}")]
-    Roots {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What is wrong.
-        source: crate::roots::RootsError,
-    },
     /// A value outside the range the key allows.
     #[error("{path}: {key} = {value} is out of range; use {range}")]
     OutOfRange {
@@ -349,16 +341,6 @@ impl Config {
         })?;
         config.check_ranges(&path)?;
         Ok(config)
-    }
-
-    /// The skills roots of `workspace`, highest precedence first (see [`crate::roots`]).
-    pub fn skills_roots(&self, workspace: &Path) -> Result<Vec<std::path::PathBuf>, ConfigError> {
-        self.skills
-            .resolve(workspace, crate::roots::home().as_deref())
-            .map_err(|source| ConfigError::Roots {
-                path: workspace.join(CONFIG_FILE),
-                source,
-            })
     }
 
     /// Refuses limits that would make the executors or the supervisor misbehave (a

@@ -29,10 +29,10 @@ pub struct SkillsSection {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RootsError {
     /// An empty string in `roots`.
-    #[error("[skills] roots holds an empty path; remove it or name a folder")]
+    #[error("skillbox.toml: [skills] roots holds an empty path; remove it or name a folder")]
     Empty,
     /// `~/...` and no home folder is known.
-    #[error("[skills] roots: {root:?} starts with ~ but HOME is not set; write the full path")]
+    #[error("skillbox.toml: [skills] roots: {root:?} starts with ~ but HOME is not set; write the full path")]
     NoHome {
         /// The root as configured.
         root: String,
@@ -59,6 +59,13 @@ impl SkillsSection {
             roots.push(install);
         }
         Ok(roots)
+    }
+}
+
+impl crate::config::Config {
+    /// The skills roots of `workspace`, highest precedence first, `~` from `HOME`.
+    pub fn skills_roots(&self, workspace: &Path) -> Result<Vec<PathBuf>, RootsError> {
+        self.skills.resolve(workspace, home().as_deref())
     }
 }
 
