@@ -69,6 +69,7 @@ impl Bench {
         let skills_root = self.path().join("roots").join(name);
         std::fs::create_dir_all(&skills_root).unwrap();
         TrustPolicy {
+            roots: vec![skills_root.clone()],
             skills_root,
             trust_dir: self.trust_dir.clone(),
             require_signed: true,

@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 use crate::store::{unix_ms_now, Store, StoreError};
 
+pub mod payload;
+
 pub use crate::store::{ApprovalRecord, ApprovalStatus, Decision};
 
 /// How often a waiting call re-reads its approval, to see decisions made by another
@@ -180,6 +182,16 @@ impl From<StoreError> for ApprovalError {
 }
 
 impl ApprovalError {
+    /// The approval a refused call waited on (denied, expired or used by another call).
+    pub fn approval_id(&self) -> Option<&str> {
+        match self {
+            ApprovalError::Denied { id, .. }
+            | ApprovalError::TimedOut { id, .. }
+            | ApprovalError::AlreadyUsed { id } => Some(id),
+            _ => None,
+        }
+    }
+
     /// The CONTRACT §3 kind of a call refused by this error.
     pub fn error_kind(&self) -> ErrorKind {
         match self {
@@ -471,7 +483,7 @@ fn write_canonical(value: &Value, out: &mut String) {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {

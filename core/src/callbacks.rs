@@ -100,7 +100,8 @@ impl Callbacks {
                         ),
                     ));
                 }
-                self.dispatcher
+                let asked = self
+                    .dispatcher
                     .approvals()
                     .request(ApprovalRequest {
                         skill: call.skill.name.clone(),
@@ -108,8 +109,14 @@ impl Callbacks {
                         args: serde_json::json!({"sign": {"type": req.kind, "data": req.data}}),
                         security: Security::Sign,
                     })
-                    .await
-                    .map_err(|e| ErrorObject::new(code::APPROVAL_DENIED, e.to_string()))?;
+                    .await;
+                if let Some(id) = match &asked {
+                    Ok(grant) => grant.approval_id(),
+                    Err(e) => e.approval_id(),
+                } {
+                    call.note_approval(id);
+                }
+                asked.map_err(|e| ErrorObject::new(code::APPROVAL_DENIED, e.to_string()))?;
                 let r = self.signer.sign(&call.skill.name, &req).map_err(|e| e.to_error_object())?;
                 to_value(&r)
             }

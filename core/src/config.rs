@@ -47,6 +47,10 @@
 //! timeout_ms = 120000              # a write/sign call waits this long for a decision
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
 //!
+//! [skills]                       # crate::roots
+//! roots = []                       # skills roots, highest precedence first (relative: to the
+//!                                  # workspace; ~/: home); "skills" (installs) is always one
+//!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
 //!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
@@ -101,6 +105,8 @@ pub struct Config {
     pub read_file: ReadFileSection,
     /// Approval settings.
     pub approvals: ApprovalsSection,
+    /// Skills roots and their precedence.
+    pub skills: crate::roots::SkillsSection,
     /// Signed-skill policy.
     pub trust: TrustSection,
     /// Routing weights and threshold.

@@ -34,6 +34,30 @@ pub struct ActiveCall {
     /// The tool's security level.
     pub security: Security,
     token: SecretValue,
+    approvals: ApprovalTrail,
+}
+
+impl ActiveCall {
+    /// Notes an approval this call waited on (its result names the last one).
+    pub fn note_approval(&self, id: &str) {
+        self.approvals.note(id);
+    }
+}
+
+/// The approvals one call waited on, in order (shared by the call and its callbacks).
+#[derive(Debug, Clone, Default)]
+struct ApprovalTrail(Arc<Mutex<Vec<String>>>);
+
+impl ApprovalTrail {
+    fn note(&self, id: &str) {
+        if let Ok(mut ids) = self.0.lock() {
+            ids.push(id.to_string());
+        }
+    }
+
+    fn last(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|ids| ids.last().cloned())
+    }
 }
 
 /// Why a callback is refused before its request is looked at.
@@ -160,13 +184,15 @@ impl Dispatcher {
                 return ToolResult::failed(String::new(), ErrorKind::Unavailable, e.to_string(), 0);
             }
         };
-        let result = self.run(&call_id, full_name, args).await;
+        let trail = ApprovalTrail::default();
+        let result = self.run(&call_id, full_name, args, &trail).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match result {
             Ok(r) => r,
             Err((kind, msg)) => ToolResult::failed(call_id.clone(), kind, msg, duration_ms),
         };
         result.call_id = call_id.clone();
+        result.approval_id = trail.last();
         if let Some((skill, tool)) = full_name.split_once(':') {
             let record = CallRecord {
                 call_id,
@@ -193,6 +219,7 @@ impl Dispatcher {
         call_id: &str,
         full_name: &str,
         args: Value,
+        trail: &ApprovalTrail,
     ) -> Result<ToolResult, (ErrorKind, String)> {
         let (skill_name, tool_name) = full_name.split_once(':').ok_or((
             ErrorKind::NotFound,
@@ -229,15 +256,22 @@ impl Dispatcher {
         // signature instead, where the operator sees what is being signed (callbacks.rs):
         // asking twice for one signature would only train operators to click through.
         if tool.security == Security::Write {
-            self.approvals
+            let asked = self
+                .approvals
                 .request(ApprovalRequest {
                     skill: skill.name.clone(),
                     tool: tool.name.clone(),
                     args: args.clone(),
                     security: tool.security,
                 })
-                .await
-                .map_err(|e| (e.error_kind(), e.to_string()))?;
+                .await;
+            if let Some(id) = match &asked {
+                Ok(grant) => grant.approval_id(),
+                Err(e) => e.approval_id(),
+            } {
+                trail.note(id);
+            }
+            asked.map_err(|e| (e.error_kind(), e.to_string()))?;
         }
         let token = random::token(self.rng.as_ref(), "capability token")
             .map(SecretValue)
@@ -255,6 +289,7 @@ impl Dispatcher {
             tool: tool.name.clone(),
             security: tool.security,
             token,
+            approvals: trail.clone(),
         });
         let _guard = self.register(call_id, active);
         if skill.execution.sandbox == SandboxKind::Container {

@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod random;
 pub mod reload;
 pub mod repair;
+pub mod roots;
 pub mod router;
 pub mod secrets;
 pub mod state;

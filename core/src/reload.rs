@@ -111,10 +111,7 @@ impl Reloader {
         let _one_at_a_time = self.serial.lock().await;
         let policy = self.policy.clone();
         let (catalog, disabled) = tokio::task::spawn_blocking(move || {
-            let mut catalog = discover(
-                std::slice::from_ref(&policy.skills_root),
-                DiscoveryOptions::default(),
-            );
+            let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
             let disabled = verify::enforce(&mut catalog, &policy, SystemTime::now());
             (catalog, disabled)
         })

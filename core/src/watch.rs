@@ -1,4 +1,4 @@
-//! Hot reload of skills: a change under the skills root is picked up within a second and
+//! Hot reload of skills: a change under a skills root is picked up within a second and
 //! runs the one reload of [`crate::reload::Reloader`] (the same as `POST
 //! /v1/skills/reload`). Calls are never blocked: a reload swaps the catalog, and calls in
 //! flight keep the one they started with.
@@ -7,8 +7,8 @@
 //! appear, a queue overflow reported so we rescan); reads are ignored, so a reload
 //! reading the skills does not cause another. Events are debounced: the reload runs once
 //! the tree has been quiet for [`DEBOUNCE`], and at most [`MAX_DELAY`] after the first
-//! change even if writes go on. When the watch cannot be set up (no skills root yet, no
-//! inotify instances left) the root is polled every [`POLL_INTERVAL`] instead.
+//! change even if writes go on. When the watch cannot be set up (a skills root missing, no
+//! inotify instances left) the roots are polled every [`POLL_INTERVAL`] instead.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -33,26 +33,27 @@ const POLL_MAX_ENTRIES: usize = 20_000;
 /// Folder depth the poller descends to.
 const POLL_MAX_DEPTH: usize = 6;
 
-/// Reloads `reloader`'s skills whenever its skills root changes, until the task is dropped.
+/// Reloads `reloader`'s skills whenever one of its skills roots changes, until the task
+/// is dropped.
 pub async fn watch_skills(reloader: Arc<Reloader>) {
-    let root = reloader.policy().skills_root.clone();
+    let roots = reloader.policy().roots.clone();
     let (tx, rx) = unbounded_channel();
-    match start_notify(&root, tx) {
+    match start_notify(&roots, tx) {
         Ok(watcher) => {
-            tracing::info!(root = %root.display(), "watching the skills root");
+            tracing::info!(roots = ?roots, "watching the skills roots");
             debounce(rx, || reloader.reload_logged(Cause::SkillsChanged)).await;
             drop(watcher);
         }
         Err(e) => {
-            tracing::warn!(root = %root.display(), error = %e, "cannot watch the skills root; polling it every {POLL_INTERVAL:?}");
-            poll(&root, || reloader.reload_logged(Cause::SkillsChanged)).await;
+            tracing::warn!(roots = ?roots, error = %e, "cannot watch the skills roots; polling them every {POLL_INTERVAL:?}");
+            poll(&roots, || reloader.reload_logged(Cause::SkillsChanged)).await;
         }
     }
 }
 
-/// A recursive watch of `root` that sends one `()` per relevant event.
+/// A recursive watch of every root that sends one `()` per relevant event.
 fn start_notify(
-    root: &Path,
+    roots: &[PathBuf],
     tx: UnboundedSender<()>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
@@ -65,7 +66,9 @@ fn start_notify(
             let _ = tx.send(());
         }
     })?;
-    watcher.watch(root, RecursiveMode::Recursive)?;
+    for root in roots {
+        watcher.watch(root, RecursiveMode::Recursive)?;
+    }
     Ok(watcher)
 }
 
@@ -97,16 +100,16 @@ where
     }
 }
 
-/// The fallback: compares a listing of the tree every [`POLL_INTERVAL`].
-async fn poll<F, Fut>(root: &Path, mut act: F)
+/// The fallback: compares a listing of the trees every [`POLL_INTERVAL`].
+async fn poll<F, Fut>(roots: &[PathBuf], mut act: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let mut seen = stamp(root).await;
+    let mut seen = stamp_all(roots).await;
     loop {
         tokio::time::sleep(POLL_INTERVAL).await;
-        let now = stamp(root).await;
+        let now = stamp_all(roots).await;
         if now != seen {
             seen = now;
             act().await;
@@ -115,6 +118,14 @@ where
 }
 
 type Entry = (PathBuf, u64, u64, i64, i64);
+
+async fn stamp_all(roots: &[PathBuf]) -> Vec<Vec<Entry>> {
+    let mut out = Vec::with_capacity(roots.len());
+    for root in roots {
+        out.push(stamp(root).await);
+    }
+    out
+}
 
 async fn stamp(root: &Path) -> Vec<Entry> {
     let root = root.to_path_buf();
@@ -174,6 +185,7 @@ mod tests {
         }
     }
 
+<<<<<<< HEAD
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn watch_picks_up_a_new_skill_folder() {
         let ws = tempfile::tempdir().unwrap();
@@ -184,9 +196,41 @@ mod tests {
         // No executor listens: the reload swaps the catalog, then reports the executor down.
         let dispatcher = Arc::new(crate::dispatch::test_dispatcher(
             ws.path(),
+=======
+    /// A dispatcher whose executor never answers (a reload swaps the catalog, then reports
+    /// the executor down) and the trust policy of `ws`.
+    fn dispatcher(ws: &Path) -> (Arc<Dispatcher>, TrustPolicy) {
+        let state = crate::state::ensure_dir(ws).unwrap();
+        crate::pki::ensure(&state).unwrap();
+        let executor = Arc::new(
+            crate::executors::ExecutorPool::new(
+                &["https://127.0.0.1:9".to_string()],
+                crate::pki::core_files(&state),
+            )
+            .unwrap(),
+        );
+        let store = Store::open(&Store::db_path(&state)).unwrap();
+        let approvals = Arc::new(Approvals::new(
+            store.clone(),
+            ApprovalPolicy {
+                auto_approve: Vec::new(),
+                timeout_ms: 1000,
+            },
+        ));
+        let dispatcher = Arc::new(Dispatcher::new(
+>>>>>>> cli-verbs
             Catalog::default(),
         ));
-        let policy = TrustPolicy::for_workspace(ws.path(), &state, false);
+        (dispatcher, TrustPolicy::for_workspace(ws, &state, false))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_picks_up_a_new_skill_folder() {
+        let ws = tempfile::tempdir().unwrap();
+        let root = ws.path().join("skills");
+        std::fs::create_dir_all(&root).unwrap();
+        write_skill(&root, "first");
+        let (dispatcher, policy) = dispatcher(ws.path());
         let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
         let task = tokio::spawn(watch_skills(reloader));
         // Let the watch start, then add a skill folder.
@@ -194,6 +238,28 @@ mod tests {
         write_skill(&root, "second");
         eventually("the new skill in the catalog", || {
             dispatcher.catalog().get("second").is_some()
+        })
+        .await;
+        assert!(dispatcher.catalog().get("first").is_some());
+        task.abort();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn watch_picks_up_a_skill_added_to_a_second_root() {
+        let ws = tempfile::tempdir().unwrap();
+        let (personal, project) = (ws.path().join("personal"), ws.path().join("skills"));
+        std::fs::create_dir_all(&personal).unwrap();
+        std::fs::create_dir_all(&project).unwrap();
+        write_skill(&project, "first");
+        let (dispatcher, policy) = dispatcher(ws.path());
+        let policy = policy.with_roots(vec![personal.clone()]);
+        assert_eq!(policy.roots, vec![personal.clone(), project.clone()]);
+        let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
+        let task = tokio::spawn(watch_skills(reloader));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        write_skill(&personal, "mine");
+        eventually("the personal skill in the catalog", || {
+            dispatcher.catalog().get("mine").is_some()
         })
         .await;
         assert!(dispatcher.catalog().get("first").is_some());

@@ -141,7 +141,7 @@ async fn run<B: CapabilityBroker>(
                 None => CallError::NotFound(format!(
                     "no skill named {:?} in {}",
                     params.skill,
-                    registry.root().display()
+                    registry.describe_roots()
                 )),
             })?;
     let skill = &registered.skill;

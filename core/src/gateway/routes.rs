@@ -115,6 +115,7 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
                 .approvals()
                 .list(status)
                 .map_err(approval_error)?;
+            let list: Vec<Value> = list.iter().map(crate::approvals::payload::view).collect();
             Ok(ok(&json!({"approvals": list})))
         }
         (Method::POST, ["v1", "approvals", id]) => {

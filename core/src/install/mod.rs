@@ -49,8 +49,11 @@ pub const CA_DIR: &str = "ca";
 /// Where skills go and what they must satisfy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TrustPolicy {
-    /// The skills root.
+    /// The skills root installs go to (`<workspace>/skills`).
     pub skills_root: PathBuf,
+    /// Every root skills are discovered in, highest precedence first; holds `skills_root`
+    /// (`[skills] roots`, [`crate::roots`]).
+    pub roots: Vec<PathBuf>,
     /// The trust store folder (`<state>/trust`).
     pub trust_dir: PathBuf,
     /// `[trust] require_signed`: refuse unsigned packages.
@@ -60,11 +63,23 @@ pub struct TrustPolicy {
 impl TrustPolicy {
     /// The policy of a workspace: `<ws>/skills`, `<state>/trust`, and the config's flag.
     pub fn for_workspace(workspace: &Path, state_dir: &Path, require_signed: bool) -> Self {
+        let skills_root = workspace.join(crate::roots::INSTALL_ROOT);
         Self {
-            skills_root: workspace.join("skills"),
+            roots: vec![skills_root.clone()],
+            skills_root,
             trust_dir: state_dir.join(TRUST_DIR),
             require_signed,
         }
+    }
+
+    /// The same policy over these discovery roots (the install root is added last when
+    /// missing, so installed skills are always found).
+    pub fn with_roots(mut self, mut roots: Vec<PathBuf>) -> Self {
+        if !roots.contains(&self.skills_root) {
+            roots.push(self.skills_root.clone());
+        }
+        self.roots = roots;
+        self
     }
 }
 

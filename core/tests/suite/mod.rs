@@ -1,5 +1,6 @@
 //! The core's integration tests.
 
+mod cli_roots;
 mod harness;
 mod install_archive;
 mod install_cli;

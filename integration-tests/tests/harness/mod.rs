@@ -122,6 +122,10 @@ pub struct Options {
     pub core_path_prefix: Option<PathBuf>,
     /// More skills: `(name, skill.yaml)`, written to `<ws>/skills/<name>/`.
     pub extra_skills: Vec<(String, String)>,
+    /// More of `skillbox.toml`, appended as written (new sections only).
+    pub extra_toml: String,
+    /// Run on the workspace folder after the test skills are written, before the start.
+    pub prepare: Option<fn(&Path)>,
 }
 
 impl Default for Options {
@@ -136,6 +140,8 @@ impl Default for Options {
             docker_socket: "off".into(),
             core_path_prefix: None,
             extra_skills: Vec::new(),
+            extra_toml: String::new(),
+            prepare: None,
         }
     }
 }
@@ -193,6 +199,9 @@ impl Skillbox {
             config_toml(&options, allowed.port, callback_addr.as_deref()),
         )
         .expect("write skillbox.toml");
+        if let Some(prepare) = options.prepare {
+            prepare(&ws);
+        }
         if !options.secrets.is_empty() {
             let state = ws.join(".skillbox");
             fs::create_dir_all(&state).expect("create .skillbox");
@@ -519,9 +528,10 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
          [executor]\n{executor}\n\
          [fetch]\nallow_private = [\"127.0.0.1:{allowed_port}\"]\nmax_response_bytes = {MAX_RESPONSE_BYTES}\ntimeout_ms = 10000\n\n\
          [approvals]\ntimeout_ms = {}\nauto_approve = {}\n\n\
-         [docker]\nsocket = {:?}\n",
+         [docker]\nsocket = {:?}\n\n{}",
         options.approvals_timeout_ms,
         toml_list(&options.auto_approve),
         options.docker_socket,
+        options.extra_toml,
     )
 }

@@ -85,7 +85,8 @@ fn url_schema() -> &'static str {
     "    parameters:\n      type: object\n      properties: { url: { type: string } }\n      required: [url]\n"
 }
 
-fn write(path: &Path, text: &str) {
+/// Writes `text` to `path`, creating its folders.
+pub fn write(path: &Path, text: &str) {
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).expect("create folder");
     }
@@ -98,7 +99,8 @@ pub fn chmod(path: &Path, mode: u32) {
         .unwrap_or_else(|e| panic!("chmod {}: {e}", path.display()));
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the folder `from` to `to`, recursively.
+pub fn copy_dir(from: &Path, to: &Path) {
     fs::create_dir_all(to).expect("create folder");
     for entry in fs::read_dir(from).expect("read example skill") {
         let entry = entry.expect("dir entry");
@@ -112,7 +114,7 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 /// Opens every folder (0755) and file (0644, scripts 0755) under `dir` to other users.
-fn open_up(dir: &Path) {
+pub fn open_up(dir: &Path) {
     chmod(dir, 0o755);
     for entry in fs::read_dir(dir).expect("read folder").flatten() {
         let path = entry.path();

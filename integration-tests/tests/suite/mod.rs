@@ -4,6 +4,7 @@ mod approvals;
 mod auth;
 mod availability;
 mod channel;
+mod cli_verbs;
 mod compose;
 mod containers;
 mod contexts;
