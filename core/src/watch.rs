@@ -185,42 +185,11 @@ mod tests {
         }
     }
 
-<<<<<<< HEAD
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn watch_picks_up_a_new_skill_folder() {
-        let ws = tempfile::tempdir().unwrap();
-        let state = crate::state::ensure_dir(ws.path()).unwrap();
-        let root = ws.path().join("skills");
-        std::fs::create_dir_all(&root).unwrap();
-        write_skill(&root, "first");
-        // No executor listens: the reload swaps the catalog, then reports the executor down.
-        let dispatcher = Arc::new(crate::dispatch::test_dispatcher(
-            ws.path(),
-=======
     /// A dispatcher whose executor never answers (a reload swaps the catalog, then reports
     /// the executor down) and the trust policy of `ws`.
-    fn dispatcher(ws: &Path) -> (Arc<Dispatcher>, TrustPolicy) {
+    fn dispatcher(ws: &Path) -> (Arc<crate::dispatch::Dispatcher>, TrustPolicy) {
         let state = crate::state::ensure_dir(ws).unwrap();
-        crate::pki::ensure(&state).unwrap();
-        let executor = Arc::new(
-            crate::executors::ExecutorPool::new(
-                &["https://127.0.0.1:9".to_string()],
-                crate::pki::core_files(&state),
-            )
-            .unwrap(),
-        );
-        let store = Store::open(&Store::db_path(&state)).unwrap();
-        let approvals = Arc::new(Approvals::new(
-            store.clone(),
-            ApprovalPolicy {
-                auto_approve: Vec::new(),
-                timeout_ms: 1000,
-            },
-        ));
-        let dispatcher = Arc::new(Dispatcher::new(
->>>>>>> cli-verbs
-            Catalog::default(),
-        ));
+        let dispatcher = Arc::new(crate::dispatch::test_dispatcher(ws, Catalog::default()));
         (dispatcher, TrustPolicy::for_workspace(ws, &state, false))
     }
 
