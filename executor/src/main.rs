@@ -10,6 +10,7 @@
 //! the result as the response line of id 0. See [`skillbox_executor::relay`].
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -124,6 +125,8 @@ fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let cli = Cli::parse();
     match cli.command {

@@ -1,4 +1,5 @@
-//! The routes of CONTRACT §6 this build serves.
+//! The gateway routes (docs/http-api.md describes each); a known path asked with another
+//! method is answered 405 by [`super::allow`].
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -137,13 +138,7 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
                 .map_err(approval_error)?;
             Ok(ok(&serde_json::to_value(record).unwrap_or_default()))
         }
-        _ => Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "no route {} {path}; see CONTRACT §6 for the routes",
-                req.method()
-            ),
-        )),
+        _ => Ok(super::allow::no_route(req.method(), &path, &segments)),
     }
 }
 
@@ -313,8 +308,15 @@ async fn call_tool(
     args: Value,
     context_id: Option<String>,
 ) -> ToolResult {
-    let refused =
-        |e: &dyn std::fmt::Display, kind: ErrorKind| ToolResult::failed("", kind, e.to_string(), 0);
+    // Results answered here (built-ins, refusals) get an id of their own, as dispatched
+    // calls do; dispatched calls draw theirs in the dispatcher.
+    let call_id = match gw.dispatcher.new_call_id() {
+        Ok(id) => id,
+        Err(e) => return ToolResult::failed("", ErrorKind::Unavailable, e.to_string(), 0),
+    };
+    let refused = |e: &dyn std::fmt::Display, kind: ErrorKind| {
+        ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
+    };
     let catalog = gw.dispatcher.catalog();
     let view = match context_id {
         Some(id) => {
@@ -335,7 +337,7 @@ async fn call_tool(
     }
     match tool.as_str() {
         disclosure::LOAD_SKILL => match disclosure::load_skill(&catalog, &args) {
-            Ok(data) => ToolResult::ok("", data, 0),
+            Ok(data) => ToolResult::ok(call_id.clone(), data, 0),
             Err(e) => refused(&e, e.error_kind()),
         },
         disclosure::RUN_SKILL_SCRIPT => match disclosure::resolve_script(&catalog, &args) {

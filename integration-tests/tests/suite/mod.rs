@@ -14,3 +14,4 @@ mod repairs;
 mod resilience;
 mod secrets;
 mod signing;
+mod up;

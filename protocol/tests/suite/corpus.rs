@@ -181,7 +181,8 @@ fn corpus_all_63_skills_load_leniently() {
 
 #[test]
 fn corpus_both_collections_together_shadow_the_second_skill_creator() {
-    let Some(corpus) = corpus("corpus_both_collections_together_shadow_the_second_skill_creator") else {
+    let Some(corpus) = corpus("corpus_both_collections_together_shadow_the_second_skill_creator")
+    else {
         return;
     };
     let anthropic = collection_root(&corpus, "anthropic");
