@@ -51,7 +51,7 @@
 //!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
-//!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
+//!                                  # <state>/trust (docs/signing-runbook.md); false: unsigned skills are
 //!                                  # allowed under the trust label "local"
 //!
 //! [routing]                        # routing spec §6 (router::score explains each term)

@@ -1,6 +1,6 @@
 //! `skillbox-executor`: `exec` runs one tool call in the full sandbox with no core;
 //! `serve` is the daemon the core talks to over mutual TLS; `probe` prints what the kernel
-//! enforces (CONTRACT §4).
+//! enforces (docs/cli.md).
 //!
 //! `exec --stdio` runs one call for a core that attaches to the executor's stdin/stdout
 //! (a one-off container with `network: none`): the core writes one `tool.execute` request

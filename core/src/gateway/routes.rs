@@ -407,7 +407,7 @@ async fn reload(gw: &Gateway, cause: Cause) -> Reply {
     Ok(ok(&serde_json::to_value(report).unwrap_or_default()))
 }
 
-/// `POST /v1/skills/install`: a verified install (CONTRACT §7), then a reload. A refusal
+/// `POST /v1/skills/install`: a verified install (docs/signing-runbook.md), then a reload. A refusal
 /// answers `{"error", "error_kind", "check"}` with the status of its kind.
 async fn install_skill(
     gw: &Gateway,
@@ -446,8 +446,8 @@ async fn install_skill(
     Ok(ok(&body))
 }
 
-/// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry (CONTRACT
-/// §6), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
+/// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry
+/// (docs/http-api.md), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
 async fn remove_skill(gw: &Gateway, name: &str) -> Reply {
     let policy = gw.trust.clone();
     let name = name.to_string();

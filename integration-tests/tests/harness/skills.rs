@@ -64,7 +64,7 @@ const ENV_SH: &str = r#"#!/bin/sh
 # plain protocol: prints the two env names the secrets test looks for.
 printf 'API_KEY=%s\n' "${API_KEY:-<unset>}"
 printf 'OTHER_SECRET=%s\n' "${OTHER_SECRET:-<unset>}"
-printf 'ARGS=%s\n' "$SKILLBOX_ARGS"
+printf 'ARGS=%s\n' "$(cat "$SKILLBOX_ARGS_FILE")"
 "#;
 
 /// The JavaScript skill's module: `context.fetch` through the core.
