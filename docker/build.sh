@@ -7,13 +7,22 @@
 #   SKILLBOX_PROFILE=debug docker/build.sh   # target/debug binaries (CI: already built by
 #                                            # the test run; saves the release compile)
 #
+# The binaries are taken from $CARGO_TARGET_DIR/<profile> when CARGO_TARGET_DIR is set (else
+# target/<profile>); from outside the repository they are copied to target/docker-bin/ first,
+# since the image build context is the repository.
+#
 # The base image: SKILLBOX_BASE_IMAGE when set; else debian:bookworm-slim when it is
 # present or a registry serves it; else skillbox-base:bookworm, made by
-# docker/build-base.sh (debootstrap + docker import; skipped when it exists).
+# docker/build-base.sh (debootstrap + docker import; skipped when it exists). Whichever it
+# is, it is also tagged skillbox-base:bookworm, the base compose.yaml builds on by default,
+# so a later `docker compose up --build` needs no registry.
 # Tags: SKILLBOX_CORE_IMAGE (skillbox-core:latest), SKILLBOX_EXECUTOR_IMAGE
 # (skillbox-executor:latest).
 set -euo pipefail
+# Resolved before the cd: a relative CARGO_TARGET_DIR is relative to where the user is.
+target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}")
 cd "$(dirname "$0")/.."
+repo=$(pwd -P)
 
 core_image=${SKILLBOX_CORE_IMAGE:-skillbox-core:latest}
 executor_image=${SKILLBOX_EXECUTOR_IMAGE:-skillbox-executor:latest}
@@ -23,18 +32,36 @@ case $profile in
   debug) cargo_args=() ;;
   *) echo "build: SKILLBOX_PROFILE must be release or debug, not $profile" >&2; exit 2 ;;
 esac
-bin_dir=target/$profile
+built=$target_dir/$profile
 
-if [ "${SKILLBOX_SKIP_CARGO:-0}" != 1 ]; then
+skip_cargo=${SKILLBOX_SKIP_CARGO:-0}
+if [ "$skip_cargo" != 1 ]; then
   echo "build: cargo build ${cargo_args[*]} -p skillbox-core -p skillbox-executor"
   cargo build "${cargo_args[@]}" --locked -p skillbox-core -p skillbox-executor
 fi
 for bin in skillbox skillbox-executor; do
-  if [ ! -x "$bin_dir/$bin" ]; then
-    echo "build: $bin_dir/$bin is missing; run without SKILLBOX_SKIP_CARGO" >&2
+  if [ ! -x "$built/$bin" ]; then
+    if [ "$skip_cargo" = 1 ]; then
+      echo "build: $built/$bin is missing; SKILLBOX_SKIP_CARGO=1 packs binaries already built:" \
+        "build them first (cargo build ${cargo_args[*]} -p skillbox-core -p skillbox-executor)" \
+        "or run docker/build.sh without SKILLBOX_SKIP_CARGO" >&2
+    else
+      echo "build: cargo build succeeded but $built/$bin is missing;" \
+        "is CARGO_TARGET_DIR (${CARGO_TARGET_DIR:-unset}) or a cargo config target-dir pointing elsewhere?" >&2
+    fi
     exit 1
   fi
 done
+# The build context is the repository (.dockerignore admits target/<profile>/ and
+# target/docker-bin/<profile>/ binaries only).
+if [ "$built" = "$repo/target/$profile" ]; then
+  bin_dir=target/$profile
+else
+  bin_dir=target/docker-bin/$profile
+  mkdir -p "$bin_dir"
+  cp -f "$built/skillbox" "$built/skillbox-executor" "$bin_dir/"
+  echo "build: binaries from $built (copied to $bin_dir)"
+fi
 
 base=${SKILLBOX_BASE_IMAGE:-}
 if [ -z "$base" ]; then
@@ -66,3 +93,9 @@ build() { # image dockerfile
 }
 build "$core_image" docker/core.Dockerfile
 build "$executor_image" docker/executor.Dockerfile
+# compose.yaml's default base: tagging the base (present now: the builds used it) keeps
+# `docker compose up --build` offline.
+local_base=skillbox-base:bookworm
+if [ "$base" != "$local_base" ]; then
+  docker tag "$base" "$local_base"
+fi

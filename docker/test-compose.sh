@@ -58,7 +58,7 @@ failures=0
 passed=0
 pass() { passed=$((passed + 1)); echo "  ok    $1"; }
 fail() { failures=$((failures + 1)); echo "  FAIL  $1" >&2; [ $# -lt 2 ] || echo "        $2" >&2; }
-call() { # tool args-json -> the result of CONTRACT §3
+call() { # tool args-json -> the result of docs/http-api.md
   curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
     -d "{\"tool\":\"$1\",\"args\":$2}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
 }

@@ -1,4 +1,4 @@
-//! Verified install of signed skill packages (CONTRACT §7) through the library API, with
+//! Verified install of signed skill packages (docs/signing-runbook.md) through the library API, with
 //! baselines measured in the same run so the figures read as ratios:
 //!
 //! - verify-and-install of a signed 1 MB, 10 MB and 100 MB package (one file of random,

@@ -1,4 +1,4 @@
-//! Approvals of `write` and `sign` tool calls (CONTRACT §6): a call waits until an operator
+//! Approvals of `write` and `sign` tool calls (docs/http-api.md): a call waits until an operator
 //! approves it (API, CLI or the approvals page), unless the operator's policy approves it.
 //!
 //! Every approval lives in the [`Store`], so it outlives the core: a call that was waiting
@@ -192,7 +192,7 @@ impl ApprovalError {
         }
     }
 
-    /// The CONTRACT §3 kind of a call refused by this error.
+    /// The docs/http-api.md kind of a call refused by this error.
     pub fn error_kind(&self) -> ErrorKind {
         match self {
             ApprovalError::Denied { .. }

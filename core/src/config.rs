@@ -11,8 +11,10 @@
 //! urls = []                        # `serve`: more executor URLs. Every host name is resolved again
 //!                                  # each health round: `executor` scaled to N containers is N executors
 //! health_interval_ms = 2000        # each executor is asked `health` this often; calls skip unhealthy ones
-//! listen = "127.0.0.1:7071"        # `up`: where the executor it starts listens
-//! callback_listen = "127.0.0.1:7072" # where the core takes executor callbacks (fetch, sign, readFile)
+//! listen = ""                      # `up`: where the executor it starts listens (default: a free
+//!                                  # port on 127.0.0.1, so two `up` never collide)
+//! callback_listen = ""             # where the core takes executor callbacks (fetch, sign, readFile);
+//!                                  # default: `up` a free port on 127.0.0.1, `serve` 127.0.0.1:7072
 //! callback_url = ""                # how the executor reaches that listener (default https://<callback_listen>)
 //! call_timeout_ms = 300000         # a tool call's longest round trip through the channel
 //! max_concurrent = 16              # calls the executor runs at once
@@ -53,7 +55,7 @@
 //!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
-//!                                  # <state>/trust (CONTRACT §7); false: unsigned skills are
+//!                                  # <state>/trust (docs/signing-runbook.md); false: unsigned skills are
 //!                                  # allowed under the trust label "local"
 //!
 //! [routing]                        # routing spec §6 (router::score explains each term)
@@ -152,9 +154,9 @@ pub struct ExecutorConfig {
     pub urls: Vec<String>,
     /// Pause between health rounds over the executors.
     pub health_interval_ms: u64,
-    /// Where `up` makes its executor listen.
+    /// Where `up` makes its executor listen; empty: [`ExecutorConfig::executor_listen`].
     pub listen: String,
-    /// The core's callback listener.
+    /// The core's callback listener; empty: [`ExecutorConfig::callback_listen_for`].
     pub callback_listen: String,
     /// The callback URL given to the executor.
     pub callback_url: String,
@@ -174,13 +176,43 @@ impl Default for ExecutorConfig {
             url: String::new(),
             urls: Vec::new(),
             health_interval_ms: 2_000,
-            listen: "127.0.0.1:7071".into(),
-            callback_listen: "127.0.0.1:7072".into(),
+            listen: String::new(),
+            callback_listen: String::new(),
             callback_url: String::new(),
             call_timeout_ms: 300_000,
             max_concurrent: 16,
             binary: String::new(),
             pki_export: String::new(),
+        }
+    }
+}
+
+/// The callback listener of `serve` when `[executor] callback_listen` is unset: a fixed port,
+/// since an executor started elsewhere is told `--core-url` by hand.
+pub const SERVE_CALLBACK_LISTEN: &str = "127.0.0.1:7072";
+
+/// Any free port on the loopback interface.
+const ANY_LOOPBACK_PORT: &str = "127.0.0.1:0";
+
+impl ExecutorConfig {
+    /// Where `up` makes its executor listen: `listen`, else a free loopback port (port 0 is
+    /// replaced by the port the system picks), so a second `up` does not collide.
+    pub fn executor_listen(&self) -> &str {
+        if self.listen.is_empty() {
+            ANY_LOOPBACK_PORT
+        } else {
+            &self.listen
+        }
+    }
+
+    /// The core's callback listener: `callback_listen`, else a free loopback port for `up`
+    /// (`embedded`: the core tells its own executor the port) and
+    /// [`SERVE_CALLBACK_LISTEN`] for `serve`.
+    pub fn callback_listen_for(&self, embedded: bool) -> &str {
+        match (self.callback_listen.is_empty(), embedded) {
+            (false, _) => &self.callback_listen,
+            (true, true) => ANY_LOOPBACK_PORT,
+            (true, false) => SERVE_CALLBACK_LISTEN,
         }
     }
 }
@@ -405,6 +437,22 @@ mod tests {
     fn missing_file_gives_defaults() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+    }
+
+    #[test]
+    fn internal_listeners_of_up_take_free_ports_unless_set() {
+        let default = ExecutorConfig::default();
+        assert_eq!(default.executor_listen(), "127.0.0.1:0");
+        assert_eq!(default.callback_listen_for(true), "127.0.0.1:0");
+        assert_eq!(default.callback_listen_for(false), SERVE_CALLBACK_LISTEN);
+        let set = ExecutorConfig {
+            listen: "127.0.0.1:9071".into(),
+            callback_listen: "0.0.0.0:9072".into(),
+            ..ExecutorConfig::default()
+        };
+        assert_eq!(set.executor_listen(), "127.0.0.1:9071");
+        assert_eq!(set.callback_listen_for(true), "0.0.0.0:9072");
+        assert_eq!(set.callback_listen_for(false), "0.0.0.0:9072");
     }
 
     #[test]

@@ -173,6 +173,12 @@ impl Dispatcher {
         context_readiness(skill, &self.readiness()).1
     }
 
+    /// A fresh call id (24 hex digits), for results the gateway answers itself (built-in
+    /// tools, refusals before dispatch).
+    pub fn new_call_id(&self) -> Result<String, random::RandomError> {
+        random::hex(self.rng.as_ref(), 12, "call id")
+    }
+
     /// Runs `skill:tool` with `args`.
     pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
         let started = Instant::now();

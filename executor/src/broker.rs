@@ -36,7 +36,7 @@ pub trait CapabilityBroker: Send + Sync {
 
 /// The core method a tool's capability request is forwarded as (`fetch` → `core.fetch`,
 /// `sign` → `core.sign`, `readFile` → `core.readFile`) and its params: the call id, the
-/// call's capability token and the tool's request (CONTRACT §5). An unknown capability
+/// call's capability token and the tool's request (docs/architecture.md). An unknown capability
 /// answers -32601.
 pub fn core_request(
     call: &CallInfo,

@@ -154,7 +154,7 @@ async fn run<B: CapabilityBroker>(
     let problems: Vec<String> = validator
         .iter_errors(&params.args)
         .take(5)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .map(|e| schema_problem(&e))
         .collect();
     if !problems.is_empty() {
         return Err(CallError::InvalidArgs(problems.join("; ")));
@@ -325,6 +325,29 @@ async fn wait_for_stderr(task: Option<&tokio::task::JoinHandle<()>>, budget: &Bu
     }
 }
 
+/// The longest rendering of a refused argument value that an error message echoes.
+const MAX_ECHOED_VALUE_CHARS: usize = 200;
+
+/// One schema violation for the caller: the rule it broke, the offending value shortened to
+/// [`MAX_ECHOED_VALUE_CHARS`] (a 20 KB string is not repeated back), and where it sits.
+fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
+    let value = e.instance().to_string();
+    let chars = value.chars().count();
+    let shown = if chars > MAX_ECHOED_VALUE_CHARS {
+        let head: String = value.chars().take(MAX_ECHOED_VALUE_CHARS).collect();
+        format!("{head}… ({chars} characters)")
+    } else {
+        value
+    };
+    let path = e.instance_path().to_string();
+    let at = if path.is_empty() {
+        "at the top level".to_string()
+    } else {
+        format!("at {path}")
+    };
+    format!("{} {at}", e.masked_with(shown))
+}
+
 /// Says why a process ended without a final answer.
 fn exit_failure(
     status: Option<ExitStatus>,
@@ -380,4 +403,36 @@ fn last_line(s: &str) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or_default();
     line.chars().take(300).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problems(schema: Value, args: Value) -> Vec<String> {
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        validator
+            .iter_errors(&args)
+            .map(|e| schema_problem(&e))
+            .collect()
+    }
+
+    #[test]
+    fn schema_error_caps_a_huge_value_and_names_its_path() {
+        let schema = json!({"type": "object", "properties": {"text": {"maxLength": 10}}});
+        let huge = "a".repeat(20_000);
+        let p = problems(schema, json!({"text": huge}));
+        assert_eq!(p.len(), 1, "{p:?}");
+        let msg = &p[0];
+        assert!(msg.len() < 400, "{} bytes: {msg}", msg.len());
+        assert!(msg.contains("(20002 characters)"), "{msg}");
+        assert!(msg.contains("longer than 10 characters"), "{msg}");
+        assert!(msg.ends_with("at /text"), "{msg}");
+    }
+
+    #[test]
+    fn schema_error_at_the_root_says_top_level() {
+        let p = problems(json!({"type": "object"}), json!([1, 2]));
+        assert_eq!(p, ["[1,2] is not of type \"object\" at the top level"]);
+    }
 }

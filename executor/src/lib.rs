@@ -3,7 +3,7 @@
 //!
 //! - [`sandbox`]: the launcher and the rules it applies (Landlock, seccomp, capabilities,
 //!   rlimits, the env allowlist, process lifetime), and the kernel probe.
-//! - [`stdio`]: the tool stdio protocols of CONTRACT §2 (`jsonrpc`, `plain`).
+//! - [`stdio`]: the tool stdio protocols of docs/skill-format.md (`jsonrpc`, `plain`).
 //! - [`broker`]: where a tool's capability requests go (the core, or nowhere in one-shot mode).
 //! - [`relay`]: `exec --stdio`, one call whose request and capability traffic go over the
 //!   executor's own stdin/stdout (a one-off container the core attaches to).

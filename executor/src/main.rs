@@ -1,6 +1,6 @@
 //! `skillbox-executor`: `exec` runs one tool call in the full sandbox with no core;
 //! `serve` is the daemon the core talks to over mutual TLS; `probe` prints what the kernel
-//! enforces (CONTRACT §4).
+//! enforces (docs/cli.md).
 //!
 //! `exec --stdio` runs one call for a core that attaches to the executor's stdin/stdout
 //! (a one-off container with `network: none`): the core writes one `tool.execute` request
@@ -10,6 +10,7 @@
 //! the result as the response line of id 0. See [`skillbox_executor::relay`].
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -125,6 +126,8 @@ fn main() -> ExitCode {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .try_init();
     let cli = Cli::parse();
     match cli.command {

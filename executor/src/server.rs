@@ -1,4 +1,4 @@
-//! `skillbox-executor serve`: the daemon the core talks to (CONTRACT §5). JSON-RPC over
+//! `skillbox-executor serve`: the daemon the core talks to (docs/architecture.md). JSON-RPC over
 //! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`;
 //! bounded concurrency with a bounded queue (`unavailable` when full); a call whose
 //! connection the core drops is cancelled (its processes killed, its scratch removed).

@@ -14,7 +14,7 @@ pub const MAX_MESSAGE_BYTES: usize = 8 * 1024 * 1024;
 /// Longest method name accepted.
 pub const MAX_METHOD_LEN: usize = 128;
 
-/// Standard and skillbox error codes (CONTRACT §2).
+/// Standard and skillbox error codes (docs/skill-format.md).
 pub mod code {
     /// Invalid JSON was received.
     pub const PARSE_ERROR: i64 = -32700;

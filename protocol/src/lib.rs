@@ -1,9 +1,9 @@
 //! Wire types and the skill model shared by the skillbox core and executor.
 //!
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, error codes, and a bounded decoder.
-//! - [`methods`]: params and results of every method in CONTRACT §2 (tool stdio) and §5
+//! - [`methods`]: params and results of every method in docs/skill-format.md (tool stdio) and §5
 //!   (core ↔ executor).
-//! - [`result`]: the result of one tool call (CONTRACT §3) and its `error_kind`.
+//! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
 //! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
 //!   `skill.yaml`, `package.json`), validation and discovery over several roots.
 //!

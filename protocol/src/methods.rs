@@ -1,8 +1,8 @@
 //! Params and results of every JSON-RPC method skillbox speaks.
 //!
-//! Tool stdio (CONTRACT §2): `tool.invoke` from the executor to the tool, and the
+//! Tool stdio (docs/skill-format.md): `tool.invoke` from the executor to the tool, and the
 //! capability requests `fetch`, `sign`, `readFile` from the tool. Core ↔ executor
-//! (CONTRACT §5): `tool.execute`, `tool.list`, `skill.reload`, `health` one way and
+//! (docs/architecture.md): `tool.execute`, `tool.list`, `skill.reload`, `health` one way and
 //! `core.fetch`, `core.sign`, `core.readFile` the other. Every struct rejects unknown fields.
 
 use std::collections::BTreeMap;

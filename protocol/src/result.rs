@@ -1,9 +1,9 @@
-//! The result of one tool call (CONTRACT §3) and the closed set of failure kinds.
+//! The result of one tool call (docs/http-api.md) and the closed set of failure kinds.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Why a call failed, as a machine-readable kind (CONTRACT §3).
+/// Why a call failed, as a machine-readable kind (docs/http-api.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {

@@ -1,5 +1,5 @@
 //! `skillbox certs ...`: the operator's code-signing CA in `<state>/ca/` (0700) and the
-//! trust store in `<state>/trust/` (CONTRACT §7). Private keys are written 0600 by
+//! trust store in `<state>/trust/` (docs/signing-runbook.md). Private keys are written 0600 by
 //! `skillbox-certs` and never printed: commands show paths and fingerprints only.
 
 use std::path::{Path, PathBuf};

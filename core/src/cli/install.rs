@@ -1,5 +1,5 @@
 //! `skillbox skill pack|install|verify`: package a skill, install a package with
-//! verification (CONTRACT §7), re-verify what is installed.
+//! verification (docs/signing-runbook.md), re-verify what is installed.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

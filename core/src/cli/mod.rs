@@ -12,6 +12,7 @@ mod skill;
 mod table;
 pub mod up;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -23,7 +24,13 @@ pub const EXIT_USAGE: u8 = 2;
 
 /// skillbox: run third-party agent skills without trusting them.
 #[derive(Debug, Parser)]
-#[command(name = "skillbox", version, about)]
+#[command(
+    name = "skillbox",
+    version,
+    about,
+    after_help = "Docs in the repository: docs/cli.md (commands), docs/http-api.md (the gateway), \
+                  docs/skill-format.md (writing skills), docs/integrate-a-bot.md."
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -40,10 +47,10 @@ pub enum Command {
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
     /// Code-signing CA and trust store: roots, developer certificates, revocation,
-    /// rotation, signing (CONTRACT §7).
+    /// rotation, signing (docs/signing-runbook.md).
     #[command(subcommand)]
     Certs(certs::CertsCommand),
-    /// Run the core and a local sandboxed executor on this machine (CONTRACT §8).
+    /// Run the core and a local sandboxed executor on this machine (docs/cli.md).
     Up(up::UpArgs),
     /// Run the core alone against the executor at [executor] url (containers).
     Serve(up::UpArgs),
@@ -89,6 +96,8 @@ pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a terminal: a log file gets plain text.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
         .try_init();
 }

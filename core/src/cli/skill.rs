@@ -1,5 +1,6 @@
 //! `skillbox skill list|info|validate`: what is in a skills root and whether it is valid;
-//! `skill pack|install|verify` (signed packages, CONTRACT §7) are in [`super::install`].
+//! `skill pack|install|verify` (signed packages, docs/signing-runbook.md) are in
+//! [`super::install`].
 
 use std::path::PathBuf;
 

@@ -115,12 +115,14 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         tracing::info!(skill = %s.name, kept = %s.kept.display(), hidden = %s.hidden.display(), "skill shadowed by a root of higher precedence");
     }
 
-    let callback_listener = TcpListener::bind(&config.executor.callback_listen)
+    // `up`'s internal listeners take free ports unless configured: two `up` on one machine
+    // then differ only in their gateway address (`--listen`).
+    let callback_listen = config.executor.callback_listen_for(embedded);
+    let callback_listener = TcpListener::bind(callback_listen)
         .await
         .with_context(|| {
             format!(
-                "binding the callback listener {}",
-                config.executor.callback_listen
+                "binding the callback listener {callback_listen}; set [executor] callback_listen in skillbox.toml"
             )
         })?;
     let callback_url = if config.executor.callback_url.is_empty() {
@@ -129,7 +131,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         config.executor.callback_url.clone()
     };
     let executor_url = if embedded {
-        format!("https://{}", free_addr(&config.executor.listen)?)
+        format!("https://{}", free_addr(config.executor.executor_listen())?)
     } else if config.executor.url.is_empty() && config.executor.urls.is_empty() {
         anyhow::bail!("`skillbox serve` needs [executor] url in skillbox.toml (the executor's https://host:port)");
     } else {
@@ -247,6 +249,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,
+        token_file: state_dir.join(state::TOKEN_FILE),
         max_request_bytes: config.gateway.max_request_bytes,
         skills_root,
         trust,

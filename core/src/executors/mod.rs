@@ -42,6 +42,9 @@ struct EndpointState {
     error: Option<String>,
     health: Option<Value>,
     calls: u64,
+    /// Has answered `health` at least once: before that (start-up), not answering is
+    /// expected and logged at debug level, not warned about.
+    answered: bool,
 }
 
 impl Endpoint {
@@ -58,6 +61,7 @@ impl Endpoint {
                 error: None,
                 health: None,
                 calls: 0,
+                answered: false,
             }),
         })
     }
@@ -80,10 +84,13 @@ impl Endpoint {
                 s.since = Instant::now();
                 if healthy {
                     tracing::info!(executor = %self.addr, "executor healthy");
-                } else {
+                } else if s.answered {
                     tracing::warn!(executor = %self.addr, error = ?error, "executor unhealthy");
+                } else {
+                    tracing::debug!(executor = %self.addr, error = ?error, "executor not answering yet (starting)");
                 }
             }
+            s.answered |= healthy;
             s.healthy = healthy;
             s.error = error;
             if health.is_some() {

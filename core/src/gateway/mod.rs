@@ -1,7 +1,8 @@
-//! The gateway for bots and agents (CONTRACT §6): HTTP on 127.0.0.1:7070 by default,
+//! The gateway for bots and agents (docs/http-api.md): HTTP on 127.0.0.1:7070 by default,
 //! bearer-token auth on every route but `/healthz` (compared in constant time), JSON in
 //! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place.
 
+mod allow;
 mod routes;
 
 use std::sync::Arc;
@@ -28,11 +29,13 @@ pub struct Gateway {
     pub dispatcher: Arc<Dispatcher>,
     /// The bearer token (`Debug` prints `***`; compared in constant time).
     pub token: SecretValue,
+    /// The file holding the token (`<state>/api-token`), named in the 401 answer.
+    pub token_file: std::path::PathBuf,
     /// Largest request body.
     pub max_request_bytes: usize,
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
-    /// Where installs go and the trust policy reloads apply (CONTRACT §7).
+    /// Where installs go and the trust policy reloads apply (docs/http-api.md, install).
     pub trust: crate::install::TrustPolicy,
     /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
     pub reloader: Arc<crate::reload::Reloader>,
@@ -71,11 +74,14 @@ impl ApiError {
         }
     }
 
-    fn unauthorized() -> Self {
+    fn unauthorized(token_file: &std::path::Path) -> Self {
         Self {
             status: StatusCode::UNAUTHORIZED,
             kind: ErrorKind::PermissionDenied,
-            message: "missing or wrong bearer token; send Authorization: Bearer <token from <state>/api-token>".into(),
+            message: format!(
+                "missing or wrong bearer token; send Authorization: Bearer <the token in {}>",
+                token_file.display()
+            ),
         }
     }
 
@@ -111,7 +117,7 @@ impl Gateway {
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
         if req.uri().path() != "/healthz" && !self.authorized(&req) {
-            return ApiError::unauthorized().into_response();
+            return ApiError::unauthorized(&self.token_file).into_response();
         }
         match routes::route(&self, req).await {
             Ok(r) => r,
@@ -173,6 +179,7 @@ mod tests {
             )),
             dispatcher,
             token: SecretValue(token.to_string()),
+            token_file: state.join(crate::state::TOKEN_FILE),
             max_request_bytes: 1024,
             skills_root: ws.path().join("skills"),
             trust,
@@ -181,5 +188,17 @@ mod tests {
         let debug = format!("{gateway:?}");
         assert!(!debug.contains(token), "{debug}");
         assert!(debug.contains("token: ***"), "{debug}");
+    }
+
+    #[test]
+    fn unauthorized_names_the_real_token_file() {
+        let file = std::path::Path::new("/srv/bot/.skillbox/api-token");
+        let e = ApiError::unauthorized(file);
+        assert_eq!(e.status, StatusCode::UNAUTHORIZED);
+        assert!(
+            e.message.contains("/srv/bot/.skillbox/api-token") && !e.message.contains("<state>"),
+            "{}",
+            e.message
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The routes of CONTRACT §6 this build serves.
+//! The gateway routes (docs/http-api.md describes each); a known path asked with another
+//! method is answered 405 by [`super::allow`].
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
@@ -138,13 +139,7 @@ pub async fn route(gw: &Gateway, req: Request<Incoming>) -> Reply {
                 .map_err(approval_error)?;
             Ok(ok(&serde_json::to_value(record).unwrap_or_default()))
         }
-        _ => Err(ApiError::new(
-            ErrorKind::NotFound,
-            format!(
-                "no route {} {path}; see CONTRACT §6 for the routes",
-                req.method()
-            ),
-        )),
+        _ => Ok(super::allow::no_route(req.method(), &path, &segments)),
     }
 }
 
@@ -314,8 +309,15 @@ async fn call_tool(
     args: Value,
     context_id: Option<String>,
 ) -> ToolResult {
-    let refused =
-        |e: &dyn std::fmt::Display, kind: ErrorKind| ToolResult::failed("", kind, e.to_string(), 0);
+    // Results answered here (built-ins, refusals) get an id of their own, as dispatched
+    // calls do; dispatched calls draw theirs in the dispatcher.
+    let call_id = match gw.dispatcher.new_call_id() {
+        Ok(id) => id,
+        Err(e) => return ToolResult::failed("", ErrorKind::Unavailable, e.to_string(), 0),
+    };
+    let refused = |e: &dyn std::fmt::Display, kind: ErrorKind| {
+        ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
+    };
     let catalog = gw.dispatcher.catalog();
     let view = match context_id {
         Some(id) => {
@@ -336,7 +338,7 @@ async fn call_tool(
     }
     match tool.as_str() {
         disclosure::LOAD_SKILL => match disclosure::load_skill(&catalog, &args) {
-            Ok(data) => ToolResult::ok("", data, 0),
+            Ok(data) => ToolResult::ok(call_id.clone(), data, 0),
             Err(e) => refused(&e, e.error_kind()),
         },
         disclosure::RUN_SKILL_SCRIPT => match disclosure::resolve_script(&catalog, &args) {
@@ -406,7 +408,7 @@ async fn reload(gw: &Gateway, cause: Cause) -> Reply {
     Ok(ok(&serde_json::to_value(report).unwrap_or_default()))
 }
 
-/// `POST /v1/skills/install`: a verified install (CONTRACT §7), then a reload. A refusal
+/// `POST /v1/skills/install`: a verified install (docs/signing-runbook.md), then a reload. A refusal
 /// answers `{"error", "error_kind", "check"}` with the status of its kind.
 async fn install_skill(
     gw: &Gateway,
@@ -445,8 +447,8 @@ async fn install_skill(
     Ok(ok(&body))
 }
 
-/// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry (CONTRACT
-/// §6), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
+/// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry
+/// (docs/http-api.md), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
 async fn remove_skill(gw: &Gateway, name: &str) -> Reply {
     let policy = gw.trust.clone();
     let name = name.to_string();

@@ -1,4 +1,4 @@
-//! Verified install of skill packages (CONTRACT §7): from a folder or a `.tar.gz`, into a
+//! Verified install of skill packages (docs/signing-runbook.md): from a folder or a `.tar.gz`, into a
 //! private staging folder, checked, verified against the trust store, then renamed
 //! atomically into the skills root and recorded in the install lock. A refusal removes the
 //! staging folder and names the check that failed ([`InstallError::check`]).

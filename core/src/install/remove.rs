@@ -1,4 +1,4 @@
-//! Removing an installed skill (`DELETE /v1/skills/{name}`, CONTRACT §6). Under the lock
+//! Removing an installed skill (`DELETE /v1/skills/{name}`, docs/http-api.md). Under the lock
 //! on the skills root (the one installs take), the skill's folder leaves the skills root in
 //! one rename into a private staging folder, then its lock entry is dropped; when the lock
 //! cannot be written the folder is renamed back. Only skills in the install lock are

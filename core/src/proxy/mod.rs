@@ -10,7 +10,7 @@
 //! - [`sign`]: Ed25519 signatures by keys that never leave the core.
 //!
 //! Every refusal is a [`ProxyError`]; [`ProxyError::to_error_object`] is the one place that
-//! maps it to the JSON-RPC error a tool sees (CONTRACT §2). Approvals (for `sign`) and the
+//! maps it to the JSON-RPC error a tool sees (docs/skill-format.md). Approvals (for `sign`) and the
 //! lookup of a call's skill are the dispatcher's, not this module's.
 
 mod address;

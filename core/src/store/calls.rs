@@ -22,7 +22,7 @@ pub struct CallRecord {
     pub duration_ms: u64,
     /// Whether the tool succeeded.
     pub success: bool,
-    /// Why it failed (CONTRACT §3), when it did.
+    /// Why it failed (docs/http-api.md), when it did.
     pub error_kind: Option<ErrorKind>,
 }
 

@@ -59,7 +59,7 @@ struct Pending {
 }
 
 /// Relays capability requests to the core over a [`LineWriter`] with ids 1, 2, … and waits
-/// for the answers that [`RelayBroker::route_answers`] reads (CONTRACT §5 methods and
+/// for the answers that [`RelayBroker::route_answers`] reads (docs/architecture.md methods and
 /// params, as `server::CoreBroker` sends them over mutual TLS).
 #[derive(Debug)]
 pub struct RelayBroker {

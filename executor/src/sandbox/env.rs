@@ -1,4 +1,4 @@
-//! The exact environment of a tool process (CONTRACT §2): a fixed base, the call's
+//! The exact environment of a tool process (docs/skill-format.md): a fixed base, the call's
 //! SKILLBOX_* variables, and the declared names whose values the core supplied. Nothing
 //! is inherited from the executor.
 

@@ -1,4 +1,4 @@
-//! `protocol: jsonrpc` (CONTRACT §2): one `tool.invoke` request on stdin, capability
+//! `protocol: jsonrpc` (docs/skill-format.md): one `tool.invoke` request on stdin, capability
 //! requests (ids >= 1) answered on stdin, and one final response (id 0) on stdout.
 
 use serde_json::Value;

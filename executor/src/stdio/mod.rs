@@ -1,4 +1,4 @@
-//! The stdio protocols between the executor and a tool process (CONTRACT §2).
+//! The stdio protocols between the executor and a tool process (docs/skill-format.md).
 
 pub mod jsonrpc;
 pub mod output;

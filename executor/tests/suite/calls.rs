@@ -24,7 +24,7 @@ fn exec_rejects_non_json_stdout_line_as_protocol_error() {
     assert_mentions(error, "this is not JSON-RPC");
 }
 
-/// The error carries the exit code and the tail of stderr (CONTRACT §2). Six calls run at
+/// The error carries the exit code and the tail of stderr (docs/skill-format.md). Six calls run at
 /// once: the stderr tail must not depend on which of stdout's EOF and stderr's last bytes
 /// the executor happens to see first.
 #[test]

@@ -1,4 +1,4 @@
-//! Environment leaks: the tool sees exactly the contract's variables (CONTRACT §2) and the
+//! Environment leaks: the tool sees exactly the contract's variables (docs/skill-format.md) and the
 //! declared names the caller supplied, never anything of the executor's own environment.
 
 use std::collections::BTreeMap;

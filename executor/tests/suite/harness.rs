@@ -1,5 +1,5 @@
 //! Test harness: writes skills into a temporary skills root, runs
-//! `skillbox-executor exec` on them and parses the one-line result (CONTRACT §3, §4).
+//! `skillbox-executor exec` on them and parses the one-line result (docs/http-api.md, docs/cli.md).
 //!
 //! Attack tools are Python scripts speaking `protocol: jsonrpc`. Each script is run after
 //! [`PRELUDE`], which reads the `tool.invoke` request and gives the script:
@@ -365,7 +365,7 @@ impl Call<'_> {
 /// The result of one `exec`.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The printed result (CONTRACT §3).
+    /// The printed result (docs/http-api.md).
     pub result: Value,
     /// The executor's log.
     pub stderr: String,

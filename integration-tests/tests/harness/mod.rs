@@ -79,7 +79,7 @@ fn require_enforceable_sandbox() {
     });
 }
 
-/// Whether `program` is on the sandbox PATH of CONTRACT §2.
+/// Whether `program` is on the sandbox PATH of docs/skill-format.md.
 pub fn on_sandbox_path(program: &str) -> bool {
     ["/usr/local/bin", "/usr/bin", "/bin"]
         .iter()
@@ -373,7 +373,7 @@ impl Skillbox {
             .unwrap_or_else(|| json!({}))
     }
 
-    /// `POST /v1/tools/call`; the result of CONTRACT §3.
+    /// `POST /v1/tools/call`; the result of docs/http-api.md.
     pub fn call(&self, tool: &str, args: Value) -> Value {
         let r = self.request(
             "POST",

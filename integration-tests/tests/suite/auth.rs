@@ -5,15 +5,19 @@ use serde_json::json;
 use crate::harness::http;
 use crate::harness::{Options, Skillbox};
 
-fn assert_unauthorized(r: &http::Response, what: &str) {
+fn assert_unauthorized(sb: &Skillbox, r: &http::Response, what: &str) {
     assert_eq!(r.status, 401, "{what}: {}", r.body);
     let body = r.json();
     assert_eq!(body["error_kind"], "permission_denied", "{what}: {body}");
+    let error = body["error"].as_str().unwrap();
     assert!(
-        body["error"]
-            .as_str()
-            .unwrap()
-            .contains("missing or wrong bearer token"),
+        error.contains("missing or wrong bearer token"),
+        "{what}: {body}"
+    );
+    // The real token file, not a placeholder.
+    let token_file = sb.state().join("api-token");
+    assert!(
+        error.contains(token_file.to_str().unwrap()) && !error.contains("<state>"),
         "{what}: {body}"
     );
 }
@@ -24,11 +28,11 @@ fn gateway_refuses_calls_without_or_with_a_wrong_token_but_serves_healthz() {
     let call = json!({"tool": "echo:echo", "args": {"text": "x"}});
 
     let r = http::request(&sb.addr, "POST", "/v1/tools/call", &[], Some(&call)).unwrap();
-    assert_unauthorized(&r, "no token");
+    assert_unauthorized(&sb, &r, "no token");
     let r = http::request(&sb.addr, "GET", "/v1/tools", &[], None).unwrap();
-    assert_unauthorized(&r, "no token on /v1/tools");
+    assert_unauthorized(&sb, &r, "no token on /v1/tools");
     let r = http::request(&sb.addr, "GET", "/v1/approvals", &[], None).unwrap();
-    assert_unauthorized(&r, "no token on /v1/approvals");
+    assert_unauthorized(&sb, &r, "no token on /v1/approvals");
 
     let wrong = format!("Bearer {}x", sb.token);
     let r = http::request(
@@ -39,7 +43,7 @@ fn gateway_refuses_calls_without_or_with_a_wrong_token_but_serves_healthz() {
         Some(&call),
     )
     .unwrap();
-    assert_unauthorized(&r, "wrong token");
+    assert_unauthorized(&sb, &r, "wrong token");
 
     let prefix = format!("Bearer {}", &sb.token[..sb.token.len() - 1]);
     let r = http::request(
@@ -50,7 +54,7 @@ fn gateway_refuses_calls_without_or_with_a_wrong_token_but_serves_healthz() {
         None,
     )
     .unwrap();
-    assert_unauthorized(&r, "a prefix of the token");
+    assert_unauthorized(&sb, &r, "a prefix of the token");
 
     let basic = format!("Basic {}", sb.token);
     let r = http::request(
@@ -61,7 +65,7 @@ fn gateway_refuses_calls_without_or_with_a_wrong_token_but_serves_healthz() {
         None,
     )
     .unwrap();
-    assert_unauthorized(&r, "the token under another scheme");
+    assert_unauthorized(&sb, &r, "the token under another scheme");
 
     let r = http::request(&sb.addr, "GET", "/healthz", &[], None).unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
@@ -73,4 +77,26 @@ fn gateway_refuses_calls_without_or_with_a_wrong_token_but_serves_healthz() {
         sb.call_ok("echo:echo", json!({"text": "x"}))["echo"]["text"],
         "x"
     );
+}
+
+#[test]
+fn gateway_answers_405_to_a_known_path_asked_with_the_wrong_method() {
+    let sb = Skillbox::start(Options::default());
+    for (method, path, allow) in [
+        ("GET", "/v1/tools/call", "POST"),
+        ("POST", "/v1/tools", "GET"),
+        ("GET", "/v1/contexts/c1/skills/echo", "PUT, DELETE"),
+    ] {
+        let r = sb.request(method, path, None);
+        assert_eq!(r.status, 405, "{method} {path}: {}", r.body);
+        let body = r.json();
+        assert_eq!(body["error_kind"], "invalid_args", "{body}");
+        assert!(
+            body["error"].as_str().unwrap().contains(allow),
+            "{method} {path}: {body}"
+        );
+    }
+    let r = sb.request("GET", "/v1/nothing-here", None);
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert_eq!(r.json()["error_kind"], "not_found");
 }

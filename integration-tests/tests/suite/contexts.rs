@@ -46,6 +46,15 @@ fn context_pin_limits_tool_calls_to_its_active_tools() {
     let echoed = call("echo:echo", json!({"text": "x"}));
     assert_eq!(echoed["success"], true, "{echoed}");
     let loaded = call("load_skill", json!({"name": "echo-only"}));
+    // Built-in results and refusals carry a real call id, as dispatched calls do.
+    for result in [&loaded, &refused] {
+        let id = result["call_id"].as_str().unwrap();
+        assert!(
+            id.len() == 24 && id.chars().all(|c| c.is_ascii_hexdigit()),
+            "{result}"
+        );
+    }
+    assert_ne!(loaded["call_id"], refused["call_id"]);
     assert!(loaded["data"]["body"]
         .as_str()
         .unwrap()

@@ -1,4 +1,4 @@
-//! Signed skills end to end (CONTRACT §7): certificates made with `skillbox certs`, packages
+//! Signed skills end to end (docs/signing-runbook.md): certificates made with `skillbox certs`, packages
 //! signed with `skillbox certs sign` and installed through `POST /v1/skills/install`, their
 //! tools called through the gateway; revocation picked up on SIGHUP (and by the trust-folder
 //! watch) while another skill's call is in flight; root rotation with an overlap; a file

@@ -16,3 +16,4 @@ mod repairs;
 mod resilience;
 mod secrets;
 mod signing;
+mod up;

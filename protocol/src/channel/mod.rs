@@ -1,4 +1,4 @@
-//! The mutual-TLS JSON-RPC 2.0 channel between the core and the executor (CONTRACT §5):
+//! The mutual-TLS JSON-RPC 2.0 channel between the core and the executor (docs/architecture.md):
 //! `POST /rpc` over HTTPS, TLS 1.3 only, no session resumption, client certificate
 //! required, and each side's identity (a DNS name in the certificate, issued by the
 //! internal CA) checked, not just its chain.

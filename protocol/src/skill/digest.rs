@@ -1,4 +1,4 @@
-//! The canonical package digest (CONTRACT §7): SHA-256 over a sorted listing of every
+//! The canonical package digest (docs/signing-runbook.md): SHA-256 over a sorted listing of every
 //! regular file's path, mode and SHA-256, the top-level `SIGNATURE` excluded. It is what a
 //! signature covers and what the install lock records.
 //!

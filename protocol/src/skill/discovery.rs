@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::diagnostics::Diagnostic;
 use super::load::{load_skill, LoadOutcome, Skipped};
 use super::model::Skill;
 
@@ -13,6 +14,20 @@ use super::model::Skill;
 pub const DEFAULT_MAX_DEPTH: usize = 3;
 /// Default cap on folders visited per discovery.
 pub const DEFAULT_MAX_FOLDERS: usize = 10_000;
+
+/// Why a folder directly under a skills root that holds files is not a skill.
+pub const NO_MANIFEST: &str =
+    "no SKILL.md, skill.yaml or package.json with an owliabot/skillbox field";
+
+/// Whether `dir` holds at least one regular file whose name does not start with a dot.
+fn holds_files(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries.flatten().any(|e| {
+            !e.file_name().to_string_lossy().starts_with('.')
+                && e.file_type().is_ok_and(|t| t.is_file())
+        })
+    })
+}
 
 /// Limits of one discovery.
 #[derive(Debug, Clone, Copy)]
@@ -166,10 +181,19 @@ impl Walk {
                     tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
                     self.catalog.skipped.push(s);
                 }
-                LoadOutcome::NotASkill if depth + 1 < self.opts.max_depth => {
-                    self.dir(real_root, &child, depth + 1);
+                LoadOutcome::NotASkill => {
+                    let found_before = self.found();
+                    if depth + 1 < self.opts.max_depth {
+                        self.dir(real_root, &child, depth + 1);
+                    }
+                    // A direct child of the root holding files but no manifest, with no skill
+                    // below it either, is a skill in a format skillbox does not read (a
+                    // `skill.rb`, a `README.md` alone): listed, not silently ignored. Folders
+                    // inside a skill (`scripts/`) are never looked at here.
+                    if depth == 0 && self.found() == found_before && holds_files(&child) {
+                        self.skip_unknown(&child);
+                    }
                 }
-                LoadOutcome::NotASkill => {}
             }
         }
     }
@@ -191,6 +215,20 @@ impl Walk {
         }
         self.index.insert(skill.name.clone(), skill.dir.clone());
         self.catalog.skills.push(skill);
+    }
+
+    /// Skills and skipped skill folders found so far.
+    fn found(&self) -> usize {
+        self.catalog.skills.len() + self.catalog.shadowed.len() + self.catalog.skipped.len()
+    }
+
+    fn skip_unknown(&mut self, dir: &Path) {
+        let skipped = Skipped {
+            dir: dir.to_path_buf(),
+            diagnostics: vec![Diagnostic::error(dir, "-", NO_MANIFEST)],
+        };
+        tracing::warn!(dir = %dir.display(), reason = %skipped.reason(), "skill skipped");
+        self.catalog.skipped.push(skipped);
     }
 
     fn refuse(&mut self, dir: &Path, reason: String) {

@@ -57,7 +57,7 @@ pub fn manifest_files(dir: &Path) -> Vec<ManifestFormat> {
     out
 }
 
-/// Loads the skill in `dir` leniently (CONTRACT §1).
+/// Loads the skill in `dir` leniently (docs/skill-format.md).
 pub fn load_skill(dir: &Path) -> LoadOutcome {
     let formats = manifest_files(dir);
     if formats.is_empty() {

@@ -1,5 +1,5 @@
 //! The install lock `<skills-root>/.skillbox-lock.json`: what `skillbox skill install`
-//! put in a skills root, with the digest each installed skill had (CONTRACT §7). The core
+//! put in a skills root, with the digest each installed skill had (docs/signing-runbook.md). The core
 //! writes it (atomically, under a lock on the root); the executor reads it and loads a
 //! listed skill only while its files still hash to the recorded digest.
 //!

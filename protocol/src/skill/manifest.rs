@@ -1,5 +1,5 @@
 //! The partial skill each manifest format yields, and the merge by precedence
-//! (`skill.yaml` over `package.json` over `SKILL.md`, CONTRACT §1).
+//! (`skill.yaml` over `package.json` over `SKILL.md`, docs/skill-format.md).
 
 use serde_json::Value;
 

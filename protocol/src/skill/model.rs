@@ -109,7 +109,7 @@ pub struct Tool {
     pub parameters: Value,
 }
 
-/// Routing metadata (CONTRACT §1).
+/// Routing metadata (docs/skill-format.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Routing {
     /// Words or phrases that should select the skill.

@@ -229,15 +229,33 @@ fn discover_ignores_hidden_folders_and_node_modules() {
 }
 
 #[test]
-fn discover_ignores_plain_npm_packages() {
+fn discover_does_not_load_plain_npm_packages_and_says_why() {
     let root = tempdir().unwrap();
     write_skill(
         root.path(),
         "lib",
         &[("package.json", r#"{ "name": "lib", "description": "d" }"#)],
     );
+    // Deeper down (inside a group folder that holds a skill) it is not reported at all.
+    write_skill(
+        root.path(),
+        "group/dep",
+        &[("package.json", r#"{ "name": "dep" }"#)],
+    );
+    write_skill(
+        root.path(),
+        "group/real",
+        &[("SKILL.md", &skill_md("real", "x", ""))],
+    );
     let catalog = discover(&[root.path().to_path_buf()], DiscoveryOptions::default());
-    assert!(catalog.skills.is_empty() && catalog.skipped.is_empty());
+    let names: Vec<_> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["real"]);
+    // A direct child of the root: listed as skipped, naming the field it lacks.
+    assert_eq!(catalog.skipped.len(), 1, "{:#?}", catalog.skipped);
+    assert_eq!(catalog.skipped[0].dir, root.path().join("lib"));
+    assert!(catalog.skipped[0]
+        .reason()
+        .contains("package.json with an owliabot/skillbox field"));
 }
 
 #[cfg(unix)]
@@ -358,5 +376,51 @@ fn standard_roots_are_in_precedence_order() {
     assert_eq!(
         standard_roots(std::path::Path::new("/w"), None, &[]).len(),
         2
+    );
+}
+
+#[test]
+fn discover_lists_a_folder_without_a_manifest_as_skipped_with_the_reason() {
+    let root = tempdir().unwrap();
+    // A Ruby skill: files, but none of the three manifests.
+    let ruby = write_skill(
+        root.path(),
+        "weather-rb",
+        &[("skill.rb", "puts 'hi'\n"), ("README.md", "# weather\n")],
+    );
+    // A real skill with a scripts/ folder of its own: the inner folder is not a skill.
+    write_skill(
+        root.path(),
+        "echo",
+        &[
+            ("SKILL.md", &skill_md("echo", "x", "")),
+            ("scripts/run.py", "print(1)\n"),
+        ],
+    );
+    // A group folder with a README and a skill below: the group is not a skipped skill.
+    write_skill(
+        root.path(),
+        "group",
+        &[
+            ("README.md", "# group\n"),
+            ("inner/SKILL.md", &skill_md("inner", "x", "")),
+        ],
+    );
+    // An empty folder and one holding only hidden files are not skills either.
+    std::fs::create_dir_all(root.path().join("empty")).unwrap();
+    write_skill(root.path(), "dotfiles", &[(".keep", "")]);
+
+    let catalog = discover(&[root.path().to_path_buf()], DiscoveryOptions::default());
+    let names: Vec<&str> = catalog.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["echo", "inner"]);
+    assert_eq!(catalog.skipped.len(), 1, "{:#?}", catalog.skipped);
+    assert_eq!(catalog.skipped[0].dir, ruby);
+    let reason = catalog.skipped[0].reason();
+    assert!(
+        reason.contains(&ruby.display().to_string())
+            && reason.ends_with(
+                ": no SKILL.md, skill.yaml or package.json with an owliabot/skillbox field"
+            ),
+        "{reason}"
     );
 }

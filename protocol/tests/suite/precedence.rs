@@ -1,4 +1,4 @@
-//! Precedence per field: `skill.yaml` over `package.json` over `SKILL.md` (CONTRACT §1).
+//! Precedence per field: `skill.yaml` over `package.json` over `SKILL.md` (docs/skill-format.md).
 
 use skillbox_protocol::skill::{CostHint, ManifestFormat, Severity, ToolEntry};
 use tempfile::tempdir;

@@ -1,4 +1,4 @@
-//! The `skill.yaml` loader: the CONTRACT §1 example, defaults, version, limits and
+//! The `skill.yaml` loader: the docs/skill-format.md example, defaults, version, limits and
 //! unknown keys named by their exact path.
 
 use skillbox_protocol::skill::{
@@ -9,8 +9,8 @@ use tempfile::tempdir;
 
 use super::common::*;
 
-/// The example of CONTRACT §1, verbatim.
-const CONTRACT_EXAMPLE: &str = r#"name: crypto-price
+/// The example of docs/skill-format.md, verbatim.
+const DOCUMENTED_EXAMPLE: &str = r#"name: crypto-price
 version: 0.1.0                      # semver; required for signed install
 description: Get cryptocurrency prices
 triggers: [price, 价格]
@@ -46,7 +46,7 @@ fn skill_yaml_contract_example_loads_clean() {
         root.path(),
         "crypto-price",
         &[
-            ("skill.yaml", CONTRACT_EXAMPLE),
+            ("skill.yaml", DOCUMENTED_EXAMPLE),
             ("scripts/price.py", "print(1)\n"),
         ],
     );

@@ -1,5 +1,5 @@
 //! `skill.yaml` loader: the skillbox manifest of tools, permissions and limits
-//! (CONTRACT §1). Unknown keys are errors, each naming its exact path.
+//! (docs/skill-format.md). Unknown keys are errors, each naming its exact path.
 
 use std::path::Path;
 
