@@ -14,8 +14,8 @@ use skillbox_protocol::methods::{
 };
 use skillbox_protocol::skill::Security;
 
-use crate::approvals::ApprovalRequest;
-use crate::dispatch::{ActiveCall, Dispatcher};
+use crate::approvals::{ApprovalRequest, Approvals};
+use crate::calls::{ActiveCall, InFlight};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
@@ -23,22 +23,26 @@ use crate::proxy::sign::Signer;
 /// Answers capability callbacks.
 #[derive(Debug)]
 pub struct Callbacks {
-    dispatcher: Arc<Dispatcher>,
+    in_flight: Arc<InFlight>,
+    approvals: Arc<Approvals>,
     fetch: FetchProxy,
     read_file: ReadFileProxy,
     signer: Signer,
 }
 
 impl Callbacks {
-    /// Callbacks over the dispatcher's in-flight calls and the proxies.
+    /// Callbacks over the calls in flight, the approvals (a signature waits for one) and
+    /// the proxies.
     pub fn new(
-        dispatcher: Arc<Dispatcher>,
+        in_flight: Arc<InFlight>,
+        approvals: Arc<Approvals>,
         fetch: FetchProxy,
         read_file: ReadFileProxy,
         signer: Signer,
     ) -> Self {
         Self {
-            dispatcher,
+            in_flight,
+            approvals,
             fetch,
             read_file,
             signer,
@@ -52,7 +56,7 @@ impl Callbacks {
         let p: CoreCallbackParams<Value> = serde_json::from_value(params.unwrap_or(Value::Null))
             .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("callback params: {e}")))?;
         let call = self
-            .dispatcher
+            .in_flight
             .authorize(&p.call_id, &p.capability_token)
             .map_err(|e| {
                 tracing::warn!(call_id = %p.call_id, reason = %e, "capability callback refused");
@@ -101,8 +105,7 @@ impl Callbacks {
                     ));
                 }
                 let asked = self
-                    .dispatcher
-                    .approvals()
+                    .approvals
                     .request(ApprovalRequest {
                         skill: call.skill.name.clone(),
                         tool: call.tool.clone(),

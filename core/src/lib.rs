@@ -5,10 +5,10 @@
 pub mod approvals;
 pub mod availability;
 pub mod callbacks;
+pub mod calls;
 pub mod cli;
 pub mod config;
 pub mod contexts;
-pub mod dispatch;
 pub mod docker;
 pub mod executors;
 pub mod gateway;

@@ -23,7 +23,7 @@ use skillbox_protocol::methods::method;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
-use crate::dispatch::Dispatcher;
+use crate::calls::Dispatcher;
 use crate::install::{verify, TrustPolicy};
 
 /// How long a reload waits for the executor to reload its registry (it hashes every

@@ -18,8 +18,9 @@ use tokio::net::TcpListener;
 
 use crate::approvals::{ApprovalPolicy, Approvals};
 use crate::callbacks::Callbacks;
+use crate::calls::transport::Containers;
+use crate::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
 use crate::config::Config;
-use crate::dispatch::Dispatcher;
 use crate::docker::oneoff::ContainerRunner;
 use crate::docker::supervisor::Supervisor;
 use crate::executors::ExecutorPool;
@@ -143,16 +144,10 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         executor_urls.retain(|u| !u.is_empty());
     }
     let executor = Arc::new(ExecutorPool::new(&executor_urls, core_files.clone())?);
-    let dispatcher = Arc::new(Dispatcher::new(
-        catalog,
-        executor,
-        Secrets::load(&state_dir)?,
-        approvals,
-        store,
-        Duration::from_millis(config.executor.call_timeout_ms),
-    ));
+    let in_flight = Arc::new(InFlight::default());
     let callbacks = Arc::new(Callbacks::new(
-        Arc::clone(&dispatcher),
+        Arc::clone(&in_flight),
+        Arc::clone(&approvals),
         FetchProxy::new(FetchConfig {
             allow_private: config.fetch.allow_private.clone(),
             max_response_bytes: config.fetch.max_response_bytes,
@@ -173,17 +168,29 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
     ));
     let engine = crate::docker::Engine::connect(&config.docker).await?;
-    let mut supervisor = None;
-    if let Some(engine) = engine {
+    let mut containers: Option<Arc<dyn ExecutorTransport>> = None;
+    if let Some(engine) = &engine {
         let runner = Arc::new(ContainerRunner::new(
             engine.clone(),
             &skills_root,
             &state_dir,
             &config.docker,
+            Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
         ));
         runner.sweep().await;
-        runner.set_callbacks(Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>);
-        dispatcher.set_container_runner(runner);
+        containers = Some(Arc::new(Containers(runner)));
+    }
+    let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
+        catalog,
+        transports: Transports::new(Arc::clone(&executor), containers),
+        secrets: Secrets::load(&state_dir)?,
+        approvals,
+        store,
+        in_flight,
+        call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
+    }));
+    let mut supervisor = None;
+    if let Some(engine) = engine {
         if config.docker.supervise && !embedded {
             supervisor = Supervisor::new(engine, Arc::clone(dispatcher.executor()), &config.docker)
                 .map(Arc::new);

@@ -20,7 +20,7 @@ use skillbox_protocol::result::ErrorKind;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
-use crate::dispatch::Dispatcher;
+use crate::calls::Dispatcher;
 
 /// What the gateway serves.
 #[derive(Debug)]
@@ -165,10 +165,7 @@ mod tests {
     #[test]
     fn gateway_debug_does_not_print_the_api_token() {
         let ws = tempfile::tempdir().unwrap();
-        let dispatcher = Arc::new(crate::dispatch::test_dispatcher(
-            ws.path(),
-            Catalog::default(),
-        ));
+        let dispatcher = Arc::new(crate::calls::test_dispatcher(ws.path(), Catalog::default()));
         let state = ws.path().join(crate::state::STATE_DIR);
         let trust = crate::install::TrustPolicy::for_workspace(ws.path(), &state, false);
         let token = "gateway-token-3f9a1c77e2";

@@ -204,7 +204,7 @@ async fn healthz(gw: &Gateway) -> Reply {
         "sandbox": health,
         "executors": pool.status(),
         "supervisor": gw.supervisor.as_ref().map(|s| s.status()),
-        "container_sandbox": gw.dispatcher.container_runner().is_some(),
+        "container_sandbox": gw.dispatcher.has_container_sandbox(),
     })))
 }
 

@@ -18,8 +18,8 @@ use skillbox_protocol::skill::{Catalog, Skill};
 
 use super::execute::{self, Run, Stage, Target, PREREQUISITE_MISSING};
 use super::{route_for_gateway, ActivationPlan, FallbackStep};
+use crate::calls::Dispatcher;
 use crate::contexts::{self, ContextView};
-use crate::dispatch::Dispatcher;
 use crate::store::{unix_ms_now, RouteEvent};
 
 /// The body of `POST /v1/route/execute`.

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use skillbox_protocol::skill::Catalog;
 
 use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
+use crate::calls::Dispatcher;
 use crate::config::Config;
-use crate::dispatch::Dispatcher;
 use crate::random::RandomError;
 
 /// The router of the latest catalogue; holding the `Arc` keeps pointer identity sound.

@@ -19,7 +19,7 @@ pub mod spec;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::query_parameters::{
@@ -116,7 +116,7 @@ pub struct ContainerRunner {
     owner: String,
     slots: Arc<Semaphore>,
     max_containers: usize,
-    callbacks: OnceLock<Arc<dyn RpcHandler>>,
+    callbacks: Arc<dyn RpcHandler>,
 }
 
 impl std::fmt::Debug for ContainerRunner {
@@ -131,12 +131,14 @@ impl std::fmt::Debug for ContainerRunner {
 
 impl ContainerRunner {
     /// A runner on `engine` for skills under `skills_root` (the core's path), for the
-    /// core whose state is in `state_dir`.
+    /// core whose state is in `state_dir`; the calls' capability requests go to
+    /// `callbacks`.
     pub fn new(
         engine: Engine,
         skills_root: &Path,
         state_dir: &Path,
         config: &DockerSection,
+        callbacks: Arc<dyn RpcHandler>,
     ) -> Self {
         Self {
             owner: spec::owner(&engine, state_dir),
@@ -149,13 +151,8 @@ impl ContainerRunner {
             },
             slots: Arc::new(Semaphore::new(config.max_containers)),
             max_containers: config.max_containers,
-            callbacks: OnceLock::new(),
+            callbacks,
         }
-    }
-
-    /// Where the capability requests of container calls go (set once, at start).
-    pub fn set_callbacks(&self, callbacks: Arc<dyn RpcHandler>) {
-        let _ = self.callbacks.set(callbacks);
     }
 
     /// Removes per-call containers this core left behind (it died mid-call).

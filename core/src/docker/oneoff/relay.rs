@@ -7,7 +7,7 @@
 use bollard::container::LogOutput;
 use bollard::query_parameters::AttachContainerOptionsBuilder;
 use futures_util::StreamExt;
-use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Id, Message, Request, Response};
+use skillbox_protocol::jsonrpc::{self, Id, Message, Request, Response};
 use skillbox_protocol::methods::{method, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -134,13 +134,7 @@ impl ContainerRunner {
                     .map_err(|e| OneOffError::Protocol(format!("not a tool result: {e}")))
             }
             Ok(Message::Request(req)) => {
-                let outcome = match self.callbacks.get() {
-                    Some(h) => h.handle(&req.method, req.params).await,
-                    None => Err(ErrorObject::new(
-                        code::CAPABILITY_UNAVAILABLE,
-                        "the core has no callback handler for container calls",
-                    )),
-                };
+                let outcome = self.callbacks.handle(&req.method, req.params).await;
                 let response = match outcome {
                     Ok(v) => Response::ok(req.id, v),
                     Err(e) => Response::error(Some(req.id), e),

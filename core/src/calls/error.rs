@@ -1,0 +1,101 @@
+//! Why a call did not reach its tool, or did not come back: one enum whose variants name
+//! the step that failed, and whose [`CallError::kind`] is the only place a failure of the
+//! pipeline becomes an `error_kind` (and, through it, an HTTP status or JSON-RPC code).
+
+use skillbox_protocol::channel::client::ClientError;
+use skillbox_protocol::result::ErrorKind;
+
+use crate::approvals::ApprovalError;
+use crate::docker::oneoff::OneOffError;
+use crate::random::RandomError;
+
+/// A failure of the call pipeline.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The tool name is not `skill:tool`.
+    #[error("{0:?} is not a tool name; use \"skill:tool\"")]
+    NotAToolName(String),
+    /// No skill of that name.
+    #[error("no skill named {0:?}")]
+    NoSuchSkill(String),
+    /// The trust policy disabled the skill.
+    #[error("skill {skill:?} is disabled by the trust policy: {why}")]
+    Disabled {
+        /// The skill.
+        skill: String,
+        /// The policy's reason.
+        why: String,
+    },
+    /// The skill has no tool of that name.
+    #[error("skill {skill:?} has no tool {tool:?}")]
+    NoSuchTool {
+        /// The skill.
+        skill: String,
+        /// The tool asked for.
+        tool: String,
+    },
+    /// The skill cannot run now (a program, the OS, an env value).
+    #[error("skill {skill:?} is unavailable: {reason}")]
+    Unavailable {
+        /// The skill.
+        skill: String,
+        /// Why ([`crate::router::context_readiness`]).
+        reason: String,
+    },
+    /// The approval was denied, timed out, or could not be asked for.
+    #[error(transparent)]
+    Approval(#[from] ApprovalError),
+    /// No capability token could be drawn.
+    #[error(transparent)]
+    Random(#[from] RandomError),
+    /// A container-sandbox skill and no Docker engine.
+    #[error(
+        "skill {0:?} asks for execution.sandbox: container and the core has no Docker engine; \
+         give the core the Docker socket ([docker] socket) or change the skill's sandbox"
+    )]
+    NoContainerEngine(String),
+    /// The per-call container failed.
+    #[error(transparent)]
+    Container(#[from] OneOffError),
+    /// The executor refused the request itself.
+    #[error("the executor refused the call: {0}")]
+    ExecutorRefused(String),
+    /// The executor's answer is not a tool result.
+    #[error("the executor's answer is not a tool result: {0}")]
+    BadAnswer(String),
+    /// The executor did not answer in time.
+    #[error("{0}")]
+    ExecutorTimeout(ClientError),
+    /// No executor could be reached, or the connection broke.
+    #[error("the executor is unavailable ({0}); the call did not complete, retry once it is back")]
+    ExecutorUnavailable(ClientError),
+}
+
+impl CallError {
+    /// The `error_kind` a caller sees.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            CallError::NotAToolName(_)
+            | CallError::NoSuchSkill(_)
+            | CallError::NoSuchTool { .. } => ErrorKind::NotFound,
+            CallError::Disabled { .. } => ErrorKind::PermissionDenied,
+            CallError::Unavailable { .. }
+            | CallError::Random(_)
+            | CallError::NoContainerEngine(_)
+            | CallError::ExecutorUnavailable(_) => ErrorKind::Unavailable,
+            CallError::Approval(e) => e.error_kind(),
+            CallError::Container(e) => e.error_kind(),
+            CallError::ExecutorRefused(_) | CallError::BadAnswer(_) => ErrorKind::Protocol,
+            CallError::ExecutorTimeout(_) => ErrorKind::Timeout,
+        }
+    }
+
+    /// The error of an executor request that failed.
+    pub fn from_client(e: ClientError) -> Self {
+        match e {
+            ClientError::Rpc(e) => CallError::ExecutorRefused(e.message),
+            e @ ClientError::Timeout { .. } => CallError::ExecutorTimeout(e),
+            e => CallError::ExecutorUnavailable(e),
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! The call pipeline: one gateway (or MCP, or CLI) tool call to the tool and back, in four
+//! steps, each decided in exactly one place ([`pipeline`]):
+//!
+//! 1. **admit**: the tool exists, its skill is not disabled by the trust policy, and it is
+//!    available where tools run ([`crate::router::context_readiness`] over the executors'
+//!    sandbox facts);
+//! 2. **approve**: a `write` tool waits for the operator (a `sign` tool waits at each
+//!    signature, in the callbacks);
+//! 3. **dispatch**: a call id and a capability token, the declared env values, the call
+//!    registered in [`InFlight`] for its callbacks, and the [`ExecutorTransport`] of the
+//!    skill's sandbox (the executor pool, or per-call containers);
+//! 4. **record**: the outcome in the state store.
+//!
+//! Failures are [`CallError`]s, whose kind is the call's `error_kind`.
+
+mod error;
+mod inflight;
+mod pipeline;
+pub mod transport;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use skillbox_protocol::skill::{Catalog, Skill};
+
+pub use self::error::CallError;
+pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
+pub use self::transport::ExecutorTransport;
+use crate::approvals::Approvals;
+use crate::availability::SandboxReadiness;
+use crate::executors::ExecutorPool;
+use crate::random::{self, RandomSource, SystemSource};
+use crate::router::context_readiness;
+use crate::secrets::Secrets;
+use crate::store::Store;
+
+/// Where the pipeline sends calls: the executor pool (whose health also tells what the
+/// sandboxes can start) and, when the core has a Docker engine, per-call containers.
+#[derive(Debug, Clone)]
+pub struct Transports {
+    /// The executors.
+    pub pool: Arc<ExecutorPool>,
+    /// How calls of process-sandbox skills run (the pool, or a fake in tests).
+    pub process: Arc<dyn ExecutorTransport>,
+    /// How calls of `execution.sandbox: container` skills run, when there is an engine.
+    pub containers: Option<Arc<dyn ExecutorTransport>>,
+}
+
+impl Transports {
+    /// Calls go to `pool`; container-sandbox calls to `containers` when given.
+    pub fn new(pool: Arc<ExecutorPool>, containers: Option<Arc<dyn ExecutorTransport>>) -> Self {
+        Self {
+            process: Arc::clone(&pool) as Arc<dyn ExecutorTransport>,
+            pool,
+            containers,
+        }
+    }
+}
+
+/// Runs tool calls through the pipeline; holds the catalogue they are admitted against.
+#[derive(Debug)]
+pub struct Dispatcher {
+    catalog: RwLock<Arc<Catalog>>,
+    transports: Transports,
+    secrets: Secrets,
+    approvals: Arc<Approvals>,
+    store: Store,
+    in_flight: Arc<InFlight>,
+    call_timeout: Duration,
+    rng: Arc<dyn RandomSource>,
+}
+
+/// What a [`Dispatcher`] is built from.
+#[derive(Debug)]
+pub struct DispatcherParts {
+    /// The skills calls are admitted against.
+    pub catalog: Catalog,
+    /// Where calls run.
+    pub transports: Transports,
+    /// The env values the core holds.
+    pub secrets: Secrets,
+    /// The operator's approvals.
+    pub approvals: Arc<Approvals>,
+    /// Where outcomes are recorded.
+    pub store: Store,
+    /// The calls in flight (shared with the callbacks).
+    pub in_flight: Arc<InFlight>,
+    /// Longest wait for the executor's answer.
+    pub call_timeout: Duration,
+}
+
+impl Dispatcher {
+    /// A dispatcher from its parts; ids and tokens come from the operating system.
+    pub fn new(parts: DispatcherParts) -> Self {
+        Self {
+            catalog: RwLock::new(Arc::new(parts.catalog)),
+            transports: parts.transports,
+            secrets: parts.secrets,
+            approvals: parts.approvals,
+            store: parts.store,
+            in_flight: parts.in_flight,
+            call_timeout: parts.call_timeout,
+            rng: Arc::new(SystemSource::default()),
+        }
+    }
+
+    /// Draws call ids and capability tokens from `rng` instead of the operating system
+    /// (a seam for tests of a failing source).
+    pub fn with_random(mut self, rng: Arc<dyn RandomSource>) -> Self {
+        self.rng = rng;
+        self
+    }
+
+    /// The skills the core knows.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog
+            .read()
+            .map(|c| Arc::clone(&c))
+            .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
+    }
+
+    /// Replaces the catalog (after a reload).
+    pub fn set_catalog(&self, catalog: Catalog) {
+        if let Ok(mut c) = self.catalog.write() {
+            *c = Arc::new(catalog);
+        }
+    }
+
+    /// The executors.
+    pub fn executor(&self) -> &Arc<ExecutorPool> {
+        &self.transports.pool
+    }
+
+    /// Whether `execution.sandbox: container` calls can run (the core has a Docker engine).
+    pub fn has_container_sandbox(&self) -> bool {
+        self.transports.containers.is_some()
+    }
+
+    /// The approvals.
+    pub fn approvals(&self) -> &Arc<Approvals> {
+        &self.approvals
+    }
+
+    /// The secrets.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
+    /// The state store (call records, skill stats).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The calls in flight.
+    pub fn in_flight(&self) -> &Arc<InFlight> {
+        &self.in_flight
+    }
+
+    /// What the executors' sandboxes can start and the env values the core holds: the
+    /// readiness every availability question is answered from.
+    pub fn readiness(&self) -> SandboxReadiness<'_> {
+        SandboxReadiness::new(self.transports.pool.sandbox_facts(), &self.secrets)
+    }
+
+    /// Why a skill cannot be used now, if it cannot: a program its tools need that the
+    /// executors' sandboxes lack, an OS they do not run, an env value the core does not
+    /// hold ([`crate::router::context_readiness`], the one verdict).
+    pub fn unavailable_reason(&self, skill: &Skill) -> Option<String> {
+        context_readiness(skill, &self.readiness()).1
+    }
+
+    /// A fresh call id (24 hex digits), for results the gateway answers itself (built-in
+    /// tools, refusals before dispatch).
+    pub fn new_call_id(&self) -> Result<String, random::RandomError> {
+        random::hex(self.rng.as_ref(), 12, "call id")
+    }
+}
+
+/// A dispatcher over `catalog` with its state in `<ws>/.skillbox` and no executor
+/// listening (for tests here and in the gateway).
+#[cfg(test)]
+pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
+    let state = crate::state::ensure_dir(ws).unwrap();
+    crate::pki::ensure(&state).unwrap();
+    let pool = Arc::new(
+        ExecutorPool::new(
+            &["https://127.0.0.1:9".to_string()],
+            crate::pki::core_files(&state),
+        )
+        .unwrap(),
+    );
+    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let approvals = Arc::new(Approvals::new(
+        store.clone(),
+        crate::approvals::ApprovalPolicy {
+            auto_approve: Vec::new(),
+            timeout_ms: 1000,
+        },
+    ));
+    Dispatcher::new(DispatcherParts {
+        catalog,
+        transports: Transports::new(pool, None),
+        secrets: Secrets::default(),
+        approvals,
+        store,
+        in_flight: Arc::new(InFlight::default()),
+        call_timeout: Duration::from_secs(5),
+    })
+}
+
+#[cfg(test)]
+mod tests;

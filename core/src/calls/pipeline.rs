@@ -1,0 +1,201 @@
+//! The steps of one call: admit → approve → dispatch → record (see the module docs of
+//! [`super`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
+
+use super::inflight::{ActiveCall, ApprovalTrail};
+use super::{CallError, Dispatcher};
+use crate::approvals::ApprovalRequest;
+use crate::random;
+use crate::store::{unix_ms_now, CallRecord};
+
+/// A call that passed admission: the skill and the tool it names.
+struct Admitted {
+    skill: Arc<Skill>,
+    tool: Tool,
+}
+
+impl Dispatcher {
+    /// Runs `skill:tool` with `args` through the pipeline and records the outcome.
+    pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
+        let started = Instant::now();
+        let started_at = unix_ms_now();
+        let call_id = match self.new_call_id() {
+            Ok(id) => id,
+            Err(e) => {
+                tracing::error!(tool = %full_name, error = %e, "call refused");
+                let e = CallError::Random(e);
+                return ToolResult::failed(String::new(), e.kind(), e.to_string(), 0);
+            }
+        };
+        let trail = ApprovalTrail::default();
+        let outcome = self.run(&call_id, full_name, args, &trail).await;
+        let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut result = match outcome {
+            Ok(r) => r,
+            Err(e) => ToolResult::failed(call_id.clone(), e.kind(), e.to_string(), duration_ms),
+        };
+        result.call_id = call_id.clone();
+        result.approval_id = trail.last();
+        self.record(full_name, call_id, started_at, duration_ms, &result)
+            .await;
+        result
+    }
+
+    async fn run(
+        &self,
+        call_id: &str,
+        full_name: &str,
+        args: Value,
+        trail: &ApprovalTrail,
+    ) -> Result<ToolResult, CallError> {
+        let admitted = self.admit(full_name)?;
+        self.approve(&admitted, &args, trail).await?;
+        self.dispatch(call_id, admitted, args, trail).await
+    }
+
+    /// The tool exists, its skill is not disabled, and it can run where tools run.
+    fn admit(&self, full_name: &str) -> Result<Admitted, CallError> {
+        let (skill_name, tool_name) = full_name
+            .split_once(':')
+            .ok_or_else(|| CallError::NotAToolName(full_name.to_string()))?;
+        let catalog = self.catalog();
+        let skill = match catalog.get(skill_name) {
+            Some(skill) => Arc::new(skill.clone()),
+            None => {
+                return Err(
+                    match crate::install::disabled::reason(&catalog, skill_name) {
+                        Some(why) => CallError::Disabled {
+                            skill: skill_name.to_string(),
+                            why,
+                        },
+                        None => CallError::NoSuchSkill(skill_name.to_string()),
+                    },
+                )
+            }
+        };
+        let tool = skill
+            .tool(tool_name)
+            .cloned()
+            .ok_or_else(|| CallError::NoSuchTool {
+                skill: skill_name.to_string(),
+                tool: tool_name.to_string(),
+            })?;
+        if let Some(reason) = self.unavailable_reason(&skill) {
+            return Err(CallError::Unavailable {
+                skill: skill_name.to_string(),
+                reason,
+            });
+        }
+        Ok(Admitted { skill, tool })
+    }
+
+    /// A `write` tool waits for an approval of the call. A `sign` tool waits at each
+    /// signature instead, where the operator sees what is being signed (callbacks.rs):
+    /// asking twice for one signature would only train operators to click through.
+    async fn approve(
+        &self,
+        admitted: &Admitted,
+        args: &Value,
+        trail: &ApprovalTrail,
+    ) -> Result<(), CallError> {
+        if admitted.tool.security != Security::Write {
+            return Ok(());
+        }
+        let asked = self
+            .approvals
+            .request(ApprovalRequest {
+                skill: admitted.skill.name.clone(),
+                tool: admitted.tool.name.clone(),
+                args: args.clone(),
+                security: admitted.tool.security,
+            })
+            .await;
+        if let Some(id) = match &asked {
+            Ok(grant) => grant.approval_id(),
+            Err(e) => e.approval_id(),
+        } {
+            trail.note(id);
+        }
+        asked?;
+        Ok(())
+    }
+
+    /// Issues the capability token, registers the call for its callbacks while it runs,
+    /// and hands it to the transport of the skill's sandbox.
+    async fn dispatch(
+        &self,
+        call_id: &str,
+        admitted: Admitted,
+        args: Value,
+        trail: &ApprovalTrail,
+    ) -> Result<ToolResult, CallError> {
+        let Admitted { skill, tool } = admitted;
+        let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
+        let params = ToolExecuteParams {
+            call_id: call_id.to_string(),
+            capability_token: token.clone(),
+            skill: skill.name.clone(),
+            tool: tool.name.clone(),
+            args,
+            env: self.secrets.for_names(&skill.permissions.env),
+        };
+        let active = Arc::new(ActiveCall {
+            skill: Arc::clone(&skill),
+            tool: tool.name.clone(),
+            security: tool.security,
+            token,
+            approvals: trail.clone(),
+        });
+        let _registered = self.in_flight.register(call_id, active);
+        if skill.execution.sandbox == SandboxKind::Container {
+            let containers = self
+                .transports
+                .containers
+                .as_ref()
+                .ok_or_else(|| CallError::NoContainerEngine(skill.name.clone()))?;
+            let timeout = Duration::from_millis(skill.timeout_ms(&tool));
+            return containers.execute(skill, params, timeout).await;
+        }
+        self.transports
+            .process
+            .execute(skill, params, self.call_timeout)
+            .await
+    }
+
+    /// Records the outcome (off the async workers; a failure to record is logged).
+    async fn record(
+        &self,
+        full_name: &str,
+        call_id: String,
+        started_at: i64,
+        duration_ms: u64,
+        result: &ToolResult,
+    ) {
+        let Some((skill, tool)) = full_name.split_once(':') else {
+            return;
+        };
+        let record = CallRecord {
+            call_id,
+            skill: skill.to_string(),
+            tool: tool.to_string(),
+            started_at,
+            duration_ms,
+            success: result.success,
+            error_kind: result.error_kind,
+        };
+        let store = self.store.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Err(e) = store.record_call(&record) {
+                tracing::error!(error = %e, "cannot record the call");
+            }
+        })
+        .await;
+    }
+}

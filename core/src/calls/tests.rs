@@ -1,0 +1,121 @@
+//! The pipeline's refusals before anything reaches an executor.
+
+use std::path::Path;
+
+use serde_json::Value;
+use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::skill::{discover, DiscoveryOptions};
+
+use super::*;
+use crate::random::fake::FailingAfter;
+
+/// A dispatcher over the skill `s` (tool `t`) in `ws`, no executor listening, whose
+/// random source gives `ok_draws` draws and then fails.
+fn dispatcher(ws: &Path, ok_draws: usize) -> Dispatcher {
+    let skills = ws.join("skills");
+    std::fs::create_dir_all(skills.join("s")).unwrap();
+    std::fs::write(
+        skills.join("s/skill.yaml"),
+        "name: s\nversion: 0.1.0\ndescription: test skill\ntools:\n  - name: t\n    \
+         description: test tool\n    command: [\"true\"]\n",
+    )
+    .unwrap();
+    let catalog = discover(&[skills], DiscoveryOptions::default());
+    assert!(catalog.get("s").is_some(), "{:?}", catalog.skipped);
+    test_dispatcher(ws, catalog).with_random(Arc::new(FailingAfter::new(ok_draws)))
+}
+
+#[tokio::test]
+async fn call_fails_unavailable_when_no_call_id_can_be_drawn() {
+    let ws = tempfile::tempdir().unwrap();
+    let r = dispatcher(ws.path(), 0).call("s:t", Value::Null).await;
+    assert!(!r.success);
+    assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
+    let error = r.error.unwrap_or_default();
+    assert!(error.contains("no call id could be made"), "{error}");
+    assert!(r.call_id.is_empty(), "an id of zeros: {}", r.call_id);
+}
+
+#[tokio::test]
+async fn call_fails_unavailable_when_no_capability_token_can_be_drawn() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path(), 1);
+    let r = d.call("s:t", serde_json::json!({})).await;
+    assert!(!r.success);
+    assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
+    let error = r.error.unwrap_or_default();
+    assert!(
+        error.contains("no capability token could be made"),
+        "{error}"
+    );
+    // Nothing was registered for callbacks: no call holds a token of zeros.
+    assert!(d.in_flight().is_empty());
+    let zeros = SecretValue(base64::Engine::encode(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
+        [0u8; 32],
+    ));
+    assert_eq!(
+        d.in_flight().authorize(&r.call_id, &zeros).unwrap_err(),
+        CallbackAuthError::UnknownCall(r.call_id.clone())
+    );
+}
+
+/// The dispatcher of [`dispatcher`] with calls of process-sandbox skills answered by `fake`.
+fn with_fake<F>(ws: &Path, fake: F) -> Dispatcher
+where
+    F: Fn(&skillbox_protocol::methods::ToolExecuteParams) -> Result<ToolResult, CallError>
+        + Send
+        + Sync
+        + 'static,
+{
+    let mut d = dispatcher(ws, usize::MAX);
+    d.transports.process = Arc::new(transport::Fake(fake));
+    d
+}
+
+#[tokio::test]
+async fn pipeline_hands_an_admitted_call_to_the_transport_with_a_fresh_token() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = with_fake(ws.path(), |params| {
+        assert_eq!((params.skill.as_str(), params.tool.as_str()), ("s", "t"));
+        assert!(!params.capability_token.0.is_empty());
+        Ok(ToolResult::ok(
+            params.call_id.clone(),
+            serde_json::json!({"ran": true}),
+            1,
+        ))
+    });
+    let r = d.call("s:t", serde_json::json!({})).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.data, Some(serde_json::json!({"ran": true})));
+    assert_eq!(r.call_id.len(), 24);
+    assert!(
+        d.in_flight().is_empty(),
+        "the call left the in-flight table"
+    );
+}
+
+#[tokio::test]
+async fn pipeline_refuses_unknown_names_before_the_transport() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = with_fake(ws.path(), |_| panic!("nothing may run"));
+    for (name, kind, says) in [
+        ("st", ErrorKind::NotFound, "is not a tool name"),
+        ("nope:t", ErrorKind::NotFound, "no skill named"),
+        ("s:nope", ErrorKind::NotFound, "has no tool"),
+    ] {
+        let r = d.call(name, serde_json::json!({})).await;
+        assert_eq!(r.error_kind, Some(kind), "{name}: {r:?}");
+        assert!(r.error.unwrap_or_default().contains(says), "{name}");
+    }
+}
+
+#[tokio::test]
+async fn pipeline_maps_transport_failures_to_their_kind() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = with_fake(ws.path(), |_| Err(CallError::BadAnswer("garbage".into())));
+    let r = d.call("s:t", serde_json::json!({})).await;
+    assert_eq!(r.error_kind, Some(ErrorKind::Protocol), "{r:?}");
+    assert!(r.error.unwrap_or_default().contains("not a tool result"));
+}
