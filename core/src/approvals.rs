@@ -10,6 +10,7 @@
 //! otherwise notices a decision written by another process (the CLI on the same database)
 //! within [`POLL_INTERVAL`].
 
+use skillbox_protocol::ToolRef;
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
@@ -62,9 +63,8 @@ impl ApprovalPolicy {
     /// Whether the policy approves every call of `skill:tool`.
     pub fn auto_approves(&self, skill: &str, tool: &str) -> bool {
         self.auto_approve.iter().any(|pattern| {
-            pattern
-                .split_once(':')
-                .is_some_and(|(s, t)| s == skill && (t == tool || t == "*"))
+            ToolRef::parse(pattern)
+                .is_ok_and(|p| p.skill == skill && (p.tool == tool || p.tool == "*"))
         })
     }
 }

@@ -9,6 +9,7 @@
 //! `core.readFile` request lines on stdout and answered on stdin, and the executor ends with
 //! the result as the response line of id 0. See [`skillbox_executor::relay`].
 
+use skillbox_protocol::ToolRef;
 use std::collections::BTreeMap;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -296,7 +297,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     let Some(tool) = a.tool.as_deref() else {
         return usage("--tool SKILL:TOOL is required (or --stdio)");
     };
-    let Some((skill, tool)) = tool.split_once(':') else {
+    let Ok(ToolRef { skill, tool }) = ToolRef::parse(tool) else {
         return usage("--tool must be SKILL:TOOL, e.g. echo:echo");
     };
     let (args, env) = match exec_input(&a) {

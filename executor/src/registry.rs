@@ -6,6 +6,7 @@
 //! unreadable lock loads nothing of its root (fail closed). A skill kept out that way is remembered with the reason
 //! ([`Registry::refusal`]), so a call of it is refused with that reason, not as unknown.
 
+use skillbox_protocol::ToolRef;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -209,7 +210,7 @@ impl Registry {
             .values()
             .flat_map(|s| {
                 s.skill.tools.iter().map(|t| ToolInfo {
-                    name: format!("{}:{}", s.skill.name, t.name),
+                    name: ToolRef::new(&s.skill.name, &t.name).to_string(),
                     description: t.description.clone(),
                     parameters: t.parameters.clone(),
                     security: t.security,

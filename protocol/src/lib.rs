@@ -4,6 +4,7 @@
 //! - [`methods`]: params and results of every method in docs/skill-format.md (tool stdio) and §5
 //!   (core ↔ executor).
 //! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
+//! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool.
 //! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
 //!   `skill.yaml`, `package.json`), validation and discovery over several roots.
 //!
@@ -15,3 +16,6 @@ pub mod jsonrpc;
 pub mod methods;
 pub mod result;
 pub mod skill;
+pub mod tool_ref;
+
+pub use tool_ref::{ToolRef, ToolRefError};

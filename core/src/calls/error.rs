@@ -4,6 +4,7 @@
 
 use skillbox_protocol::channel::client::ClientError;
 use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::ToolRefError;
 
 use crate::approvals::ApprovalError;
 use crate::docker::oneoff::OneOffError;
@@ -13,8 +14,8 @@ use crate::random::RandomError;
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
     /// The tool name is not `skill:tool`.
-    #[error("{0:?} is not a tool name; use \"skill:tool\"")]
-    NotAToolName(String),
+    #[error(transparent)]
+    NotAToolName(#[from] ToolRefError),
     /// No skill of that name.
     #[error("no skill named {0:?}")]
     NoSuchSkill(String),

@@ -8,6 +8,7 @@ use serde_json::Value;
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
+use skillbox_protocol::ToolRef;
 
 use super::inflight::{ActiveCall, ApprovalTrail};
 use super::{CallError, Dispatcher};
@@ -62,9 +63,11 @@ impl Dispatcher {
 
     /// The tool exists, its skill is not disabled, and it can run where tools run.
     fn admit(&self, full_name: &str) -> Result<Admitted, CallError> {
-        let (skill_name, tool_name) = full_name
-            .split_once(':')
-            .ok_or_else(|| CallError::NotAToolName(full_name.to_string()))?;
+        let ToolRef {
+            skill: skill_name,
+            tool: tool_name,
+        } = ToolRef::parse(full_name)?;
+        let (skill_name, tool_name) = (skill_name.as_str(), tool_name.as_str());
         let catalog = self.catalog();
         let skill = match catalog.get(skill_name) {
             Some(skill) => Arc::new(skill.clone()),
@@ -178,13 +181,13 @@ impl Dispatcher {
         duration_ms: u64,
         result: &ToolResult,
     ) {
-        let Some((skill, tool)) = full_name.split_once(':') else {
+        let Ok(ToolRef { skill, tool }) = ToolRef::parse(full_name) else {
             return;
         };
         let record = CallRecord {
             call_id,
-            skill: skill.to_string(),
-            tool: tool.to_string(),
+            skill,
+            tool,
             started_at,
             duration_ms,
             success: result.success,

@@ -5,6 +5,7 @@
 //! stderr with the commands that approve or deny them. The call's result (JSON) goes
 //! to stdout; the exit code is 0 when the call succeeded, 1 when it did not.
 
+use skillbox_protocol::ToolRef;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,12 +49,8 @@ pub fn run(a: CallArgs) -> anyhow::Result<u8> {
     if !args.is_object() {
         anyhow::bail!("--args must be a JSON object, e.g. --args '{{\"text\":\"hi\"}}'");
     }
-    let Some((skill, tool)) = a.tool.split_once(':') else {
-        anyhow::bail!(
-            "{:?} is not a tool name; use SKILL:TOOL, e.g. echo:echo",
-            a.tool
-        );
-    };
+    let ToolRef { skill, tool } =
+        ToolRef::parse(&a.tool).map_err(|e| anyhow::anyhow!("{e}, e.g. echo:echo"))?;
     let ws = workspace(a.workspace.as_deref())?;
     let core = CoreClient::for_workspace(&ws)?;
     let mut body = json!({"tool": a.tool, "args": args});

@@ -2,6 +2,7 @@
 //! `skill pack|install|verify` (signed packages, docs/signing-runbook.md) are in
 //! [`super::install`].
 
+use skillbox_protocol::ToolRef;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -152,7 +153,7 @@ fn summary(s: &Skill) -> serde_json::Value {
         "description": s.description,
         "dir": s.dir,
         "formats": s.formats,
-        "tools": s.tools.iter().map(|t| format!("{}:{}", s.name, t.name)).collect::<Vec<_>>(),
+        "tools": s.tools.iter().map(|t| ToolRef::new(&s.name, &t.name).to_string()).collect::<Vec<_>>(),
         "triggers": s.routing.triggers,
         "prerequisites": s.prerequisites,
         "permissions": s.permissions,

@@ -8,6 +8,7 @@
 //! tool declares is refused with what to do, so the built-in never becomes a way around
 //! the manifest.
 
+use skillbox_protocol::ToolRef;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
@@ -262,7 +263,7 @@ pub fn load_skill(catalog: &Catalog, args: &Value) -> Result<Value, DisclosureEr
     let tools: Vec<String> = skill
         .tools
         .iter()
-        .map(|t| format!("{}:{}", skill.name, t.name))
+        .map(|t| ToolRef::new(&skill.name, &t.name).to_string())
         .collect();
     Ok(
         json!({"name": skill.name, "description": skill.description, "body": body, "files": files, "tools": tools}),
@@ -296,5 +297,5 @@ pub fn resolve_script(catalog: &Catalog, args: &Value) -> Result<(String, Value)
         });
     };
     let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
-    Ok((format!("{}:{}", skill.name, tool.name), call_args))
+    Ok((ToolRef::new(&skill.name, &tool.name).to_string(), call_args))
 }

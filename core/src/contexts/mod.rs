@@ -12,6 +12,7 @@
 
 pub mod disclosure;
 
+use skillbox_protocol::ToolRef;
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -126,7 +127,7 @@ pub fn all_tools(catalog: &Catalog) -> BTreeSet<String> {
         .flat_map(|s| {
             s.tools
                 .iter()
-                .map(move |t| format!("{}:{}", s.name, t.name))
+                .map(move |t| ToolRef::new(&s.name, &t.name).to_string())
         })
         .collect();
     out.extend(BASE_TOOLS.iter().map(|t| t.to_string()));
@@ -149,7 +150,7 @@ pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<Vec<String>>
                 skill
                     .tools
                     .iter()
-                    .map(|t| format!("{}:{}", skill.name, t.name)),
+                    .map(|t| ToolRef::new(&skill.name, &t.name).to_string()),
             );
             continue;
         }

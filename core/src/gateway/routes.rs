@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use skillbox_protocol::methods::HealthResult;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{InstallLock, Skill};
+use skillbox_protocol::ToolRef;
 
 use super::{json_response, ApiError, Gateway};
 use crate::approvals::ApprovalError;
@@ -216,7 +217,7 @@ fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> Value {
         "description": s.description,
         "available": reason.is_none(),
         "reason": reason,
-        "tools": s.tools.iter().map(|t| format!("{}:{}", s.name, t.name)).collect::<Vec<_>>(),
+        "tools": s.tools.iter().map(|t| ToolRef::new(&s.name, &t.name).to_string()).collect::<Vec<_>>(),
         "trust": verify::trust_label(lock, &s.name),
         "warnings": s.warnings.len(),
     })
@@ -282,7 +283,7 @@ fn tools(gw: &Gateway) -> Vec<Value> {
         .flat_map(|s| {
             s.tools.iter().map(move |t| {
                 json!({
-                    "name": format!("{}:{}", s.name, t.name),
+                    "name": ToolRef::new(&s.name, &t.name).to_string(),
                     "description": t.description,
                     "parameters": t.parameters,
                     "security": t.security,
@@ -344,7 +345,7 @@ async fn call_tool(
         disclosure::RUN_SKILL_SCRIPT => match disclosure::resolve_script(&catalog, &args) {
             Ok((full, call_args)) => {
                 // In a context, the script's tool must be active or its skill pinned.
-                let skill = full.split_once(':').map_or("", |(s, _)| s);
+                let skill = ToolRef::parse(&full).map(|r| r.skill).unwrap_or_default();
                 if let Some(v) = view
                     .as_ref()
                     .filter(|v| !v.allows(&full) && !v.pinned.iter().any(|p| p.name == skill))

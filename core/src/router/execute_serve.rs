@@ -8,6 +8,7 @@
 //! Only the primary and its fallback chain run; other selected skills are in the plan for
 //! the caller.
 
+use skillbox_protocol::ToolRef;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -163,7 +164,7 @@ pub async fn execute_request(
         let dispatcher = Arc::clone(&dispatcher);
         let context = context.clone();
         async move {
-            let full = format!("{skill}:{tool}");
+            let full = ToolRef::new(skill, tool).to_string();
             match context {
                 Some(c) if !c.allows(&full) => {
                     ToolResult::failed("", ErrorKind::PermissionDenied, c.refusal(&full), 0)
