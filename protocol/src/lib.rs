@@ -3,6 +3,7 @@
 //! - [`jsonrpc`]: the JSON-RPC 2.0 envelope, error codes, and a bounded decoder.
 //! - [`methods`]: params and results of every method in docs/skill-format.md (tool stdio) and §5
 //!   (core ↔ executor).
+//! - `ndjson` (feature `ndjson`): bounded newline-delimited framing over tokio I/O.
 //! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
 //! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool.
 //! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
@@ -14,6 +15,8 @@
 pub mod channel;
 pub mod jsonrpc;
 pub mod methods;
+#[cfg(feature = "ndjson")]
+pub mod ndjson;
 pub mod result;
 pub mod skill;
 pub mod tool_ref;

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Id, Message, Request, Response};
-use tokio::io::{AsyncBufRead, AsyncWrite, AsyncWriteExt};
+use skillbox_protocol::ndjson;
+use tokio::io::{AsyncBufRead, AsyncWrite};
 use tokio::sync::oneshot;
 
 use super::{read_line, trim_line, Line};
@@ -42,11 +43,8 @@ impl LineWriter {
 
     /// Writes `message` as one line and flushes it.
     pub async fn send(&self, message: &Message) -> std::io::Result<()> {
-        let mut line = message.to_line();
-        line.push('\n');
         let mut out = self.out.lock().await;
-        out.write_all(line.as_bytes()).await?;
-        out.flush().await
+        ndjson::write_message(&mut *out, message).await
     }
 }
 
@@ -216,7 +214,7 @@ async fn read_answers<R: AsyncBufRead + Unpin>(mut input: R, pending: &Mutex<Pen
 mod tests {
     use super::*;
     use serde_json::json;
-    use tokio::io::{AsyncBufReadExt, BufReader, DuplexStream, Lines};
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines};
 
     use crate::broker::test_support::sample_call as call;
 

@@ -29,7 +29,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, DecodeError, Id, Message, Response, MAX_MESSAGE_BYTES};
 use skillbox_protocol::methods::{method, ToolExecuteParams};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, BufReader};
+use skillbox_protocol::ndjson::{self, trim_line};
+use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 
 use crate::call;
 use crate::registry::Registry;
@@ -229,53 +230,22 @@ enum Line {
 }
 
 /// Reads one line into `buf` (cleared first), never holding more than
-/// [`MAX_MESSAGE_BYTES`] + 1 bytes of it.
+/// [`MAX_MESSAGE_BYTES`] + 1 bytes of it; a longer line is skipped to its newline.
 async fn read_line<R>(input: &mut R, buf: &mut Vec<u8>) -> std::io::Result<Line>
 where
     R: AsyncBufRead + Unpin,
 {
-    buf.clear();
-    let limit = MAX_MESSAGE_BYTES as u64 + 1;
-    let n = (&mut *input).take(limit).read_until(b'\n', buf).await?;
-    if n == 0 {
-        return Ok(Line::Eof);
-    }
-    if trim_line(buf).len() <= MAX_MESSAGE_BYTES {
-        return Ok(Line::Complete);
-    }
-    if !buf.ends_with(b"\n") {
-        skip_line(input).await?;
-    }
-    buf.clear();
-    Ok(Line::TooLong)
-}
-
-/// Discards input up to and including the next newline (or the end).
-async fn skip_line<R>(input: &mut R) -> std::io::Result<()>
-where
-    R: AsyncBufRead + Unpin,
-{
-    loop {
-        let chunk = input.fill_buf().await?;
-        if chunk.is_empty() {
-            return Ok(());
+    match ndjson::read_line(input, buf, MAX_MESSAGE_BYTES).await? {
+        ndjson::Line::Eof => Ok(Line::Eof),
+        ndjson::Line::Complete { .. } => Ok(Line::Complete),
+        ndjson::Line::TooLong { .. } => {
+            if !buf.ends_with(b"\n") {
+                ndjson::skip_line(input).await?;
+            }
+            buf.clear();
+            Ok(Line::TooLong)
         }
-        if let Some(i) = chunk.iter().position(|b| *b == b'\n') {
-            input.consume(i + 1);
-            return Ok(());
-        }
-        let len = chunk.len();
-        input.consume(len);
     }
-}
-
-/// The line without its trailing `\n` / `\r\n`.
-fn trim_line(line: &[u8]) -> &[u8] {
-    let mut end = line.len();
-    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
-        end -= 1;
-    }
-    &line[..end]
 }
 
 #[cfg(test)]

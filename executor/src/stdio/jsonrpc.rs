@@ -4,7 +4,8 @@
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Id, Message, Request, Response};
 use skillbox_protocol::methods::{method, ToolInvokeParams};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use skillbox_protocol::ndjson::{self, trim_line, Line};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::output::Budget;
 use super::StdioFailure;
@@ -51,21 +52,17 @@ where
     let mut line = Vec::new();
     let mut number = 0usize;
     loop {
-        line.clear();
         number += 1;
-        let limit = jsonrpc::MAX_MESSAGE_BYTES as u64 + 1;
-        let n = (&mut reader)
-            .take(limit)
-            .read_until(b'\n', &mut line)
+        let read = ndjson::read_line(&mut reader, &mut line, jsonrpc::MAX_MESSAGE_BYTES)
             .await
             .map_err(|e| StdioFailure::Protocol(format!("reading stdout: {e}")))?;
-        if n == 0 {
+        let (Line::Complete { bytes } | Line::TooLong { bytes }) = read else {
             return Err(StdioFailure::Eof);
-        }
-        if !budget.charge(n) {
+        };
+        if !budget.charge(bytes) {
             return Err(StdioFailure::OutputLimit);
         }
-        if n as u64 >= limit {
+        if matches!(read, Line::TooLong { .. }) {
             return Err(StdioFailure::Protocol(format!(
                 "stdout line {number} is longer than {} bytes",
                 jsonrpc::MAX_MESSAGE_BYTES
@@ -88,10 +85,7 @@ where
             }) => return Ok(outcome),
             Message::Request(req) => {
                 let reply = answer(req, call, broker).await;
-                let mut out = Message::Response(reply).to_line();
-                out.push('\n');
-                let _ = stdin.write_all(out.as_bytes()).await;
-                let _ = stdin.flush().await;
+                let _ = ndjson::write_message(&mut stdin, &Message::Response(reply)).await;
             }
             Message::Notification(_) => {}
             Message::Response(r) => {
@@ -130,14 +124,6 @@ async fn answer<B: CapabilityBroker>(req: Request, call: &CallInfo, broker: &B) 
         Ok(v) => Response::ok(req.id, v),
         Err(e) => Response::error(Some(req.id), e),
     }
-}
-
-fn trim_line(line: &[u8]) -> &[u8] {
-    let mut end = line.len();
-    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
-        end -= 1;
-    }
-    &line[..end]
 }
 
 fn preview(bytes: &[u8]) -> String {

@@ -9,42 +9,14 @@ use bollard::query_parameters::AttachContainerOptionsBuilder;
 use futures_util::StreamExt;
 use skillbox_protocol::jsonrpc::{self, Id, Message, Request, Response};
 use skillbox_protocol::methods::{method, ToolExecuteParams};
+use skillbox_protocol::ndjson::{self, LineSplitter};
 use skillbox_protocol::result::ToolResult;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWrite;
 
 use super::{ContainerRunner, OneOffError};
 
 /// Most stderr kept for an error message.
 const STDERR_TAIL: usize = 4096;
-
-/// stdout bytes split into lines, each line bounded.
-#[derive(Debug, Default)]
-pub struct LineBuffer {
-    buf: Vec<u8>,
-    scanned: usize,
-}
-
-impl LineBuffer {
-    /// Adds bytes; the complete lines now in the buffer, or an error for a line over the
-    /// limit.
-    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<Vec<u8>>, OneOffError> {
-        self.buf.extend_from_slice(bytes);
-        let mut lines = Vec::new();
-        while let Some(offset) = self.buf[self.scanned..].iter().position(|b| *b == b'\n') {
-            let end = self.scanned + offset;
-            lines.push(self.buf.drain(..=end).take(end).collect());
-            self.scanned = 0;
-        }
-        self.scanned = self.buf.len();
-        if self.buf.len() > jsonrpc::MAX_MESSAGE_BYTES {
-            return Err(OneOffError::Protocol(format!(
-                "a line over {} bytes",
-                jsonrpc::MAX_MESSAGE_BYTES
-            )));
-        }
-        Ok(lines)
-    }
-}
 
 impl ContainerRunner {
     /// Attaches, starts, sends the request, answers capability requests until the result.
@@ -85,7 +57,7 @@ impl ContainerRunner {
         });
         write_line(&mut attached.input, &request).await?;
 
-        let mut stdout = LineBuffer::default();
+        let mut stdout = LineSplitter::new(jsonrpc::MAX_MESSAGE_BYTES);
         let mut stderr = Vec::new();
         while let Some(chunk) = attached.output.next().await {
             let chunk = chunk.map_err(|source| OneOffError::Api {
@@ -100,7 +72,10 @@ impl ContainerRunner {
                     }
                 }
                 LogOutput::StdOut { message } | LogOutput::Console { message } => {
-                    for line in stdout.push(&message)? {
+                    for line in stdout
+                        .push(&message)
+                        .map_err(|e| OneOffError::Protocol(e.to_string()))?
+                    {
                         if let Some(result) = self.on_line(&line, &mut attached.input).await? {
                             return Ok(result);
                         }
@@ -152,45 +127,11 @@ async fn write_line(
     input: &mut (impl AsyncWrite + Unpin),
     message: &Message,
 ) -> Result<(), OneOffError> {
-    let mut line = message.to_line();
-    line.push('\n');
-    input
-        .write_all(line.as_bytes())
+    ndjson::write_message(input, message)
         .await
-        .map_err(OneOffError::Stdin)?;
-    input.flush().await.map_err(OneOffError::Stdin)
+        .map_err(OneOffError::Stdin)
 }
 
 fn shorten(line: &[u8]) -> String {
     String::from_utf8_lossy(line).chars().take(200).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn line_buffer_splits_lines_across_chunks() {
-        let mut b = LineBuffer::default();
-        assert!(b.push(b"{\"a\":").unwrap().is_empty());
-        let lines = b.push(b"1}\n{\"b\":2}\n{\"c\"").unwrap();
-        assert_eq!(lines, vec![b"{\"a\":1}".to_vec(), b"{\"b\":2}".to_vec()]);
-        assert_eq!(b.push(b":3}\n").unwrap(), vec![b"{\"c\":3}".to_vec()]);
-    }
-
-    #[test]
-    fn line_buffer_refuses_a_line_over_the_limit_but_not_many_small_ones() {
-        let mut b = LineBuffer::default();
-        let small = vec![b'x'; 1024];
-        for _ in 0..(jsonrpc::MAX_MESSAGE_BYTES / 1024) {
-            let mut chunk = small.clone();
-            chunk.push(b'\n');
-            assert_eq!(b.push(&chunk).unwrap().len(), 1);
-        }
-        let mut b = LineBuffer::default();
-        let err = b
-            .push(&vec![b'x'; jsonrpc::MAX_MESSAGE_BYTES + 1])
-            .unwrap_err();
-        assert!(err.to_string().contains("a line over"), "{err}");
-    }
 }
