@@ -10,7 +10,7 @@ use serde_json::Value;
 use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    method, CoreCallbackParams, FetchParams, ReadFileParams, SignParams,
+    CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,
 };
 use skillbox_protocol::skill::Security;
 
@@ -73,8 +73,17 @@ impl Callbacks {
         method_name: &str,
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
-        match method_name {
-            method::CORE_FETCH => {
+        let Some(called) = CoreMethod::parse(method_name) else {
+            return Err(ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "unknown method {method_name:?}; the core serves {}",
+                    CoreMethod::names()
+                ),
+            ));
+        };
+        match called {
+            CoreMethod::Fetch => {
                 let (call, req): (_, FetchParams) = self.authorize(params)?;
                 tracing::info!(skill = %call.skill.name, tool = %call.tool, url = %req.url, "fetch");
                 let r = self
@@ -84,7 +93,7 @@ impl Callbacks {
                     .map_err(|e| e.to_error_object())?;
                 to_value(&r)
             }
-            method::CORE_READ_FILE => {
+            CoreMethod::ReadFile => {
                 let (call, req): (_, ReadFileParams) = self.authorize(params)?;
                 tracing::info!(skill = %call.skill.name, tool = %call.tool, path = %req.path, "readFile");
                 let r = self
@@ -93,7 +102,7 @@ impl Callbacks {
                     .map_err(|e| e.to_error_object())?;
                 to_value(&r)
             }
-            method::CORE_SIGN => {
+            CoreMethod::Sign => {
                 let (call, req): (_, SignParams) = self.authorize(params)?;
                 if call.security != Security::Sign {
                     return Err(ErrorObject::new(
@@ -120,13 +129,12 @@ impl Callbacks {
                     call.note_approval(id);
                 }
                 asked.map_err(|e| ErrorObject::new(code::APPROVAL_DENIED, e.to_string()))?;
-                let r = self.signer.sign(&call.skill.name, &req).map_err(|e| e.to_error_object())?;
+                let r = self
+                    .signer
+                    .sign(&call.skill.name, &req)
+                    .map_err(|e| e.to_error_object())?;
                 to_value(&r)
             }
-            other => Err(ErrorObject::new(
-                code::METHOD_NOT_FOUND,
-                format!("unknown method {other:?}; the core serves core.fetch, core.sign, core.readFile"),
-            )),
         }
     }
 }

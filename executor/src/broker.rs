@@ -8,7 +8,7 @@ use std::future::Future;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
-use skillbox_protocol::methods::{method, CoreCallbackParams, SecretValue};
+use skillbox_protocol::methods::{Capability, CoreCallbackParams, SecretValue};
 
 /// The call a capability request belongs to.
 #[derive(Debug, Clone)]
@@ -43,17 +43,18 @@ pub fn core_request(
     capability: &str,
     params: Option<Value>,
 ) -> Result<(&'static str, Value), ErrorObject> {
-    let core_method = match capability {
-        method::FETCH => method::CORE_FETCH,
-        method::SIGN => method::CORE_SIGN,
-        method::READ_FILE => method::CORE_READ_FILE,
-        other => {
-            return Err(ErrorObject::new(
+    let core_method = Capability::parse(capability)
+        .ok_or_else(|| {
+            ErrorObject::new(
                 code::METHOD_NOT_FOUND,
-                format!("unknown capability {other:?}; available: fetch, sign, readFile"),
-            ));
-        }
-    };
+                format!(
+                    "unknown capability {capability:?}; available: {}",
+                    Capability::names()
+                ),
+            )
+        })?
+        .core_method()
+        .as_str();
     let body = CoreCallbackParams {
         call_id: call.call_id.clone(),
         capability_token: call.capability_token.clone(),

@@ -13,7 +13,7 @@ use skillbox_protocol::channel::client::{ClientError, RpcClient};
 use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    method, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
+    ExecutorMethod, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use tokio::sync::Semaphore;
@@ -159,12 +159,21 @@ fn log_registry(registry: &Registry) {
 impl RpcHandler for ExecutorService {
     fn handle<'a>(&'a self, method_name: &'a str, params: Option<Value>) -> RpcFuture<'a> {
         Box::pin(async move {
-            match method_name {
-                method::TOOL_EXECUTE => self.execute(params).await,
-                method::TOOL_LIST => to_value(&ToolListResult {
+            let Some(called) = ExecutorMethod::parse(method_name) else {
+                return Err(ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!(
+                        "unknown method {method_name:?}; the executor serves {}",
+                        ExecutorMethod::names()
+                    ),
+                ));
+            };
+            match called {
+                ExecutorMethod::ToolExecute => self.execute(params).await,
+                ExecutorMethod::ToolList => to_value(&ToolListResult {
                     tools: self.registry().tools(),
                 }),
-                method::SKILL_RELOAD => {
+                ExecutorMethod::SkillReload => {
                     let registry = Registry::load_roots(&self.skills_roots);
                     log_registry(&registry);
                     let result = SkillReloadResult {
@@ -176,21 +185,21 @@ impl RpcHandler for ExecutorService {
                     }
                     to_value(&result)
                 }
-                method::HEALTH => {
+                ExecutorMethod::Health => {
                     let k = self.sandbox.kernel();
                     let sandboxed = !self.sandbox.config().insecure_no_sandbox;
                     to_value(&HealthResult {
-                        status: if sandboxed { "ok".into() } else { "degraded".into() },
+                        status: if sandboxed {
+                            "ok".into()
+                        } else {
+                            "degraded".into()
+                        },
                         landlock_abi: if sandboxed { k.landlock_abi } else { 0 },
                         seccomp: sandboxed && k.seccomp,
                         in_flight: self.in_flight.load(Ordering::SeqCst),
                         sandbox: Some(crate::availability::sandbox_facts(&self.registry())),
                     })
                 }
-                other => Err(ErrorObject::new(
-                    code::METHOD_NOT_FOUND,
-                    format!("unknown method {other:?}; the executor serves tool.execute, tool.list, skill.reload, health"),
-                )),
             }
         })
     }

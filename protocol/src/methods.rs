@@ -39,6 +39,94 @@ pub mod method {
     pub const CORE_READ_FILE: &str = "core.readFile";
 }
 
+/// Declares an enum of method names with its string form, parsing and `Display`.
+macro_rules! methods {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $value:path,)+ }) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vdoc])* $variant,)+
+        }
+
+        impl $name {
+            /// Every method, in declaration order.
+            pub const ALL: &'static [$name] = &[$($name::$variant,)+];
+
+            /// The method's name on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$variant => $value,)+
+                }
+            }
+
+            /// The method named `name`, if it is one of these.
+            pub fn parse(name: &str) -> Option<Self> {
+                Self::ALL.iter().copied().find(|m| m.as_str() == name)
+            }
+
+            /// The names, comma-separated (for "unknown method" answers).
+            pub fn names() -> String {
+                Self::ALL.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+methods! {
+    /// What the executor serves to the core.
+    ExecutorMethod {
+        /// `tool.execute`.
+        ToolExecute = method::TOOL_EXECUTE,
+        /// `tool.list`.
+        ToolList = method::TOOL_LIST,
+        /// `skill.reload`.
+        SkillReload = method::SKILL_RELOAD,
+        /// `health`.
+        Health = method::HEALTH,
+    }
+}
+
+methods! {
+    /// What the core serves to the executor: a tool's capability requests, forwarded.
+    CoreMethod {
+        /// `core.fetch`.
+        Fetch = method::CORE_FETCH,
+        /// `core.sign`.
+        Sign = method::CORE_SIGN,
+        /// `core.readFile`.
+        ReadFile = method::CORE_READ_FILE,
+    }
+}
+
+methods! {
+    /// What a tool may ask for over its stdio.
+    Capability {
+        /// `fetch`.
+        Fetch = method::FETCH,
+        /// `sign`.
+        Sign = method::SIGN,
+        /// `readFile`.
+        ReadFile = method::READ_FILE,
+    }
+}
+
+impl Capability {
+    /// The core method a capability request is forwarded as.
+    pub fn core_method(self) -> CoreMethod {
+        match self {
+            Capability::Fetch => CoreMethod::Fetch,
+            Capability::Sign => CoreMethod::Sign,
+            Capability::ReadFile => CoreMethod::ReadFile,
+        }
+    }
+}
+
 /// Longest URL a `fetch` may carry.
 pub const MAX_URL_LEN: usize = 8 * 1024;
 /// Most headers a `fetch` may carry.
@@ -371,5 +459,28 @@ mod tests {
     fn core_callback_rejects_unknown_fields() {
         let v = json!({"call_id": "c", "capability_token": "t", "request": {"path": "a"}, "skill": "x"});
         assert!(serde_json::from_value::<CoreReadFileParams>(v).is_err());
+    }
+}
+
+#[cfg(test)]
+mod method_tests {
+    use super::*;
+
+    #[test]
+    fn method_enums_parse_their_wire_names_and_nothing_else() {
+        for m in ExecutorMethod::ALL {
+            assert_eq!(ExecutorMethod::parse(m.as_str()), Some(*m));
+        }
+        assert_eq!(ExecutorMethod::parse("core.fetch"), None);
+        assert_eq!(CoreMethod::parse("core.sign"), Some(CoreMethod::Sign));
+        assert_eq!(CoreMethod::parse("sign"), None);
+        assert_eq!(
+            Capability::parse("readFile").map(Capability::core_method),
+            Some(CoreMethod::ReadFile)
+        );
+        assert_eq!(
+            ExecutorMethod::names(),
+            "tool.execute, tool.list, skill.reload, health"
+        );
     }
 }

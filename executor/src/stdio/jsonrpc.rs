@@ -3,16 +3,13 @@
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Id, Message, Request, Response};
-use skillbox_protocol::methods::{method, ToolInvokeParams};
+use skillbox_protocol::methods::{method, Capability, ToolInvokeParams};
 use skillbox_protocol::ndjson::{self, trim_line, Line};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use super::output::Budget;
 use super::StdioFailure;
 use crate::broker::{CallInfo, CapabilityBroker};
-
-/// Methods a tool may call.
-const CAPABILITIES: [&str; 3] = [method::FETCH, method::SIGN, method::READ_FILE];
 
 /// The line the executor writes first.
 pub fn invoke_line(call: &CallInfo, args: &Value) -> String {
@@ -108,14 +105,15 @@ async fn answer<B: CapabilityBroker>(req: Request, call: &CallInfo, broker: &B) 
             ),
         );
     }
-    if !CAPABILITIES.contains(&req.method.as_str()) {
+    if Capability::parse(&req.method).is_none() {
         return Response::error(
             Some(req.id),
             ErrorObject::new(
                 code::METHOD_NOT_FOUND,
                 format!(
-                    "unknown capability {:?}; available: fetch, sign, readFile",
-                    req.method
+                    "unknown capability {:?}; available: {}",
+                    req.method,
+                    Capability::names()
                 ),
             ),
         );
