@@ -21,10 +21,6 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 
-/// The start of the error text of a call refused because a prerequisite of the skill is
-/// missing (fatal: retrying cannot make a binary or an env value appear).
-pub const PREREQUISITE_MISSING: &str = "prerequisite missing: ";
-
 /// A state of the machine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -73,14 +69,10 @@ pub enum FailureClass {
 /// The one mapping from a failed call to its class. `timeout`, `resource_limit`,
 /// `unavailable` (the executor away) and `tool_error` (the tool's own failure, often a
 /// flaky upstream) are retryable; `invalid_args`, `not_found`, `permission_denied`,
-/// `approval_denied`, `sandbox`, `protocol` and a missing prerequisite are fatal.
+/// `approval_denied`, `sandbox` and `protocol` are fatal. A [`Target::Refused`] (a missing
+/// prerequisite, no tool to run) never reaches a call and is always fatal.
 pub fn classify(result: &ToolResult) -> FailureClass {
-    let prerequisite = result
-        .error
-        .as_deref()
-        .is_some_and(|e| e.starts_with(PREREQUISITE_MISSING));
     match result.error_kind {
-        Some(ErrorKind::Unavailable) if prerequisite => FailureClass::Fatal,
         Some(
             ErrorKind::Timeout
             | ErrorKind::ResourceLimit
@@ -339,7 +331,11 @@ where
                 let outcome = Outcome::Success { skill, tool, data };
                 return finish(route_id, outcome, steps, trace);
             }
-            let class = classify(&result);
+            let class = match &target {
+                // Retrying cannot make a program, an env value or a tool name appear.
+                Target::Refused { .. } => FailureClass::Fatal,
+                Target::Tool(_) | Target::Instructions(_) => classify(&result),
+            };
             last_kind = result.error_kind;
             let error = result.error.clone().unwrap_or_default();
             steps.push(Step {

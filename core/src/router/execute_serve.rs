@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{Catalog, Skill};
 
-use super::execute::{self, Run, Stage, Target, PREREQUISITE_MISSING};
+use super::execute::{self, Run, Stage, Target};
 use super::{route_for_gateway, ActivationPlan, FallbackStep};
 use crate::calls::Dispatcher;
 use crate::contexts::{self, ContextView};
@@ -55,7 +55,7 @@ pub fn target(dispatcher: &Dispatcher, skill: &Skill, requested: Option<&str>) -
     if let Some(reason) = dispatcher.unavailable_reason(skill) {
         return Target::Refused {
             kind: ErrorKind::Unavailable,
-            reason: format!("{PREREQUISITE_MISSING}skill {:?}: {reason}", skill.name),
+            reason: format!("skill {:?} cannot run here: {reason}", skill.name),
         };
     }
     if let Some(t) = requested.and_then(|name| skill.tool(name)) {

@@ -270,13 +270,35 @@ fn classify_maps_every_kind() {
     }
 }
 
-#[test]
-fn classify_missing_prerequisite_is_fatal() {
-    let r = ToolResult::failed(
-        "c",
-        ErrorKind::Unavailable,
-        format!("{PREREQUISITE_MISSING}python3 is not on PATH"),
-        0,
+#[tokio::test]
+async fn run_refused_for_a_missing_prerequisite_is_fatal_without_a_retry() {
+    // An `unavailable` call result is retryable; a refusal before the call (the skill's
+    // program is missing) is not, whatever its kind: it is decided by the target, not by
+    // the words of its message.
+    let fake = Fake::new(vec![ok()]);
+    let stages = vec![
+        Stage::Skill {
+            skill: "needs-python".into(),
+            target: Target::Refused {
+                kind: ErrorKind::Unavailable,
+                reason: "program python3 is not on the sandbox PATH".into(),
+            },
+        },
+        skill("b"),
+        Stage::NoSkill,
+    ];
+    let run = go(stages, &fake).await;
+    assert_eq!(run.transitions[1].to, State::FatalFailure);
+    assert_eq!(
+        run.steps
+            .iter()
+            .filter(|s| s.skill == "needs-python")
+            .count(),
+        1
     );
-    assert_eq!(classify(&r), FailureClass::Fatal);
+    assert!(matches!(&run.outcome, Outcome::Success { skill, .. } if skill == "b"));
+    assert_eq!(
+        classify(&fail(ErrorKind::Unavailable)),
+        FailureClass::Retryable
+    );
 }
