@@ -64,8 +64,12 @@ pub(crate) fn create_dir(dir: &Path, mode: u32) -> io::Result<()> {
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder with `mode`
-/// from the start, flushed to disk, then renamed over `path`.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+/// from the start, flushed to disk, then renamed over `path`. The core writes its own
+/// state files (token, PKI) with it too.
+///
+/// # Errors
+/// The file system's.
+pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     synced_temp(path, bytes, mode)?
         .persist(path)
         .map_err(|e| e.error)?;

@@ -21,6 +21,7 @@ pub mod signature;
 pub mod trust;
 
 pub use digest::{package_digest, DigestError, FileEntry, PackageDigest, SIGNATURE_FILE};
+pub use fsutil::write_atomic;
 pub use issue::{
     find_certificate, init_root, issue_developer, issue_intermediate, retire_root, revoke,
     rotate_root, IssueError, IssuedCert,

@@ -2,8 +2,7 @@
 //! CA and one certificate for each side (`skillbox-core`, `skillbox-executor`), made with
 //! rcgen on first start in `<state>/pki/`. Keys are 0600; certificates 0644.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use rcgen::{
@@ -119,23 +118,13 @@ fn set_validity(params: &mut CertificateParams) {
     params.not_after = now + time::Duration::days(VALIDITY_DAYS);
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, with `mode`.
+/// Writes `bytes` to `path` through a synced temporary file and a rename, with `mode`
+/// ([`skillbox_certs::write_atomic`]).
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> Result<(), PkiError> {
-    let err = |source| PkiError::Write {
+    skillbox_certs::write_atomic(path, bytes, mode).map_err(|source| PkiError::Write {
         path: path.to_path_buf(),
         source,
-    };
-    let tmp = path.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(mode)
-        .open(&tmp)
-        .map_err(err)?;
-    f.write_all(bytes).and_then(|_| f.sync_all()).map_err(err)?;
-    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode)).map_err(err)?;
-    std::fs::rename(&tmp, path).map_err(err)
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ring::rand::{SecureRandom, SystemRandom};
+use crate::random::SystemSource;
 use skillbox_protocol::methods::SecretValue;
 
 use crate::pki::{write_atomic, PkiError};
@@ -37,14 +37,12 @@ pub fn ensure_token(state: &Path) -> Result<SecretValue, PkiError> {
             return Ok(SecretValue(t));
         }
     }
-    let mut bytes = [0u8; 32];
-    SystemRandom::new()
-        .fill(&mut bytes)
-        .map_err(|_| PkiError::Write {
+    let token = crate::random::hex(&SystemSource::default(), 32, "API token").map_err(|e| {
+        PkiError::Write {
             path: path.clone(),
-            source: std::io::Error::other("no randomness"),
-        })?;
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            source: std::io::Error::other(e.to_string()),
+        }
+    })?;
     write_atomic(&path, format!("{token}\n").as_bytes(), 0o600)?;
     Ok(SecretValue(token))
 }

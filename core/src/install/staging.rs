@@ -7,7 +7,7 @@ use std::fs::DirBuilder;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use ring::rand::{SecureRandom, SystemRandom};
+use crate::random::{self, SystemSource};
 use skillbox_protocol::skill::manifest_files;
 
 /// Prefix of staging folder names (hidden from discovery by the leading dot).
@@ -24,11 +24,8 @@ pub struct Staging {
 impl Staging {
     /// Creates a fresh staging folder in `skills_root` and its `package` folder (0755).
     pub fn create(skills_root: &Path) -> std::io::Result<Self> {
-        let mut bytes = [0u8; 12];
-        SystemRandom::new()
-            .fill(&mut bytes)
-            .map_err(|_| std::io::Error::other("no randomness for the staging name"))?;
-        let suffix: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let suffix = random::hex(&SystemSource::default(), 12, "staging folder name")
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         let dir = skills_root.join(format!("{STAGING_PREFIX}{suffix}"));
         // Not recursive: creating must fail if the name exists (it is never reused).
         DirBuilder::new().mode(0o700).create(&dir)?;
