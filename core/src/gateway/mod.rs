@@ -1,22 +1,34 @@
 //! The gateway for bots and agents (docs/http-api.md): HTTP on 127.0.0.1:7070 by default,
 //! bearer-token auth on every route but `/healthz` (compared in constant time), JSON in
-//! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place.
+//! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place
+//! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
 
-mod allow;
-mod routes;
+mod approvals;
+mod contexts;
+mod error;
+mod health;
+mod install;
+mod reload;
+mod repairs;
+mod request;
+mod route;
+mod skills;
+mod table;
+mod tools;
+
+pub use error::{json_response, ApiError};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
+use http_body_util::BodyExt;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
-use serde_json::json;
 use skillbox_protocol::methods::SecretValue;
-use skillbox_protocol::result::ErrorKind;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
@@ -43,67 +55,6 @@ pub struct Gateway {
     pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
 }
 
-/// A gateway failure, rendered as JSON with a status code (the one mapping).
-#[derive(Debug)]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: StatusCode,
-    /// Contract kind.
-    pub kind: ErrorKind,
-    /// What went wrong and what to do.
-    pub message: String,
-}
-
-impl ApiError {
-    /// An error of `kind` with the status that kind maps to.
-    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        let status = match kind {
-            ErrorKind::InvalidArgs | ErrorKind::Protocol => StatusCode::BAD_REQUEST,
-            ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
-            ErrorKind::ApprovalDenied => StatusCode::FORBIDDEN,
-            ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
-            ErrorKind::ResourceLimit => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ErrorKind::Sandbox | ErrorKind::ToolError => StatusCode::INTERNAL_SERVER_ERROR,
-        };
-        Self {
-            status,
-            kind,
-            message: message.into(),
-        }
-    }
-
-    fn unauthorized(token_file: &std::path::Path) -> Self {
-        Self {
-            status: StatusCode::UNAUTHORIZED,
-            kind: ErrorKind::PermissionDenied,
-            message: format!(
-                "missing or wrong bearer token; send Authorization: Bearer <the token in {}>",
-                token_file.display()
-            ),
-        }
-    }
-
-    fn into_response(self) -> Response<Full<Bytes>> {
-        json_response(
-            self.status,
-            &json!({"error": self.message, "error_kind": self.kind}),
-        )
-    }
-}
-
-/// A JSON response.
-pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
 impl Gateway {
     fn authorized(&self, req: &Request<Incoming>) -> bool {
         let Some(value) = req.headers().get(http::header::AUTHORIZATION) else {
@@ -119,7 +70,10 @@ impl Gateway {
         if req.uri().path() != "/healthz" && !self.authorized(&req) {
             return ApiError::unauthorized(&self.token_file).into_response();
         }
-        match routes::route(&self, req).await {
+        let (parts, body) = req.into_parts();
+        let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
+        let query = parts.uri.query().map(str::to_string);
+        match table::dispatch(&self, &parts.method, parts.uri.path(), query, body).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }
@@ -155,47 +109,4 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use skillbox_protocol::skill::Catalog;
-
-    use super::*;
-
-    #[test]
-    fn gateway_debug_does_not_print_the_api_token() {
-        let ws = tempfile::tempdir().unwrap();
-        let dispatcher = Arc::new(crate::calls::test_dispatcher(ws.path(), Catalog::default()));
-        let state = ws.path().join(crate::state::STATE_DIR);
-        let trust = crate::install::TrustPolicy::for_workspace(ws.path(), &state, false);
-        let token = "gateway-token-3f9a1c77e2";
-        let gateway = Gateway {
-            reloader: Arc::new(crate::reload::Reloader::new(
-                Arc::clone(&dispatcher),
-                trust.clone(),
-            )),
-            dispatcher,
-            token: SecretValue(token.to_string()),
-            token_file: state.join(crate::state::TOKEN_FILE),
-            max_request_bytes: 1024,
-            skills_root: ws.path().join("skills"),
-            trust,
-            supervisor: None,
-        };
-        let debug = format!("{gateway:?}");
-        assert!(!debug.contains(token), "{debug}");
-        assert!(debug.contains("token: ***"), "{debug}");
-    }
-
-    #[test]
-    fn unauthorized_names_the_real_token_file() {
-        let file = std::path::Path::new("/srv/bot/.skillbox/api-token");
-        let e = ApiError::unauthorized(file);
-        assert_eq!(e.status, StatusCode::UNAUTHORIZED);
-        assert!(
-            e.message.contains("/srv/bot/.skillbox/api-token") && !e.message.contains("<state>"),
-            "{}",
-            e.message
-        );
-    }
-}
+mod tests;

@@ -23,15 +23,14 @@
 //! the cap), the whole fetch has one deadline, and the response body is returned as
 //! text (invalid UTF-8 replaced by U+FFFD).
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
 use hyper_util::client::legacy::connect::{Connect, HttpConnector};
@@ -45,26 +44,13 @@ use super::address::forbidden_reason;
 use super::target::Target;
 use super::ProxyError;
 
-const CAP: &str = "fetch";
+mod request;
+mod response;
 
-/// Request headers a tool may not set: hop-by-hop headers (RFC 9110 §7.6.1; those the
-/// tool's `Connection` header names are dropped too), `Host`
-/// (the proxy sets it from the URL), `Content-Length` (computed from the body) and
-/// `Expect`.
-const DROPPED_REQUEST_HEADERS: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "expect",
-];
+use request::{parse_method, request_headers};
+use response::{error_chain, is_redirect, read_response};
+
+const CAP: &str = "fetch";
 
 /// Limits and operator exceptions of the fetch proxy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -381,52 +367,6 @@ fn tls_config() -> Result<rustls::ClientConfig, String> {
         .with_no_client_auth())
 }
 
-fn parse_method(method: &str) -> Result<Method, ProxyError> {
-    match method.to_ascii_uppercase().as_str() {
-        "GET" => Ok(Method::GET),
-        "POST" => Ok(Method::POST),
-        "PUT" => Ok(Method::PUT),
-        "PATCH" => Ok(Method::PATCH),
-        "DELETE" => Ok(Method::DELETE),
-        "HEAD" => Ok(Method::HEAD),
-        _ => Err(ProxyError::invalid(
-            CAP,
-            format!("method {method:?} is not allowed; use GET, POST, PUT, PATCH, DELETE or HEAD"),
-        )),
-    }
-}
-
-/// The tool's headers without hop-by-hop ones (including those its `Connection` names).
-fn request_headers(given: &BTreeMap<String, String>) -> Result<HeaderMap, ProxyError> {
-    let named_by_connection: Vec<String> = given
-        .iter()
-        .filter(|(name, _)| name.eq_ignore_ascii_case("connection"))
-        .flat_map(|(_, value)| value.split(','))
-        .map(|token| token.trim().to_ascii_lowercase())
-        .collect();
-    let mut headers = HeaderMap::new();
-    for (name, value) in given {
-        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
-            ProxyError::invalid(CAP, format!("{name:?} is not a valid header name"))
-        })?;
-        if DROPPED_REQUEST_HEADERS.contains(&name.as_str())
-            || named_by_connection.iter().any(|n| n == name.as_str())
-        {
-            continue;
-        }
-        let value = HeaderValue::from_str(value).map_err(|_| {
-            ProxyError::invalid(
-                CAP,
-                format!(
-                    "the value of header {name} is not valid (control characters or non-ASCII)"
-                ),
-            )
-        })?;
-        headers.append(name, value);
-    }
-    Ok(headers)
-}
-
 fn parse_patterns(network: &[String]) -> Vec<NetworkPattern> {
     network
         .iter()
@@ -476,81 +416,6 @@ fn addr_key(addr: &SocketAddr) -> String {
         SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), v4.port()),
         SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
     }
-}
-
-fn is_redirect(status: StatusCode) -> bool {
-    matches!(
-        status,
-        StatusCode::MOVED_PERMANENTLY
-            | StatusCode::FOUND
-            | StatusCode::SEE_OTHER
-            | StatusCode::TEMPORARY_REDIRECT
-            | StatusCode::PERMANENT_REDIRECT
-    )
-}
-
-async fn read_response(
-    response: Response<Incoming>,
-    target: &Target,
-    head: bool,
-    max: usize,
-) -> Result<FetchResult, ProxyError> {
-    let too_large = || ProxyError::TooLarge {
-        capability: CAP,
-        what: "response body",
-        limit: max as u64,
-    };
-    let status = response.status().as_u16();
-    let mut headers: BTreeMap<String, String> = BTreeMap::new();
-    for (name, value) in response.headers() {
-        let value = String::from_utf8_lossy(value.as_bytes());
-        headers
-            .entry(name.as_str().to_string())
-            .and_modify(|v| {
-                v.push_str(", ");
-                v.push_str(&value);
-            })
-            .or_insert_with(|| value.into_owned());
-    }
-    let declared_len = response
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if !head && declared_len.is_some_and(|len| len > max as u64) {
-        return Err(too_large());
-    }
-    let mut body = response.into_body();
-    let mut buf: Vec<u8> = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| ProxyError::Upstream {
-            url: target.display(),
-            reason: format!("reading the response body: {}", error_chain(&e)),
-        })?;
-        if let Ok(data) = frame.into_data() {
-            if buf.len() + data.len() > max {
-                return Err(too_large());
-            }
-            buf.extend_from_slice(&data);
-        }
-    }
-    Ok(FetchResult {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&buf).into_owned(),
-    })
-}
-
-/// An error and its sources, `a: b: c`.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@ use std::path::{Path, PathBuf};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions, LockedSkill};
 
 use super::*;
+use skillbox_protocol::result::ErrorKind;
 
 const SKILL_MD: &str = "---\nname: notes\ndescription: Keeps notes. Use when the user asks to note something.\n---\n# Notes\n\nRun `scripts/run.py` with the text.\nIt prints the note.\n";
 

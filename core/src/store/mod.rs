@@ -12,12 +12,13 @@ mod approvals;
 mod calls;
 mod contexts;
 mod repairs;
+mod schema;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::Connection;
 
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
 pub use calls::{CallRecord, SkillStats};
@@ -30,77 +31,6 @@ pub const DB_FILE: &str = "skillbox.db";
 /// How long a statement waits for another connection (the CLI, a second core) to release
 /// the database before it fails with "database is locked".
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The migrations, in order: entry `i` brings the schema from version `i` to `i + 1`.
-/// Never edit one that has shipped; append a new one.
-const MIGRATIONS: &[&str] = &[
-    // 1: approvals, calls, skill_stats.
-    "CREATE TABLE approvals (
-        id         TEXT PRIMARY KEY NOT NULL,
-        skill      TEXT NOT NULL,
-        tool       TEXT NOT NULL,
-        args_hash  TEXT NOT NULL,
-        args_json  TEXT NOT NULL,
-        security   TEXT NOT NULL,
-        status     TEXT NOT NULL
-                   CHECK (status IN ('pending', 'approved', 'denied', 'expired', 'used')),
-        created_at INTEGER NOT NULL,
-        decided_at INTEGER,
-        reason     TEXT
-    ) STRICT;
-    CREATE INDEX approvals_by_status ON approvals (status, created_at);
-    CREATE INDEX approvals_by_call ON approvals (skill, tool, args_hash, status);
-    CREATE TABLE calls (
-        call_id     TEXT PRIMARY KEY NOT NULL,
-        skill       TEXT NOT NULL,
-        tool        TEXT NOT NULL,
-        started_at  INTEGER NOT NULL,
-        duration_ms INTEGER NOT NULL CHECK (duration_ms >= 0),
-        success     INTEGER NOT NULL CHECK (success IN (0, 1)),
-        error_kind  TEXT
-    ) STRICT;
-    CREATE INDEX calls_by_skill ON calls (skill, started_at);
-    CREATE TABLE skill_stats (
-        skill          TEXT PRIMARY KEY NOT NULL,
-        successes      INTEGER NOT NULL DEFAULT 0 CHECK (successes >= 0),
-        failures       INTEGER NOT NULL DEFAULT 0 CHECK (failures >= 0),
-        last_called_at INTEGER NOT NULL
-    ) STRICT;",
-    // 2: skills pinned per context, and the transitions of executed activation plans.
-    "CREATE TABLE contexts (
-        context_id TEXT NOT NULL,
-        skill      TEXT NOT NULL,
-        pinned_at  INTEGER NOT NULL,
-        PRIMARY KEY (context_id, skill)
-    ) STRICT;
-    CREATE TABLE route_events (
-        route_id   TEXT NOT NULL,
-        seq        INTEGER NOT NULL CHECK (seq >= 0),
-        from_state TEXT NOT NULL,
-        to_state   TEXT NOT NULL,
-        skill      TEXT,
-        tool       TEXT,
-        reason     TEXT NOT NULL,
-        at         INTEGER NOT NULL,
-        PRIMARY KEY (route_id, seq)
-    ) STRICT;",
-    // 3: the structured records of skill repairs (routing spec §12).
-    "CREATE TABLE repairs (
-        id              TEXT PRIMARY KEY NOT NULL,
-        skill           TEXT NOT NULL,
-        run_id          TEXT NOT NULL,
-        attempt         INTEGER NOT NULL CHECK (attempt >= 0),
-        error_signature TEXT NOT NULL,
-        root_cause      TEXT NOT NULL,
-        patched_files   TEXT NOT NULL,
-        expected_effect TEXT NOT NULL,
-        outcome         TEXT NOT NULL CHECK (outcome IN ('applied', 'rolled_back', 'refused')),
-        check_name      TEXT,
-        reason          TEXT,
-        at              INTEGER NOT NULL
-    ) STRICT;
-    CREATE INDEX repairs_by_run ON repairs (skill, run_id);",
-];
 
 /// Why a state-database operation failed. Each variant names the step.
 #[derive(Debug, thiserror::Error)]
@@ -325,7 +255,7 @@ impl Store {
             source,
         })?;
         configure(&conn, path)?;
-        migrate(&mut conn, path)?;
+        schema::migrate(&mut conn, path)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
@@ -399,43 +329,6 @@ fn configure(conn: &Connection, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Brings the schema to the newest version in one immediate transaction (so two
-/// processes opening a fresh database do not both migrate it).
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
-    let supported = (1i64..).zip(MIGRATIONS).last().map_or(0, |(v, _)| v);
-    let failed = |version: i64| {
-        move |source| StoreError::Migrate {
-            path: path.to_owned(),
-            version,
-            source,
-        }
-    };
-    let tx = conn
-        .transaction_with_behavior(TransactionBehavior::Immediate)
-        .map_err(failed(supported))?;
-    let found: i64 = tx
-        .pragma_query_value(None, "user_version", |row| row.get(0))
-        .map_err(failed(supported))?;
-    if found > supported {
-        return Err(StoreError::SchemaTooNew {
-            path: path.to_owned(),
-            found,
-            supported,
-        });
-    }
-    if found == supported {
-        return Ok(());
-    }
-    for (version, sql) in (1i64..).zip(MIGRATIONS).filter(|(v, _)| *v > found) {
-        tx.execute_batch(sql).map_err(failed(version))?;
-    }
-    tx.pragma_update(None, "user_version", supported)
-        .map_err(failed(supported))?;
-    tx.commit().map_err(failed(supported))?;
-    tracing::info!(path = %path.display(), from = found, to = supported, "migrated the state database");
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -453,7 +346,7 @@ mod tests {
         let path = Store::db_path(dir.path());
         let first = Store::open(&path).unwrap();
         let version = user_version(&first);
-        assert_eq!(version, i64::try_from(MIGRATIONS.len()).unwrap());
+        assert_eq!(version, i64::try_from(schema::MIGRATIONS.len()).unwrap());
         drop(first);
         let second = Store::open(&path).unwrap();
         assert_eq!(user_version(&second), version);

@@ -3,6 +3,7 @@
 //! for the gateway and the channel. Each test starts its own instance; dropping it kills
 //! the process group.
 
+pub mod gateway;
 pub mod http;
 pub mod server;
 pub mod skills;
@@ -16,9 +17,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{killpg, Signal};
 use nix::unistd::Pid;
-use serde_json::{json, Value};
 
-use self::http::Response;
 use self::server::TestServer;
 
 /// How long a start-up step (gateway address, executor health) may take on a loaded machine.
@@ -349,101 +348,6 @@ impl Skillbox {
             read(&self.stdout),
             read(&self.stderr)
         )
-    }
-
-    /// A gateway request with the API token.
-    pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Response {
-        let auth = format!("Bearer {}", self.token);
-        http::request(
-            &self.addr,
-            method,
-            path,
-            &[("Authorization", auth.as_str())],
-            body,
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.logs()))
-    }
-
-    /// `GET /healthz` (no token), `{}` when the gateway does not answer.
-    pub fn health(&self) -> Value {
-        http::request(&self.addr, "GET", "/healthz", &[], None)
-            .ok()
-            .filter(|r| r.status == 200)
-            .map(|r| r.json())
-            .unwrap_or_else(|| json!({}))
-    }
-
-    /// `POST /v1/tools/call`; the result of docs/http-api.md.
-    pub fn call(&self, tool: &str, args: Value) -> Value {
-        let r = self.request(
-            "POST",
-            "/v1/tools/call",
-            Some(&json!({"tool": tool, "args": args})),
-        );
-        assert_eq!(r.status, 200, "call {tool}: {}", r.body);
-        r.json()
-    }
-
-    /// Starts `POST /v1/tools/call` on another thread (for calls that wait).
-    pub fn call_in_background(&self, tool: &str, args: Value) -> std::thread::JoinHandle<Value> {
-        let addr = self.addr.clone();
-        let auth = format!("Bearer {}", self.token);
-        let body = json!({"tool": tool, "args": args});
-        std::thread::spawn(move || {
-            let r = http::request(
-                &addr,
-                "POST",
-                "/v1/tools/call",
-                &[("Authorization", auth.as_str())],
-                Some(&body),
-            )
-            .expect("call in background");
-            assert_eq!(r.status, 200, "{}", r.body);
-            r.json()
-        })
-    }
-
-    /// The data of a successful call, or a panic naming the failure.
-    pub fn call_ok(&self, tool: &str, args: Value) -> Value {
-        let r = self.call(tool, args);
-        assert_eq!(r["success"], true, "{tool} failed: {r}\n{}", self.logs());
-        r["data"].clone()
-    }
-
-    /// Approvals, all or those with `status`.
-    pub fn approvals(&self, status: Option<&str>) -> Vec<Value> {
-        let path = match status {
-            Some(s) => format!("/v1/approvals?status={s}"),
-            None => "/v1/approvals".to_string(),
-        };
-        let r = self.request("GET", &path, None);
-        assert_eq!(r.status, 200, "{path}: {}", r.body);
-        r.json()["approvals"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
-    }
-
-    /// Waits for a pending approval of `skill:tool` and returns it.
-    pub fn wait_pending(&self, skill: &str, tool: &str) -> Value {
-        poll(
-            &format!("a pending approval of {skill}:{tool}"),
-            POLL_TIMEOUT,
-            || {
-                self.approvals(Some("pending"))
-                    .into_iter()
-                    .find(|a| a["skill"] == skill && a["tool"] == tool)
-            },
-        )
-    }
-
-    /// Decides an approval through the API.
-    pub fn decide(&self, id: &str, decision: &str, reason: Option<&str>) -> Response {
-        let mut body = json!({"decision": decision});
-        if let Some(r) = reason {
-            body["reason"] = r.into();
-        }
-        self.request("POST", &format!("/v1/approvals/{id}"), Some(&body))
     }
 
     /// Runs the `skillbox` CLI against this workspace.

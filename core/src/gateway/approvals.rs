@@ -1,0 +1,40 @@
+//! `GET /v1/approvals` and `POST /v1/approvals/{id}`: the approvals of write and sign calls,
+//! and an operator's decision on one ([`crate::approvals`]).
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::request::{ok, ok_of, Reply, Req};
+use super::Gateway;
+use crate::store::{ApprovalStatus, Decision};
+
+/// The body of `POST /v1/approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionRequest {
+    /// `"approve"` or `"deny"`.
+    decision: Decision,
+    /// Why, shown to the caller of a denied call.
+    reason: Option<String>,
+}
+
+/// `GET /v1/approvals[?status=pending|approved|...]`.
+pub async fn list(gw: &Gateway, req: Req) -> Reply {
+    let status = req
+        .query_param("status")
+        .and_then(|s| ApprovalStatus::from_name(&s));
+    let list = gw.dispatcher.approvals().list(status)?;
+    let list: Vec<Value> = list.iter().map(crate::approvals::payload::view).collect();
+    Ok(ok(&json!({ "approvals": list })))
+}
+
+/// `POST /v1/approvals/{id}`: approves or denies a pending approval; answers the record.
+pub async fn decide(gw: &Gateway, req: Req) -> Reply {
+    let id = req.param("id")?.to_string();
+    let body: DecisionRequest = req.json().await?;
+    let record = gw
+        .dispatcher
+        .approvals()
+        .decide(&id, body.decision, body.reason)?;
+    Ok(ok_of(&record))
+}

@@ -1,0 +1,227 @@
+//! The one mapping from a gateway failure to HTTP: an [`ApiError`] carries an
+//! [`ErrorKind`], and [`status`] alone decides the status code from it. Three refusals are
+//! HTTP's own (a missing token, an oversized body, a known path asked with another method);
+//! they keep a kind for the JSON body and their status is decided in the same function.
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use serde_json::json;
+use skillbox_protocol::result::ErrorKind;
+
+/// The refusals HTTP names itself; every other failure answers the status of its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Transport {
+    /// The failure is one of its kind.
+    None,
+    /// No or a wrong bearer token (401).
+    Unauthorized,
+    /// The request body was over the limit (413).
+    BodyTooLarge,
+    /// The path exists with other methods (405, with `Allow`).
+    MethodNotAllowed {
+        /// The `Allow` header value.
+        allow: String,
+    },
+}
+
+/// The HTTP status of a failure of `kind`, or of one of HTTP's own refusals.
+fn status(kind: ErrorKind, transport: &Transport) -> StatusCode {
+    match transport {
+        Transport::Unauthorized => return StatusCode::UNAUTHORIZED,
+        Transport::BodyTooLarge => return StatusCode::PAYLOAD_TOO_LARGE,
+        Transport::MethodNotAllowed { .. } => return StatusCode::METHOD_NOT_ALLOWED,
+        Transport::None => {}
+    }
+    match kind {
+        ErrorKind::InvalidArgs | ErrorKind::Protocol => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound => StatusCode::NOT_FOUND,
+        ErrorKind::PermissionDenied | ErrorKind::ApprovalDenied => StatusCode::FORBIDDEN,
+        ErrorKind::Timeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorKind::ResourceLimit => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorKind::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorKind::Sandbox | ErrorKind::ToolError => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// A gateway failure, answered as `{"error", "error_kind"}` (and `"check"` for a refused
+/// install, removal or repair) with the status [`status`] gives its kind.
+#[derive(Debug)]
+pub struct ApiError {
+    kind: ErrorKind,
+    message: String,
+    check: Option<&'static str>,
+    transport: Transport,
+}
+
+impl ApiError {
+    /// An error of `kind` with the status that kind maps to.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            check: None,
+            transport: Transport::None,
+        }
+    }
+
+    /// A refusal by one of the install, removal or repair checks, named in the answer.
+    pub fn refused(kind: ErrorKind, message: impl Into<String>, check: &'static str) -> Self {
+        Self {
+            check: Some(check),
+            ..Self::new(kind, message)
+        }
+    }
+
+    /// No or a wrong bearer token: names the file that holds the right one.
+    pub fn unauthorized(token_file: &std::path::Path) -> Self {
+        Self {
+            transport: Transport::Unauthorized,
+            ..Self::new(
+                ErrorKind::PermissionDenied,
+                format!(
+                    "missing or wrong bearer token; send Authorization: Bearer <the token in {}>",
+                    token_file.display()
+                ),
+            )
+        }
+    }
+
+    /// A request body over `limit` bytes.
+    pub fn body_too_large(limit: usize) -> Self {
+        Self {
+            transport: Transport::BodyTooLarge,
+            ..Self::new(
+                ErrorKind::InvalidArgs,
+                format!("request body over the {limit}-byte limit (gateway.max_request_bytes)"),
+            )
+        }
+    }
+
+    /// A known path asked with a method it does not take; `allow` lists those it takes.
+    pub fn method_not_allowed(allow: String, message: impl Into<String>) -> Self {
+        Self {
+            transport: Transport::MethodNotAllowed { allow },
+            ..Self::new(ErrorKind::InvalidArgs, message)
+        }
+    }
+
+    /// The HTTP status this error is answered with.
+    pub fn status(&self) -> StatusCode {
+        status(self.kind, &self.transport)
+    }
+
+    /// The error's kind (the body's `error_kind`).
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// What went wrong and what to do.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// The answer: `{"error", "error_kind"}` (with `"check"` when a check refused), the
+    /// status of the kind, and `Allow` on a 405.
+    pub fn into_response(self) -> Response<Full<Bytes>> {
+        let mut body = json!({"error": self.message, "error_kind": self.kind});
+        if let Some(check) = self.check {
+            body["check"] = check.into();
+        }
+        let mut r = json_response(self.status(), &body);
+        if let Transport::MethodNotAllowed { allow } = &self.transport {
+            if let Ok(v) = http::HeaderValue::from_str(allow) {
+                r.headers_mut().insert(http::header::ALLOW, v);
+            }
+        }
+        r
+    }
+}
+
+/// Errors that know their kind reach HTTP as an [`ApiError`] of that kind, their message
+/// as the answer's `error`.
+macro_rules! from_kinded {
+    ($($error:ty),* $(,)?) => {$(
+        impl From<$error> for ApiError {
+            fn from(e: $error) -> Self {
+                ApiError::new(e.error_kind(), e.to_string())
+            }
+        }
+    )*};
+}
+
+from_kinded!(
+    crate::approvals::ApprovalError,
+    crate::contexts::ContextError,
+    crate::contexts::disclosure::DisclosureError,
+    crate::reload::ReloadError,
+);
+
+/// A task the gateway moved off the async threads panicked or was cancelled.
+impl From<tokio::task::JoinError> for ApiError {
+    fn from(e: tokio::task::JoinError) -> Self {
+        ApiError::new(ErrorKind::Unavailable, e.to_string())
+    }
+}
+
+/// A JSON response.
+pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::approvals::ApprovalError;
+    use crate::store::StoreError;
+
+    #[test]
+    fn unauthorized_names_the_real_token_file() {
+        let file = std::path::Path::new("/srv/bot/.skillbox/api-token");
+        let e = ApiError::unauthorized(file);
+        assert_eq!(e.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(e.kind(), ErrorKind::PermissionDenied);
+        assert!(
+            e.message().contains("/srv/bot/.skillbox/api-token")
+                && !e.message().contains("<state>"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn approval_store_failure_is_unavailable_not_conflict() {
+        let e = ApiError::from(ApprovalError::Store(StoreError::WalUnavailable {
+            path: "/srv/bot/.skillbox/state.db".into(),
+            mode: "delete".into(),
+        }));
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        assert_eq!(e.status(), StatusCode::SERVICE_UNAVAILABLE);
+    }
+
+    #[test]
+    fn approval_not_found_is_404() {
+        let e = ApiError::from(ApprovalError::NotFound { id: "ap_x".into() });
+        assert_eq!(e.status(), StatusCode::NOT_FOUND);
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn refusal_body_names_the_check_with_the_status_of_its_kind() {
+        let r = ApiError::refused(ErrorKind::PermissionDenied, "no", "signature").into_response();
+        assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    }
+
+    #[test]
+    fn method_not_allowed_sets_allow() {
+        let r = ApiError::method_not_allowed("PUT, DELETE".into(), "m").into_response();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()[http::header::ALLOW], "PUT, DELETE");
+    }
+}

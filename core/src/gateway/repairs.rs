@@ -1,0 +1,40 @@
+//! `POST /v1/skills/{name}/repairs`: judges a repair proposal and applies it
+//! ([`crate::repair`]), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
+
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::error::ApiError;
+use super::request::{ok, Reply, Req};
+use super::{reload, Gateway};
+use crate::reload::Cause;
+use crate::repair::{RepairProposal, RepairTarget};
+
+/// `POST /v1/skills/{name}/repairs`.
+pub async fn propose(gw: &Gateway, req: Req) -> Reply {
+    let name = req.param("name")?.to_string();
+    let proposal: RepairProposal = req.json().await?;
+    let d = Arc::clone(&gw.dispatcher);
+    let root = gw.skills_root.clone();
+    let config = gw
+        .skills_root
+        .parent()
+        .and_then(|ws| crate::config::Config::load(ws).ok())
+        .map(|c| c.repair)
+        .unwrap_or_default();
+    let record = tokio::task::spawn_blocking(move || {
+        let catalog = d.catalog();
+        let target = RepairTarget {
+            skills_root: &root,
+            catalog: &catalog,
+            store: d.store(),
+            config: &config,
+        };
+        crate::repair::propose(&target, &name, &proposal)
+    })
+    .await?
+    .map_err(|e| ApiError::refused(e.error_kind(), e.to_string(), e.check()))?;
+    let reload = reload::after_change(gw, Cause::Repair).await;
+    Ok(ok(&json!({"repair": record, "reload": reload})))
+}

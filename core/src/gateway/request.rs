@@ -1,0 +1,89 @@
+//! What a route handler gets: the request's body (read on demand, within
+//! `gateway.max_request_bytes`), its query, and the path segments its pattern captured.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use skillbox_protocol::result::ErrorKind;
+
+use super::error::{json_response, ApiError};
+
+/// A request body of any source (hyper's in the server, a buffer in tests).
+pub type Body = BoxBody<Bytes, BodyError>;
+
+/// Reading the request body failed (the connection broke).
+#[derive(Debug, thiserror::Error)]
+#[error("reading the request body failed: {0}")]
+pub struct BodyError(pub String);
+
+/// A handler's answer: a response, or the error the one mapping turns into one.
+pub type Reply = Result<Response<Full<Bytes>>, ApiError>;
+
+/// The future a handler returns.
+pub type Handled<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+
+/// One request as a handler sees it.
+#[derive(Debug)]
+pub struct Req {
+    /// The request body, unread.
+    pub body: Body,
+    /// The query string, if any.
+    pub query: Option<String>,
+    /// The path segments the route's pattern captured, by name.
+    pub params: Vec<(&'static str, String)>,
+    /// Largest body accepted.
+    pub max_body: usize,
+}
+
+impl Req {
+    /// The path segment captured as `{name}` (or `{*name}`) by the route's pattern.
+    pub fn param(&self, name: &str) -> Result<&str, ApiError> {
+        self.params
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.as_str())
+            .ok_or_else(|| {
+                ApiError::new(
+                    ErrorKind::Unavailable,
+                    format!("the gateway route has no {{{name}}} segment; report this bug"),
+                )
+            })
+    }
+
+    /// The value of `key` in the query string.
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        self.query
+            .as_deref()?
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.to_string())
+    }
+
+    /// Reads the body (at most `max_body` bytes) as JSON of type `T`.
+    pub async fn json<T: DeserializeOwned>(self) -> Result<T, ApiError> {
+        let bytes = Limited::new(self.body, self.max_body)
+            .collect()
+            .await
+            .map_err(|_| ApiError::body_too_large(self.max_body))?
+            .to_bytes();
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::new(ErrorKind::InvalidArgs, format!("request body: {e}")))
+    }
+}
+
+/// A 200 answer with `body`.
+pub fn ok(body: &Value) -> Response<Full<Bytes>> {
+    json_response(StatusCode::OK, body)
+}
+
+/// A 200 answer with `value` serialized.
+pub fn ok_of<T: serde::Serialize>(value: &T) -> Response<Full<Bytes>> {
+    ok(&serde_json::to_value(value).unwrap_or_default())
+}

@@ -1,0 +1,31 @@
+//! `POST /v1/route` (an activation plan for a query) and `POST /v1/route/execute` (the plan
+//! run with its fallback chain): [`crate::router`].
+
+use std::sync::Arc;
+
+use skillbox_protocol::result::ErrorKind;
+
+use super::error::ApiError;
+use super::request::{ok_of, Reply, Req};
+use super::Gateway;
+
+/// `POST /v1/route`.
+pub async fn plan(gw: &Gateway, req: Req) -> Reply {
+    let body: crate::router::RouteParams = req.json().await?;
+    let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
+    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), ws, body)
+        .await
+        .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
+        .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+    Ok(ok_of(&plan))
+}
+
+/// `POST /v1/route/execute`.
+pub async fn execute(gw: &Gateway, req: Req) -> Reply {
+    let body: crate::router::ExecuteParams = req.json().await?;
+    let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
+    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), ws, body)
+        .await
+        .map_err(|(kind, msg)| ApiError::new(kind, msg))?;
+    Ok(ok_of(&run))
+}

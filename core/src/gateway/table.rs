@@ -1,0 +1,253 @@
+//! The route table: every route of the gateway as method + path pattern → handler
+//! (docs/http-api.md describes each). Dispatch takes the first route whose method and
+//! pattern match; a path some route's pattern matches under other methods is answered 405
+//! with an `Allow` header derived from the same table, any other path 404.
+
+use http::Method;
+
+use super::error::ApiError;
+use super::request::{Handled, Reply, Req};
+use super::Gateway;
+use super::{approvals, contexts, health, install, reload, repairs, route, skills, tools};
+
+/// A route handler.
+pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;
+
+/// One route: a method, a path pattern and its handler.
+#[derive(Debug)]
+pub struct Route {
+    /// The method it takes.
+    pub method: Method,
+    /// The path, `/`-separated: literal segments, `{name}` for one segment, `{*name}` for
+    /// one or more trailing segments.
+    pub pattern: &'static str,
+    /// What answers it.
+    pub handler: Handler,
+}
+
+macro_rules! routes {
+    ($($method:ident $pattern:literal => $handler:path),* $(,)?) => {
+        [$(Route {
+            method: Method::$method,
+            pattern: $pattern,
+            handler: |gw, req| Box::pin($handler(gw, req)),
+        }),*]
+    };
+}
+
+/// Every route. Order matters only between patterns that match the same path with the
+/// same method (none do today).
+pub fn routes() -> [Route; 18] {
+    routes![
+        GET "/healthz" => health::healthz,
+        GET "/v1/skills" => skills::list,
+        GET "/v1/skills/{name}" => skills::get,
+        GET "/v1/skills/{name}/files/{*path}" => skills::file,
+        POST "/v1/skills/reload" => reload::skills,
+        POST "/v1/skills/install" => install::install,
+        DELETE "/v1/skills/{name}" => install::remove,
+        POST "/v1/skills/{name}/repairs" => repairs::propose,
+        POST "/v1/trust/reload" => reload::trust,
+        GET "/v1/tools" => tools::list,
+        POST "/v1/tools/call" => tools::call,
+        POST "/v1/route" => route::plan,
+        POST "/v1/route/execute" => route::execute,
+        GET "/v1/contexts/{id}" => contexts::get,
+        PUT "/v1/contexts/{id}/skills/{name}" => contexts::pin,
+        DELETE "/v1/contexts/{id}/skills/{name}" => contexts::unpin,
+        GET "/v1/approvals" => approvals::list,
+        POST "/v1/approvals/{id}" => approvals::decide,
+    ]
+}
+
+/// The segments of `path` (split at `/`, without empty ends).
+pub fn segments(path: &str) -> Vec<&str> {
+    path.trim_matches('/').split('/').collect()
+}
+
+/// The captures of `pattern` on `segments`, or `None` when it does not match.
+fn captures(pattern: &'static str, path: &[&str]) -> Option<Vec<(&'static str, String)>> {
+    let mut out = Vec::new();
+    let parts = segments(pattern);
+    for (i, part) in parts.iter().enumerate() {
+        if let Some(name) = part.strip_prefix("{*").and_then(|p| p.strip_suffix('}')) {
+            let rest = path.get(i..).filter(|r| !r.is_empty())?;
+            out.push((name, rest.join("/")));
+            return Some(out);
+        }
+        let segment = path.get(i)?;
+        match part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            Some(name) => out.push((name, segment.to_string())),
+            None if part == segment => {}
+            None => return None,
+        }
+    }
+    (parts.len() == path.len()).then_some(out)
+}
+
+/// The methods `path` is served with, in the order GET, POST, PUT, DELETE; empty when no
+/// route has this shape.
+pub fn allowed(path: &str) -> Vec<Method> {
+    let segments = segments(path);
+    let table = routes();
+    [Method::GET, Method::POST, Method::PUT, Method::DELETE]
+        .into_iter()
+        .filter(|m| {
+            table
+                .iter()
+                .any(|r| r.method == *m && captures(r.pattern, &segments).is_some())
+        })
+        .collect()
+}
+
+/// Answers `method path` with its route, or 405/404 when no route takes it.
+pub async fn dispatch(
+    gw: &Gateway,
+    method: &Method,
+    path: &str,
+    query: Option<String>,
+    body: super::request::Body,
+) -> Reply {
+    let segments = segments(path);
+    for route in routes() {
+        if route.method != *method {
+            continue;
+        }
+        if let Some(params) = captures(route.pattern, &segments) {
+            let req = Req {
+                body,
+                query,
+                params,
+                max_body: gw.max_request_bytes,
+            };
+            return (route.handler)(gw, req).await;
+        }
+    }
+    Err(no_route(method, path))
+}
+
+/// The refusal of a request no route took: 405 with `Allow` when the path is known, else 404.
+fn no_route(method: &Method, path: &str) -> ApiError {
+    let allowed = allowed(path);
+    if allowed.is_empty() {
+        return ApiError::new(
+            skillbox_protocol::result::ErrorKind::NotFound,
+            format!("no route {method} {path}; docs/http-api.md lists the routes"),
+        );
+    }
+    let allow: Vec<&str> = allowed.iter().map(Method::as_str).collect();
+    let allow = allow.join(", ");
+    let message = format!("{path} does not take {method}; use {allow} (docs/http-api.md)");
+    ApiError::method_not_allowed(allow, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use http::StatusCode;
+
+    use super::*;
+
+    /// A path of every route, with its method and the captures its handler reads.
+    const ROUTES: [(&str, &str, &[(&str, &str)]); 19] = [
+        ("GET", "/healthz", &[]),
+        ("GET", "/v1/skills", &[]),
+        ("GET", "/v1/skills/echo", &[("name", "echo")]),
+        (
+            "GET",
+            "/v1/skills/echo/files/scripts/run.py",
+            &[("name", "echo"), ("path", "scripts/run.py")],
+        ),
+        ("GET", "/v1/tools", &[]),
+        ("POST", "/v1/tools/call", &[]),
+        ("POST", "/v1/route", &[]),
+        ("POST", "/v1/route/execute", &[]),
+        ("POST", "/v1/skills/install", &[]),
+        ("POST", "/v1/skills/reload", &[]),
+        ("POST", "/v1/skills/echo/repairs", &[("name", "echo")]),
+        ("DELETE", "/v1/skills/echo", &[("name", "echo")]),
+        ("POST", "/v1/trust/reload", &[]),
+        ("GET", "/v1/contexts/c1", &[("id", "c1")]),
+        (
+            "PUT",
+            "/v1/contexts/c1/skills/echo",
+            &[("id", "c1"), ("name", "echo")],
+        ),
+        (
+            "DELETE",
+            "/v1/contexts/c1/skills/echo",
+            &[("id", "c1"), ("name", "echo")],
+        ),
+        ("GET", "/v1/approvals", &[]),
+        ("POST", "/v1/approvals/ap_1", &[("id", "ap_1")]),
+        ("GET", "/v1/skills/reload", &[("name", "reload")]),
+    ];
+
+    fn route_of(method: &str, path: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
+        let m = Method::from_bytes(method.as_bytes()).unwrap();
+        let segments = segments(path);
+        routes()
+            .into_iter()
+            .filter(|r| r.method == m)
+            .find_map(|r| captures(r.pattern, &segments).map(|c| (r.pattern, c)))
+    }
+
+    #[test]
+    fn every_route_is_dispatched_with_its_captures_and_listed_in_allow() {
+        for (method, path, want) in ROUTES {
+            let (pattern, got) =
+                route_of(method, path).unwrap_or_else(|| panic!("{method} {path}: no route"));
+            let got: Vec<(&str, &str)> = got.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            assert_eq!(got, want, "{method} {path} ({pattern})");
+            let m = Method::from_bytes(method.as_bytes()).unwrap();
+            assert!(allowed(path).contains(&m), "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn every_table_route_has_a_sample() {
+        for r in routes() {
+            assert!(
+                ROUTES.iter().any(|(m, p, _)| *m == r.method.as_str()
+                    && route_of(m, p).map(|(pat, _)| pat) == Some(r.pattern)),
+                "{} {} has no sample in ROUTES",
+                r.method,
+                r.pattern
+            );
+        }
+    }
+
+    #[test]
+    fn literal_segments_win_over_captures_only_by_method() {
+        assert_eq!(
+            allowed("/v1/skills/reload"),
+            [Method::GET, Method::POST, Method::DELETE]
+        );
+        assert_eq!(allowed("/v1/skills/echo"), [Method::GET, Method::DELETE]);
+        assert_eq!(
+            allowed("/v1/contexts/c1/skills/echo"),
+            [Method::PUT, Method::DELETE]
+        );
+    }
+
+    #[test]
+    fn files_route_needs_a_path() {
+        assert!(route_of("GET", "/v1/skills/echo/files").is_none());
+        assert!(allowed("/v1/skills/echo/files").is_empty());
+    }
+
+    #[test]
+    fn get_on_a_post_route_is_405_with_allow() {
+        let r = no_route(&Method::GET, "/v1/tools/call").into_response();
+        assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers()[http::header::ALLOW], "POST");
+    }
+
+    #[test]
+    fn unknown_path_is_404_naming_the_docs() {
+        let e = no_route(&Method::GET, "/v1/nothing");
+        assert!(e.message().contains("docs/http-api.md"), "{}", e.message());
+        let r = e.into_response();
+        assert_eq!(r.status(), StatusCode::NOT_FOUND);
+        assert!(r.headers().get(http::header::ALLOW).is_none());
+    }
+}

@@ -1,0 +1,245 @@
+//! Requests through the route table against a gateway over a test dispatcher (no server,
+//! no executor): the approval routes' answers and the one error mapping.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::skill::{Catalog, Security};
+
+use super::request::Body;
+use super::{table, Gateway};
+use crate::store::{ApprovalRecord, ApprovalStatus, Store};
+
+fn gateway(ws: &std::path::Path) -> Gateway {
+    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
+    let state = ws.join(crate::state::STATE_DIR);
+    let trust = crate::install::TrustPolicy::for_workspace(ws, &state, false);
+    Gateway {
+        reloader: Arc::new(crate::reload::Reloader::new(
+            Arc::clone(&dispatcher),
+            trust.clone(),
+        )),
+        dispatcher,
+        token: SecretValue("gateway-token-3f9a1c77e2".to_string()),
+        token_file: state.join(crate::state::TOKEN_FILE),
+        max_request_bytes: 1024,
+        skills_root: ws.join("skills"),
+        trust,
+        supervisor: None,
+    }
+}
+
+/// `method path` with `body`, answered through the table as the server would.
+async fn send(
+    gw: &Gateway,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let bytes = body.map(|b| b.to_string()).unwrap_or_default();
+    let body: Body = Full::new(Bytes::from(bytes))
+        .map_err(|never| match never {})
+        .boxed();
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q.to_string())),
+        None => (path, None),
+    };
+    let r = match table::dispatch(gw, &method, path, query, body).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    };
+    let status = r.status();
+    let bytes = r.into_body().collect().await.unwrap().to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+fn pending(gw: &Gateway, id: &str) {
+    gw.dispatcher
+        .store()
+        .insert_approval(&ApprovalRecord {
+            id: id.to_string(),
+            skill: "notes".into(),
+            tool: "append".into(),
+            args_hash: "0".repeat(64),
+            args: json!({}),
+            security: Security::Write,
+            status: ApprovalStatus::Pending,
+            created_at: crate::store::unix_ms_now(),
+            decided_at: None,
+            reason: None,
+        })
+        .unwrap();
+}
+
+/// Makes every later approval query fail as a broken database would.
+fn break_approvals_table(ws: &std::path::Path) {
+    let db = Store::db_path(&ws.join(crate::state::STATE_DIR));
+    let c = rusqlite::Connection::open(db).unwrap();
+    c.execute_batch("DROP TABLE approvals").unwrap();
+}
+
+#[test]
+fn gateway_debug_does_not_print_the_api_token() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    let debug = format!("{gw:?}");
+    assert!(!debug.contains("gateway-token-3f9a1c77e2"), "{debug}");
+    assert!(debug.contains("token: ***"), "{debug}");
+}
+
+#[tokio::test]
+async fn decide_with_a_broken_store_is_503_unavailable_not_409() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    pending(&gw, "ap_store");
+    break_approvals_table(ws.path());
+    let (status, body) = send(
+        &gw,
+        Method::POST,
+        "/v1/approvals/ap_store",
+        Some(json!({"decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error_kind"], "unavailable", "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("approvals"),
+        "names the failing table: {body}"
+    );
+}
+
+#[tokio::test]
+async fn listing_approvals_with_a_broken_store_is_503_unavailable() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    break_approvals_table(ws.path());
+    let (status, body) = send(&gw, Method::GET, "/v1/approvals?status=pending", None).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["error_kind"], "unavailable", "{body}");
+}
+
+#[tokio::test]
+async fn decide_parses_approve_and_deny_with_a_reason() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    pending(&gw, "ap_yes");
+    pending(&gw, "ap_no");
+    let (status, body) = send(
+        &gw,
+        Method::POST,
+        "/v1/approvals/ap_yes",
+        Some(json!({"decision": "approve"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "approved", "{body}");
+    let (status, body) = send(
+        &gw,
+        Method::POST,
+        "/v1/approvals/ap_no",
+        Some(json!({"decision": "deny", "reason": "not today"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["status"], "denied", "{body}");
+    assert_eq!(body["reason"], "not today", "{body}");
+}
+
+#[tokio::test]
+async fn decide_refuses_an_unknown_decision_naming_the_two_it_takes() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    pending(&gw, "ap_1");
+    for decision in [json!("maybe"), json!("Approve"), json!("")] {
+        let (status, body) = send(
+            &gw,
+            Method::POST,
+            "/v1/approvals/ap_1",
+            Some(json!({ "decision": decision })),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{decision}: {body}");
+        assert_eq!(body["error_kind"], "invalid_args", "{body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(
+            error.starts_with("request body: unknown variant")
+                && error.contains("expected `approve` or `deny`"),
+            "{decision}: {error}"
+        );
+    }
+    let (status, body) = send(
+        &gw,
+        Method::POST,
+        "/v1/approvals/ap_1",
+        Some(json!({ "decision": true })),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error_kind"], "invalid_args", "{body}");
+    // Nothing was decided.
+    let record = gw.dispatcher.approvals().get("ap_1").unwrap();
+    assert_eq!(record.status, ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn decide_refuses_a_missing_decision_or_an_unknown_field() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    pending(&gw, "ap_1");
+    for (body, word) in [
+        (json!({"reason": "x"}), "missing field `decision`"),
+        (
+            json!({"decision": "approve", "force": true}),
+            "unknown field `force`",
+        ),
+    ] {
+        let (status, answer) = send(&gw, Method::POST, "/v1/approvals/ap_1", Some(body)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+        assert_eq!(answer["error_kind"], "invalid_args", "{answer}");
+        assert!(answer["error"].as_str().unwrap().contains(word), "{answer}");
+    }
+}
+
+#[tokio::test]
+async fn decide_on_an_unknown_approval_is_404() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    let (status, body) = send(
+        &gw,
+        Method::POST,
+        "/v1/approvals/ap_none",
+        Some(json!({"decision": "deny"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error_kind"], "not_found", "{body}");
+}
+
+#[tokio::test]
+async fn oversized_body_is_413() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    let big = json!({"decision": "approve", "reason": "x".repeat(2048)});
+    let (status, body) = send(&gw, Method::POST, "/v1/approvals/ap_1", Some(big)).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("1024-byte limit"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn put_on_a_skill_is_405_listing_get_and_delete() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    let (status, body) = send(&gw, Method::PUT, "/v1/skills/echo", None).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED, "{body}");
+    assert_eq!(
+        body["error"],
+        "/v1/skills/echo does not take PUT; use GET, DELETE (docs/http-api.md)"
+    );
+}

@@ -1,0 +1,122 @@
+//! `GET /v1/tools` and `POST /v1/tools/call`: the tools of the available skills plus the
+//! built-in disclosure tools, and one call, gated by the caller's context when it names one.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::ToolRef;
+
+use super::request::{ok, ok_of, Reply, Req};
+use super::Gateway;
+use crate::contexts::disclosure;
+
+/// The body of `POST /v1/tools/call`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CallRequest {
+    tool: String,
+    #[serde(default)]
+    args: Value,
+    context_id: Option<String>,
+}
+
+/// `GET /v1/tools`.
+pub async fn list(gw: &Gateway, _req: Req) -> Reply {
+    let catalog = gw.dispatcher.catalog();
+    let mut out: Vec<Value> = catalog
+        .skills
+        .iter()
+        .flat_map(|s| {
+            s.tools.iter().map(move |t| {
+                json!({
+                    "name": ToolRef::new(&s.name, &t.name).to_string(),
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "security": t.security,
+                })
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let available: Vec<String> = catalog
+        .skills
+        .iter()
+        .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
+        .map(|s| s.name.clone())
+        .collect();
+    out.extend(disclosure::builtin_tools(&available));
+    Ok(ok(&json!({ "tools": out })))
+}
+
+/// `POST /v1/tools/call`: the call's result (a failed call is a 200 with its error kind).
+pub async fn call(gw: &Gateway, req: Req) -> Reply {
+    let body: CallRequest = req.json().await?;
+    let args = if body.args.is_null() {
+        json!({})
+    } else {
+        body.args
+    };
+    Ok(ok_of(
+        &call_tool(gw, body.tool, args, body.context_id).await,
+    ))
+}
+
+/// A built-in tool or a skill's tool, refused when a context is given and the tool is not
+/// among its active tools.
+async fn call_tool(
+    gw: &Gateway,
+    tool: String,
+    args: Value,
+    context_id: Option<String>,
+) -> ToolResult {
+    // Results answered here (built-ins, refusals) get an id of their own, as dispatched
+    // calls do; dispatched calls draw theirs in the dispatcher.
+    let call_id = match gw.dispatcher.new_call_id() {
+        Ok(id) => id,
+        Err(e) => return ToolResult::failed("", ErrorKind::Unavailable, e.to_string(), 0),
+    };
+    let refused = |e: &dyn std::fmt::Display, kind: ErrorKind| {
+        ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
+    };
+    let catalog = gw.dispatcher.catalog();
+    let view = match context_id {
+        Some(id) => {
+            let d = Arc::clone(&gw.dispatcher);
+            let c = Arc::clone(&catalog);
+            match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &c, &id))
+                .await
+            {
+                Ok(Ok(v)) => Some(v),
+                Ok(Err(e)) => return refused(&e, e.error_kind()),
+                Err(e) => return refused(&e, ErrorKind::Unavailable),
+            }
+        }
+        None => None,
+    };
+    if let Some(v) = view.as_ref().filter(|v| !v.allows(&tool)) {
+        return refused(&v.refusal(&tool), ErrorKind::PermissionDenied);
+    }
+    match tool.as_str() {
+        disclosure::LOAD_SKILL => match disclosure::load_skill(&catalog, &args) {
+            Ok(data) => ToolResult::ok(call_id.clone(), data, 0),
+            Err(e) => refused(&e, e.error_kind()),
+        },
+        disclosure::RUN_SKILL_SCRIPT => match disclosure::resolve_script(&catalog, &args) {
+            Ok((full, call_args)) => {
+                // In a context, the script's tool must be active or its skill pinned.
+                let skill = ToolRef::parse(&full).map(|r| r.skill).unwrap_or_default();
+                if let Some(v) = view
+                    .as_ref()
+                    .filter(|v| !v.allows(&full) && !v.pinned.iter().any(|p| p.name == skill))
+                {
+                    return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
+                }
+                gw.dispatcher.call(&full, call_args).await
+            }
+            Err(e) => refused(&e, e.error_kind()),
+        },
+        _ => gw.dispatcher.call(&tool, args).await,
+    }
+}
