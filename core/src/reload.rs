@@ -24,6 +24,7 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use crate::calls::Dispatcher;
+use crate::config::Config;
 use crate::install::{verify, TrustPolicy};
 
 /// How long a reload waits for the executor to reload its registry (it hashes every
@@ -110,16 +111,25 @@ impl Reloader {
     pub async fn reload(&self, cause: Cause) -> Result<ReloadReport, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let policy = self.policy.clone();
-        let (catalog, disabled) = tokio::task::spawn_blocking(move || {
+        let (catalog, disabled, config) = tokio::task::spawn_blocking(move || {
             let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
             let disabled = verify::enforce(&mut catalog, &policy, SystemTime::now());
-            (catalog, disabled)
+            // The configuration is read here, once per load, and swapped with the
+            // catalogue; a file that no longer parses keeps the previous configuration.
+            let config = policy.skills_root.parent().and_then(|ws| {
+                Config::load(ws)
+                    .map_err(|e| {
+                        tracing::warn!(error = %e, "skillbox.toml does not load; keeping the configuration of the previous load");
+                    })
+                    .ok()
+            });
+            (catalog, disabled, config)
         })
         .await
         .map_err(ReloadError::Verify)?;
         let loaded = catalog.skills.len();
         let skipped: Vec<String> = catalog.skipped.iter().map(|s| s.reason()).collect();
-        self.dispatcher.set_catalog(catalog);
+        self.dispatcher.set_catalog(catalog, config);
         tracing::info!(?cause, loaded, disabled = ?disabled, "skills and trust reloaded");
         let executor = self
             .dispatcher
@@ -257,6 +267,33 @@ impl<T: PartialEq> Debounce<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn reload_reads_the_config_once_and_keeps_the_last_good_one() {
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join("skills")).unwrap();
+        let dispatcher = Arc::new(crate::calls::test_dispatcher(
+            ws.path(),
+            skillbox_protocol::skill::Catalog::default(),
+        ));
+        let state = crate::state::ensure_dir(ws.path()).unwrap();
+        let reloader = Reloader::new(
+            Arc::clone(&dispatcher),
+            TrustPolicy::for_workspace(ws.path(), &state, false),
+        );
+        let toml = ws.path().join("skillbox.toml");
+        std::fs::write(&toml, "[routing]\nthreshold = 0.42\n").unwrap();
+        // No executor answers, so the reload reports an error after the swap.
+        let _ = reloader.reload(Cause::Request).await;
+        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+        // A request in between reads nothing: the swapped config is what every request sees.
+        std::fs::write(&toml, "[routing]\nthreshold = 0.5\n").unwrap();
+        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+        // A file that no longer parses keeps the last good configuration.
+        std::fs::write(&toml, "[routing\nthreshold = \n").unwrap();
+        let _ = reloader.reload(Cause::Request).await;
+        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+    }
 
     #[test]
     fn debounce_fires_once_a_change_holds_still() {

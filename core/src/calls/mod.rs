@@ -28,6 +28,7 @@ pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::transport::ExecutorTransport;
 use crate::approvals::Approvals;
 use crate::availability::SandboxReadiness;
+use crate::config::Config;
 use crate::executors::ExecutorPool;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::router::context_readiness;
@@ -57,10 +58,20 @@ impl Transports {
     }
 }
 
+/// What a load or reload produced, swapped as one: the catalogue and the configuration
+/// read with it (the config is read once per load, never per request).
+#[derive(Debug)]
+pub struct Loaded {
+    /// The skills.
+    pub catalog: Arc<Catalog>,
+    /// `skillbox.toml` as it was at that load.
+    pub config: Arc<Config>,
+}
+
 /// Runs tool calls through the pipeline; holds the catalogue they are admitted against.
 #[derive(Debug)]
 pub struct Dispatcher {
-    catalog: RwLock<Arc<Catalog>>,
+    loaded: RwLock<Arc<Loaded>>,
     transports: Transports,
     secrets: Secrets,
     approvals: Arc<Approvals>,
@@ -75,6 +86,8 @@ pub struct Dispatcher {
 pub struct DispatcherParts {
     /// The skills calls are admitted against.
     pub catalog: Catalog,
+    /// The configuration read with them.
+    pub config: Config,
     /// Where calls run.
     pub transports: Transports,
     /// The env values the core holds.
@@ -93,7 +106,10 @@ impl Dispatcher {
     /// A dispatcher from its parts; ids and tokens come from the operating system.
     pub fn new(parts: DispatcherParts) -> Self {
         Self {
-            catalog: RwLock::new(Arc::new(parts.catalog)),
+            loaded: RwLock::new(Arc::new(Loaded {
+                catalog: Arc::new(parts.catalog),
+                config: Arc::new(parts.config),
+            })),
             transports: parts.transports,
             secrets: parts.secrets,
             approvals: parts.approvals,
@@ -111,18 +127,32 @@ impl Dispatcher {
         self
     }
 
-    /// The skills the core knows.
-    pub fn catalog(&self) -> Arc<Catalog> {
-        self.catalog
+    /// The latest load: catalogue and configuration.
+    pub fn loaded(&self) -> Arc<Loaded> {
+        self.loaded
             .read()
-            .map(|c| Arc::clone(&c))
+            .map(|l| Arc::clone(&l))
             .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
     }
 
-    /// Replaces the catalog (after a reload).
-    pub fn set_catalog(&self, catalog: Catalog) {
-        if let Ok(mut c) = self.catalog.write() {
-            *c = Arc::new(catalog);
+    /// The skills the core knows.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.loaded().catalog)
+    }
+
+    /// The configuration of the latest load.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.loaded().config)
+    }
+
+    /// Replaces the catalogue, and the configuration when a new one was read (a reload).
+    pub fn set_catalog(&self, catalog: Catalog, config: Option<Config>) {
+        let config = config.map_or_else(|| self.config(), Arc::new);
+        if let Ok(mut l) = self.loaded.write() {
+            *l = Arc::new(Loaded {
+                catalog: Arc::new(catalog),
+                config,
+            });
         }
     }
 
@@ -199,6 +229,7 @@ pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatc
     ));
     Dispatcher::new(DispatcherParts {
         catalog,
+        config: Config::default(),
         transports: Transports::new(pool, None),
         secrets: Secrets::default(),
         approvals,

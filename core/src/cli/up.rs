@@ -182,6 +182,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     }
     let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
         catalog,
+        config: config.clone(),
         transports: Transports::new(Arc::clone(&executor), containers),
         secrets: Secrets::load(&state_dir)?,
         approvals,

@@ -17,12 +17,8 @@ pub async fn propose(gw: &Gateway, req: Req) -> Reply {
     let proposal: RepairProposal = req.json().await?;
     let d = Arc::clone(&gw.dispatcher);
     let root = gw.skills_root.clone();
-    let config = gw
-        .skills_root
-        .parent()
-        .and_then(|ws| crate::config::Config::load(ws).ok())
-        .map(|c| c.repair)
-        .unwrap_or_default();
+    // The [repair] settings of the latest load (read once with the catalogue).
+    let config = gw.dispatcher.config().repair.clone();
     let record = tokio::task::spawn_blocking(move || {
         let catalog = d.catalog();
         let target = RepairTarget {

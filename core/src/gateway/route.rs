@@ -12,8 +12,7 @@ use super::Gateway;
 /// `POST /v1/route`.
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
     let body: crate::router::RouteParams = req.json().await?;
-    let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
-    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), ws, body)
+    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
         .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
@@ -23,8 +22,7 @@ pub async fn plan(gw: &Gateway, req: Req) -> Reply {
 /// `POST /v1/route/execute`.
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let body: crate::router::ExecuteParams = req.json().await?;
-    let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
-    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), ws, body)
+    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), body)
         .await
         .map_err(|(kind, msg)| ApiError::new(kind, msg))?;
     Ok(ok_of(&run))

@@ -9,7 +9,7 @@
 //! the caller.
 
 use skillbox_protocol::ToolRef;
-use std::path::PathBuf;
+
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -133,7 +133,6 @@ pub fn context_view(
 /// message) only when the context id is invalid or routing could not run.
 pub async fn execute_request(
     dispatcher: Arc<Dispatcher>,
-    workspace: Option<PathBuf>,
     params: ExecuteParams,
 ) -> Result<Execution, (ErrorKind, String)> {
     let d = Arc::clone(&dispatcher);
@@ -146,7 +145,7 @@ pub async fn execute_request(
             }
             None => None,
         };
-        let plan = route_for_gateway(&d, workspace.as_deref(), &p.query, p.context_id.as_deref())
+        let plan = route_for_gateway(&d, &p.query, p.context_id.as_deref())
             .map_err(|e| (ErrorKind::Unavailable, e.to_string()))?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
         Ok::<_, (ErrorKind, String)>((plan, chain, context))

@@ -1,50 +1,39 @@
-//! The router as the gateway uses it: one router per catalogue, rebuilt when the
-//! dispatcher's catalogue changes (a reload swaps the `Arc`), with `[routing]` read from
-//! the workspace's `skillbox.toml` at that moment; readiness from the executors' sandbox facts and the
+//! The router as the gateway uses it: one router per load, rebuilt when the dispatcher's
+//! catalogue and configuration are swapped (a reload), with the `[routing]` of that load; readiness from the executors' sandbox facts and the
 //! dispatcher's secrets, success rates from the stats store.
 
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-
-use skillbox_protocol::skill::Catalog;
 
 use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use crate::calls::Dispatcher;
-use crate::config::Config;
+use crate::calls::Loaded;
 use crate::random::RandomError;
 
-/// The router of the latest catalogue; holding the `Arc` keeps pointer identity sound.
-static CACHE: Mutex<Option<(Arc<Catalog>, Arc<Router>)>> = Mutex::new(None);
+/// The router of the latest load; holding the `Arc` keeps pointer identity sound.
+static CACHE: Mutex<Option<(Arc<Loaded>, Arc<Router>)>> = Mutex::new(None);
 
-fn router_for(catalog: Arc<Catalog>, workspace: Option<&Path>) -> Arc<Router> {
+fn router_for(loaded: Arc<Loaded>) -> Arc<Router> {
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((c, r)) = cache.as_ref() {
-        if Arc::ptr_eq(c, &catalog) {
+    if let Some((l, r)) = cache.as_ref() {
+        if Arc::ptr_eq(l, &loaded) {
             return Arc::clone(r);
         }
     }
-    let config = workspace
-        .and_then(|ws| match Config::load(ws) {
-            Ok(c) => Some(c.routing),
-            Err(e) => {
-                tracing::warn!(error = %e, "routing with default settings");
-                None
-            }
-        })
-        .unwrap_or_default();
-    let router = Arc::new(Router::new(Arc::clone(&catalog), config));
-    *cache = Some((catalog, Arc::clone(&router)));
+    let router = Arc::new(Router::new(
+        Arc::clone(&loaded.catalog),
+        loaded.config.routing.clone(),
+    ));
+    *cache = Some((loaded, Arc::clone(&router)));
     router
 }
 
 /// Routes `query` over the dispatcher's catalogue (blocking: PATH and SQLite reads).
 pub fn route_for_gateway(
     dispatcher: &Dispatcher,
-    workspace: Option<&Path>,
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
-    let router = router_for(dispatcher.catalog(), workspace);
+    let router = router_for(dispatcher.loaded());
     let stats: StatsMap = match dispatcher.store().all_skill_stats() {
         Ok(all) => all
             .into_iter()
@@ -87,16 +76,10 @@ pub struct RouteParams {
 /// `POST /v1/route`: [`route_for_gateway`] off the async threads.
 pub async fn route_request(
     dispatcher: Arc<Dispatcher>,
-    workspace: Option<std::path::PathBuf>,
     params: RouteParams,
 ) -> Option<Result<ActivationPlan, RandomError>> {
     tokio::task::spawn_blocking(move || {
-        route_for_gateway(
-            &dispatcher,
-            workspace.as_deref(),
-            &params.query,
-            params.context_id.as_deref(),
-        )
+        route_for_gateway(&dispatcher, &params.query, params.context_id.as_deref())
     })
     .await
     .ok()
