@@ -24,8 +24,6 @@ pub async fn plan(gw: &Gateway, req: Req) -> Reply {
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let body: crate::router::ExecuteParams = req.json().await?;
     let ws = gw.skills_root.parent().map(std::path::Path::to_path_buf);
-    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), ws, body)
-        .await
-        .map_err(|(kind, msg)| ApiError::new(kind, msg))?;
+    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), ws, body).await?;
     Ok(ok_of(&run))
 }

@@ -147,8 +147,15 @@ mod tests {
 
     use super::*;
 
+    /// A method, a path, and the captures (name, value) the route takes from it.
+    type Sample = (
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
+    );
+
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [(&str, &str, &[(&str, &str)]); 19] = [
+    const ROUTES: [Sample; 19] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
