@@ -1,7 +1,7 @@
 //! The one mapping from a gateway failure to HTTP: an [`ApiError`] carries an
-//! [`ErrorKind`], and [`status`] alone decides the status code from it. Three refusals are
-//! HTTP's own (a missing token, an oversized body, a known path asked with another method);
-//! they keep a kind for the JSON body and their status is decided in the same function.
+//! [`ErrorKind`], and [`status`] alone decides the status code from it. Two refusals are
+//! HTTP's own (a missing token, a known path asked with another method); they keep a kind
+//! for the JSON body and their status is decided in the same function.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
@@ -16,8 +16,6 @@ enum Transport {
     None,
     /// No or a wrong bearer token (401).
     Unauthorized,
-    /// The request body was over the limit (413).
-    BodyTooLarge,
     /// The path exists with other methods (405, with `Allow`).
     MethodNotAllowed {
         /// The `Allow` header value.
@@ -29,7 +27,6 @@ enum Transport {
 fn status(kind: ErrorKind, transport: &Transport) -> StatusCode {
     match transport {
         Transport::Unauthorized => return StatusCode::UNAUTHORIZED,
-        Transport::BodyTooLarge => return StatusCode::PAYLOAD_TOO_LARGE,
         Transport::MethodNotAllowed { .. } => return StatusCode::METHOD_NOT_ALLOWED,
         Transport::None => {}
     }
@@ -87,15 +84,12 @@ impl ApiError {
         }
     }
 
-    /// A request body over `limit` bytes.
+    /// A request body over `limit` bytes: `resource_limit`, 413.
     pub fn body_too_large(limit: usize) -> Self {
-        Self {
-            transport: Transport::BodyTooLarge,
-            ..Self::new(
-                ErrorKind::InvalidArgs,
-                format!("request body over the {limit}-byte limit (gateway.max_request_bytes)"),
-            )
-        }
+        Self::new(
+            ErrorKind::ResourceLimit,
+            format!("request body over the {limit}-byte limit (gateway.max_request_bytes)"),
+        )
     }
 
     /// A known path asked with a method it does not take; `allow` lists those it takes.
@@ -155,6 +149,7 @@ from_kinded!(
     crate::contexts::ContextError,
     crate::contexts::disclosure::DisclosureError,
     crate::reload::ReloadError,
+    crate::router::ExecuteError,
 );
 
 /// A task the gateway moved off the async threads panicked or was cancelled.

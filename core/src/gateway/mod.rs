@@ -16,15 +16,14 @@ mod skills;
 mod table;
 mod tools;
 
-pub use error::{json_response, ApiError};
+pub use error::ApiError;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::BodyExt;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;

@@ -22,8 +22,6 @@ pub async fn plan(gw: &Gateway, req: Req) -> Reply {
 /// `POST /v1/route/execute`.
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let body: crate::router::ExecuteParams = req.json().await?;
-    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), body)
-        .await
-        .map_err(|(kind, msg)| ApiError::new(kind, msg))?;
+    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), body).await?;
     Ok(ok_of(&run))
 }

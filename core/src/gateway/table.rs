@@ -147,8 +147,15 @@ mod tests {
 
     use super::*;
 
+    /// A method, a path, and the captures (name, value) the route takes from it.
+    type Sample = (
+        &'static str,
+        &'static str,
+        &'static [(&'static str, &'static str)],
+    );
+
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [(&str, &str, &[(&str, &str)]); 19] = [
+    const ROUTES: [Sample; 19] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -227,6 +234,61 @@ mod tests {
             allowed("/v1/contexts/c1/skills/echo"),
             [Method::PUT, Method::DELETE]
         );
+    }
+
+    /// The hand-written list this table replaced, kept as the reference the derived
+    /// `Allow` must equal.
+    fn allowed_before_the_table(segments: &[&str]) -> Vec<Method> {
+        use Method as M;
+        match segments {
+            ["healthz"] | ["v1", "skills"] | ["v1", "tools"] | ["v1", "approvals"] => vec![M::GET],
+            ["v1", "skills", "reload" | "install"] => vec![M::GET, M::POST, M::DELETE],
+            ["v1", "skills", _] => vec![M::GET, M::DELETE],
+            ["v1", "skills", _, "repairs"]
+            | ["v1", "tools", "call"]
+            | ["v1", "route"]
+            | ["v1", "route", "execute"]
+            | ["v1", "trust", "reload"]
+            | ["v1", "approvals", _] => vec![M::POST],
+            ["v1", "skills", _, "files", rest @ ..] if !rest.is_empty() => vec![M::GET],
+            ["v1", "contexts", _] => vec![M::GET],
+            ["v1", "contexts", _, "skills", _] => vec![M::PUT, M::DELETE],
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn derived_allow_equals_the_hand_written_list_it_replaced() {
+        let mut paths: Vec<&str> = ROUTES.iter().map(|(_, p, _)| *p).collect();
+        paths.extend([
+            "/",
+            "",
+            "/v1",
+            "/v1/",
+            "/v1/skills/",
+            "/v1/skills/install",
+            "/v1/skills/install/repairs",
+            "/v1/skills/echo/files",
+            "/v1/skills/echo/files/a",
+            "/v1/skills/echo/files/a/b/c",
+            "/v1/skills/echo/other",
+            "/v1/tools/call/x",
+            "/v1/route/other",
+            "/v1/contexts",
+            "/v1/contexts/c1/skills",
+            "/v1/contexts/c1/skills/echo/x",
+            "/v1/approvals/ap_1/x",
+            "/v1/trust",
+            "/healthz/x",
+            "//v1//skills",
+        ]);
+        for path in paths {
+            assert_eq!(
+                allowed(path),
+                allowed_before_the_table(&segments(path)),
+                "{path}"
+            );
+        }
     }
 
     #[test]

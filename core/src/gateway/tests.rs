@@ -220,12 +220,13 @@ async fn decide_on_an_unknown_approval_is_404() {
 }
 
 #[tokio::test]
-async fn oversized_body_is_413() {
+async fn oversized_body_is_413_resource_limit() {
     let ws = tempfile::tempdir().unwrap();
     let gw = gateway(ws.path());
     let big = json!({"decision": "approve", "reason": "x".repeat(2048)});
     let (status, body) = send(&gw, Method::POST, "/v1/approvals/ap_1", Some(big)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{body}");
+    assert_eq!(body["error_kind"], "resource_limit", "{body}");
     assert!(
         body["error"].as_str().unwrap().contains("1024-byte limit"),
         "{body}"

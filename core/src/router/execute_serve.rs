@@ -129,34 +129,49 @@ pub fn context_view(
     )
 }
 
-/// `POST /v1/route/execute`: route, run the chain, store the transitions. Fails (kind and
-/// message) only when the context id is invalid or routing could not run.
+/// Why `POST /v1/route/execute` could not run its chain.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecuteError {
+    /// The request's context id is invalid or its context could not be read.
+    #[error(transparent)]
+    Context(#[from] contexts::ContextError),
+    /// Routing could not draw a route id.
+    #[error(transparent)]
+    Route(#[from] crate::random::RandomError),
+    /// The routing task panicked or was cancelled.
+    #[error("routing failed ({0}); retry")]
+    Task(#[from] tokio::task::JoinError),
+}
+
+impl ExecuteError {
+    /// The docs/http-api.md kind of the refusal.
+    pub fn error_kind(&self) -> ErrorKind {
+        match self {
+            ExecuteError::Context(e) => e.error_kind(),
+            ExecuteError::Route(_) | ExecuteError::Task(_) => ErrorKind::Unavailable,
+        }
+    }
+}
+
+/// `POST /v1/route/execute`: route, run the chain, store the transitions. Fails only when
+/// the context id is invalid or routing could not run.
 pub async fn execute_request(
     dispatcher: Arc<Dispatcher>,
     params: ExecuteParams,
-) -> Result<Execution, (ErrorKind, String)> {
+) -> Result<Execution, ExecuteError> {
     let d = Arc::clone(&dispatcher);
     let p = params.clone();
     let (plan, chain, context) = tokio::task::spawn_blocking(move || {
         let catalog = d.catalog();
         let context = match p.context_id.as_deref() {
-            Some(id) => {
-                Some(context_view(&d, &catalog, id).map_err(|e| (e.error_kind(), e.to_string()))?)
-            }
+            Some(id) => Some(context_view(&d, &catalog, id)?),
             None => None,
         };
-        let plan = route_for_gateway(&d, &p.query, p.context_id.as_deref())
-            .map_err(|e| (ErrorKind::Unavailable, e.to_string()))?;
+        let plan = route_for_gateway(&d, &p.query, p.context_id.as_deref())?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
-        Ok::<_, (ErrorKind, String)>((plan, chain, context))
+        Ok::<_, ExecuteError>((plan, chain, context))
     })
-    .await
-    .map_err(|e| {
-        (
-            ErrorKind::Unavailable,
-            format!("routing failed ({e}); retry"),
-        )
-    })??;
+    .await??;
     let args = params.args.unwrap_or_else(|| json!({}));
     let context = context.map(Arc::new);
     let run = execute::run(&plan.route_id, chain, &args, |skill, tool, args| {

@@ -30,7 +30,7 @@ use skillbox_protocol::skill::{Catalog, Skill};
 
 use crate::random::{self, RandomError, RandomSource, SystemSource};
 
-pub use execute_serve::{context_view, execute_request, ExecuteParams, Execution};
+pub use execute_serve::{context_view, execute_request, ExecuteError, ExecuteParams, Execution};
 pub use index::Bm25Index;
 pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
 pub use score::{
