@@ -84,8 +84,8 @@ struct Series {
     target: usize,
     skipped: Option<String>,
     total: Vec<Duration>,
-    /// skillbox only: prepare, spawn→exit, finish.
-    phases: [Vec<Duration>; 3],
+    /// skillbox only: the [`STAGES`].
+    phases: [Vec<Duration>; STAGES.len()],
 }
 
 /// What the host offers, found at start.
@@ -458,8 +458,24 @@ struct Bench<'a> {
 
 struct Sample {
     total: Duration,
-    phases: Option<[Duration; 3]>,
+    phases: Option<[Duration; STAGES.len()]>,
 }
+
+/// The stages of a skillbox call the bench times; the last one runs after the call's
+/// answer, on the releaser and sweeper threads, and is not part of the call's time.
+pub const STAGES: [&str; 11] = [
+    "prepare: uid lock",
+    "prepare: scratch dir",
+    "prepare: args file",
+    "prepare: Landlock ruleset",
+    "prepare: command",
+    "spawn (fork, child setup, exec)",
+    "run (to exit, stdout read)",
+    "finish: kill group",
+    "finish: hand-off",
+    "result JSON",
+    "release (off the call's path)",
+];
 
 impl Bench<'_> {
     /// One spawn of `tool` under `method`, timed.
@@ -513,22 +529,41 @@ impl Bench<'_> {
     }
 
     async fn skillbox(&self, tool: &Tool) -> Result<Sample> {
+        use tokio::io::AsyncReadExt;
         let start = Instant::now();
-        let PreparedCall { mut command, guard } = self.sandbox.prepare(LaunchSpec {
+        let PreparedCall {
+            mut command,
+            guard,
+            timings,
+        } = self.sandbox.prepare(LaunchSpec {
             skill_dir: self.skill_dir,
             argv: &tool.sandbox_argv,
             env: Vec::new(),
             memory_mb: 512,
             timeout_ms: 10_000,
-            args_file: None,
+            args_file: Some(b"{}"),
         })?;
         let prepared = Instant::now();
         let mut child = command.spawn().context("spawning in the sandbox")?;
+        let spawned = Instant::now();
         let pid = child.id();
+        let mut out = Vec::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            stdout.read_to_end(&mut out).await?;
+        }
         let status = child.wait().await?;
         let exited = Instant::now();
-        guard.finish(pid);
+        let finish = guard.finish(pid);
         let finished = Instant::now();
+        let result = serde_json::to_string(&serde_json::json!({
+            "stdout": String::from_utf8_lossy(&out),
+            "stderr": "",
+            "exit_code": status.code(),
+        }))?;
+        let answered = Instant::now();
+        std::hint::black_box(result);
+        skillbox_executor::sandbox::wait_idle();
+        let released = answered.elapsed();
         if !status.success() {
             bail!(
                 "{:?} exited with {status} in the sandbox",
@@ -536,8 +571,20 @@ impl Bench<'_> {
             );
         }
         Ok(Sample {
-            total: finished - start,
-            phases: Some([prepared - start, exited - prepared, finished - exited]),
+            total: answered - start,
+            phases: Some([
+                timings.user,
+                timings.scratch,
+                timings.args_file,
+                timings.landlock,
+                timings.command,
+                spawned - prepared,
+                exited - spawned,
+                finish.kill,
+                finish.hand_off,
+                answered - finished,
+                released,
+            ]),
         })
     }
 }

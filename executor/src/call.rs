@@ -189,7 +189,9 @@ async fn run<B: CapabilityBroker>(
             ]
         }
     };
-    let PreparedCall { mut command, guard } = sandbox.prepare(LaunchSpec {
+    let PreparedCall {
+        mut command, guard, ..
+    } = sandbox.prepare(LaunchSpec {
         skill_dir: &skill.dir,
         argv: &argv,
         env,

@@ -228,7 +228,7 @@ fn run_exec_stdio(a: ExecArgs) -> ExitCode {
     ));
     // The stdin reader may be blocked in a read that cannot be cancelled: do not wait for it.
     runtime.shutdown_background();
-    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
+    skillbox_executor::sandbox::wait_idle();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_usage() => usage(&format!("exec --stdio: {e}")),
@@ -327,7 +327,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     };
     let result = runtime.block_on(call::execute(&sandbox, &registry, &OneShotBroker, params));
     // The scratch dir is removed on the sweeper's thread; let it finish before exiting.
-    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
+    skillbox_executor::sandbox::wait_idle();
     match serde_json::to_string(&result) {
         Ok(line) => println!("{line}"),
         Err(e) => {
@@ -394,8 +394,11 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
             _ = server::serve(listener, tls, options, std::sync::Arc::new(service)) => {}
             _ = shutdown_signal() => tracing::info!("executor shutting down"),
         }
-        Ok(())
-    })
+        anyhow::Ok(())
+    })?;
+    // Ended calls' users and scratch dirs are released on threads of their own.
+    skillbox_executor::sandbox::wait_idle();
+    Ok(())
 }
 
 async fn shutdown_signal() {

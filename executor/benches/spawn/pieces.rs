@@ -43,7 +43,7 @@ pub async fn components(
     };
     if sandbox.kernel().user_switch {
         timed(
-            "`reaper::kill_user` of a uid that owns no process (runs at acquire and at release)",
+            "`reaper::kill_user` of a uid that owns no process (one helper, two `kill(-1)`; at release, on the releaser thread)",
             &mut || {
                 reaper::kill_user(idle_uid);
                 Ok(())

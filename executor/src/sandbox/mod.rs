@@ -19,16 +19,27 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use self::child::ChildSetup;
 use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
 use self::probe::KernelSupport;
-use self::reaper::{CallUser, UserPool, DEFAULT_UID_BASE};
+use self::reaper::{CallUser, Releaser, UserPool, DEFAULT_UID_BASE};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
+
+/// Longest a call waits for a user id that an ended call is still releasing.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits until every ended call is released (its processes killed, its user id unlocked)
+/// and every scratch dir removed: a one-shot executor calls this before it exits.
+pub fn wait_idle() {
+    Releaser::global().wait_idle();
+    remove_tree::Sweeper::global().wait_idle();
+}
 
 /// Executor-wide sandbox settings.
 #[derive(Debug, Clone)]
@@ -128,6 +139,32 @@ pub struct PreparedCall {
     pub command: tokio::process::Command,
     /// What ends the call.
     pub guard: CallGuard,
+    /// How long each step of `prepare` took.
+    pub timings: PrepareTimings,
+}
+
+/// How long the steps of one [`Sandbox::prepare`] took (the spawn bench reports them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrepareTimings {
+    /// Claiming a user id (lock file; killing leftovers of a crashed holder).
+    pub user: Duration,
+    /// Making the scratch dir.
+    pub scratch: Duration,
+    /// Writing the arguments file.
+    pub args_file: Duration,
+    /// Building the Landlock ruleset.
+    pub landlock: Duration,
+    /// Building the command and the child setup.
+    pub command: Duration,
+}
+
+/// How long the in-line part of [`CallGuard::finish`] took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinishTimings {
+    /// Killing the tool's process group.
+    pub kill: Duration,
+    /// Handing the user id and scratch dir to the releaser.
+    pub hand_off: Duration,
 }
 
 /// The resources of a call in flight. [`CallGuard::finish`] (or drop) kills every process
@@ -139,17 +176,27 @@ pub struct CallGuard {
 }
 
 impl CallGuard {
-    /// Ends the call: kills the tool's tree, every process of the call's user, then
-    /// removes the scratch dir.
-    pub fn finish(self, pid: Option<u32>) {
+    /// Ends the call: kills the tool's process group at once, then hands the rest to the
+    /// [`Releaser`] thread, off the call's critical path: kill every process of the call's
+    /// user, unlock the user id, move the scratch dir aside for removal.
+    pub fn finish(self, pid: Option<u32>) -> FinishTimings {
+        let start = Instant::now();
         match (&self.user, pid) {
-            // The call's own user: killing everything of that user covers the whole tree.
+            // The call's own user: its release kills everything of that user.
             (Some(_), Some(pid)) => reaper::kill_group(pid),
             (None, Some(pid)) => reaper::kill_tree(pid),
             _ => {}
         }
-        drop(self.user);
-        drop(self.scratch);
+        let killed = Instant::now();
+        let CallGuard { user, scratch } = self;
+        Releaser::global().release(move || {
+            drop(user);
+            drop(scratch);
+        });
+        FinishTimings {
+            kill: killed - start,
+            hand_off: killed.elapsed(),
+        }
     }
 
     /// The call's scratch dir.
@@ -249,13 +296,18 @@ impl Sandbox {
     /// Prepares one call.
     pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
         let program = resolve_program(spec.skill_dir, &spec.argv[0])?;
+        let mut timings = PrepareTimings::default();
+        let mut step = Instant::now();
+        let mut lap = |d: &mut Duration| {
+            let now = Instant::now();
+            *d = now - step;
+            step = now;
+        };
         let user = match &self.users {
-            Some(pool) => Some(
-                pool.acquire()
-                    .ok_or(SandboxError::Busy(self.config.max_concurrent_calls))?,
-            ),
+            Some(pool) => Some(self.acquire_user(pool)?),
             None => None,
         };
+        lap(&mut timings.user);
         if user.is_some() && !others_can_read(spec.skill_dir) {
             return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
         }
@@ -264,6 +316,7 @@ impl Sandbox {
                 root: self.config.scratch_root.clone(),
                 source,
             })?;
+        lap(&mut timings.scratch);
         let mut env = spec.env;
         if let Some(args) = spec.args_file {
             let path = scratch.path().join(ARGS_FILE_NAME);
@@ -278,6 +331,7 @@ impl Sandbox {
                 path.to_string_lossy().into_owned(),
             ));
         }
+        lap(&mut timings.args_file);
         let ruleset = match self.filters {
             Some(_) => Some(landlock::build(
                 spec.skill_dir,
@@ -292,6 +346,7 @@ impl Sandbox {
             })?,
             None => None,
         };
+        lap(&mut timings.landlock);
         let mut setup = ChildSetup {
             limits: Limits::for_call(
                 spec.memory_mb,
@@ -321,10 +376,25 @@ impl Sandbox {
         unsafe {
             command.pre_exec(move || setup.apply());
         }
+        lap(&mut timings.command);
         Ok(PreparedCall {
             command,
             guard: CallGuard { user, scratch },
+            timings,
         })
+    }
+
+    /// A free user id; when all are held, waits (bounded) for ended calls' releases.
+    fn acquire_user(&self, pool: &Arc<UserPool>) -> Result<CallUser, SandboxError> {
+        let deadline = Instant::now() + RELEASE_WAIT;
+        loop {
+            if let Some(user) = pool.acquire() {
+                return Ok(user);
+            }
+            if !Releaser::global().wait_one(deadline) {
+                return Err(SandboxError::Busy(self.config.max_concurrent_calls));
+            }
+        }
     }
 }
 
