@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use skillbox_executor::sandbox::env;
-use skillbox_executor::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
+use skillbox_executor::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
 
 #[path = "spawn/pieces.rs"]
 mod pieces;
@@ -234,7 +234,7 @@ fn main() -> Result<()> {
     let (child_steps, filters) = pieces::child_steps(&sandbox, skill.path(), n)?;
     let kill_answer = if sandbox.kernel().user_switch {
         Some(pieces::one_kill(
-            UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1,
+            UID_BASE + sandbox.config().user_ids() as u32 + 1,
         )?)
     } else {
         None
@@ -541,7 +541,7 @@ impl Bench<'_> {
             env: Vec::new(),
             memory_mb: 512,
             timeout_ms: 10_000,
-            args_file: Some(b"{}"),
+            args_file: ArgsFile::Write(b"{}"),
         })?;
         let prepared = Instant::now();
         let mut child = command.spawn().context("spawning in the sandbox")?;

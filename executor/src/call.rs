@@ -10,17 +10,15 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::{ToolEntry, ToolProtocol};
+use skillbox_protocol::skill::ToolProtocol;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::registry::{LockRefusal, Registry};
-use crate::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::sandbox;
+use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
 use crate::stdio::output::{self, Budget, StderrLog};
 use crate::stdio::{jsonrpc, StdioFailure};
-
-/// Address space given to Node on top of the skill's budget: V8 reserves large virtual
-/// ranges up front, so its heap is capped with `--max-old-space-size` instead.
-const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
+use crate::warm::{call_env, launch_argv};
 
 /// Why a call failed; mapped to `error_kind` in [`CallError::kind`] only.
 #[derive(Debug, thiserror::Error)]
@@ -160,14 +158,10 @@ async fn run<B: CapabilityBroker>(
         return Err(CallError::InvalidArgs(problems.join("; ")));
     }
     let timeout_ms = skill.timeout_ms(tool);
-    let mut env = vec![
-        ("SKILLBOX_SKILL".to_string(), skill.name.clone()),
-        ("SKILLBOX_TOOL".to_string(), tool.name.clone()),
-        ("SKILLBOX_CALL_ID".to_string(), params.call_id.clone()),
-    ];
+    let mut values = Vec::new();
     for (name, value) in &params.env {
         if skill.permissions.env.contains(name) {
-            env.push((name.clone(), value.0.clone()));
+            values.push((name.clone(), value.0.clone()));
         } else {
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
         }
@@ -175,33 +169,57 @@ async fn run<B: CapabilityBroker>(
     // A plain tool gets its arguments on stdin and in a file of the scratch dir, never in
     // the environment (whose size the kernel caps at 128 KiB a string).
     let plain_args = (tool.protocol == ToolProtocol::Plain).then(|| params.args.to_string());
-    let mut memory_mb = skill.execution.memory_mb;
-    let argv = match &tool.entry {
-        ToolEntry::Command { argv } => argv.clone(),
-        ToolEntry::JsExport { main } => {
-            memory_mb += NODE_VIRTUAL_RESERVE_MB;
-            vec![
-                "node".into(),
-                format!("--max-old-space-size={}", skill.execution.memory_mb),
-                sandbox.node_runner().to_string_lossy().into_owned(),
-                main.clone(),
-                tool.name.clone(),
-            ]
+    // A prestarted process has no per-call env values: a call that carries some starts cold.
+    let warm = if skill.execution.prestart > 0 && values.is_empty() {
+        registry.warm().take(sandbox, &registered, tool)
+    } else {
+        None
+    };
+    let (mut child, guard) = match warm {
+        Some(warm) => {
+            if let Some(args) = &plain_args {
+                let written = sandbox::write_args_file(
+                    warm.guard.scratch(),
+                    args.as_bytes(),
+                    warm.guard.uid(),
+                );
+                if let Err(e) = written {
+                    warm.end();
+                    return Err(CallError::Sandbox(format!(
+                        "cannot write the arguments file of a prestarted tool: {e}"
+                    )));
+                }
+            }
+            (warm.child, warm.guard)
+        }
+        None => {
+            let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
+            let mut env = call_env(skill, tool, &params.call_id);
+            env.extend(values);
+            let PreparedCall {
+                mut command, guard, ..
+            } = sandbox.prepare(LaunchSpec {
+                skill_dir: &skill.dir,
+                argv: &argv,
+                env,
+                memory_mb,
+                timeout_ms,
+                args_file: match &plain_args {
+                    Some(args) => ArgsFile::Write(args.as_bytes()),
+                    None => ArgsFile::None,
+                },
+            })?;
+            match command.spawn() {
+                Ok(child) => (child, guard),
+                Err(e) => {
+                    guard.finish(None);
+                    return Err(CallError::Sandbox(format!(
+                        "the tool could not start in the sandbox: {e}"
+                    )));
+                }
+            }
         }
     };
-    let PreparedCall {
-        mut command, guard, ..
-    } = sandbox.prepare(LaunchSpec {
-        skill_dir: &skill.dir,
-        argv: &argv,
-        env,
-        memory_mb,
-        timeout_ms,
-        args_file: plain_args.as_deref().map(str::as_bytes),
-    })?;
-    let mut child = command
-        .spawn()
-        .map_err(|e| CallError::Sandbox(format!("the tool could not start in the sandbox: {e}")))?;
     let pid = child.id();
     let call = CallInfo {
         call_id: params.call_id.clone(),
@@ -305,7 +323,6 @@ async fn run<B: CapabilityBroker>(
         Err(_) => Err(CallError::Timeout(timeout_ms)),
     };
     let _ = child.start_kill();
-    drop(command);
     guard.finish(pid);
     let _ = child.wait().await;
     if let Some(task) = stderr_task {

@@ -101,6 +101,19 @@ impl ExecutorService {
         }
     }
 
+    /// Starts the prestarted processes of the skills that ask for them and keeps them
+    /// topped up. Needs a tokio runtime.
+    pub fn prestart(&self) {
+        let registry = self.registry();
+        registry.warm().enable_refill();
+        registry.warm().fill(&self.sandbox, &registry);
+    }
+
+    /// Kills every prestarted process (the executor is stopping).
+    pub fn stop_prestarted(&self) {
+        self.registry().warm().clear();
+    }
+
     fn registry(&self) -> Arc<Registry> {
         self.registry
             .read()
@@ -171,8 +184,16 @@ impl RpcHandler for ExecutorService {
                         loaded: registry.len(),
                         skipped: registry.skipped.iter().map(|s| s.reason()).collect(),
                     };
-                    if let Ok(mut r) = self.registry.write() {
-                        *r = Arc::new(registry);
+                    registry.warm().enable_refill();
+                    registry.warm().fill(&self.sandbox, &registry);
+                    let old = match self.registry.write() {
+                        Ok(mut r) => Some(std::mem::replace(&mut *r, Arc::new(registry))),
+                        Err(_) => None,
+                    };
+                    // The old skills' prestarted processes die now, not with the last
+                    // call that still holds the old registry.
+                    if let Some(old) = old {
+                        old.warm().clear();
                     }
                     to_value(&result)
                 }

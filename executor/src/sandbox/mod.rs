@@ -31,6 +31,9 @@ use self::seccomp::ToolFilters;
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
 
+/// Default most prestarted processes over all tools.
+pub const DEFAULT_MAX_PRESTARTED: usize = 16;
+
 /// Longest a call waits for a user id that an ended call is still releasing.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
@@ -52,12 +55,22 @@ pub struct SandboxConfig {
     pub uid_lock_dir: PathBuf,
     /// Calls in flight at most.
     pub max_concurrent_calls: usize,
+    /// Prestarted processes (warm starts) kept at most, over all tools; each holds a user
+    /// id of its own, so the pool has `max_concurrent_calls + max_prestarted` ids.
+    pub max_prestarted: usize,
     /// RLIMIT_NPROC of a call.
     pub max_processes: u64,
     /// RLIMIT_FSIZE of a call.
     pub max_file_bytes: u64,
     /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
     pub insecure_no_sandbox: bool,
+}
+
+impl SandboxConfig {
+    /// How many per-call user ids the pool has (from `uid_base` up).
+    pub fn user_ids(&self) -> usize {
+        self.max_concurrent_calls + self.max_prestarted
+    }
 }
 
 impl Default for SandboxConfig {
@@ -67,6 +80,7 @@ impl Default for SandboxConfig {
             uid_base: DEFAULT_UID_BASE,
             uid_lock_dir: default_uid_lock_dir(),
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_prestarted: DEFAULT_MAX_PRESTARTED,
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             insecure_no_sandbox: false,
@@ -107,6 +121,12 @@ pub enum SandboxError {
     /// The sandbox user cannot read the skill folder.
     #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
     SkillNotReadable(PathBuf),
+    /// The executor keeps as many prestarted processes as it may.
+    #[error("{0} prestarted processes are waiting already (the executor's limit)")]
+    TooManyPrestarted(usize),
+    /// fork or exec of the tool failed.
+    #[error("the tool could not start in the sandbox: {0}")]
+    Spawn(std::io::Error),
     /// The program is not on the sandbox PATH.
     #[error("program {program:?} is not on the sandbox PATH ({path})")]
     ProgramNotFound {
@@ -118,7 +138,8 @@ pub enum SandboxError {
 }
 
 /// The sandbox of an executor: kernel support, the compiled seccomp policy, the user pool.
-#[derive(Debug)]
+/// Cloning is cheap and shares the policy and the pool.
+#[derive(Debug, Clone)]
 pub struct Sandbox {
     config: SandboxConfig,
     kernel: KernelSupport,
@@ -203,6 +224,11 @@ impl CallGuard {
     pub fn scratch(&self) -> &Path {
         self.scratch.path()
     }
+
+    /// The call's user id, when the executor switches users.
+    pub fn uid(&self) -> Option<u32> {
+        self.user.as_ref().map(|u| u.uid)
+    }
 }
 
 /// What to run.
@@ -218,9 +244,27 @@ pub struct LaunchSpec<'a> {
     pub memory_mb: u64,
     /// Wall-clock timeout (sets the CPU-time limit too).
     pub timeout_ms: u64,
-    /// Written to [`ARGS_FILE_NAME`] in the scratch dir, named by `SKILLBOX_ARGS_FILE`
-    /// (the arguments of a `plain` tool).
-    pub args_file: Option<&'a [u8]>,
+    /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named
+    /// by `SKILLBOX_ARGS_FILE`).
+    pub args_file: ArgsFile<'a>,
+}
+
+/// What [`Sandbox::prepare`] does about the arguments file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgsFile<'a> {
+    /// No file, no `SKILLBOX_ARGS_FILE` (a `jsonrpc` tool).
+    None,
+    /// Writes these bytes and names the file.
+    Write(&'a [u8]),
+    /// Names the file but writes nothing yet: a prestarted `plain` tool, whose arguments
+    /// the call writes ([`write_args_file`]) before it sends them on stdin.
+    Later,
+}
+
+/// Writes a prestarted call's arguments file into `scratch` as a new file (never through
+/// anything the tool put there: an existing name fails), owned by `uid` when given.
+pub fn write_args_file(scratch: &Path, args: &[u8], uid: Option<u32>) -> std::io::Result<()> {
+    scratch::write_owned(&scratch.join(ARGS_FILE_NAME), args, uid)
 }
 
 /// The file of a `plain` tool's arguments inside its scratch dir.
@@ -246,12 +290,12 @@ impl Sandbox {
         let users = if kernel.user_switch {
             let lock_dir = config.uid_lock_dir.clone();
             Some(
-                UserPool::new(config.uid_base, config.max_concurrent_calls, lock_dir).map_err(
-                    |source| SandboxError::Scratch {
+                UserPool::new(config.uid_base, config.user_ids(), lock_dir).map_err(|source| {
+                    SandboxError::Scratch {
                         root: config.scratch_root.clone(),
                         source,
-                    },
-                )?,
+                    }
+                })?,
             )
         } else {
             None
@@ -318,14 +362,16 @@ impl Sandbox {
             })?;
         lap(&mut timings.scratch);
         let mut env = spec.env;
-        if let Some(args) = spec.args_file {
+        if spec.args_file != ArgsFile::None {
             let path = scratch.path().join(ARGS_FILE_NAME);
-            scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(|source| {
-                SandboxError::Scratch {
-                    root: self.config.scratch_root.clone(),
-                    source,
-                }
-            })?;
+            if let ArgsFile::Write(args) = spec.args_file {
+                scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(
+                    |source| SandboxError::Scratch {
+                        root: self.config.scratch_root.clone(),
+                        source,
+                    },
+                )?;
+            }
             env.push((
                 "SKILLBOX_ARGS_FILE".to_string(),
                 path.to_string_lossy().into_owned(),
