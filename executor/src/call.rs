@@ -229,7 +229,7 @@ async fn run<B: CapabilityBroker>(
     };
     let budget = Budget::new(skill.execution.max_output_bytes);
     let log = Arc::new(Mutex::new(StderrLog::default()));
-    let stderr_task = child.stderr.take().map(|s| {
+    let mut stderr_task = child.stderr.take().map(|s| {
         tokio::spawn(output::drain_stderr(
             s,
             Arc::clone(&budget),
@@ -255,7 +255,7 @@ async fn run<B: CapabilityBroker>(
                     Err(StdioFailure::Protocol(m)) => Ok(Err(CallError::Protocol(m))),
                     Err(StdioFailure::Eof) => {
                         let status = child.wait().await.ok();
-                        wait_for_stderr(stderr_task.as_ref(), &budget).await;
+                        wait_for_stderr(stderr_task.as_mut(), &budget).await;
                         Err(exit_failure(
                             status,
                             &log,
@@ -279,7 +279,7 @@ async fn run<B: CapabilityBroker>(
                     .ok_or(CallError::Output(budget.max()))?;
                 writer.abort();
                 let status = child.wait().await.ok();
-                wait_for_stderr(stderr_task.as_ref(), &budget).await;
+                wait_for_stderr(stderr_task.as_mut(), &budget).await;
                 if budget.is_exceeded() {
                     return Err(CallError::Output(budget.max()));
                 }
@@ -335,13 +335,15 @@ async fn run<B: CapabilityBroker>(
 /// pipe open; it dies with the call anyway).
 const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(200);
 
-/// Waits, bounded, until the stderr reader has seen the end of the stream.
-async fn wait_for_stderr(task: Option<&tokio::task::JoinHandle<()>>, budget: &Budget) {
+/// Waits, bounded, until the stderr reader has seen the end of the stream (or stopped at
+/// the output budget). Awaits the reader itself: no polling, so a tool that exits with its
+/// stderr closed is reported as soon as the reader sees the end.
+async fn wait_for_stderr(task: Option<&mut tokio::task::JoinHandle<()>>, budget: &Budget) {
     let Some(task) = task else { return };
-    let deadline = tokio::time::Instant::now() + STDERR_DRAIN_WAIT;
-    while !task.is_finished() && !budget.is_exceeded() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    if budget.is_exceeded() || task.is_finished() {
+        return;
     }
+    let _ = tokio::time::timeout(STDERR_DRAIN_WAIT, task).await;
 }
 
 /// The longest rendering of a refused argument value that an error message echoes.

@@ -391,7 +391,8 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(root) = a.scratch_root {
         config.scratch_root = root;
     }
-    let sandbox = Sandbox::new(config)?;
+    let mut sandbox = Sandbox::new(config)?;
+    sandbox.keep_ready(skillbox_executor::sandbox::DEFAULT_READY_SLOTS);
     let tls = std::sync::Arc::new(
         server::ReloadingServerConfig::new(files.clone())
             .context("loading the executor certificate")?,

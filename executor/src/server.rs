@@ -109,9 +109,11 @@ impl ExecutorService {
         registry.warm().fill(&self.sandbox, &registry);
     }
 
-    /// Kills every prestarted process (the executor is stopping).
+    /// Kills every prestarted process and releases the user ids and scratch dirs made
+    /// ahead (the executor is stopping).
     pub fn stop_prestarted(&self) {
         self.registry().warm().clear();
+        self.sandbox.stop_ready();
     }
 
     fn registry(&self) -> Arc<Registry> {

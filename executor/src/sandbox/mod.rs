@@ -14,6 +14,7 @@ pub mod reaper;
 pub mod remove_tree;
 pub mod scratch;
 pub mod seccomp;
+pub mod slots;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -27,12 +28,16 @@ use self::probe::KernelSupport;
 use self::reaper::{CallUser, Releaser, UserPool, DEFAULT_UID_BASE};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
+use self::slots::ReadySlots;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
 
 /// Default most prestarted processes over all tools.
 pub const DEFAULT_MAX_PRESTARTED: usize = 16;
+
+/// User ids with scratch dirs a long-running executor keeps made ahead of calls.
+pub const DEFAULT_READY_SLOTS: usize = 2;
 
 /// Longest a call waits for a user id that an ended call is still releasing.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
@@ -148,6 +153,7 @@ pub struct Sandbox {
     node_runner: PathBuf,
     cap_last: u32,
     users: Option<Arc<UserPool>>,
+    slots: Option<Arc<ReadySlots>>,
 }
 
 /// The runner for JavaScript skills, written next to the scratch dirs at startup.
@@ -316,10 +322,33 @@ impl Sandbox {
             node_runner,
             cap_last: child::cap_last(),
             users,
+            slots: None,
             kernel,
             filters,
             config,
         })
+    }
+
+    /// Keeps `n` user ids with their scratch dirs made ahead of calls, on a thread of
+    /// their own (a long-running executor; 0 turns it off). Each goes to one call only.
+    pub fn keep_ready(&mut self, n: usize) {
+        if let Some(old) = self.slots.take() {
+            old.stop();
+        }
+        if n > 0 {
+            self.slots = Some(ReadySlots::start(
+                n,
+                self.users.clone(),
+                self.config.scratch_root.clone(),
+            ));
+        }
+    }
+
+    /// Releases the user ids and scratch dirs made ahead (the executor is stopping).
+    pub fn stop_ready(&self) {
+        if let Some(slots) = &self.slots {
+            slots.stop();
+        }
     }
 
     /// What the kernel enforces.
@@ -347,19 +376,26 @@ impl Sandbox {
             *d = now - step;
             step = now;
         };
-        let user = match &self.users {
-            Some(pool) => Some(self.acquire_user(pool)?),
-            None => None,
+        // A user id and scratch dir made ahead, or made now.
+        let (user, ready_scratch) = match self.slots.as_ref().and_then(|s| s.take()) {
+            Some(slot) => (slot.user, Some(slot.scratch)),
+            None => match &self.users {
+                Some(pool) => (Some(self.acquire_user(pool)?), None),
+                None => (None, None),
+            },
         };
         lap(&mut timings.user);
         if user.is_some() && !others_can_read(spec.skill_dir) {
             return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
         }
-        let scratch = Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
-            .map_err(|source| SandboxError::Scratch {
-                root: self.config.scratch_root.clone(),
-                source,
-            })?;
+        let scratch = match ready_scratch {
+            Some(scratch) => scratch,
+            None => Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
+                .map_err(|source| SandboxError::Scratch {
+                    root: self.config.scratch_root.clone(),
+                    source,
+                })?,
+        };
         lap(&mut timings.scratch);
         let mut env = spec.env;
         if spec.args_file != ArgsFile::None {

@@ -222,3 +222,52 @@ fn clearing_the_pool_on_reload_kills_prestarted_processes_and_removes_their_scra
         );
     }
 }
+
+#[test]
+fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, "cold", REMEMBER);
+    let mut sandbox = sandbox();
+    sandbox.keep_ready(2);
+    let registry = Registry::load(root.skills());
+    // The filler makes two user ids' scratch dirs before any call.
+    let prefix = format!("call-{}-", std::process::id());
+    let made_ahead = || {
+        std::fs::read_dir(scratch_root())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .count()
+    };
+    let deadline = Instant::now() + SETTLE;
+    while made_ahead() < 2 {
+        assert!(Instant::now() < deadline, "no scratch dir was made ahead");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let runs: Vec<Value> = runtime().block_on(async {
+        let mut runs = Vec::new();
+        for id in ["slot-1", "slot-2", "slot-3"] {
+            // Let the filler make the slot this call takes.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            runs.push(run_call(&sandbox, &registry, "cold", id).await);
+        }
+        runs
+    });
+    sandbox.stop_ready();
+    sandbox::wait_idle();
+    for data in &runs {
+        assert_eq!(data["env_call_id"], data["call_id"], "{data}");
+        assert_eq!(data["seen_file"], false, "{data}");
+        assert!(
+            !std::path::Path::new(data["home"].as_str().unwrap()).exists(),
+            "scratch survived: {data}"
+        );
+    }
+    let homes: std::collections::BTreeSet<&str> =
+        runs.iter().map(|d| d["home"].as_str().unwrap()).collect();
+    assert_eq!(
+        homes.len(),
+        runs.len(),
+        "a scratch dir was reused: {runs:?}"
+    );
+}
