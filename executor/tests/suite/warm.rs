@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use skillbox_executor::broker::OneShotBroker;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
-use skillbox_executor::sandbox::{self, Sandbox, SandboxConfig};
+use skillbox_executor::sandbox::{self, ArgsFile, LaunchSpec, Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 
 use super::harness::{is_dead, scratch_root, SkillRoot, Start};
@@ -244,6 +244,30 @@ fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
         assert!(Instant::now() < deadline, "no scratch dir was made ahead");
         std::thread::sleep(Duration::from_millis(5));
     }
+    // A call takes one of them: its scratch dir is one made ahead.
+    let ahead: Vec<std::path::PathBuf> = std::fs::read_dir(scratch_root())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    let skill_dir = root.skills().join("cold");
+    let prepared = sandbox
+        .prepare(LaunchSpec {
+            skill_dir: &skill_dir,
+            argv: &["python3".to_string()],
+            env: Vec::new(),
+            memory_mb: 256,
+            timeout_ms: 1000,
+            args_file: ArgsFile::None,
+        })
+        .unwrap();
+    assert!(
+        ahead.iter().any(|p| p == prepared.guard.scratch()),
+        "{} is not one of the dirs made ahead {ahead:?}",
+        prepared.guard.scratch().display()
+    );
+    prepared.guard.finish(None);
     let runs: Vec<Value> = runtime().block_on(async {
         let mut runs = Vec::new();
         for id in ["slot-1", "slot-2", "slot-3"] {
