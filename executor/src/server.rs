@@ -22,6 +22,7 @@ use crate::broker::{core_request, CallInfo, CapabilityBroker};
 use crate::call;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::warm;
 
 /// Default calls waiting for a slot before new ones are refused.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
@@ -104,9 +105,7 @@ impl ExecutorService {
     /// Starts the prestarted processes of the skills that ask for them and keeps them
     /// topped up. Needs a tokio runtime.
     pub fn prestart(&self) {
-        let registry = self.registry();
-        registry.warm().enable_refill();
-        registry.warm().fill(&self.sandbox, &registry);
+        warm::start_pool(&self.sandbox, &self.registry());
     }
 
     /// Kills every prestarted process and releases the user ids and scratch dirs made
@@ -186,16 +185,11 @@ impl RpcHandler for ExecutorService {
                         loaded: registry.len(),
                         skipped: registry.skipped.iter().map(|s| s.reason()).collect(),
                     };
-                    registry.warm().enable_refill();
-                    registry.warm().fill(&self.sandbox, &registry);
-                    let old = match self.registry.write() {
-                        Ok(mut r) => Some(std::mem::replace(&mut *r, Arc::new(registry))),
-                        Err(_) => None,
-                    };
-                    // The old skills' prestarted processes die now, not with the last
-                    // call that still holds the old registry.
-                    if let Some(old) = old {
-                        old.warm().clear();
+                    let new = Arc::new(registry);
+                    let old = self.registry();
+                    warm::reload(&self.sandbox, &old, &new);
+                    if let Ok(mut r) = self.registry.write() {
+                        *r = new;
                     }
                     to_value(&result)
                 }

@@ -244,6 +244,20 @@ impl WarmPool {
     }
 }
 
+/// Starts the prestarted processes of `registry`'s skills and keeps them topped up (a
+/// long-running executor, at start and for a reloaded registry). Needs a tokio runtime.
+pub fn start_pool(sandbox: &Sandbox, registry: &Registry) {
+    registry.warm().enable_refill();
+    registry.warm().fill(sandbox, registry);
+}
+
+/// A skill reload: the new registry's processes start, then the old registry's waiting
+/// processes die now (not with the last call that still holds the old registry).
+pub fn reload(sandbox: &Sandbox, old: &Registry, new: &Registry) {
+    start_pool(sandbox, new);
+    old.warm().clear();
+}
+
 impl Drop for WarmPool {
     fn drop(&mut self) {
         self.clear();

@@ -175,25 +175,9 @@ fn prestarted_process_is_never_used_twice_and_nothing_crosses_between_calls() {
     sandbox::wait_idle();
 }
 
-#[test]
-fn clearing_the_pool_on_reload_kills_prestarted_processes_and_removes_their_scratch() {
-    let root = SkillRoot::new();
-    root.python_skill_with(
-        "warm",
-        REMEMBER,
-        super::harness::Manifest {
-            skill: "execution: { prestart: 2 }",
-            ..Default::default()
-        },
-    );
-    let sandbox = sandbox();
-    let registry = Registry::load(root.skills());
-    runtime().block_on(async {
-        registry.warm().enable_refill();
-        registry.warm().fill(&sandbox, &registry);
-        wait_ready(&registry, "warm", 2).await;
-    });
-    let processes: Vec<(u32, u32, String)> = registry
+/// Process id, user id and scratch dir of every process waiting in `registry`'s pool.
+fn waiting_processes(registry: &Registry) -> Vec<(u32, u32, String)> {
+    registry
         .warm()
         .pids()
         .into_iter()
@@ -208,13 +192,50 @@ fn clearing_the_pool_on_reload_kills_prestarted_processes_and_removes_their_scra
             assert!(std::path::Path::new(&home).is_dir(), "{home}");
             (pid, uid, home)
         })
-        .collect();
-    assert_eq!(processes.len(), 2);
-    // What `skill.reload` does to the registry it replaces.
-    registry.warm().clear();
-    assert_eq!(registry.warm().waiting("warm", "run"), 0);
+        .collect()
+}
+
+#[test]
+fn reload_kills_the_old_pool_and_starts_the_new_one() {
+    let root = SkillRoot::new();
+    root.python_skill_with(
+        "warm",
+        REMEMBER,
+        super::harness::Manifest {
+            skill: "execution: { prestart: 2 }",
+            ..Default::default()
+        },
+    );
+    let sandbox = sandbox();
+    let old = Registry::load(root.skills());
+    let rt = runtime();
+    rt.block_on(async {
+        skillbox_executor::warm::start_pool(&sandbox, &old);
+        wait_ready(&old, "warm", 2).await;
+    });
+    let before = waiting_processes(&old);
+    assert_eq!(before.len(), 2);
+    // What `skill.reload` does: a new registry, its pool started, the old one's killed.
+    let new = Registry::load(root.skills());
+    rt.block_on(async {
+        skillbox_executor::warm::reload(&sandbox, &old, &new);
+        wait_ready(&new, "warm", 2).await;
+    });
+    assert_eq!(old.warm().waiting("warm", "run"), 0);
     sandbox::wait_idle();
-    for (pid, uid, home) in processes {
+    for (pid, uid, home) in before {
+        is_dead(i64::from(pid), uid).unwrap();
+        assert!(
+            !std::path::Path::new(&home).exists(),
+            "scratch {home} survived"
+        );
+    }
+    let after = waiting_processes(&new);
+    assert_eq!(after.len(), 2, "the new pool did not start");
+    // The executor stops: the new pool dies the same way.
+    new.warm().clear();
+    sandbox::wait_idle();
+    for (pid, uid, home) in after {
         is_dead(i64::from(pid), uid).unwrap();
         assert!(
             !std::path::Path::new(&home).exists(),
