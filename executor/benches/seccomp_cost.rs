@@ -1,11 +1,13 @@
 //! What the seccomp allow list costs a call, against the deny list it replaced and against
-//! no filter, in one run: a process is spawned with `no_new_privs` and then (a) no filter,
-//! (b) the first version's deny list (`benches/seccomp/deny_list_v1.json`, kept as the
-//! baseline) or (c) the allow list of `policies/seccomp/tool.json`, and runs to its exit.
-//! Two programs: `true` (the cost of installing the filter) and `python3 -c pass` (about a
-//! thousand syscalls, what an interpreter start pays per syscall). Rounds interleave the
-//! three variants so background load falls on all alike. A benchmark: it asserts nothing
-//! about time.
+//! no filter, in one run: a process is spawned with `no_new_privs` and then no filter, the
+//! first version's deny list (`benches/seccomp/deny_list_v1.json`, kept as the baseline),
+//! or the allow list of `policies/seccomp/tool.json` as shipped and in three rewrites that
+//! show what install time depends on: rules reordered hot syscalls first, rules reversed,
+//! and every argument check dropped (the most a split into an unconditional and a
+//! conditional program could save). Then it runs to its exit. Two programs: `true` (the
+//! cost of installing the filter) and `python3 -c pass` (about a thousand syscalls, what an
+//! interpreter start pays per syscall). Rounds interleave the variants so background load
+//! falls on all alike. A benchmark: it asserts nothing about time.
 //!
 //! `SECCOMP_BENCH_N` sets the runs per variant (default 200). The Markdown report goes to
 //! `target/seccomp-bench.md` and stdout.
@@ -18,24 +20,76 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use seccompiler::{BpfProgram, TargetArch};
-use skillbox_executor::sandbox::seccomp::{self, ToolFilters};
+use skillbox_executor::sandbox::seccomp;
 
 const DENY_LIST_V1: &str = include_str!("seccomp/deny_list_v1.json");
 
-enum Filter {
-    None,
-    DenyListV1(Arc<Vec<BpfProgram>>),
-    AllowList(Arc<ToolFilters>),
+/// One variant: a name and the programs installed (none: `no_new_privs` only).
+struct Filter {
+    name: String,
+    programs: Option<Arc<Vec<BpfProgram>>>,
 }
 
-impl Filter {
-    fn name(&self) -> &'static str {
-        match self {
-            Filter::None => "no filter",
-            Filter::DenyListV1(_) => "deny list (v1)",
-            Filter::AllowList(_) => "allow list",
-        }
+/// Syscalls every program makes many times, most frequent first (counted with `strace -c`
+/// on `python3 -c pass`): the rules of the "hot first" variant start with these.
+const HOT: &[&str] = &[
+    "newfstatat",
+    "read",
+    "close",
+    "openat",
+    "mmap",
+    "fstat",
+    "lseek",
+    "rt_sigaction",
+    "getdents64",
+    "ioctl",
+    "brk",
+    "mprotect",
+    "munmap",
+    "pread64",
+    "readlink",
+    "write",
+    "futex",
+    "getrandom",
+    "fcntl",
+    "getcwd",
+    "rt_sigprocmask",
+    "execve",
+    "exit_group",
+];
+
+/// The policy's allow list with its rules reordered or rewritten by `edit`, compiled with
+/// the unchanged `tool_enosys` program, in the order `ToolFilters::apply` installs them.
+fn variant(name: &str, edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> Filter {
+    let mut policy: serde_json::Value = serde_json::from_str(seccomp::POLICY_JSON).unwrap();
+    let rules = policy[seccomp::ALLOW_FILTER]["filter"]
+        .as_array_mut()
+        .unwrap();
+    edit(rules);
+    let text = serde_json::to_string(&policy).unwrap();
+    let mut programs = seccompiler::compile_from_json(text.as_bytes(), TargetArch::x86_64)
+        .expect("the variant compiles");
+    let enosys = programs.remove(seccomp::ENOSYS_FILTER).unwrap();
+    let allow = programs.remove(seccomp::ALLOW_FILTER).unwrap();
+    // seccompiler keeps a filter's rules in a map by syscall number, so the JSON order may
+    // not reach the program at all: say when a variant compiles to the shipped program.
+    let mut shipped =
+        seccompiler::compile_from_json(seccomp::POLICY_JSON.as_bytes(), TargetArch::x86_64)
+            .unwrap();
+    let same = shipped.remove(seccomp::ALLOW_FILTER).unwrap() == allow;
+    Filter {
+        name: format!(
+            "{name} ({} insns{})",
+            allow.len(),
+            if same { ", same BPF as shipped" } else { "" }
+        ),
+        programs: Some(Arc::new(vec![enosys, allow])),
     }
+}
+
+fn hot_rank(rule: &serde_json::Value) -> usize {
+    let name = rule["syscall"].as_str().unwrap_or_default();
+    HOT.iter().position(|h| *h == name).unwrap_or(HOT.len())
 }
 
 fn no_new_privs() -> io::Result<()> {
@@ -53,12 +107,12 @@ fn run(argv: &[&str], filter: &Filter) -> Duration {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    match filter {
-        Filter::None => {
+    match &filter.programs {
+        None => {
             // SAFETY: prctl only, between fork and exec.
             unsafe { command.pre_exec(no_new_privs) };
         }
-        Filter::DenyListV1(programs) => {
+        Some(programs) => {
             let programs = Arc::clone(programs);
             // SAFETY: prctl and seccomp over programs compiled before the fork; apply_filter
             // builds its sock_fprog on the stack and does not allocate on success.
@@ -73,16 +127,6 @@ fn run(argv: &[&str], filter: &Filter) -> Duration {
                 })
             };
         }
-        Filter::AllowList(filters) => {
-            let filters = Arc::clone(filters);
-            // SAFETY: as above; ToolFilters::apply is allocation-free (tested).
-            unsafe {
-                command.pre_exec(move || {
-                    no_new_privs()?;
-                    filters.apply()
-                })
-            };
-        }
     }
     let start = Instant::now();
     let status = command.status().unwrap();
@@ -90,7 +134,7 @@ fn run(argv: &[&str], filter: &Filter) -> Duration {
     assert!(
         status.success(),
         "{argv:?} under {} failed: {status}",
-        filter.name()
+        filter.name
     );
     elapsed
 }
@@ -112,18 +156,35 @@ fn main() {
         .map(|name| deny.remove(*name).expect("v1 filter"))
         .collect();
     let filters = [
-        Filter::None,
-        Filter::DenyListV1(Arc::new(deny_programs)),
-        Filter::AllowList(Arc::new(
-            seccomp::compile().expect("the allow list compiles"),
-        )),
+        Filter {
+            name: "no filter".into(),
+            programs: None,
+        },
+        Filter {
+            name: "deny list (v1)".into(),
+            programs: Some(Arc::new(deny_programs)),
+        },
+        variant("allow list as shipped", |_| {}),
+        variant("allow list, hot syscalls first", |rules| {
+            rules.sort_by_key(hot_rank);
+        }),
+        variant("allow list, rules reversed", |rules| rules.reverse()),
+        variant("allow list, argument checks dropped", |rules| {
+            for rule in rules.iter_mut() {
+                if let Some(map) = rule.as_object_mut() {
+                    map.remove("args");
+                }
+            }
+            rules.dedup_by(|a, b| a["syscall"] == b["syscall"]);
+        }),
     ];
     let programs: [&[&str]; 2] = [&["true"], &["python3", "-c", "pass"]];
     let mut report = String::from(
         "# seccomp cost per call\n\n\
-         Median wall-clock time from spawn to reaped exit, same run, rounds interleaved.\n\n\
-         | program | no filter | deny list (v1) | allow list | allow / none | allow / deny v1 |\n\
-         |---|---|---|---|---|---|\n",
+         Median wall-clock time from spawn to reaped exit, same run, rounds interleaved; \
+         the ratio is against the shipped allow list.\n\n\
+         | program | variant | median | ÷ allow list |\n\
+         |---|---|---:|---:|\n",
     );
     for argv in programs {
         for f in &filters {
@@ -138,16 +199,15 @@ fn main() {
             }
         }
         let m: Vec<Duration> = samples.iter_mut().map(|v| median(v)).collect();
-        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
-        report.push_str(&format!(
-            "| `{}` | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} | {:.3} |\n",
-            argv.join(" "),
-            m[0].as_secs_f64() * 1e3,
-            m[1].as_secs_f64() * 1e3,
-            m[2].as_secs_f64() * 1e3,
-            ratio(m[2], m[0]),
-            ratio(m[2], m[1]),
-        ));
+        for (f, d) in filters.iter().zip(&m) {
+            report.push_str(&format!(
+                "| `{}` | {} | {:.3} ms | {:.2} |\n",
+                argv.join(" "),
+                f.name,
+                d.as_secs_f64() * 1e3,
+                d.as_secs_f64() / m[2].as_secs_f64(),
+            ));
+        }
     }
     report.push_str(&format!("\n{n} runs per variant and program.\n"));
     print!("{report}");

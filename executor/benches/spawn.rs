@@ -19,8 +19,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use skillbox_executor::sandbox::env;
-use skillbox_executor::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
+use skillbox_executor::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxConfig};
 
+#[path = "spawn/calls.rs"]
+mod calls;
 #[path = "spawn/pieces.rs"]
 mod pieces;
 #[path = "spawn/report.rs"]
@@ -35,7 +37,9 @@ const WARMUP: usize = 5;
 /// every process it owns, so sharing ids with tests running beside us would kill theirs.
 const UID_BASE: u32 = 2_900_000;
 const DOCKER_IMAGE: &str = "skillbox-spawn-bench:tiny";
-const TINY_C: &str = "int main(void) { return 0; }\n";
+/// Reads stdin to its end (at once for bare runs, whose stdin is null), exits 0.
+const TINY_C: &str =
+    "#include <unistd.h>\nint main(void) { char b[256]; while (read(0, b, sizeof b) > 0) {} return 0; }\n";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Method {
@@ -43,14 +47,24 @@ enum Method {
     Skillbox,
     Bwrap,
     Docker,
+    /// A whole call through `call::execute`, started cold.
+    Call,
+    /// A whole call through `call::execute`, started cold, its user id and scratch dir
+    /// made ahead (`Sandbox::keep_ready`).
+    CallReady,
+    /// A whole call through `call::execute`, taking a prestarted process.
+    Warm,
 }
 
 impl Method {
-    const ALL: [Method; 4] = [
+    const ALL: [Method; 7] = [
         Method::Bare,
         Method::Skillbox,
         Method::Bwrap,
         Method::Docker,
+        Method::Call,
+        Method::CallReady,
+        Method::Warm,
     ];
 
     fn name(self) -> &'static str {
@@ -59,6 +73,9 @@ impl Method {
             Method::Skillbox => "skillbox",
             Method::Bwrap => "bwrap",
             Method::Docker => "docker",
+            Method::Call => "skillbox call, cold",
+            Method::CallReady => "skillbox call, cold, uid + scratch made ahead",
+            Method::Warm => "skillbox call, warm start",
         }
     }
 }
@@ -74,6 +91,8 @@ struct Tool {
     sandbox_argv: Vec<String>,
     /// argv inside the docker image, when the tool can run there.
     docker_argv: Option<Vec<String>>,
+    /// The tool's name in the bench skills of `calls`.
+    call_tool: &'static str,
 }
 
 /// The samples (or the skip reason) of one tool under one method.
@@ -84,8 +103,8 @@ struct Series {
     target: usize,
     skipped: Option<String>,
     total: Vec<Duration>,
-    /// skillbox only: prepare, spawn→exit, finish.
-    phases: [Vec<Duration>; 3],
+    /// skillbox only: the [`STAGES`].
+    phases: [Vec<Duration>; STAGES.len()],
 }
 
 /// What the host offers, found at start.
@@ -121,6 +140,7 @@ fn main() -> Result<()> {
                 host_argv: vec![path.to_string_lossy().into_owned()],
                 sandbox_argv: vec!["./tiny".into()],
                 docker_argv: Some(vec!["/tiny".into()]),
+                call_tool: "tiny",
             });
             note
         }
@@ -135,6 +155,7 @@ fn main() -> Result<()> {
             host_argv: vec![python, "-c".into(), "pass".into()],
             sandbox_argv: vec!["python3".into(), "-c".into(), "pass".into()],
             docker_argv: None,
+            call_tool: "py",
         }),
         None => notes.push(format!(
             "python3 tool skipped: no python3 on the sandbox PATH ({})",
@@ -162,6 +183,8 @@ fn main() -> Result<()> {
         ..SandboxConfig::default()
     })
     .context("Sandbox::new")?;
+    let mut ready_sandbox = sandbox.clone();
+    ready_sandbox.keep_ready(2);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -170,7 +193,11 @@ fn main() -> Result<()> {
     for (t, tool) in tools.iter().enumerate() {
         for method in Method::ALL {
             let skipped = match method {
-                Method::Bare | Method::Skillbox => None,
+                Method::Bare
+                | Method::Skillbox
+                | Method::Call
+                | Method::CallReady
+                | Method::Warm => None,
                 Method::Bwrap => host.bwrap.as_ref().err().cloned(),
                 Method::Docker => match (&tool.docker_argv, &host.docker) {
                     (None, _) => Some("not run under docker (the image is FROM scratch)".into()),
@@ -193,7 +220,11 @@ fn main() -> Result<()> {
         }
     }
 
+    let tiny_path = skill.path().join("tiny");
+    let skills = calls::skills(tiny_path.is_file().then_some(tiny_path.as_path()))?;
     let bench = Bench {
+        registry: &skills.registry,
+        ready_sandbox: &ready_sandbox,
         sandbox: &sandbox,
         skill_dir: skill.path(),
         bwrap: host.bwrap.as_ref().ok(),
@@ -230,11 +261,14 @@ fn main() -> Result<()> {
         }
         anyhow::Ok(())
     })?;
+    ready_sandbox.stop_ready();
+    skills.registry.warm().clear();
+    skillbox_executor::sandbox::wait_idle();
     let components = runtime.block_on(pieces::components(&sandbox, skill.path(), n))?;
     let (child_steps, filters) = pieces::child_steps(&sandbox, skill.path(), n)?;
     let kill_answer = if sandbox.kernel().user_switch {
         Some(pieces::one_kill(
-            UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1,
+            UID_BASE + sandbox.config().user_ids() as u32 + 1,
         )?)
     } else {
         None
@@ -451,6 +485,8 @@ fn target_dir() -> PathBuf {
 }
 
 struct Bench<'a> {
+    registry: &'a skillbox_executor::registry::Registry,
+    ready_sandbox: &'a Sandbox,
     sandbox: &'a Sandbox,
     skill_dir: &'a Path,
     bwrap: Option<&'a Vec<String>>,
@@ -458,8 +494,24 @@ struct Bench<'a> {
 
 struct Sample {
     total: Duration,
-    phases: Option<[Duration; 3]>,
+    phases: Option<[Duration; STAGES.len()]>,
 }
+
+/// The stages of a skillbox call the bench times; the last one runs after the call's
+/// answer, on the releaser and sweeper threads, and is not part of the call's time.
+pub const STAGES: [&str; 11] = [
+    "prepare: uid lock",
+    "prepare: scratch dir",
+    "prepare: args file",
+    "prepare: Landlock ruleset",
+    "prepare: command",
+    "spawn (fork, child setup, exec)",
+    "run (to exit, stdout read)",
+    "finish: kill group",
+    "finish: hand-off",
+    "result JSON",
+    "release (off the call's path)",
+];
 
 impl Bench<'_> {
     /// One spawn of `tool` under `method`, timed.
@@ -509,26 +561,67 @@ impl Bench<'_> {
                 plain("docker", &args)
             }
             Method::Skillbox => self.skillbox(tool).await,
+            Method::Call => Ok(Sample {
+                total: calls::timed_call(self.sandbox, self.registry, "cold", tool.call_tool)
+                    .await?,
+                phases: None,
+            }),
+            Method::CallReady => Ok(Sample {
+                total: calls::timed_call(self.ready_sandbox, self.registry, "cold", tool.call_tool)
+                    .await?,
+                phases: None,
+            }),
+            Method::Warm => {
+                calls::settle(self.sandbox, self.registry, tool.call_tool).await?;
+                let total =
+                    calls::timed_call(self.sandbox, self.registry, "warm", tool.call_tool).await?;
+                skillbox_executor::sandbox::wait_idle();
+                calls::settle(self.sandbox, self.registry, tool.call_tool).await?;
+                Ok(Sample {
+                    total,
+                    phases: None,
+                })
+            }
         }
     }
 
     async fn skillbox(&self, tool: &Tool) -> Result<Sample> {
+        use tokio::io::AsyncReadExt;
         let start = Instant::now();
-        let PreparedCall { mut command, guard } = self.sandbox.prepare(LaunchSpec {
+        let PreparedCall {
+            mut command,
+            guard,
+            timings,
+        } = self.sandbox.prepare(LaunchSpec {
             skill_dir: self.skill_dir,
             argv: &tool.sandbox_argv,
             env: Vec::new(),
             memory_mb: 512,
             timeout_ms: 10_000,
-            args_file: None,
+            args_file: ArgsFile::Write(b"{}"),
         })?;
         let prepared = Instant::now();
         let mut child = command.spawn().context("spawning in the sandbox")?;
+        let spawned = Instant::now();
         let pid = child.id();
+        drop(child.stdin.take());
+        let mut out = Vec::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            stdout.read_to_end(&mut out).await?;
+        }
         let status = child.wait().await?;
         let exited = Instant::now();
-        guard.finish(pid);
+        let finish = guard.finish(pid);
         let finished = Instant::now();
+        let result = serde_json::to_string(&serde_json::json!({
+            "stdout": String::from_utf8_lossy(&out),
+            "stderr": "",
+            "exit_code": status.code(),
+        }))?;
+        let answered = Instant::now();
+        std::hint::black_box(result);
+        skillbox_executor::sandbox::wait_idle();
+        let released = answered.elapsed();
         if !status.success() {
             bail!(
                 "{:?} exited with {status} in the sandbox",
@@ -536,8 +629,20 @@ impl Bench<'_> {
             );
         }
         Ok(Sample {
-            total: finished - start,
-            phases: Some([prepared - start, exited - prepared, finished - exited]),
+            total: answered - start,
+            phases: Some([
+                timings.user,
+                timings.scratch,
+                timings.args_file,
+                timings.landlock,
+                timings.command,
+                spawned - prepared,
+                exited - spawned,
+                finish.kill,
+                finish.hand_off,
+                answered - finished,
+                released,
+            ]),
         })
     }
 }

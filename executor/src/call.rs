@@ -10,17 +10,15 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::{ToolEntry, ToolProtocol};
+use skillbox_protocol::skill::ToolProtocol;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::registry::{LockRefusal, Registry};
-use crate::sandbox::{LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::sandbox;
+use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
 use crate::stdio::output::{self, Budget, StderrLog};
 use crate::stdio::{jsonrpc, StdioFailure};
-
-/// Address space given to Node on top of the skill's budget: V8 reserves large virtual
-/// ranges up front, so its heap is capped with `--max-old-space-size` instead.
-const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
+use crate::warm::{call_env, launch_argv};
 
 /// Why a call failed; mapped to `error_kind` in [`CallError::kind`] only.
 #[derive(Debug, thiserror::Error)]
@@ -160,14 +158,10 @@ async fn run<B: CapabilityBroker>(
         return Err(CallError::InvalidArgs(problems.join("; ")));
     }
     let timeout_ms = skill.timeout_ms(tool);
-    let mut env = vec![
-        ("SKILLBOX_SKILL".to_string(), skill.name.clone()),
-        ("SKILLBOX_TOOL".to_string(), tool.name.clone()),
-        ("SKILLBOX_CALL_ID".to_string(), params.call_id.clone()),
-    ];
+    let mut values = Vec::new();
     for (name, value) in &params.env {
         if skill.permissions.env.contains(name) {
-            env.push((name.clone(), value.0.clone()));
+            values.push((name.clone(), value.0.clone()));
         } else {
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
         }
@@ -175,31 +169,57 @@ async fn run<B: CapabilityBroker>(
     // A plain tool gets its arguments on stdin and in a file of the scratch dir, never in
     // the environment (whose size the kernel caps at 128 KiB a string).
     let plain_args = (tool.protocol == ToolProtocol::Plain).then(|| params.args.to_string());
-    let mut memory_mb = skill.execution.memory_mb;
-    let argv = match &tool.entry {
-        ToolEntry::Command { argv } => argv.clone(),
-        ToolEntry::JsExport { main } => {
-            memory_mb += NODE_VIRTUAL_RESERVE_MB;
-            vec![
-                "node".into(),
-                format!("--max-old-space-size={}", skill.execution.memory_mb),
-                sandbox.node_runner().to_string_lossy().into_owned(),
-                main.clone(),
-                tool.name.clone(),
-            ]
+    // A prestarted process has no per-call env values: a call that carries some starts cold.
+    let warm = if skill.execution.prestart > 0 && values.is_empty() {
+        registry.warm().take(sandbox, &registered, tool)
+    } else {
+        None
+    };
+    let (mut child, guard) = match warm {
+        Some(warm) => {
+            if let Some(args) = &plain_args {
+                let written = sandbox::write_args_file(
+                    warm.guard.scratch(),
+                    args.as_bytes(),
+                    warm.guard.uid(),
+                );
+                if let Err(e) = written {
+                    warm.end();
+                    return Err(CallError::Sandbox(format!(
+                        "cannot write the arguments file of a prestarted tool: {e}"
+                    )));
+                }
+            }
+            (warm.child, warm.guard)
+        }
+        None => {
+            let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
+            let mut env = call_env(skill, tool, &params.call_id);
+            env.extend(values);
+            let PreparedCall {
+                mut command, guard, ..
+            } = sandbox.prepare(LaunchSpec {
+                skill_dir: &skill.dir,
+                argv: &argv,
+                env,
+                memory_mb,
+                timeout_ms,
+                args_file: match &plain_args {
+                    Some(args) => ArgsFile::Write(args.as_bytes()),
+                    None => ArgsFile::None,
+                },
+            })?;
+            match command.spawn() {
+                Ok(child) => (child, guard),
+                Err(e) => {
+                    guard.finish(None);
+                    return Err(CallError::Sandbox(format!(
+                        "the tool could not start in the sandbox: {e}"
+                    )));
+                }
+            }
         }
     };
-    let PreparedCall { mut command, guard } = sandbox.prepare(LaunchSpec {
-        skill_dir: &skill.dir,
-        argv: &argv,
-        env,
-        memory_mb,
-        timeout_ms,
-        args_file: plain_args.as_deref().map(str::as_bytes),
-    })?;
-    let mut child = command
-        .spawn()
-        .map_err(|e| CallError::Sandbox(format!("the tool could not start in the sandbox: {e}")))?;
     let pid = child.id();
     let call = CallInfo {
         call_id: params.call_id.clone(),
@@ -209,7 +229,7 @@ async fn run<B: CapabilityBroker>(
     };
     let budget = Budget::new(skill.execution.max_output_bytes);
     let log = Arc::new(Mutex::new(StderrLog::default()));
-    let stderr_task = child.stderr.take().map(|s| {
+    let mut stderr_task = child.stderr.take().map(|s| {
         tokio::spawn(output::drain_stderr(
             s,
             Arc::clone(&budget),
@@ -235,7 +255,7 @@ async fn run<B: CapabilityBroker>(
                     Err(StdioFailure::Protocol(m)) => Ok(Err(CallError::Protocol(m))),
                     Err(StdioFailure::Eof) => {
                         let status = child.wait().await.ok();
-                        wait_for_stderr(stderr_task.as_ref(), &budget).await;
+                        wait_for_stderr(stderr_task.as_mut(), &budget).await;
                         Err(exit_failure(
                             status,
                             &log,
@@ -259,7 +279,7 @@ async fn run<B: CapabilityBroker>(
                     .ok_or(CallError::Output(budget.max()))?;
                 writer.abort();
                 let status = child.wait().await.ok();
-                wait_for_stderr(stderr_task.as_ref(), &budget).await;
+                wait_for_stderr(stderr_task.as_mut(), &budget).await;
                 if budget.is_exceeded() {
                     return Err(CallError::Output(budget.max()));
                 }
@@ -303,7 +323,6 @@ async fn run<B: CapabilityBroker>(
         Err(_) => Err(CallError::Timeout(timeout_ms)),
     };
     let _ = child.start_kill();
-    drop(command);
     guard.finish(pid);
     let _ = child.wait().await;
     if let Some(task) = stderr_task {
@@ -316,13 +335,15 @@ async fn run<B: CapabilityBroker>(
 /// pipe open; it dies with the call anyway).
 const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(200);
 
-/// Waits, bounded, until the stderr reader has seen the end of the stream.
-async fn wait_for_stderr(task: Option<&tokio::task::JoinHandle<()>>, budget: &Budget) {
+/// Waits, bounded, until the stderr reader has seen the end of the stream (or stopped at
+/// the output budget). Awaits the reader itself: no polling, so a tool that exits with its
+/// stderr closed is reported as soon as the reader sees the end.
+async fn wait_for_stderr(task: Option<&mut tokio::task::JoinHandle<()>>, budget: &Budget) {
     let Some(task) = task else { return };
-    let deadline = tokio::time::Instant::now() + STDERR_DRAIN_WAIT;
-    while !task.is_finished() && !budget.is_exceeded() && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(2)).await;
+    if budget.is_exceeded() || task.is_finished() {
+        return;
     }
+    let _ = tokio::time::timeout(STDERR_DRAIN_WAIT, task).await;
 }
 
 /// The longest rendering of a refused argument value that an error message echoes.

@@ -9,6 +9,7 @@
 //!   executor's own stdin/stdout (a one-off container the core attaches to).
 //! - [`registry`]: the skills this executor can run, with compiled argument schemas.
 //! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
+//! - [`warm`]: prestarted tool processes (`execution.prestart`).
 
 pub mod availability;
 pub mod broker;
@@ -18,3 +19,4 @@ pub mod relay;
 pub mod sandbox;
 pub mod server;
 pub mod stdio;
+pub mod warm;

@@ -229,7 +229,7 @@ fn run_exec_stdio(a: ExecArgs) -> ExitCode {
     ));
     // The stdin reader may be blocked in a read that cannot be cancelled: do not wait for it.
     runtime.shutdown_background();
-    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
+    skillbox_executor::sandbox::wait_idle();
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.is_usage() => usage(&format!("exec --stdio: {e}")),
@@ -290,6 +290,29 @@ fn exec_input(a: &ExecArgs) -> Result<(serde_json::Value, BTreeMap<String, Secre
     Ok((args, env))
 }
 
+/// Longest the one-shot `exec` waits for a prestarted process to block reading stdin.
+const PRESTART_SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// When the skill asks for warm starts, starts one process of the tool the way a
+/// long-running executor keeps them, and waits until it blocks reading its request, so
+/// the call below takes a prestarted process.
+async fn prestart_one(sandbox: &Sandbox, registry: &Registry, skill: &str, tool: &str) {
+    let Some(registered) = registry.skill(skill) else {
+        return;
+    };
+    let Some((tool, _)) = registered.tool(tool) else {
+        return;
+    };
+    if registered.skill.execution.prestart == 0 {
+        return;
+    }
+    if let Err(e) = registry.warm().start_one(sandbox, &registered.skill, tool) {
+        tracing::warn!(error = %e, "cannot prestart the tool; the call starts it cold");
+        return;
+    }
+    registry.warm().settled(PRESTART_SETTLE).await;
+}
+
 fn run_exec(a: ExecArgs) -> ExitCode {
     if a.stdio {
         return run_exec_stdio(a);
@@ -326,9 +349,13 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     let Some(runtime) = current_thread_runtime() else {
         return ExitCode::from(EXIT_FAILED);
     };
-    let result = runtime.block_on(call::execute(&sandbox, &registry, &OneShotBroker, params));
+    let result = runtime.block_on(async {
+        prestart_one(&sandbox, &registry, skill, tool).await;
+        call::execute(&sandbox, &registry, &OneShotBroker, params).await
+    });
+    registry.warm().clear();
     // The scratch dir is removed on the sweeper's thread; let it finish before exiting.
-    skillbox_executor::sandbox::remove_tree::Sweeper::global().wait_idle();
+    skillbox_executor::sandbox::wait_idle();
     match serde_json::to_string(&result) {
         Ok(line) => println!("{line}"),
         Err(e) => {
@@ -365,7 +392,8 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(root) = a.scratch_root {
         config.scratch_root = root;
     }
-    let sandbox = Sandbox::new(config)?;
+    let mut sandbox = Sandbox::new(config)?;
+    sandbox.keep_ready(skillbox_executor::sandbox::DEFAULT_READY_SLOTS);
     let tls = std::sync::Arc::new(
         server::ReloadingServerConfig::new(files.clone())
             .context("loading the executor certificate")?,
@@ -391,12 +419,18 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
             expected_peer: CORE_IDENTITY.to_string(),
             max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
         };
+        let service = std::sync::Arc::new(service);
+        service.prestart();
         tokio::select! {
-            _ = server::serve(listener, tls, options, std::sync::Arc::new(service)) => {}
+            _ = server::serve(listener, tls, options, std::sync::Arc::clone(&service) as std::sync::Arc<dyn server::RpcHandler>) => {}
             _ = shutdown_signal() => tracing::info!("executor shutting down"),
         }
-        Ok(())
-    })
+        service.stop_prestarted();
+        anyhow::Ok(())
+    })?;
+    // Ended calls' users and scratch dirs are released on threads of their own.
+    skillbox_executor::sandbox::wait_idle();
+    Ok(())
 }
 
 async fn shutdown_signal() {

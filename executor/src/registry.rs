@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use skillbox_protocol::methods::ToolInfo;
+
+use crate::warm::WarmPool;
 use skillbox_protocol::skill::digest::digest_hex;
 use skillbox_protocol::skill::{
     discover, package_digest, Diagnostic, DiscoveryOptions, InstallLock, Skill, Skipped, Tool,
@@ -96,6 +98,8 @@ pub struct Registry {
     refused: HashMap<String, LockRefusal>,
     /// Folders that could not be loaded.
     pub skipped: Vec<Skipped>,
+    /// Prestarted processes of this registry's skills (killed when it is dropped).
+    warm: Arc<WarmPool>,
 }
 
 impl Registry {
@@ -161,7 +165,13 @@ impl Registry {
             skills,
             refused,
             skipped,
+            warm: Arc::default(),
         }
+    }
+
+    /// The prestarted processes of this registry's skills.
+    pub fn warm(&self) -> &Arc<WarmPool> {
+        &self.warm
     }
 
     /// The skills roots, highest precedence first.

@@ -22,6 +22,7 @@ use crate::broker::{core_request, CallInfo, CapabilityBroker};
 use crate::call;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::warm;
 
 /// Default calls waiting for a slot before new ones are refused.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
@@ -99,6 +100,19 @@ impl ExecutorService {
             waiting: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
         }
+    }
+
+    /// Starts the prestarted processes of the skills that ask for them and keeps them
+    /// topped up. Needs a tokio runtime.
+    pub fn prestart(&self) {
+        warm::start_pool(&self.sandbox, &self.registry());
+    }
+
+    /// Kills every prestarted process and releases the user ids and scratch dirs made
+    /// ahead (the executor is stopping).
+    pub fn stop_prestarted(&self) {
+        self.registry().warm().clear();
+        self.sandbox.stop_ready();
     }
 
     fn registry(&self) -> Arc<Registry> {
@@ -180,8 +194,11 @@ impl RpcHandler for ExecutorService {
                         loaded: registry.len(),
                         skipped: registry.skipped.iter().map(|s| s.reason()).collect(),
                     };
+                    let new = Arc::new(registry);
+                    let old = self.registry();
+                    warm::reload(&self.sandbox, &old, &new);
                     if let Ok(mut r) = self.registry.write() {
-                        *r = Arc::new(registry);
+                        *r = new;
                     }
                     to_value(&result)
                 }

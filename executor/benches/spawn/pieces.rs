@@ -28,7 +28,7 @@ pub async fn components(
     let runtime_paths = landlock::runtime_paths();
     let tiny = skill_dir.join("tiny");
     // A uid of the bench's own range, outside the pool: no process runs under it.
-    let idle_uid = UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1;
+    let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
     let mut out = Vec::new();
 
     let mut timed = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
@@ -43,7 +43,7 @@ pub async fn components(
     };
     if sandbox.kernel().user_switch {
         timed(
-            "`reaper::kill_user` of a uid that owns no process (runs at acquire and at release)",
+            "`reaper::kill_user` of a uid that owns no process (one helper, two `kill(-1)`; at release, on the releaser thread)",
             &mut || {
                 reaper::kill_user(idle_uid);
                 Ok(())
@@ -167,7 +167,7 @@ pub fn child_steps(
         return Ok((Vec::new(), String::new()));
     }
     let root = sandbox.kernel().user_switch;
-    let idle_uid = UID_BASE + sandbox.config().max_concurrent_calls as u32 + 1;
+    let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
     let filters = Arc::new(seccomp::compile()?);
     let described = format!("{filters:?}");
     let runtime_paths = landlock::runtime_paths();

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::pieces::KillAnswer;
-use crate::{tool_version, Host, Method, Series, Tool, TINY_C, WARMUP};
+use crate::{tool_version, Host, Method, Series, Tool, STAGES, TINY_C, WARMUP};
 
 /// Nearest-rank percentile.
 pub fn percentile(v: &mut [Duration], p: f64) -> Duration {
@@ -136,25 +136,27 @@ pub fn report(r: &Report<'_>) -> String {
     }
 
     let _ = writeln!(md, "\n## Where a skillbox call spends its time (medians)\n");
-    let _ = writeln!(
-        md,
-        "| tool | `prepare()` | spawn → exit (fork, child setup, exec, run) | `guard.finish()` |"
-    );
-    let _ = writeln!(md, "|---|---:|---:|---:|");
-    for s in r
+    let live: Vec<&Series> = r
         .series
         .iter()
         .filter(|s| s.method == Method::Skillbox && s.skipped.is_none())
-    {
-        let [mut p, mut e, mut f] = s.phases.clone();
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} |",
-            r.tools[s.tool].label,
-            ms(percentile(&mut p, 0.5)),
-            ms(percentile(&mut e, 0.5)),
-            ms(percentile(&mut f, 0.5))
-        );
+        .collect();
+    let _ = write!(md, "| stage |");
+    for s in &live {
+        let _ = write!(md, " {} |", r.tools[s.tool].label);
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &live {
+        let _ = write!(md, "---:|");
+    }
+    let _ = writeln!(md);
+    for (i, stage) in STAGES.iter().enumerate() {
+        let _ = write!(md, "| {stage} |");
+        for s in &live {
+            let mut v = s.phases[i].clone();
+            let _ = write!(md, " {} |", ms(percentile(&mut v, 0.5)));
+        }
+        let _ = writeln!(md);
     }
     let _ = writeln!(md, "\nPieces measured alone ({} runs each):\n", r.n);
     let _ = writeln!(md, "| piece | median |");

@@ -7,6 +7,7 @@
 
 pub mod child;
 pub mod env;
+pub mod guard;
 pub mod landlock;
 pub mod limits;
 pub mod probe;
@@ -14,21 +15,41 @@ pub mod reaper;
 pub mod remove_tree;
 pub mod scratch;
 pub mod seccomp;
+pub mod slots;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use self::child::ChildSetup;
+pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
 use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
 use self::probe::KernelSupport;
-use self::reaper::{CallUser, UserPool, DEFAULT_UID_BASE};
+use self::reaper::{CallUser, Releaser, UserPool, DEFAULT_UID_BASE};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
+use self::slots::ReadySlots;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
+
+/// Default most prestarted processes over all tools.
+pub const DEFAULT_MAX_PRESTARTED: usize = 16;
+
+/// User ids with scratch dirs a long-running executor keeps made ahead of calls.
+pub const DEFAULT_READY_SLOTS: usize = 2;
+
+/// Longest a call waits for a user id that an ended call is still releasing.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+
+/// Waits until every ended call is released (its processes killed, its user id unlocked)
+/// and every scratch dir removed: a one-shot executor calls this before it exits.
+pub fn wait_idle() {
+    Releaser::global().wait_idle();
+    remove_tree::Sweeper::global().wait_idle();
+}
 
 /// Executor-wide sandbox settings.
 #[derive(Debug, Clone)]
@@ -41,12 +62,22 @@ pub struct SandboxConfig {
     pub uid_lock_dir: PathBuf,
     /// Calls in flight at most.
     pub max_concurrent_calls: usize,
+    /// Prestarted processes (warm starts) kept at most, over all tools; each holds a user
+    /// id of its own, so the pool has `max_concurrent_calls + max_prestarted` ids.
+    pub max_prestarted: usize,
     /// RLIMIT_NPROC of a call.
     pub max_processes: u64,
     /// RLIMIT_FSIZE of a call.
     pub max_file_bytes: u64,
     /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
     pub insecure_no_sandbox: bool,
+}
+
+impl SandboxConfig {
+    /// How many per-call user ids the pool has (from `uid_base` up).
+    pub fn user_ids(&self) -> usize {
+        self.max_concurrent_calls + self.max_prestarted
+    }
 }
 
 impl Default for SandboxConfig {
@@ -56,6 +87,7 @@ impl Default for SandboxConfig {
             uid_base: DEFAULT_UID_BASE,
             uid_lock_dir: default_uid_lock_dir(),
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_prestarted: DEFAULT_MAX_PRESTARTED,
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             insecure_no_sandbox: false,
@@ -96,6 +128,12 @@ pub enum SandboxError {
     /// The sandbox user cannot read the skill folder.
     #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
     SkillNotReadable(PathBuf),
+    /// The executor keeps as many prestarted processes as it may.
+    #[error("{0} prestarted processes are waiting already (the executor's limit)")]
+    TooManyPrestarted(usize),
+    /// fork or exec of the tool failed.
+    #[error("the tool could not start in the sandbox: {0}")]
+    Spawn(std::io::Error),
     /// The program is not on the sandbox PATH.
     #[error("program {program:?} is not on the sandbox PATH ({path})")]
     ProgramNotFound {
@@ -107,7 +145,8 @@ pub enum SandboxError {
 }
 
 /// The sandbox of an executor: kernel support, the compiled seccomp policy, the user pool.
-#[derive(Debug)]
+/// Cloning is cheap and shares the policy and the pool.
+#[derive(Debug, Clone)]
 pub struct Sandbox {
     config: SandboxConfig,
     kernel: KernelSupport,
@@ -116,6 +155,7 @@ pub struct Sandbox {
     node_runner: PathBuf,
     cap_last: u32,
     users: Option<Arc<UserPool>>,
+    slots: Option<Arc<ReadySlots>>,
 }
 
 /// The runner for JavaScript skills, written next to the scratch dirs at startup.
@@ -128,34 +168,8 @@ pub struct PreparedCall {
     pub command: tokio::process::Command,
     /// What ends the call.
     pub guard: CallGuard,
-}
-
-/// The resources of a call in flight. [`CallGuard::finish`] (or drop) kills every process
-/// the call started, then removes its scratch dir.
-#[derive(Debug)]
-pub struct CallGuard {
-    user: Option<CallUser>,
-    scratch: Scratch,
-}
-
-impl CallGuard {
-    /// Ends the call: kills the tool's tree, every process of the call's user, then
-    /// removes the scratch dir.
-    pub fn finish(self, pid: Option<u32>) {
-        match (&self.user, pid) {
-            // The call's own user: killing everything of that user covers the whole tree.
-            (Some(_), Some(pid)) => reaper::kill_group(pid),
-            (None, Some(pid)) => reaper::kill_tree(pid),
-            _ => {}
-        }
-        drop(self.user);
-        drop(self.scratch);
-    }
-
-    /// The call's scratch dir.
-    pub fn scratch(&self) -> &Path {
-        self.scratch.path()
-    }
+    /// How long each step of `prepare` took.
+    pub timings: PrepareTimings,
 }
 
 /// What to run.
@@ -171,9 +185,27 @@ pub struct LaunchSpec<'a> {
     pub memory_mb: u64,
     /// Wall-clock timeout (sets the CPU-time limit too).
     pub timeout_ms: u64,
-    /// Written to [`ARGS_FILE_NAME`] in the scratch dir, named by `SKILLBOX_ARGS_FILE`
-    /// (the arguments of a `plain` tool).
-    pub args_file: Option<&'a [u8]>,
+    /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named
+    /// by `SKILLBOX_ARGS_FILE`).
+    pub args_file: ArgsFile<'a>,
+}
+
+/// What [`Sandbox::prepare`] does about the arguments file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgsFile<'a> {
+    /// No file, no `SKILLBOX_ARGS_FILE` (a `jsonrpc` tool).
+    None,
+    /// Writes these bytes and names the file.
+    Write(&'a [u8]),
+    /// Names the file but writes nothing yet: a prestarted `plain` tool, whose arguments
+    /// the call writes ([`write_args_file`]) before it sends them on stdin.
+    Later,
+}
+
+/// Writes a prestarted call's arguments file into `scratch` as a new file (never through
+/// anything the tool put there: an existing name fails), owned by `uid` when given.
+pub fn write_args_file(scratch: &Path, args: &[u8], uid: Option<u32>) -> std::io::Result<()> {
+    scratch::write_owned(&scratch.join(ARGS_FILE_NAME), args, uid)
 }
 
 /// The file of a `plain` tool's arguments inside its scratch dir.
@@ -199,12 +231,12 @@ impl Sandbox {
         let users = if kernel.user_switch {
             let lock_dir = config.uid_lock_dir.clone();
             Some(
-                UserPool::new(config.uid_base, config.max_concurrent_calls, lock_dir).map_err(
-                    |source| SandboxError::Scratch {
+                UserPool::new(config.uid_base, config.user_ids(), lock_dir).map_err(|source| {
+                    SandboxError::Scratch {
                         root: config.scratch_root.clone(),
                         source,
-                    },
-                )?,
+                    }
+                })?,
             )
         } else {
             None
@@ -225,10 +257,33 @@ impl Sandbox {
             node_runner,
             cap_last: child::cap_last(),
             users,
+            slots: None,
             kernel,
             filters,
             config,
         })
+    }
+
+    /// Keeps `n` user ids with their scratch dirs made ahead of calls, on a thread of
+    /// their own (a long-running executor; 0 turns it off). Each goes to one call only.
+    pub fn keep_ready(&mut self, n: usize) {
+        if let Some(old) = self.slots.take() {
+            old.stop();
+        }
+        if n > 0 {
+            self.slots = Some(ReadySlots::start(
+                n,
+                self.users.clone(),
+                self.config.scratch_root.clone(),
+            ));
+        }
+    }
+
+    /// Releases the user ids and scratch dirs made ahead (the executor is stopping).
+    pub fn stop_ready(&self) {
+        if let Some(slots) = &self.slots {
+            slots.stop();
+        }
     }
 
     /// What the kernel enforces.
@@ -249,35 +304,51 @@ impl Sandbox {
     /// Prepares one call.
     pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
         let program = resolve_program(spec.skill_dir, &spec.argv[0])?;
-        let user = match &self.users {
-            Some(pool) => Some(
-                pool.acquire()
-                    .ok_or(SandboxError::Busy(self.config.max_concurrent_calls))?,
-            ),
-            None => None,
+        let mut timings = PrepareTimings::default();
+        let mut step = Instant::now();
+        let mut lap = |d: &mut Duration| {
+            let now = Instant::now();
+            *d = now - step;
+            step = now;
         };
+        // A user id and scratch dir made ahead, or made now.
+        let (user, ready_scratch) = match self.slots.as_ref().and_then(|s| s.take()) {
+            Some(slot) => (slot.user, Some(slot.scratch)),
+            None => match &self.users {
+                Some(pool) => (Some(self.acquire_user(pool)?), None),
+                None => (None, None),
+            },
+        };
+        lap(&mut timings.user);
         if user.is_some() && !others_can_read(spec.skill_dir) {
             return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
         }
-        let scratch = Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
-            .map_err(|source| SandboxError::Scratch {
-                root: self.config.scratch_root.clone(),
-                source,
-            })?;
-        let mut env = spec.env;
-        if let Some(args) = spec.args_file {
-            let path = scratch.path().join(ARGS_FILE_NAME);
-            scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(|source| {
-                SandboxError::Scratch {
+        let scratch = match ready_scratch {
+            Some(scratch) => scratch,
+            None => Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
+                .map_err(|source| SandboxError::Scratch {
                     root: self.config.scratch_root.clone(),
                     source,
-                }
-            })?;
+                })?,
+        };
+        lap(&mut timings.scratch);
+        let mut env = spec.env;
+        if spec.args_file != ArgsFile::None {
+            let path = scratch.path().join(ARGS_FILE_NAME);
+            if let ArgsFile::Write(args) = spec.args_file {
+                scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(
+                    |source| SandboxError::Scratch {
+                        root: self.config.scratch_root.clone(),
+                        source,
+                    },
+                )?;
+            }
             env.push((
                 "SKILLBOX_ARGS_FILE".to_string(),
                 path.to_string_lossy().into_owned(),
             ));
         }
+        lap(&mut timings.args_file);
         let ruleset = match self.filters {
             Some(_) => Some(landlock::build(
                 spec.skill_dir,
@@ -292,6 +363,7 @@ impl Sandbox {
             })?,
             None => None,
         };
+        lap(&mut timings.landlock);
         let mut setup = ChildSetup {
             limits: Limits::for_call(
                 spec.memory_mb,
@@ -321,10 +393,25 @@ impl Sandbox {
         unsafe {
             command.pre_exec(move || setup.apply());
         }
+        lap(&mut timings.command);
         Ok(PreparedCall {
             command,
             guard: CallGuard { user, scratch },
+            timings,
         })
+    }
+
+    /// A free user id; when all are held, waits (bounded) for ended calls' releases.
+    fn acquire_user(&self, pool: &Arc<UserPool>) -> Result<CallUser, SandboxError> {
+        let deadline = Instant::now() + RELEASE_WAIT;
+        loop {
+            if let Some(user) = pool.acquire() {
+                return Ok(user);
+            }
+            if !Releaser::global().wait_one(deadline) {
+                return Err(SandboxError::Busy(self.config.max_concurrent_calls));
+            }
+        }
     }
 }
 

@@ -13,7 +13,8 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc::{self, Sender};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
 use nix::fcntl::{Flock, FlockArg};
 
@@ -134,11 +135,11 @@ const MAX_SWEEP_PASSES: usize = 64;
 /// SIGKILL to everything it may signal (`kill(-1)`), which reaches double-forked,
 /// `setsid` processes too. The kernel walks the process list under the tasklist lock and a
 /// fork whose parent has a fatal signal pending is cancelled, so one pass leaves no
-/// survivor; a second pass costs a quarter of a millisecond and covers the unforeseen.
+/// survivor; the helper sends a second `kill(-1)` for the unforeseen (one helper, two
+/// system calls: the fork is the cost, not the kill).
 /// (`kill(-1)` reports success whenever any process exists, so its result proves nothing.)
 pub fn kill_user(uid: u32) {
-    kill_once_as(uid);
-    kill_once_as(uid);
+    kill_as(uid, 2);
 }
 
 /// Kills every process of `uid` and checks `/proc` until none is left (startup sweep;
@@ -160,6 +161,11 @@ pub fn kill_user_until_gone(uid: u32) {
 }
 
 fn kill_once_as(uid: u32) {
+    kill_as(uid, 1);
+}
+
+/// Forks a helper that switches to `uid` and calls `kill(-1, SIGKILL)` `passes` times.
+fn kill_as(uid: u32, passes: usize) {
     // SAFETY: the child only makes system calls (setresuid, kill, _exit) and touches no
     // memory shared with other threads, which is what is safe after fork in a
     // multi-threaded process.
@@ -170,7 +176,9 @@ fn kill_once_as(uid: u32) {
                 if libc::setresuid(uid, uid, uid) != 0 {
                     libc::_exit(1);
                 }
-                libc::kill(-1, libc::SIGKILL);
+                for _ in 0..passes {
+                    libc::kill(-1, libc::SIGKILL);
+                }
                 libc::_exit(0);
             }
         }
@@ -213,11 +221,109 @@ pub fn has_live_process(uid: u32) -> bool {
         })
 }
 
-/// Kills `pid` and its process group (no `/proc` walk).
+/// Kills the process group `pid` leads (the tool called `setsid` before exec, so its pid
+/// is its group id): one system call, no `/proc` walk. The caller has not reaped `pid`
+/// yet, so the id cannot have been reused (no pidfd needed).
 pub fn kill_group(pid: u32) {
     let Ok(root) = i32::try_from(pid) else { return };
-    let _ = kill(Pid::from_raw(-root), Signal::SIGKILL);
-    let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
+    if kill(Pid::from_raw(-root), Signal::SIGKILL).is_err() {
+        // No such group (setsid is applied before exec, so only a failed spawn gets here).
+        let _ = kill(Pid::from_raw(root), Signal::SIGKILL);
+    }
+}
+
+/// Ends calls off their critical path: a thread of its own runs each queued release
+/// (kill what the call's user still runs, unlock the user id, move the scratch dir aside)
+/// while the call's result is already on its way. A user id stays locked until its
+/// release has run, so no call gets it before its processes are dead.
+#[derive(Debug)]
+pub struct Releaser {
+    queue: Mutex<Sender<Job>>,
+    pending: Arc<(Mutex<usize>, Condvar)>,
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+impl Releaser {
+    /// The process's releaser, started on first use.
+    pub fn global() -> &'static Releaser {
+        static RELEASER: OnceLock<Releaser> = OnceLock::new();
+        RELEASER.get_or_init(Releaser::start)
+    }
+
+    fn start() -> Self {
+        let (queue, jobs) = mpsc::channel::<Job>();
+        let pending = Arc::new((Mutex::new(0usize), Condvar::new()));
+        let counter = Arc::clone(&pending);
+        let spawned = std::thread::Builder::new()
+            .name("call-releaser".into())
+            .spawn(move || {
+                for job in jobs {
+                    job();
+                    done(&counter);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the call releaser; calls end in line");
+        }
+        Self {
+            queue: Mutex::new(queue),
+            pending,
+        }
+    }
+
+    /// Queues `job`; runs it here when the thread is gone.
+    pub fn release(&self, job: impl FnOnce() + Send + 'static) {
+        if let Ok(mut n) = self.pending.0.lock() {
+            *n += 1;
+        }
+        let sent = match self.queue.lock() {
+            Ok(queue) => queue.send(Box::new(job)).map_err(|e| e.0),
+            Err(_) => Err(Box::new(job) as Job),
+        };
+        if let Err(job) = sent {
+            job();
+            done(&self.pending);
+        }
+    }
+
+    /// Waits until a queued release has run, at most until `deadline`. False when none is
+    /// queued (nothing will free a user id) or the deadline passed.
+    pub fn wait_one(&self, deadline: std::time::Instant) -> bool {
+        let (lock, changed) = &*self.pending;
+        let Ok(mut n) = lock.lock() else { return false };
+        let before = *n;
+        while *n >= before && before > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            n = match changed.wait_timeout(n, left) {
+                Ok((n, _)) => n,
+                Err(_) => return false,
+            };
+        }
+        before > 0
+    }
+
+    /// Waits until every queued release has run (before the executor exits).
+    pub fn wait_idle(&self) {
+        let (lock, changed) = &*self.pending;
+        let Ok(mut n) = lock.lock() else { return };
+        while *n > 0 {
+            n = match changed.wait(n) {
+                Ok(n) => n,
+                Err(_) => return,
+            };
+        }
+    }
+}
+
+fn done(pending: &(Mutex<usize>, Condvar)) {
+    if let Ok(mut n) = pending.0.lock() {
+        *n = n.saturating_sub(1);
+    }
+    pending.1.notify_all();
 }
 
 /// Kills `pid`, its process group and every descendant found through parent ids.

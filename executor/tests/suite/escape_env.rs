@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::harness::{assert_mentions, scratch_root, shell_skill, Manifest, SkillRoot};
+use super::harness::{assert_mentions, scratch_root, shell_skill, Manifest, SkillRoot, Start};
 
 const EXECUTOR_SECRET: &str = "executor-secret-7f3a";
 const AWS_SECRET: &str = "aws-secret-9c1e";
@@ -16,8 +16,13 @@ raw = open("/proc/self/environ", "rb").read().decode()
 reply(dict(kv.split("=", 1) for kv in raw.split("\0") if kv))
 "#;
 
+/// The dumped environment (without the harness's `_prestarted` mark).
 fn environ(data: &Value) -> BTreeMap<String, String> {
-    serde_json::from_value(data.clone()).unwrap()
+    let mut data = data.clone();
+    if let Some(map) = data.as_object_mut() {
+        map.remove("_prestarted");
+    }
+    serde_json::from_value(data).unwrap()
 }
 
 fn names(env: &BTreeMap<String, String>) -> Vec<&str> {
@@ -37,14 +42,24 @@ fn assert_no_secret(env: &BTreeMap<String, String>) {
 
 #[test]
 fn sandbox_hides_executor_environment_from_tool() {
+    sandbox_hides_executor_environment_from_tool_as(Start::Cold);
+}
+
+#[test]
+fn sandbox_hides_executor_environment_from_tool_prestarted() {
+    sandbox_hides_executor_environment_from_tool_as(Start::Prestarted);
+}
+
+fn sandbox_hides_executor_environment_from_tool_as(start: Start) {
     let root = SkillRoot::new();
-    root.python_skill("attack", DUMP_ENVIRON);
+    root.python_skill_as(start, "attack", DUMP_ENVIRON);
     let outcome = root
         .call("attack:run")
         .process_env("SKILLBOX_TEST_SECRET", EXECUTOR_SECRET)
         .process_env("AWS_SECRET_ACCESS_KEY", AWS_SECRET)
         .process_env("PYTHONPATH", "/tmp/evil-modules")
         .run();
+    start.check(&outcome);
     let env = environ(outcome.data());
     assert_eq!(
         names(&env),
@@ -70,7 +85,7 @@ fn sandbox_hides_executor_environment_from_tool() {
     );
     assert_eq!(env["SKILLBOX_SKILL"], "attack");
     assert_eq!(env["SKILLBOX_TOOL"], "run");
-    assert_eq!(env["SKILLBOX_CALL_ID"], outcome.call_id());
+    assert_eq!(env["SKILLBOX_CALL_ID"], start.env_call_id(&outcome));
 }
 
 #[test]

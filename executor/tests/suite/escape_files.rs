@@ -7,16 +7,26 @@ use std::path::Path;
 
 use serde_json::json;
 
-use super::harness::{assert_allowed, assert_errno, chmod, unique, SkillRoot};
+use super::harness::{assert_allowed, assert_errno, chmod, unique, SkillRoot, Start};
 
 #[test]
 fn sandbox_blocks_reading_etc_shadow() {
+    sandbox_blocks_reading_etc_shadow_as(Start::Cold);
+}
+
+#[test]
+fn sandbox_blocks_reading_etc_shadow_prestarted() {
+    sandbox_blocks_reading_etc_shadow_as(Start::Prestarted);
+}
+
+fn sandbox_blocks_reading_etc_shadow_as(start: Start) {
     assert!(
         Path::new("/etc/shadow").exists(),
         "this test needs a host with /etc/shadow"
     );
     let root = SkillRoot::new();
-    root.python_skill(
+    root.python_skill_as(
+        start,
         "attack",
         r#"
         reply({
@@ -27,6 +37,7 @@ fn sandbox_blocks_reading_etc_shadow() {
         "#,
     );
     let outcome = root.call("attack:run").run();
+    start.check(&outcome);
     let data = outcome.data();
     assert_errno(&data["shadow"], libc::EACCES, "reading /etc/shadow");
     // /etc/passwd is world-readable: the refusal is Landlock's, not the file mode's.
@@ -215,10 +226,20 @@ fn sandbox_blocks_reading_tmp_outside_scratch() {
 
 #[test]
 fn sandbox_blocks_writing_outside_scratch() {
+    sandbox_blocks_writing_outside_scratch_as(Start::Cold);
+}
+
+#[test]
+fn sandbox_blocks_writing_outside_scratch_prestarted() {
+    sandbox_blocks_writing_outside_scratch_as(Start::Prestarted);
+}
+
+fn sandbox_blocks_writing_outside_scratch_as(start: Start) {
     let root = SkillRoot::new();
     let tmp = format!("/tmp/{}", unique("skillbox-escape"));
     let var_tmp = format!("/var/tmp/{}", unique("skillbox-escape"));
-    let skill = root.python_skill(
+    let skill = root.python_skill_as(
+        start,
         "attack",
         r#"
         def write(path):
@@ -237,6 +258,7 @@ fn sandbox_blocks_writing_outside_scratch() {
         .call("attack:run")
         .args(json!({ "tmp": tmp, "var_tmp": var_tmp }))
         .run();
+    start.check(&outcome);
     let data = outcome.data();
     assert_errno(&data["tmp"], libc::EACCES, "writing /tmp/x");
     assert_errno(&data["var_tmp"], libc::EACCES, "writing /var/tmp/x");

@@ -9,15 +9,25 @@ use std::os::unix::net::{SocketAddr, UnixListener};
 
 use serde_json::json;
 
-use super::harness::{assert_allowed, assert_errno, chmod, unique, SkillRoot};
+use super::harness::{assert_allowed, assert_errno, chmod, unique, SkillRoot, Start};
 
 #[test]
 fn sandbox_blocks_tcp_connect_to_localhost() {
+    sandbox_blocks_tcp_connect_to_localhost_as(Start::Cold);
+}
+
+#[test]
+fn sandbox_blocks_tcp_connect_to_localhost_prestarted() {
+    sandbox_blocks_tcp_connect_to_localhost_as(Start::Prestarted);
+}
+
+fn sandbox_blocks_tcp_connect_to_localhost_as(start: Start) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let port = listener.local_addr().unwrap().port();
     let root = SkillRoot::new();
-    root.python_skill(
+    root.python_skill_as(
+        start,
         "attack",
         r#"
         def connect():
@@ -31,6 +41,7 @@ fn sandbox_blocks_tcp_connect_to_localhost() {
         "#,
     );
     let outcome = root.call("attack:run").args(json!({ "port": port })).run();
+    start.check(&outcome);
     let data = outcome.data();
     assert_errno(&data["tcp"], libc::EPERM, "TCP connect to 127.0.0.1");
     assert_errno(&data["tcp6"], libc::EPERM, "TCP connect to ::1");

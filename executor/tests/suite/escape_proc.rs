@@ -3,12 +3,22 @@
 //! else of `/proc` but a few host-wide information files (Landlock refuses with `EACCES`);
 //! `/dev/null`, `/dev/zero` and `/dev/full` are writable.
 
-use super::harness::{assert_allowed, assert_errno, shell_skill, SkillRoot};
+use super::harness::{assert_allowed, assert_errno, shell_skill, SkillRoot, Start};
 
 #[test]
 fn sandbox_hides_other_processes_command_lines() {
+    sandbox_hides_other_processes_command_lines_as(Start::Cold);
+}
+
+#[test]
+fn sandbox_hides_other_processes_command_lines_prestarted() {
+    sandbox_hides_other_processes_command_lines_as(Start::Prestarted);
+}
+
+fn sandbox_hides_other_processes_command_lines_as(start: Start) {
     let root = SkillRoot::new();
-    root.python_skill(
+    root.python_skill_as(
+        start,
         "attack",
         r#"
         parent = os.getppid()
@@ -25,6 +35,7 @@ fn sandbox_hides_other_processes_command_lines() {
         "#,
     );
     let outcome = root.call("attack:run").run();
+    start.check(&outcome);
     let data = outcome.data();
     assert_errno(&data["list"], libc::EACCES, "listing /proc");
     assert_errno(

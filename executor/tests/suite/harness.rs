@@ -54,6 +54,8 @@ def libc_call(name, *a):
         raise OSError(e, os.strerror(e))
     return r
 def reply(result):
+    if isinstance(result, dict) and os.environ.get("SKILLBOX_CALL_ID") == "prestarted":
+        result["_prestarted"] = True
     sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": 0, "result": result}) + "\n")
     sys.stdout.flush()
 "#;
@@ -111,6 +113,47 @@ pub struct Manifest<'a> {
     pub parameters: &'a str,
 }
 
+/// How a test's tool process starts: when the call arrives (cold), or before it, as a
+/// warm start (`execution: { prestart: 1 }`: `exec` starts the process, waits until it
+/// blocks reading its request, then hands it the call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Started by the call.
+    Cold,
+    /// Prestarted.
+    Prestarted,
+}
+
+impl Start {
+    /// The top-level manifest lines that ask for this start.
+    pub fn manifest(self) -> &'static str {
+        match self {
+            Start::Cold => "",
+            Start::Prestarted => "execution: { prestart: 1 }",
+        }
+    }
+
+    /// Asserts the call ran in a process started this way: [`PRELUDE`]'s `reply` marks
+    /// the answer of a prestarted process (`SKILLBOX_CALL_ID=prestarted`) `_prestarted`.
+    pub fn check(self, outcome: &Outcome) {
+        let marked = outcome.data().get("_prestarted") == Some(&Value::Bool(true));
+        assert_eq!(
+            marked,
+            self == Start::Prestarted,
+            "asked for a {self:?} start: {}",
+            outcome.data()
+        );
+    }
+
+    /// The `SKILLBOX_CALL_ID` a tool started this way sees.
+    pub fn env_call_id(self, outcome: &Outcome) -> String {
+        match self {
+            Start::Cold => outcome.call_id().to_string(),
+            Start::Prestarted => "prestarted".to_string(),
+        }
+    }
+}
+
 /// A temporary skills root, removed on drop.
 #[derive(Debug)]
 pub struct SkillRoot {
@@ -159,6 +202,18 @@ impl SkillRoot {
     /// [`PRELUDE`] followed by `script`.
     pub fn python_skill(&self, name: &str, script: &str) -> PathBuf {
         self.python_skill_with(name, script, Manifest::default())
+    }
+
+    /// [`SkillRoot::python_skill`] whose process starts as `start` says.
+    pub fn python_skill_as(&self, start: Start, name: &str, script: &str) -> PathBuf {
+        self.python_skill_with(
+            name,
+            script,
+            Manifest {
+                skill: start.manifest(),
+                ..Manifest::default()
+            },
+        )
     }
 
     /// [`SkillRoot::python_skill`] with extra manifest lines.

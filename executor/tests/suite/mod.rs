@@ -5,9 +5,12 @@
 //! - `limits`: resource and lifetime limits (processes, memory, file size, output, time);
 //! - `calls`: how `exec` reports protocol errors, bad arguments and unknown tools;
 //! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
-//! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout.
+//! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
+//! - `warm`: prestarted processes (warm starts); the key `escape_*` attacks run against a
+//!   prestarted process too (`harness::Start`).
 //!
-//! Every test starts `skillbox-executor exec` as a separate process; they run in parallel.
+//! Every test but a few of `warm` starts `skillbox-executor exec` as a separate process;
+//! they run in parallel.
 
 mod calls;
 mod escape_env;
@@ -20,3 +23,4 @@ mod limits;
 mod relay;
 mod runs;
 mod scratch_cleanup;
+mod warm;

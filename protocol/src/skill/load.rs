@@ -179,6 +179,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
                 .max_output_bytes
                 .unwrap_or(defaults.max_output_bytes),
             sandbox: merged.execution.sandbox.unwrap_or(defaults.sandbox),
+            prestart: merged.execution.prestart.unwrap_or(defaults.prestart),
         },
         tools: merged.tools.unwrap_or_default(),
         body,

@@ -12,6 +12,7 @@ pub(crate) struct PartialExecution {
     pub memory_mb: Option<u64>,
     pub max_output_bytes: Option<u64>,
     pub sandbox: Option<super::model::SandboxKind>,
+    pub prestart: Option<u64>,
 }
 
 /// Permissions as one manifest gives them.
@@ -88,6 +89,7 @@ impl Manifests {
                 memory_mb: first!(ms, execution.memory_mb),
                 max_output_bytes: first!(ms, execution.max_output_bytes),
                 sandbox: first!(ms, execution.sandbox),
+                prestart: first!(ms, execution.prestart),
             },
             tools: first!(ms, tools),
         }

@@ -167,6 +167,11 @@ pub struct Execution {
     /// Where the calls run: the executor's process sandbox, or a one-off container.
     #[serde(default)]
     pub sandbox: SandboxKind,
+    /// Warm starts: processes of each tool the executor keeps started, each in its own
+    /// fresh sandbox and blocked reading its request, so a call skips the start-up.
+    /// 0 (the default) starts every call's process when the call arrives.
+    #[serde(default)]
+    pub prestart: u64,
 }
 
 /// `execution.sandbox`: where a skill's calls run.
@@ -189,6 +194,7 @@ impl Default for Execution {
             memory_mb: DEFAULT_MEMORY_MB,
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             sandbox: SandboxKind::Process,
+            prestart: 0,
         }
     }
 }

@@ -22,6 +22,8 @@ pub const MAX_TOOL_NAME_LEN: usize = 64;
 pub const TIMEOUT_MS_RANGE: (u64, u64) = (1, 3_600_000);
 /// Allowed range of `memory_mb`.
 pub const MEMORY_MB_RANGE: (u64, u64) = (16, 65_536);
+/// Allowed range of `prestart` (processes kept started per tool).
+pub const PRESTART_RANGE: (u64, u64) = (0, 8);
 /// Allowed range of `max_output_bytes`.
 pub const MAX_OUTPUT_BYTES_RANGE: (u64, u64) = (1024, 256 * DEFAULT_MAX_OUTPUT_BYTES);
 
@@ -283,6 +285,7 @@ impl Rules<'_> {
             e.max_output_bytes,
             MAX_OUTPUT_BYTES_RANGE,
         );
+        self.range("execution.prestart", e.prestart, PRESTART_RANGE);
     }
 
     fn range(&mut self, field: &str, value: Option<u64>, (lo, hi): (u64, u64)) {

@@ -139,6 +139,7 @@ fn skill_yaml_limits_in_range_load() {
             memory_mb: 16,
             max_output_bytes: 1024,
             sandbox: SandboxKind::Process,
+            prestart: 0,
         }
     );
     let extra =
@@ -161,6 +162,22 @@ fn skill_yaml_sandbox_container_is_read_and_process_is_the_default() {
     assert_eq!(clean(&dir).execution.sandbox, SandboxKind::Container);
     let dir = write_skill(root.path(), "p", &[("skill.yaml", &skill_yaml("p", ""))]);
     assert_eq!(clean(&dir).execution.sandbox, SandboxKind::Process);
+}
+
+#[test]
+fn skill_yaml_prestart_is_read_and_zero_is_the_default() {
+    let root = tempdir().unwrap();
+    let dir = write_skill(
+        root.path(),
+        "w",
+        &[(
+            "skill.yaml",
+            &skill_yaml("w", "execution: { prestart: 8 }\n"),
+        )],
+    );
+    assert_eq!(clean(&dir).execution.prestart, 8);
+    let dir = write_skill(root.path(), "z", &[("skill.yaml", &skill_yaml("z", ""))]);
+    assert_eq!(clean(&dir).execution.prestart, 0);
 }
 
 #[test]
@@ -192,6 +209,7 @@ fn skill_yaml_limits_out_of_range_are_refused() {
             "execution: { max_output_bytes: 10 }\n",
             "execution.max_output_bytes",
         ),
+        ("execution: { prestart: 9 }\n", "execution.prestart"),
         (
             "tools:\n  - name: t\n    command: [\"true\"]\n    timeout_ms: 0\n",
             "tools[0].timeout_ms",

@@ -80,6 +80,7 @@ struct ExecutionYaml {
     memory_mb: Option<u64>,
     max_output_bytes: Option<u64>,
     sandbox: Option<crate::skill::model::SandboxKind>,
+    prestart: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -157,6 +158,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                 memory_mb: e.memory_mb,
                 max_output_bytes: e.max_output_bytes,
                 sandbox: e.sandbox,
+                prestart: e.prestart,
             })
             .unwrap_or_default(),
         tools: y.tools.map(|tools| {

@@ -1,0 +1,75 @@
+//! The end of a call ([`CallGuard`]) and how long the steps of preparing and ending it
+//! took (the spawn bench reports them).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::reaper::{self, CallUser, Releaser};
+use super::scratch::Scratch;
+
+/// How long the steps of one [`Sandbox::prepare`] took (the spawn bench reports them).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PrepareTimings {
+    /// Claiming a user id (lock file; killing leftovers of a crashed holder).
+    pub user: Duration,
+    /// Making the scratch dir.
+    pub scratch: Duration,
+    /// Writing the arguments file.
+    pub args_file: Duration,
+    /// Building the Landlock ruleset.
+    pub landlock: Duration,
+    /// Building the command and the child setup.
+    pub command: Duration,
+}
+
+/// How long the in-line part of [`CallGuard::finish`] took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FinishTimings {
+    /// Killing the tool's process group.
+    pub kill: Duration,
+    /// Handing the user id and scratch dir to the releaser.
+    pub hand_off: Duration,
+}
+
+/// The resources of a call in flight. [`CallGuard::finish`] (or drop) kills every process
+/// the call started, then removes its scratch dir.
+#[derive(Debug)]
+pub struct CallGuard {
+    pub(super) user: Option<CallUser>,
+    pub(super) scratch: Scratch,
+}
+
+impl CallGuard {
+    /// Ends the call: kills the tool's process group at once, then hands the rest to the
+    /// [`Releaser`] thread, off the call's critical path: kill every process of the call's
+    /// user, unlock the user id, move the scratch dir aside for removal.
+    pub fn finish(self, pid: Option<u32>) -> FinishTimings {
+        let start = Instant::now();
+        match (&self.user, pid) {
+            // The call's own user: its release kills everything of that user.
+            (Some(_), Some(pid)) => reaper::kill_group(pid),
+            (None, Some(pid)) => reaper::kill_tree(pid),
+            _ => {}
+        }
+        let killed = Instant::now();
+        let CallGuard { user, scratch } = self;
+        Releaser::global().release(move || {
+            drop(user);
+            drop(scratch);
+        });
+        FinishTimings {
+            kill: killed - start,
+            hand_off: killed.elapsed(),
+        }
+    }
+
+    /// The call's scratch dir.
+    pub fn scratch(&self) -> &Path {
+        self.scratch.path()
+    }
+
+    /// The call's user id, when the executor switches users.
+    pub fn uid(&self) -> Option<u32> {
+        self.user.as_ref().map(|u| u.uid)
+    }
+}

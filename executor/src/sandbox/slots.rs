@@ -1,0 +1,122 @@
+//! Per-call user ids and scratch dirs made ahead of calls, off their critical path: a
+//! thread keeps a few [`Slot`]s ready (user id locked, leftovers of a crashed holder
+//! killed, empty scratch dir owned by it); `prepare` takes one when there is one and
+//! makes its own otherwise. A slot goes to one call only and ends with it, like one made
+//! in line: nothing is reused.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use super::reaper::{CallUser, UserPool};
+use super::scratch::Scratch;
+
+/// How long the filler waits before trying again when every user id is taken.
+const RETRY: Duration = Duration::from_millis(5);
+
+/// A user id (when the executor switches users) and its fresh, empty scratch dir.
+#[derive(Debug)]
+pub struct Slot {
+    /// The call's user.
+    pub user: Option<CallUser>,
+    /// The call's scratch dir, owned by `user`.
+    pub scratch: Scratch,
+}
+
+/// The slots made ahead, and the thread that makes them.
+#[derive(Debug)]
+pub struct ReadySlots {
+    state: Mutex<State>,
+    wake: Condvar,
+}
+
+#[derive(Debug)]
+struct State {
+    ready: Vec<Slot>,
+    want: usize,
+    stopped: bool,
+}
+
+impl ReadySlots {
+    /// Keeps `want` slots ready from now on, taking ids from `users` and making scratch
+    /// dirs under `root`.
+    pub fn start(want: usize, users: Option<Arc<UserPool>>, root: PathBuf) -> Arc<Self> {
+        let slots = Arc::new(Self {
+            state: Mutex::new(State {
+                ready: Vec::with_capacity(want),
+                want,
+                stopped: false,
+            }),
+            wake: Condvar::new(),
+        });
+        let filler = Arc::clone(&slots);
+        let spawned = std::thread::Builder::new()
+            .name("slot-filler".into())
+            .spawn(move || filler.fill(users.as_ref(), &root));
+        if let Err(e) = spawned {
+            tracing::warn!(error = %e, "cannot start the slot filler; calls make their own");
+        }
+        slots
+    }
+
+    fn fill(&self, users: Option<&Arc<UserPool>>, root: &std::path::Path) {
+        loop {
+            {
+                let Ok(mut state) = self.state.lock() else {
+                    return;
+                };
+                while !state.stopped && state.ready.len() >= state.want {
+                    state = match self.wake.wait(state) {
+                        Ok(s) => s,
+                        Err(_) => return,
+                    };
+                }
+                if state.stopped {
+                    return;
+                }
+            }
+            let user = match users {
+                Some(pool) => match pool.acquire() {
+                    Some(user) => Some(user),
+                    None => {
+                        std::thread::sleep(RETRY);
+                        continue;
+                    }
+                },
+                None => None,
+            };
+            let scratch = match Scratch::create(root, user.as_ref().map(|u| u.uid)) {
+                Ok(scratch) => scratch,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot make a scratch dir ahead; calls make their own");
+                    return;
+                }
+            };
+            let slot = Slot { user, scratch };
+            match self.state.lock() {
+                Ok(mut state) if !state.stopped => state.ready.push(slot),
+                _ => return,
+            }
+        }
+    }
+
+    /// A ready slot, if there is one; the filler makes its replacement.
+    pub fn take(&self) -> Option<Slot> {
+        let slot = self.state.lock().ok()?.ready.pop();
+        self.wake.notify_one();
+        slot
+    }
+
+    /// Stops the filler and releases every ready slot (user id unlocked, scratch removed).
+    pub fn stop(&self) {
+        let drained = match self.state.lock() {
+            Ok(mut state) => {
+                state.stopped = true;
+                std::mem::take(&mut state.ready)
+            }
+            Err(_) => Vec::new(),
+        };
+        self.wake.notify_all();
+        drop(drained);
+    }
+}
