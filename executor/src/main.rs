@@ -350,7 +350,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         return ExitCode::from(EXIT_FAILED);
     };
     let result = runtime.block_on(async {
-        prestart_one(&sandbox, &registry, skill, tool).await;
+        prestart_one(&sandbox, &registry, &skill, &tool).await;
         call::execute(&sandbox, &registry, &OneShotBroker, params).await
     });
     registry.warm().clear();
