@@ -13,28 +13,9 @@ use skillbox_core::router::index::{query_terms, tokenize, Bm25Index};
 use skillbox_core::router::{AssumeReady, RouteInputs, Router, RoutingConfig, StatsMap};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
-/// The corpus folder, or `None` after printing that `test` is skipped (no corpus on this
-/// machine). `SKILLBOX_CORPUS` set to a missing folder fails instead: CI sets it.
-fn corpus_dir(test: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SKILLBOX_CORPUS") {
-        let dir = PathBuf::from(dir);
-        assert!(
-            dir.is_dir(),
-            "SKILLBOX_CORPUS is {} but that is not a folder",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    // `CARGO_MANIFEST_DIR` is `<repo>/core`: the default is `<repo>/../shared/corpus`.
-    let beside = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
-    if beside.is_dir() {
-        return Some(beside);
-    }
-    println!(
-        "SKIPPED {test}: no corpus (set SKILLBOX_CORPUS or put the corpus at ../shared/corpus)"
-    );
-    None
-}
+#[path = "../../../protocol/tests/support/corpus_dir.rs"]
+mod corpus_dir;
+use corpus_dir::corpus_dir;
 
 fn corpus(root: &Path) -> Arc<Catalog> {
     let roots = vec![root.join("openclaw"), root.join("anthropic")];

@@ -11,6 +11,10 @@ use std::path::{Path, PathBuf};
 
 use skillbox_protocol::skill::{discover, validate_skill, Catalog, DiscoveryOptions, Severity};
 
+#[path = "../support/corpus_dir.rs"]
+mod corpus_dir;
+use corpus_dir::corpus_dir as corpus;
+
 const ANTHROPIC: [&str; 12] = [
     "algorithmic-art",
     "brand-guidelines",
@@ -86,29 +90,6 @@ const OPENCLAW_STRICT_CLEAN: [&str; 18] = [
     "visualize",
     "xurl",
 ];
-
-/// The corpus, or `None` after printing that `test` is skipped (no corpus on this machine).
-/// `SKILLBOX_CORPUS` set to a missing folder fails instead: whoever set it expects the run.
-fn corpus(test: &str) -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SKILLBOX_CORPUS") {
-        let dir = PathBuf::from(dir);
-        assert!(
-            dir.is_dir(),
-            "SKILLBOX_CORPUS is {} but that is not a folder",
-            dir.display()
-        );
-        return Some(dir);
-    }
-    // `CARGO_MANIFEST_DIR` is `<repo>/protocol`: the default is `<repo>/../shared/corpus`.
-    let beside = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus");
-    if beside.is_dir() {
-        return Some(beside);
-    }
-    println!(
-        "SKIPPED {test}: no corpus (set SKILLBOX_CORPUS or put the corpus at ../shared/corpus)"
-    );
-    None
-}
 
 /// One collection of the corpus, which must then be there.
 fn collection_root(corpus: &Path, collection: &str) -> PathBuf {
