@@ -113,6 +113,12 @@ struct ServeArgs {
     /// Calls waiting for a slot before new ones are refused with `unavailable`.
     #[arg(long, default_value_t = skillbox_executor::server::DEFAULT_MAX_QUEUE)]
     max_queue: usize,
+    /// Prestarted tool processes (`execution.prestart`) held at once, over every skill.
+    #[arg(long, default_value_t = skillbox_executor::sandbox::DEFAULT_MAX_PRESTARTED)]
+    max_prestarted: usize,
+    /// Per-call users with a fresh scratch dir kept ready ahead of calls (0: none).
+    #[arg(long, default_value_t = skillbox_executor::sandbox::DEFAULT_READY_SLOTS)]
+    ready_slots: usize,
     /// Where per-call scratch dirs are made.
     #[arg(long, value_name = "DIR")]
     scratch_root: Option<PathBuf>,
@@ -387,13 +393,14 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     let mut config = SandboxConfig {
         insecure_no_sandbox: a.insecure_no_sandbox,
         max_concurrent_calls: a.max_concurrent,
+        max_prestarted: a.max_prestarted,
         ..SandboxConfig::default()
     };
     if let Some(root) = a.scratch_root {
         config.scratch_root = root;
     }
     let mut sandbox = Sandbox::new(config)?;
-    sandbox.keep_ready(skillbox_executor::sandbox::DEFAULT_READY_SLOTS);
+    sandbox.keep_ready(a.ready_slots);
     let tls = std::sync::Arc::new(
         server::ReloadingServerConfig::new(files.clone())
             .context("loading the executor certificate")?,

@@ -129,7 +129,7 @@ pub enum SandboxError {
     #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
     SkillNotReadable(PathBuf),
     /// The executor keeps as many prestarted processes as it may.
-    #[error("{0} prestarted processes are waiting already (the executor's limit)")]
+    #[error("{0} prestarted processes are waiting already, the most this executor holds; calls beyond them start cold (raise skillbox-executor serve --max-prestarted to keep more)")]
     TooManyPrestarted(usize),
     /// fork or exec of the tool failed.
     #[error("the tool could not start in the sandbox: {0}")]

@@ -175,6 +175,41 @@ fn prestarted_process_is_never_used_twice_and_nothing_crosses_between_calls() {
     sandbox::wait_idle();
 }
 
+#[test]
+fn prestart_pool_stops_at_max_prestarted() {
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Prestarted, "first", REMEMBER);
+    root.python_skill_as(Start::Prestarted, "second", REMEMBER);
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        max_prestarted: 1,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let registry = Registry::load(root.skills());
+    runtime().block_on(async {
+        registry.warm().fill(&sandbox, &registry);
+        let deadline = Instant::now() + SETTLE;
+        while registry.warm().pids().is_empty() {
+            assert!(Instant::now() < deadline, "no process was prestarted");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(registry.warm().pids().len(), 1, "over the limit of 1");
+        let second = registry.skill("second").unwrap();
+        let (tool, _) = second.tool("run").unwrap();
+        let refused = registry
+            .warm()
+            .start_one(&sandbox, &second.skill, tool)
+            .unwrap_err();
+        assert!(
+            refused.to_string().contains("--max-prestarted"),
+            "{refused}"
+        );
+        registry.warm().clear();
+    });
+    sandbox::wait_idle();
+}
+
 /// Process id, user id and scratch dir of every process waiting in `registry`'s pool.
 fn waiting_processes(registry: &Registry) -> Vec<(u32, u32, String)> {
     registry
