@@ -4,6 +4,8 @@
 //! [`crate::router::context_readiness`] turns the answers into the one verdict that
 //! routing, `/v1/skills`, the catalogue, `route/execute` and `tools/call` all use.
 
+use std::sync::Arc;
+
 use skillbox_protocol::methods::SandboxFacts;
 
 use crate::router::{host_os, Readiness};
@@ -12,13 +14,13 @@ use crate::secrets::Secrets;
 /// The executors' sandbox facts and the core's secrets, as the router's readiness.
 #[derive(Debug)]
 pub struct SandboxReadiness<'a> {
-    facts: Option<SandboxFacts>,
+    facts: Option<Arc<SandboxFacts>>,
     secrets: &'a Secrets,
 }
 
 impl<'a> SandboxReadiness<'a> {
     /// Readiness from `facts` (`None` before any executor reported) and the core's secrets.
-    pub fn new(facts: Option<SandboxFacts>, secrets: &'a Secrets) -> Self {
+    pub fn new(facts: Option<Arc<SandboxFacts>>, secrets: &'a Secrets) -> Self {
         Self { facts, secrets }
     }
 }
@@ -67,8 +69,10 @@ mod tests {
     fn programs_are_judged_by_the_executors_report_not_the_core_path() {
         let secrets = Secrets::default();
         // `sh` is on the core's PATH, but the executors said their sandbox lacks it.
-        let ready =
-            SandboxReadiness::new(Some(facts(&[("sh", false), ("python3", true)])), &secrets);
+        let ready = SandboxReadiness::new(
+            Some(Arc::new(facts(&[("sh", false), ("python3", true)]))),
+            &secrets,
+        );
         assert!(!ready.has_bin("sh"));
         assert!(ready.has_bin("python3"));
         assert!(ready.has_bin("not-reported"));

@@ -40,7 +40,9 @@ struct EndpointState {
     healthy: bool,
     since: Instant,
     error: Option<String>,
-    health: Option<Value>,
+    health: Option<Arc<Value>>,
+    /// The `sandbox` part of `health`, parsed once per health round (read on every call).
+    facts: Option<Arc<SandboxFacts>>,
     calls: u64,
     /// Has answered `health` at least once: before that (start-up), not answering is
     /// expected and logged at debug level, not warned about.
@@ -60,6 +62,7 @@ impl Endpoint {
                 since: Instant::now(),
                 error: None,
                 health: None,
+                facts: None,
                 calls: 0,
                 answered: false,
             }),
@@ -93,10 +96,20 @@ impl Endpoint {
             s.answered |= healthy;
             s.healthy = healthy;
             s.error = error;
-            if health.is_some() {
-                s.health = health;
+            if let Some(health) = health {
+                s.facts = serde_json::from_value::<HealthResult>(health.clone())
+                    .ok()
+                    .and_then(|h| h.sandbox)
+                    .map(Arc::new);
+                s.health = Some(Arc::new(health));
             }
         }
+    }
+
+    /// The sandbox facts of the last `health` answer, when the endpoint is healthy.
+    fn healthy_facts(&self) -> Option<Arc<SandboxFacts>> {
+        let s = self.state.lock().ok()?;
+        s.healthy.then(|| s.facts.clone()).flatten()
     }
 
     fn count_call(&self) {
@@ -357,32 +370,29 @@ impl ExecutorPool {
     pub fn health(&self) -> Option<Value> {
         self.snapshot().iter().find_map(|e| {
             let s = e.state();
-            s.healthy.then_some(s.health).flatten()
+            s.healthy
+                .then_some(s.health)
+                .flatten()
+                .map(|h| (*h).clone())
         })
     }
 
     /// What the healthy executors' sandboxes can start, merged so that a program counts as
     /// present only when every healthy executor that reported has it (a call may go to any
     /// of them). `None` until a healthy executor has reported.
-    pub fn sandbox_facts(&self) -> Option<SandboxFacts> {
-        let mut merged: Option<SandboxFacts> = None;
+    pub fn sandbox_facts(&self) -> Option<Arc<SandboxFacts>> {
+        let mut merged: Option<Arc<SandboxFacts>> = None;
         for endpoint in self.snapshot() {
-            let state = endpoint.state();
-            let Some(facts) = state
-                .healthy
-                .then_some(state.health)
-                .flatten()
-                .and_then(|h| serde_json::from_value::<HealthResult>(h).ok())
-                .and_then(|h| h.sandbox)
-            else {
+            let Some(facts) = endpoint.healthy_facts() else {
                 continue;
             };
             match &mut merged {
                 None => merged = Some(facts),
                 Some(all) => {
-                    for (program, present) in facts.programs {
-                        let entry = all.programs.entry(program).or_insert(present);
-                        *entry &= present;
+                    let all = Arc::make_mut(all);
+                    for (program, present) in &facts.programs {
+                        let entry = all.programs.entry(program.clone()).or_insert(*present);
+                        *entry &= *present;
                     }
                 }
             }
