@@ -12,7 +12,7 @@
 
 use skillbox_protocol::ToolRef;
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ring::digest::{digest, SHA256};
@@ -24,8 +24,11 @@ use skillbox_protocol::skill::Security;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use self::grants::{GrantLimits, Grants};
+use crate::observe::Metrics;
 use crate::store::{unix_ms_now, Store, StoreError};
 
+pub mod grants;
 pub mod payload;
 
 pub use crate::store::{ApprovalRecord, ApprovalStatus, Decision};
@@ -100,13 +103,20 @@ pub enum ApprovalGrant {
         /// The approval used.
         id: String,
     },
+    /// An allowance the operator set in the console covers this tool for a while.
+    Allowance {
+        /// The allowance.
+        id: String,
+    },
 }
 
 impl ApprovalGrant {
     /// The approval record the call used, if any.
     pub fn approval_id(&self) -> Option<&str> {
         match self {
-            ApprovalGrant::NotRequired | ApprovalGrant::Auto => None,
+            ApprovalGrant::NotRequired | ApprovalGrant::Auto | ApprovalGrant::Allowance { .. } => {
+                None
+            }
             ApprovalGrant::Earlier { id } | ApprovalGrant::Decided { id } => Some(id),
         }
     }
@@ -216,6 +226,8 @@ pub struct Approvals {
     /// [`Approvals::decide`] rings.
     waiters: Mutex<HashMap<String, watch::Sender<()>>>,
     random: SystemRandom,
+    grants: Grants,
+    metrics: Arc<Metrics>,
 }
 
 impl Approvals {
@@ -226,7 +238,26 @@ impl Approvals {
             policy,
             waiters: Mutex::new(HashMap::new()),
             random: SystemRandom::new(),
+            grants: Grants::new(GrantLimits::default()),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Bounds the console's allowances by `limits` instead of the defaults.
+    pub fn with_grant_limits(mut self, limits: GrantLimits) -> Self {
+        self.grants = Grants::new(limits);
+        self
+    }
+
+    /// Records decision times into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The operator's time-boxed allowances (set and revoked in the console only).
+    pub fn grants(&self) -> &Grants {
+        &self.grants
     }
 
     /// The policy in force.
@@ -250,6 +281,12 @@ impl Approvals {
         if self.policy.auto_approves(&skill, &tool) {
             tracing::info!(%skill, %tool, "call approved by the auto-approve policy");
             return Ok(ApprovalGrant::Auto);
+        }
+        if security == Security::Write {
+            if let Some(g) = self.grants.covering(&skill, &tool, unix_ms_now()) {
+                tracing::info!(%skill, %tool, allowance = %g.id, until = g.until, "call approved by an operator's allowance");
+                return Ok(ApprovalGrant::Allowance { id: g.id });
+            }
         }
         let args_hash = args_hash(&args);
         let claimed = {
@@ -317,6 +354,7 @@ impl Approvals {
             .store
             .decide_approval(id, decision, reason.as_deref())?;
         tracing::info!(approval_id = %id, skill = %record.skill, tool = %record.tool, decision = %record.status, "approval decided");
+        self.observe_decision(&record);
         if let Some(bell) = self.lock_waiters().get(id) {
             bell.send_replace(());
         }
@@ -365,7 +403,8 @@ impl Approvals {
             if now >= deadline {
                 let expiring = id.to_owned();
                 match self.blocking(move |s| s.expire_approval(&expiring)).await {
-                    Ok(_) => {
+                    Ok(expired) => {
+                        self.observe_decision(&expired);
                         tracing::warn!(approval_id = %id, timeout_ms, "approval expired: nobody decided in time");
                         return Err(ApprovalError::TimedOut {
                             id: id.to_owned(),
@@ -387,6 +426,13 @@ impl Approvals {
                 () = tokio::time::sleep(nap) => {}
             }
         }
+    }
+
+    fn observe_decision(&self, record: &ApprovalRecord) {
+        let decided = record.decided_at.unwrap_or_else(unix_ms_now);
+        let after = u64::try_from(decided.saturating_sub(record.created_at)).unwrap_or(0);
+        self.metrics
+            .observe_decision(record.status.as_str(), Duration::from_millis(after));
     }
 
     /// Runs one short store step on the blocking pool.

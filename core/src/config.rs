@@ -48,6 +48,20 @@
 //! [approvals]
 //! timeout_ms = 120000              # a write/sign call waits this long for a decision
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
+//! allow_max_minutes = 60           # longest "allow this tool for N minutes" an operator may set
+//! allow_max_entries = 16           # such allowances at once (docs/console.md)
+//!
+//! [console]                        # the operator console (docs/console.md)
+//! session_minutes = 480            # a console session expires this long after sign-in
+//! max_sessions = 32                # sessions at once; signing in beyond it ends the oldest
+//! link_seconds = 600               # the one-time sign-in link `up` prints works this long
+//!
+//! [observe]                        # docs/observability.md
+//! routes_kept = 1000               # routing decisions kept for GET /v1/routes
+//! max_list_limit = 500             # largest ?limit= of GET /v1/calls and /v1/routes
+//!
+//! [log]
+//! format = "text"                  # or "json": one JSON object per line, never colour codes
 //!
 //! [skills]                       # crate::roots
 //! roots = []                       # skills roots, highest precedence first (relative: to the
@@ -115,6 +129,12 @@ pub struct Config {
     pub routing: crate::router::RoutingConfig,
     /// Self-repair budget and eligibility.
     pub repair: crate::repair::RepairConfig,
+    /// The operator console's sessions and sign-in link.
+    pub console: crate::gateway::console::ConsoleSection,
+    /// History kept for the observability routes.
+    pub observe: crate::observe::ObserveSection,
+    /// The log format.
+    pub log: crate::observe::log::LogSection,
 }
 
 /// `[trust]`
@@ -312,6 +332,10 @@ pub struct ApprovalsSection {
     pub timeout_ms: u64,
     /// Approved without asking.
     pub auto_approve: Vec<String>,
+    /// Longest "allow this tool for N minutes" an operator may set in the console.
+    pub allow_max_minutes: u64,
+    /// Such allowances in force at once.
+    pub allow_max_entries: usize,
 }
 
 impl Default for ApprovalsSection {
@@ -319,6 +343,8 @@ impl Default for ApprovalsSection {
         Self {
             timeout_ms: 120_000,
             auto_approve: Vec::new(),
+            allow_max_minutes: crate::approvals::grants::DEFAULT_MAX_MINUTES,
+            allow_max_entries: crate::approvals::grants::DEFAULT_MAX_ENTRIES,
         }
     }
 }

@@ -13,6 +13,7 @@ pub mod docker;
 pub mod executors;
 pub mod gateway;
 pub mod install;
+pub mod observe;
 pub mod pki;
 pub mod proxy;
 pub mod random;

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::ToolProtocol;
+use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::registry::{LockRefusal, Registry};
@@ -111,15 +112,26 @@ pub async fn execute<B: CapabilityBroker>(
 ) -> ToolResult {
     let started = Instant::now();
     let call_id = params.call_id.clone();
-    let outcome = run(sandbox, registry, broker, params).await;
+    // Every log line of the call carries its id and the bot's trace context, if it sent one.
+    let span = tracing::info_span!(
+        "call",
+        call_id = %call_id,
+        traceparent = params.traceparent.as_deref().unwrap_or_default()
+    );
+    let mut spawn_us = None;
+    let outcome = run(sandbox, registry, broker, params, &mut spawn_us)
+        .instrument(span.clone())
+        .await;
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    match outcome {
+    let mut result = match outcome {
         Ok(data) => ToolResult::ok(call_id, data, ms),
         Err(e) => {
-            tracing::warn!(call_id = %call_id, error_kind = %e.kind(), reason = %e, "tool call refused or failed");
+            span.in_scope(|| tracing::warn!(error_kind = %e.kind(), reason = %e, "tool call refused or failed"));
             ToolResult::failed(call_id, e.kind(), e.to_string(), ms)
         }
-    }
+    };
+    result.spawn_us = spawn_us;
+    result
 }
 
 async fn run<B: CapabilityBroker>(
@@ -127,7 +139,9 @@ async fn run<B: CapabilityBroker>(
     registry: &Registry,
     broker: &B,
     params: ToolExecuteParams,
+    spawn_us: &mut Option<u64>,
 ) -> Result<Value, CallError> {
+    let arrived = Instant::now();
     let registered =
         registry
             .skill(&params.skill)
@@ -220,6 +234,7 @@ async fn run<B: CapabilityBroker>(
             }
         }
     };
+    *spawn_us = Some(u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX));
     let pid = child.id();
     let call = CallInfo {
         call_id: params.call_id.clone(),

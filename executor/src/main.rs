@@ -351,6 +351,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         tool: tool.to_string(),
         args,
         env,
+        traceparent: None,
     };
     let Some(runtime) = current_thread_runtime() else {
         return ExitCode::from(EXIT_FAILED);

@@ -294,6 +294,10 @@ pub struct ToolExecuteParams {
     /// Values of the skill's declared env names that the core holds.
     #[serde(default)]
     pub env: BTreeMap<String, SecretValue>,
+    /// The W3C `traceparent` a bot sent with the call, validated by the core; the
+    /// executor puts it on the call's log lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// `tool.execute` result: the call's [`ToolResult`].
@@ -447,6 +451,7 @@ mod tests {
             tool: "t".into(),
             args: json!({}),
             env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
+            traceparent: None,
         };
         let dbg = format!("{p:?}");
         assert!(

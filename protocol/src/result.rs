@@ -77,6 +77,11 @@ pub struct ToolResult {
     /// approved, denied or expired; absent when none was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// Executor → core only: microseconds from the call's arrival at the executor to its
+    /// tool process started (sandbox preparation and spawn). The core takes it for its
+    /// metrics; gateway answers never carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spawn_us: Option<u64>,
 }
 
 impl ToolResult {
@@ -90,6 +95,7 @@ impl ToolResult {
             call_id: call_id.into(),
             duration_ms,
             approval_id: None,
+            spawn_us: None,
         }
     }
 
@@ -108,6 +114,7 @@ impl ToolResult {
             call_id: call_id.into(),
             duration_ms,
             approval_id: None,
+            spawn_us: None,
         }
     }
 }

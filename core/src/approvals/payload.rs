@@ -23,7 +23,8 @@ pub fn view(record: &ApprovalRecord) -> Value {
 }
 
 /// `{"type", "bytes", "sha256", "text" | "hex", "truncated"}` of the `{"sign": {"type",
-/// "data"}}` arguments of a signature approval; `None` for other arguments.
+/// "data"}}` arguments of a signature approval, plus `"json"` when the text is a JSON
+/// object or array; `None` for other arguments.
 pub fn sign_payload(args: &Value) -> Option<Value> {
     let sign = args.get("sign")?;
     let kind = sign
@@ -50,6 +51,11 @@ pub fn sign_payload(args: &Value) -> Option<Value> {
                 .chars()
                 .any(|c| c.is_control() && c != '\n' && c != '\t') =>
         {
+            if let Ok(parsed @ (Value::Object(_) | Value::Array(_))) =
+                serde_json::from_str::<Value>(text)
+            {
+                out["json"] = parsed;
+            }
             out["text"] = text.into();
         }
         _ => out["hex"] = hex(shown).into(),
@@ -107,6 +113,18 @@ mod tests {
         // Terminal escapes are not shown as text: an operator would see something else.
         let args = json!({"sign": {"type": "message", "data": STANDARD.encode("ok\u{1b}[2Jpay")}});
         assert!(sign_payload(&args).unwrap().get("hex").is_some());
+    }
+
+    #[test]
+    fn sign_payload_parses_json_text() {
+        let body = r#"{"to":"bob","amount":1}"#;
+        let args = json!({"sign": {"type": "transaction", "data": STANDARD.encode(body)}});
+        let p = sign_payload(&args).unwrap();
+        assert_eq!(p["json"], json!({"to": "bob", "amount": 1}));
+        assert_eq!(p["text"], body);
+        // A bare JSON scalar stays text only.
+        let args = json!({"sign": {"type": "message", "data": STANDARD.encode("42")}});
+        assert!(sign_payload(&args).unwrap().get("json").is_none());
     }
 
     #[test]

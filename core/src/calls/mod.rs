@@ -9,7 +9,7 @@
 //! 3. **dispatch**: a call id and a capability token, the declared env values, the call
 //!    registered in [`InFlight`] for its callbacks, and the [`ExecutorTransport`] of the
 //!    skill's sandbox (the executor pool, or per-call containers);
-//! 4. **record**: the outcome in the state store.
+//! 4. **record**: the outcome in the state store and the call metrics.
 //!
 //! Failures are [`CallError`]s, whose kind is the call's `error_kind`.
 
@@ -30,6 +30,7 @@ use crate::approvals::Approvals;
 use crate::availability::SandboxReadiness;
 use crate::config::Config;
 use crate::executors::ExecutorPool;
+use crate::observe::Metrics;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::router::context_readiness;
 use crate::secrets::Secrets;
@@ -79,6 +80,7 @@ pub struct Dispatcher {
     in_flight: Arc<InFlight>,
     call_timeout: Duration,
     rng: Arc<dyn RandomSource>,
+    metrics: Arc<Metrics>,
 }
 
 /// What a [`Dispatcher`] is built from.
@@ -117,7 +119,19 @@ impl Dispatcher {
             in_flight: parts.in_flight,
             call_timeout: parts.call_timeout,
             rng: Arc::new(SystemSource::default()),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Counts calls and routes into `metrics` (the registry `GET /metrics` serves).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics calls and routes are counted in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Draws call ids and capability tokens from `rng` instead of the operating system

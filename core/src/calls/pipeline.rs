@@ -12,7 +12,10 @@ use skillbox_protocol::ToolRef;
 
 use super::inflight::{ActiveCall, ApprovalTrail};
 use super::{CallError, Dispatcher};
+use tracing::Instrument;
+
 use crate::approvals::ApprovalRequest;
+use crate::observe::TraceParent;
 use crate::random;
 use crate::store::{unix_ms_now, CallRecord};
 
@@ -25,6 +28,33 @@ struct Admitted {
 impl Dispatcher {
     /// Runs `skill:tool` with `args` through the pipeline and records the outcome.
     pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
+        self.call_traced(full_name, args, None).await
+    }
+
+    /// [`Dispatcher::call`] with the bot's W3C trace context: on the core's log lines of
+    /// the call and, as a field of `tool.execute`, on the executor's.
+    pub async fn call_traced(
+        &self,
+        full_name: &str,
+        args: Value,
+        trace: Option<TraceParent>,
+    ) -> ToolResult {
+        let span = tracing::info_span!(
+            "call",
+            tool = %full_name,
+            traceparent = trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
+        );
+        self.call_in_span(full_name, args, trace)
+            .instrument(span)
+            .await
+    }
+
+    async fn call_in_span(
+        &self,
+        full_name: &str,
+        args: Value,
+        trace: Option<TraceParent>,
+    ) -> ToolResult {
         let started = Instant::now();
         let started_at = unix_ms_now();
         let call_id = match self.new_call_id() {
@@ -36,7 +66,7 @@ impl Dispatcher {
             }
         };
         let trail = ApprovalTrail::default();
-        let outcome = self.run(&call_id, full_name, args, &trail).await;
+        let outcome = self.run(&call_id, full_name, args, &trail, trace).await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match outcome {
             Ok(r) => r,
@@ -44,6 +74,10 @@ impl Dispatcher {
         };
         result.call_id = call_id.clone();
         result.approval_id = trail.last();
+        // The executor's spawn time is for the metrics only, never in an answer.
+        if let Some(us) = result.spawn_us.take() {
+            self.metrics.observe_spawn(Duration::from_micros(us));
+        }
         self.record(full_name, call_id, started_at, duration_ms, &result)
             .await;
         result
@@ -55,10 +89,11 @@ impl Dispatcher {
         full_name: &str,
         args: Value,
         trail: &ApprovalTrail,
+        trace: Option<TraceParent>,
     ) -> Result<ToolResult, CallError> {
         let admitted = self.admit(full_name)?;
         self.approve(&admitted, &args, trail).await?;
-        self.dispatch(call_id, admitted, args, trail).await
+        self.dispatch(call_id, admitted, args, trail, trace).await
     }
 
     /// The tool exists, its skill is not disabled, and it can run where tools run.
@@ -138,6 +173,7 @@ impl Dispatcher {
         admitted: Admitted,
         args: Value,
         trail: &ApprovalTrail,
+        trace: Option<TraceParent>,
     ) -> Result<ToolResult, CallError> {
         let Admitted { skill, tool } = admitted;
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
@@ -148,6 +184,7 @@ impl Dispatcher {
             tool: tool.name.clone(),
             args,
             env: self.secrets.for_names(&skill.permissions.env),
+            traceparent: trace.map(|t| t.to_string()),
         };
         let active = Arc::new(ActiveCall {
             skill: Arc::clone(&skill),
@@ -172,7 +209,8 @@ impl Dispatcher {
             .await
     }
 
-    /// Records the outcome (off the async workers; a failure to record is logged).
+    /// Records the outcome in the metrics and the store (off the async workers; a failure
+    /// to record is logged).
     async fn record(
         &self,
         full_name: &str,
@@ -184,6 +222,8 @@ impl Dispatcher {
         let Ok(ToolRef { skill, tool }) = ToolRef::parse(full_name) else {
             return;
         };
+        self.metrics
+            .observe_call(&skill, &tool, result, Duration::from_millis(duration_ms));
         let record = CallRecord {
             call_id,
             skill,

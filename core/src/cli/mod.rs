@@ -12,7 +12,6 @@ mod skill;
 mod table;
 pub mod up;
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -89,15 +88,22 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// Logs to stderr; `RUST_LOG` sets the filter (default: warnings).
+/// Logs to stderr in the text format; `RUST_LOG` sets the filter (default: warnings).
 pub fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour codes only for a terminal: a log file gets plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .try_init();
+    crate::observe::log::init(crate::observe::log::LogFormat::Text);
+}
+
+/// Logs to stderr in the format the command's workspace asks for: `[log] format` of
+/// `up` and `serve` (a config that does not parse logs as text, and `up` reports it),
+/// text for every other command.
+pub fn init_tracing_for(cli: &Cli) {
+    let format = match &cli.command {
+        Command::Up(args) | Command::Serve(args) => up::workspace(args.workspace.as_deref())
+            .ok()
+            .and_then(|ws| crate::config::Config::load(&ws).ok())
+            .map(|c| c.log.format)
+            .unwrap_or_default(),
+        _ => crate::observe::log::LogFormat::Text,
+    };
+    crate::observe::log::init(format);
 }

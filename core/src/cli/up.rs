@@ -16,6 +16,7 @@ use skillbox_protocol::channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 
+use crate::approvals::grants::GrantLimits;
 use crate::approvals::{ApprovalPolicy, Approvals};
 use crate::callbacks::Callbacks;
 use crate::calls::transport::Containers;
@@ -24,7 +25,9 @@ use crate::config::Config;
 use crate::docker::oneoff::ContainerRunner;
 use crate::docker::supervisor::Supervisor;
 use crate::executors::ExecutorPool;
+use crate::gateway::console::Console;
 use crate::gateway::{self, Gateway};
+use crate::observe::Metrics;
 use crate::install::{self, TrustPolicy};
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
 use crate::proxy::readfile::ReadFileProxy;
@@ -93,13 +96,21 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let core_files = pki::core_files(&state_dir);
 
     let store = Store::open(&Store::db_path(&state_dir))?;
-    let approvals = Arc::new(Approvals::new(
-        store.clone(),
-        ApprovalPolicy {
-            auto_approve: config.approvals.auto_approve.clone(),
-            timeout_ms: config.approvals.timeout_ms,
-        },
-    ));
+    let metrics = Arc::new(Metrics::new());
+    let approvals = Arc::new(
+        Approvals::new(
+            store.clone(),
+            ApprovalPolicy {
+                auto_approve: config.approvals.auto_approve.clone(),
+                timeout_ms: config.approvals.timeout_ms,
+            },
+        )
+        .with_grant_limits(GrantLimits {
+            max_minutes: config.approvals.allow_max_minutes,
+            max_entries: config.approvals.allow_max_entries,
+        })
+        .with_metrics(Arc::clone(&metrics)),
+    );
     let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed)
         .with_roots(roots.clone());
     let policy = trust.clone();
@@ -153,7 +164,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             max_response_bytes: config.fetch.max_response_bytes,
             timeout_ms: config.fetch.timeout_ms,
             ..FetchConfig::default()
-        }),
+        })
+        .with_metrics(Arc::clone(&metrics)),
         ReadFileProxy::new(ws.clone(), config.read_file.max_bytes),
         Signer::open(state_dir.join("keys"))?,
     ));
@@ -189,7 +201,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         store,
         in_flight,
         call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-    }));
+    })
+    .with_metrics(metrics));
     let mut supervisor = None;
     if let Some(engine) = engine {
         if config.docker.supervise && !embedded {
@@ -247,6 +260,15 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             .join(", ")
     );
     println!("  executor:  {}", dispatcher.executor().describe());
+    let console = Console::new(&config.console);
+    println!("  console:   http://{addr}/console/");
+    match console.sign_in_path() {
+        Ok(path) => println!(
+            "  sign in:   http://{addr}{path}  (works once, for {} s)",
+            config.console.link_seconds
+        ),
+        Err(e) => tracing::warn!(error = %e, "no one-time console sign-in link"),
+    }
     let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), trust.clone()));
     let hangup_task = tokio::spawn(reload::on_hangup(hangup, Arc::clone(&reloader)));
     let watch_task = tokio::spawn(reload::watch_trust(
@@ -263,6 +285,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         trust,
         reloader,
         supervisor: supervisor.clone(),
+        console,
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;

@@ -2,12 +2,15 @@
 //! bearer-token auth on every route but `/healthz` (compared in constant time), JSON in
 //! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place
 //! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
+//! The operator console under `/console/` ([`console`]) has sessions of its own.
 
 mod approvals;
+pub mod console;
 mod contexts;
 mod error;
 mod health;
 mod install;
+mod observe;
 mod reload;
 mod repairs;
 mod request;
@@ -52,6 +55,8 @@ pub struct Gateway {
     pub reloader: Arc<crate::reload::Reloader>,
     /// The executor containers' supervisor, when the core has a Docker engine.
     pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
+    /// The operator console's sessions and sign-in links.
+    pub console: console::Console,
 }
 
 impl Gateway {
@@ -66,13 +71,38 @@ impl Gateway {
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
-        if req.uri().path() != "/healthz" && !self.authorized(&req) {
+        let path = req.uri().path();
+        // The console signs browsers in with a session cookie of its own (console/).
+        if path == "/console" || path.starts_with("/console/") {
+            let (parts, body) = req.into_parts();
+            let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
+            let query = parts.uri.query().map(str::to_string);
+            return console::handle(
+                &self,
+                parts.method,
+                parts.uri.path(),
+                query,
+                parts.headers,
+                body,
+            )
+            .await;
+        }
+        if path != "/healthz" && !self.authorized(&req) {
             return ApiError::unauthorized(&self.token_file).into_response();
         }
         let (parts, body) = req.into_parts();
         let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
         let query = parts.uri.query().map(str::to_string);
-        match table::dispatch(&self, &parts.method, parts.uri.path(), query, body).await {
+        match table::dispatch(
+            &self,
+            &parts.method,
+            parts.uri.path(),
+            query,
+            parts.headers,
+            body,
+        )
+        .await
+        {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }

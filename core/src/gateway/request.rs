@@ -39,6 +39,8 @@ pub struct Req {
     pub params: Vec<(&'static str, String)>,
     /// Largest body accepted.
     pub max_body: usize,
+    /// The request's headers.
+    pub headers: http::HeaderMap,
 }
 
 impl Req {
@@ -66,6 +68,14 @@ impl Req {
             .map(|(_, v)| v.to_string())
     }
 
+    /// The W3C trace context the caller sent (`traceparent`), when valid.
+    pub fn traceparent(&self) -> Option<crate::observe::TraceParent> {
+        self.headers
+            .get("traceparent")
+            .and_then(|v| v.to_str().ok())
+            .and_then(crate::observe::TraceParent::parse)
+    }
+
     /// Reads the body (at most `max_body` bytes) as JSON of type `T`.
     pub async fn json<T: DeserializeOwned>(self) -> Result<T, ApiError> {
         let bytes = Limited::new(self.body, self.max_body)
@@ -86,4 +96,14 @@ pub fn ok(body: &Value) -> Response<Full<Bytes>> {
 /// A 200 answer with `value` serialized.
 pub fn ok_of<T: serde::Serialize>(value: &T) -> Response<Full<Bytes>> {
     ok(&serde_json::to_value(value).unwrap_or_default())
+}
+
+/// A 200 answer of another type than JSON (the metrics' text format, the console's pages).
+pub fn ok_text(content_type: &'static str, body: impl Into<Bytes>) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(body.into()));
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static(content_type),
+    );
+    r
 }

@@ -8,7 +8,9 @@ use http::Method;
 use super::error::ApiError;
 use super::request::{Handled, Reply, Req};
 use super::Gateway;
-use super::{approvals, contexts, health, install, reload, repairs, route, skills, tools};
+use super::{
+    approvals, contexts, health, install, observe, reload, repairs, route, skills, tools,
+};
 
 /// A route handler.
 pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;
@@ -37,7 +39,7 @@ macro_rules! routes {
 
 /// Every route. Order matters only between patterns that match the same path with the
 /// same method (none do today).
-pub fn routes() -> [Route; 18] {
+pub fn routes() -> [Route; 23] {
     routes![
         GET "/healthz" => health::healthz,
         GET "/v1/skills" => skills::list,
@@ -57,6 +59,11 @@ pub fn routes() -> [Route; 18] {
         DELETE "/v1/contexts/{id}/skills/{name}" => contexts::unpin,
         GET "/v1/approvals" => approvals::list,
         POST "/v1/approvals/{id}" => approvals::decide,
+        GET "/metrics" => observe::metrics,
+        GET "/v1/calls" => observe::calls,
+        GET "/v1/routes" => observe::routes,
+        GET "/v1/routes/{route_id}" => observe::route,
+        GET "/v1/skills/{name}/repairs" => observe::repairs,
     ]
 }
 
@@ -106,6 +113,7 @@ pub async fn dispatch(
     method: &Method,
     path: &str,
     query: Option<String>,
+    headers: http::HeaderMap,
     body: super::request::Body,
 ) -> Reply {
     let segments = segments(path);
@@ -119,6 +127,7 @@ pub async fn dispatch(
                 query,
                 params,
                 max_body: gw.max_request_bytes,
+                headers,
             };
             return (route.handler)(gw, req).await;
         }
@@ -155,7 +164,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 19] = [
+    const ROUTES: [Sample; 24] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -187,6 +196,11 @@ mod tests {
         ("GET", "/v1/approvals", &[]),
         ("POST", "/v1/approvals/ap_1", &[("id", "ap_1")]),
         ("GET", "/v1/skills/reload", &[("name", "reload")]),
+        ("GET", "/metrics", &[]),
+        ("GET", "/v1/calls", &[]),
+        ("GET", "/v1/routes", &[]),
+        ("GET", "/v1/routes/rt_1", &[("route_id", "rt_1")]),
+        ("GET", "/v1/skills/echo/repairs", &[("name", "echo")]),
     ];
 
     fn route_of(method: &str, path: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
@@ -237,15 +251,22 @@ mod tests {
     }
 
     /// The hand-written list this table replaced, kept as the reference the derived
-    /// `Allow` must equal.
+    /// `Allow` must equal (with the observability routes added since).
     fn allowed_before_the_table(segments: &[&str]) -> Vec<Method> {
         use Method as M;
         match segments {
-            ["healthz"] | ["v1", "skills"] | ["v1", "tools"] | ["v1", "approvals"] => vec![M::GET],
+            ["healthz"]
+            | ["metrics"]
+            | ["v1", "skills"]
+            | ["v1", "tools"]
+            | ["v1", "approvals"]
+            | ["v1", "calls"]
+            | ["v1", "routes"]
+            | ["v1", "routes", _] => vec![M::GET],
+            ["v1", "skills", _, "repairs"] => vec![M::GET, M::POST],
             ["v1", "skills", "reload" | "install"] => vec![M::GET, M::POST, M::DELETE],
             ["v1", "skills", _] => vec![M::GET, M::DELETE],
-            ["v1", "skills", _, "repairs"]
-            | ["v1", "tools", "call"]
+            ["v1", "tools", "call"]
             | ["v1", "route"]
             | ["v1", "route", "execute"]
             | ["v1", "trust", "reload"]

@@ -30,6 +30,7 @@ fn gateway(ws: &std::path::Path) -> Gateway {
         skills_root: ws.join("skills"),
         trust,
         supervisor: None,
+        console: super::console::Console::new(&Default::default()),
     }
 }
 
@@ -48,7 +49,7 @@ async fn send(
         Some((p, q)) => (p, Some(q.to_string())),
         None => (path, None),
     };
-    let r = match table::dispatch(gw, &method, path, query, body).await {
+    let r = match table::dispatch(gw, &method, path, query, http::HeaderMap::new(), body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };

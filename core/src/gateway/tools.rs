@@ -52,6 +52,7 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
 
 /// `POST /v1/tools/call`: the call's result (a failed call is a 200 with its error kind).
 pub async fn call(gw: &Gateway, req: Req) -> Reply {
+    let trace = req.traceparent();
     let body: CallRequest = req.json().await?;
     let args = if body.args.is_null() {
         json!({})
@@ -59,7 +60,7 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
         body.args
     };
     Ok(ok_of(
-        &call_tool(gw, body.tool, args, body.context_id).await,
+        &call_tool(gw, body.tool, args, body.context_id, trace).await,
     ))
 }
 
@@ -70,6 +71,7 @@ async fn call_tool(
     tool: String,
     args: Value,
     context_id: Option<String>,
+    trace: Option<crate::observe::TraceParent>,
 ) -> ToolResult {
     // Results answered here (built-ins, refusals) get an id of their own, as dispatched
     // calls do; dispatched calls draw theirs in the dispatcher.
@@ -113,10 +115,10 @@ async fn call_tool(
                 {
                     return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
                 }
-                gw.dispatcher.call(&full, call_args).await
+                gw.dispatcher.call_traced(&full, call_args, trace).await
             }
             Err(e) => refused(&e, e.error_kind()),
         },
-        _ => gw.dispatcher.call(&tool, args).await,
+        _ => gw.dispatcher.call_traced(&tool, args, trace).await,
     }
 }

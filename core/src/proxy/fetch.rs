@@ -43,6 +43,7 @@ use skillbox_protocol::skill::network::{NetworkPattern, Scheme};
 use super::address::forbidden_reason;
 use super::target::Target;
 use super::ProxyError;
+use crate::observe::Metrics;
 
 mod request;
 mod response;
@@ -88,6 +89,8 @@ pub struct FetchProxy {
     /// The rustls client configuration, or why it could not be built (then `https`
     /// fetches fail closed as unavailable).
     tls: Result<Arc<rustls::ClientConfig>, String>,
+    /// Where each request's outcome is counted.
+    metrics: Arc<Metrics>,
 }
 
 impl FetchProxy {
@@ -96,7 +99,14 @@ impl FetchProxy {
         Self {
             config,
             tls: tls_config().map(Arc::new),
+            metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Counts each request's outcome into `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The proxy's limits.
@@ -119,13 +129,19 @@ impl FetchProxy {
             .map(|t| t.display())
             .unwrap_or_default();
         let deadline = Duration::from_millis(self.config.timeout_ms);
-        match tokio::time::timeout(deadline, self.fetch_within_deadline(network, req)).await {
-            Ok(result) => result,
-            Err(_) => Err(ProxyError::Timeout {
-                url: shown,
-                timeout_ms: self.config.timeout_ms,
-            }),
-        }
+        let result =
+            match tokio::time::timeout(deadline, self.fetch_within_deadline(network, req)).await {
+                Ok(result) => result,
+                Err(_) => Err(ProxyError::Timeout {
+                    url: shown,
+                    timeout_ms: self.config.timeout_ms,
+                }),
+            };
+        self.metrics.observe_fetch(match &result {
+            Ok(_) => "ok",
+            Err(e) => e.outcome(),
+        });
+        result
     }
 
     async fn fetch_within_deadline(

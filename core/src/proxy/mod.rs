@@ -110,6 +110,22 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
+    /// The outcome label of this refusal in the fetch-proxy metrics.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            ProxyError::PermissionDenied { .. } => "permission_denied",
+            ProxyError::InvalidParams { .. } => "invalid_params",
+            ProxyError::TooLarge { .. } => "too_large",
+            ProxyError::NotFound { .. } => "not_found",
+            ProxyError::Upstream { .. } => "upstream",
+            ProxyError::TooManyRedirects { .. } => "too_many_redirects",
+            ProxyError::Timeout { .. } => "timeout",
+            ProxyError::Unavailable { .. } => "unavailable",
+            ProxyError::Read { .. } => "read",
+            ProxyError::Sign(_) => "sign",
+        }
+    }
+
     /// The JSON-RPC error a tool receives for this refusal: permission → -32001, a bad or
     /// oversize request → -32602, an unavailable capability → -32003, anything that went
     /// wrong on the core's side or upstream → -32603. `data.kind` names the refusal for

@@ -8,6 +8,7 @@ use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use crate::calls::Dispatcher;
 use crate::calls::Loaded;
 use crate::random::RandomError;
+use crate::store::{unix_ms_now, RouteRecord};
 
 /// The router of the latest load; holding the `Arc` keeps pointer identity sound.
 static CACHE: Mutex<Option<(Arc<Loaded>, Arc<Router>)>> = Mutex::new(None);
@@ -27,8 +28,42 @@ fn router_for(loaded: Arc<Loaded>) -> Arc<Router> {
     router
 }
 
-/// Routes `query` over the dispatcher's catalogue (blocking: PATH and SQLite reads).
+/// Routes `query` over the dispatcher's catalogue (blocking: PATH and SQLite reads), and
+/// records the decision: its latency and outcome in the metrics, the plan in the store
+/// (kept to `[observe] routes_kept`) for `GET /v1/routes`.
 pub fn route_for_gateway(
+    dispatcher: &Dispatcher,
+    query: &str,
+    context_id: Option<&str>,
+) -> Result<ActivationPlan, RandomError> {
+    let started = std::time::Instant::now();
+    let plan = route_unrecorded(dispatcher, query, context_id);
+    let outcome = match &plan {
+        Ok(p) if p.primary.is_some() => "selected",
+        Ok(_) => "no_skill",
+        Err(_) => "error",
+    };
+    dispatcher
+        .metrics()
+        .observe_route(outcome, started.elapsed());
+    if let Ok(plan) = &plan {
+        let record = RouteRecord {
+            route_id: plan.route_id.clone(),
+            at: unix_ms_now(),
+            query: plan.query.clone(),
+            context_id: plan.context_id.clone(),
+            primary: plan.primary.clone(),
+            plan: serde_json::to_value(plan).unwrap_or_default(),
+        };
+        let keep = dispatcher.config().observe.routes_kept;
+        if let Err(e) = dispatcher.store().record_route(&record, keep) {
+            tracing::error!(route_id = %plan.route_id, error = %e, "cannot record the routing decision");
+        }
+    }
+    plan
+}
+
+fn route_unrecorded(
     dispatcher: &Dispatcher,
     query: &str,
     context_id: Option<&str>,

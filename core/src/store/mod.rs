@@ -1,6 +1,7 @@
 //! The core's state in SQLite, `<state>/skillbox.db`: approvals of `write`/`sign` tool
 //! calls, one row per finished call, per-skill success counts, skills pinned per context,
-//! the transitions of executed activation plans and the records of skill repairs.
+//! every routing decision (bounded), the transitions of executed activation plans and the
+//! records of skill repairs.
 //!
 //! The database runs in WAL mode with `synchronous=NORMAL` and foreign keys on; its schema
 //! version is `PRAGMA user_version`, and [`Store::open`] applies the missing migrations in
@@ -11,6 +12,7 @@
 mod approvals;
 mod calls;
 mod contexts;
+mod history;
 mod repairs;
 mod schema;
 
@@ -23,6 +25,7 @@ use rusqlite::Connection;
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
 pub use calls::{CallRecord, SkillStats};
 pub use contexts::{Pin, RouteEvent};
+pub use history::{CallFilter, ContextPin, RouteRecord};
 pub use repairs::{RepairOutcome, RepairRecord};
 
 /// The database's file name inside the state directory.
@@ -200,6 +203,22 @@ pub enum StoreError {
     RecordRouteEvents {
         /// The route.
         route_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Recording a routing decision failed.
+    #[error("could not record route {route_id}: {source}")]
+    RecordRoute {
+        /// The route.
+        route_id: String,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// Reading routing decisions, recent calls or pins failed.
+    #[error("could not read the {what} history: {source}")]
+    ReadHistory {
+        /// `routes`, `calls` or `pins`.
+        what: &'static str,
         /// SQLite's error.
         source: rusqlite::Error,
     },

@@ -76,6 +76,17 @@ pub(super) const MIGRATIONS: &[&str] = &[
         at              INTEGER NOT NULL
     ) STRICT;
     CREATE INDEX repairs_by_run ON repairs (skill, run_id);",
+    // 4: every routing decision (`POST /v1/route`, executed or not), newest kept.
+    "CREATE TABLE routes (
+        route_id      TEXT PRIMARY KEY NOT NULL,
+        at            INTEGER NOT NULL,
+        query         TEXT NOT NULL,
+        context_id    TEXT,
+        primary_skill TEXT,
+        plan_json     TEXT NOT NULL
+    ) STRICT;
+    CREATE INDEX routes_by_time ON routes (at);
+    CREATE INDEX calls_by_time ON calls (started_at);",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two

@@ -91,6 +91,7 @@ pub async fn timed_call(
         tool: tool.into(),
         args: json!({}),
         env: BTreeMap::new(),
+        traceparent: None,
     };
     let start = Instant::now();
     let result = call::execute(sandbox, registry, &OneShotBroker, params).await;

@@ -110,6 +110,7 @@ async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: 
         tool: "run".to_string(),
         args: json!({}),
         env: BTreeMap::new(),
+        traceparent: None,
     };
     let result = call::execute(sandbox, registry, &OneShotBroker, params).await;
     let result = serde_json::to_value(&result).unwrap();

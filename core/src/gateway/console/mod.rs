@@ -1,0 +1,258 @@
+//! The operator console under `/console/` on the gateway listener (docs/console.md):
+//! server-rendered pages ([`pages`], [`lists`]) over the same dispatcher the API uses,
+//! forms whose posts [`actions`] checks ([`guard`]: session, CSRF token, Origin), and
+//! sessions bought with the API token or a one-time link ([`session`]). Assets are
+//! compiled into the binary ([`assets`]); the only script refreshes the pending approvals.
+//!
+//! Every console answer carries [`SECURITY_HEADERS`]: a Content-Security-Policy that
+//! allows scripts and styles from this origin only (no inline script), forbids framing
+//! (`frame-ancestors 'none'` and `X-Frame-Options: DENY`), and is never cached.
+
+mod actions;
+mod assets;
+mod guard;
+mod lists;
+mod pages;
+pub mod session;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use maud::Markup;
+use serde::{Deserialize, Serialize};
+
+use super::request::Body;
+use super::Gateway;
+use crate::store::unix_ms_now;
+pub use guard::GuardError;
+pub use session::{Session, SessionLimits, Sessions};
+
+/// The Content-Security-Policy of every console answer.
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                       connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The headers every console answer carries.
+pub const SECURITY_HEADERS: [(&str, &str); 6] = [
+    ("content-security-policy", CSP),
+    ("x-frame-options", "DENY"),
+    ("x-content-type-options", "nosniff"),
+    ("referrer-policy", "no-referrer"),
+    ("cache-control", "no-store"),
+    ("cross-origin-opener-policy", "same-origin"),
+];
+
+/// `[console]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsoleSection {
+    /// A session ends this long after sign-in.
+    pub session_minutes: u64,
+    /// Sessions at once; signing in beyond it ends the oldest.
+    pub max_sessions: usize,
+    /// The one-time sign-in link works this long.
+    pub link_seconds: u64,
+}
+
+impl Default for ConsoleSection {
+    fn default() -> Self {
+        Self {
+            session_minutes: 480,
+            max_sessions: 32,
+            link_seconds: 600,
+        }
+    }
+}
+
+impl ConsoleSection {
+    /// The session bounds these settings give.
+    pub fn limits(&self) -> SessionLimits {
+        let ms = |n: u64, unit: u64| i64::try_from(n.saturating_mul(unit)).unwrap_or(i64::MAX);
+        SessionLimits {
+            session_ms: ms(self.session_minutes, 60_000),
+            max_sessions: self.max_sessions.max(1),
+            link_ms: ms(self.link_seconds, 1_000),
+        }
+    }
+}
+
+/// The console's state: its sessions and sign-in links.
+#[derive(Debug)]
+pub struct Console {
+    /// Signed-in browsers and pending one-time links.
+    pub sessions: Sessions,
+}
+
+impl Console {
+    /// A console with no sessions, under `section`'s bounds.
+    pub fn new(section: &ConsoleSection) -> Self {
+        Self {
+            sessions: Sessions::new(section.limits()),
+        }
+    }
+
+    /// A one-time sign-in path (`/console/link/<code>`) for `skillbox up` to print.
+    pub fn sign_in_path(&self) -> Result<String, crate::random::RandomError> {
+        Ok(format!(
+            "/console/link/{}",
+            self.sessions.issue_link(unix_ms_now())?
+        ))
+    }
+}
+
+/// One console request as the handlers see it.
+#[derive(Debug)]
+pub struct ConsoleReq {
+    /// Its method.
+    pub method: Method,
+    /// The path segments after `/console`.
+    pub segments: Vec<String>,
+    /// The query string.
+    pub query: Option<String>,
+    /// Its headers.
+    pub headers: HeaderMap,
+    /// The session its cookie names, if alive, with the cookie value.
+    pub session: Option<(String, Session)>,
+    /// The body, unread.
+    pub body: Body,
+    /// Largest body accepted.
+    pub max_body: usize,
+}
+
+impl ConsoleReq {
+    /// A request header as text.
+    pub fn header(&self, name: http::header::HeaderName) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// The value of `key` in the query string, percent-decoded.
+    pub fn query_param(&self, key: &str) -> Option<String> {
+        let pairs: Vec<(String, String)> =
+            serde_urlencoded::from_str(self.query.as_deref().unwrap_or_default()).ok()?;
+        pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    /// Reads the body as a form of type `T`.
+    pub async fn form<T: serde::de::DeserializeOwned>(self) -> Result<T, String> {
+        let bytes = Limited::new(self.body, self.max_body)
+            .collect()
+            .await
+            .map_err(|_| format!("the form is over the {}-byte limit", self.max_body))?
+            .to_bytes();
+        serde_urlencoded::from_bytes(&bytes).map_err(|e| format!("the form is malformed: {e}"))
+    }
+}
+
+/// Answers a request for `/console` or below.
+pub async fn handle(
+    gw: &Gateway,
+    method: Method,
+    path: &str,
+    query: Option<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response<Full<Bytes>> {
+    let segments: Vec<String> = path
+        .trim_start_matches("/console")
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    let now = unix_ms_now();
+    let session = headers
+        .get_all(http::header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|h| session::cookie_value(h, session::COOKIE))
+        .and_then(|id| {
+            gw.console
+                .sessions
+                .get(id, now)
+                .map(|s| (id.to_string(), s))
+        });
+    let req = ConsoleReq {
+        method,
+        segments,
+        query,
+        headers,
+        session,
+        body,
+        max_body: gw.max_request_bytes,
+    };
+    let mut response = route(gw, req).await;
+    for (name, value) in SECURITY_HEADERS {
+        response
+            .headers_mut()
+            .insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+async fn route(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
+    let segs: Vec<&str> = req.segments.iter().map(String::as_str).collect();
+    match (&req.method, segs.as_slice()) {
+        (&Method::GET, ["assets", name]) => assets::serve(name),
+        (&Method::GET, []) => match req.session {
+            Some(_) => redirect("/console/approvals"),
+            None => html(StatusCode::OK, pages::sign_in(None)),
+        },
+        (&Method::GET, ["link", code]) => actions::redeem_link(gw, code),
+        (&Method::POST, ["signin"]) => actions::sign_in(gw, req).await,
+        (&Method::GET, _) if req.session.is_none() => {
+            if segs == ["approvals", "live"] {
+                return html(StatusCode::UNAUTHORIZED, pages::signed_out_fragment());
+            }
+            redirect("/console/")
+        }
+        (&Method::GET, ["approvals"]) => pages::approvals(gw, &req).await,
+        (&Method::GET, ["approvals", "live"]) => pages::approvals_live(gw, &req).await,
+        (&Method::GET, ["approvals", id]) => pages::approval(gw, &req, id).await,
+        (&Method::GET, ["skills"]) => lists::skills(gw, &req).await,
+        (&Method::GET, ["calls"]) => lists::calls(gw, &req).await,
+        (&Method::GET, ["routes"]) => lists::routes(gw, &req).await,
+        (&Method::GET, ["routes", id]) => lists::route(gw, &req, id).await,
+        (&Method::POST, ["signout"]) => actions::sign_out(gw, req).await,
+        (&Method::POST, ["approvals", id]) => {
+            let id = id.to_string();
+            actions::decide(gw, req, &id).await
+        }
+        (&Method::POST, ["allowances", id, "revoke"]) => {
+            let id = id.to_string();
+            actions::revoke(gw, req, &id).await
+        }
+        (&Method::GET, _) => html(
+            StatusCode::NOT_FOUND,
+            pages::message("Not found", "No console page here; start at /console/."),
+        ),
+        _ => html(
+            StatusCode::METHOD_NOT_ALLOWED,
+            pages::message(
+                "Method not allowed",
+                "The console takes GET for pages and POST from its own forms.",
+            ),
+        ),
+    }
+}
+
+/// An HTML answer.
+pub fn html(status: StatusCode, markup: Markup) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::from(markup.into_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r
+}
+
+/// A 303 to `location` (after a form post, or to the sign-in page).
+pub fn redirect(location: &str) -> Response<Full<Bytes>> {
+    let mut r = Response::new(Full::new(Bytes::new()));
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(v) = HeaderValue::from_str(location) {
+        r.headers_mut().insert(http::header::LOCATION, v);
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests;
