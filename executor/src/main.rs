@@ -130,12 +130,23 @@ struct ServeArgs {
 fn main() -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(std::io::stderr);
+    // `SKILLBOX_LOG_FORMAT=json` (set by `skillbox up` under `[log] format = "json"`): one
+    // JSON object per line, never colour codes.
+    let _ = if std::env::var("SKILLBOX_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder
+            .json()
+            .with_ansi(false)
+            .with_current_span(true)
+            .try_init()
+    } else {
         // Colour codes only for a terminal: a log file gets plain text.
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
+        builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .try_init()
+    };
     let cli = Cli::parse();
     match cli.command {
         Command::Probe { json } => run_probe(json),

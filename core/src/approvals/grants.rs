@@ -227,7 +227,9 @@ mod tests {
             g.allow("notes", "add", Security::Write, 31, NOW),
             Err(GrantError::Minutes { asked: 31, max: 30 })
         );
-        let e = g.allow("notes", "add", Security::Write, 0, NOW).unwrap_err();
+        let e = g
+            .allow("notes", "add", Security::Write, 0, NOW)
+            .unwrap_err();
         assert!(e.to_string().contains("allow_max_minutes"), "{e}");
         assert!(g.list(NOW).is_empty());
         g.allow("notes", "add", Security::Write, 30, NOW).unwrap();
@@ -255,8 +257,19 @@ mod tests {
     #[test]
     fn allowance_refuses_sign_and_read_tools() {
         let g = grants(60, 4);
-        let e = g.allow("wallet", "pay", Security::Sign, 5, NOW).unwrap_err();
-        assert!(matches!(e, GrantError::NotWrite { security: "sign", .. }), "{e}");
+        let e = g
+            .allow("wallet", "pay", Security::Sign, 5, NOW)
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                GrantError::NotWrite {
+                    security: "sign",
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(e.to_string().contains("every signature"), "{e}");
         assert!(g.allow("notes", "list", Security::Read, 5, NOW).is_err());
         assert!(g.list(NOW).is_empty());
@@ -266,6 +279,11 @@ mod tests {
     fn revoking_an_unknown_allowance_says_so() {
         let g = grants(60, 4);
         let e = g.revoke("al_nope", NOW).unwrap_err();
-        assert_eq!(e, GrantError::NotFound { id: "al_nope".into() });
+        assert_eq!(
+            e,
+            GrantError::NotFound {
+                id: "al_nope".into()
+            }
+        );
     }
 }

@@ -27,8 +27,8 @@ use crate::docker::supervisor::Supervisor;
 use crate::executors::ExecutorPool;
 use crate::gateway::console::Console;
 use crate::gateway::{self, Gateway};
-use crate::observe::Metrics;
 use crate::install::{self, TrustPolicy};
+use crate::observe::Metrics;
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
@@ -192,17 +192,19 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         runner.sweep().await;
         containers = Some(Arc::new(Containers(runner)));
     }
-    let dispatcher = Arc::new(Dispatcher::new(DispatcherParts {
-        catalog,
-        config: config.clone(),
-        transports: Transports::new(Arc::clone(&executor), containers),
-        secrets: Secrets::load(&state_dir)?,
-        approvals,
-        store,
-        in_flight,
-        call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-    })
-    .with_metrics(metrics));
+    let dispatcher = Arc::new(
+        Dispatcher::new(DispatcherParts {
+            catalog,
+            config: config.clone(),
+            transports: Transports::new(Arc::clone(&executor), containers),
+            secrets: Secrets::load(&state_dir)?,
+            approvals,
+            store,
+            in_flight,
+            call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
+        })
+        .with_metrics(metrics),
+    );
     let mut supervisor = None;
     if let Some(engine) = engine {
         if config.docker.supervise && !embedded {
@@ -223,6 +225,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             core_url: callback_url.clone(),
             max_concurrent: config.executor.max_concurrent,
             insecure: args.insecure_no_sandbox,
+            log_json: config.log.format == crate::observe::log::LogFormat::Json,
         };
         Some(tokio::spawn(supervise(spec)))
     } else {
@@ -367,6 +370,8 @@ struct ExecutorSpec {
     core_url: String,
     max_concurrent: usize,
     insecure: bool,
+    /// `[log] format = "json"`: the executor logs JSON lines too.
+    log_json: bool,
 }
 
 /// Starts the executor and restarts it whenever it exits, with a growing pause.
@@ -397,6 +402,9 @@ async fn supervise(spec: ExecutorSpec) {
             .kill_on_drop(true);
         if spec.insecure {
             cmd.arg("--insecure-no-sandbox");
+        }
+        if spec.log_json {
+            cmd.env("SKILLBOX_LOG_FORMAT", "json");
         }
         let started = tokio::time::Instant::now();
         match cmd.spawn() {

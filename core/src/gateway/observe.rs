@@ -60,7 +60,9 @@ fn limit(gw: &Gateway, req: &Req) -> Result<usize, ApiError> {
         Ok(n) if (1..=max).contains(&n) => Ok(n),
         _ => Err(ApiError::new(
             ErrorKind::InvalidArgs,
-            format!("limit must be a number from 1 to {max} ([observe] max_list_limit), not {raw:?}"),
+            format!(
+                "limit must be a number from 1 to {max} ([observe] max_list_limit), not {raw:?}"
+            ),
         )),
     }
 }

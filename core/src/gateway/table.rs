@@ -8,9 +8,7 @@ use http::Method;
 use super::error::ApiError;
 use super::request::{Handled, Reply, Req};
 use super::Gateway;
-use super::{
-    approvals, contexts, health, install, observe, reload, repairs, route, skills, tools,
-};
+use super::{approvals, contexts, health, install, observe, reload, repairs, route, skills, tools};
 
 /// A route handler.
 pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;

@@ -281,7 +281,10 @@ mod tests {
         m.observe_call("notes", "add", &denied, Duration::from_millis(1));
         let text = m.encode(&Scrape::default());
         assert_eq!(
-            line(&text, "skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"}"),
+            line(
+                &text,
+                "skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"}"
+            ),
             Some("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"} 2")
         );
         assert!(
@@ -289,7 +292,9 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("skillbox_tool_call_duration_seconds_count{skill=\"notes\",tool=\"add\"} 3"),
+            text.contains(
+                "skillbox_tool_call_duration_seconds_count{skill=\"notes\",tool=\"add\"} 3"
+            ),
             "{text}"
         );
         assert!(text.ends_with("# EOF\n"), "{text}");
@@ -300,7 +305,10 @@ mod tests {
         let m = Metrics::new();
         let text = m.encode(&Scrape {
             approvals_pending: 2,
-            executors: vec![("10.0.0.1:7071".into(), true), ("10.0.0.2:7071".into(), false)],
+            executors: vec![
+                ("10.0.0.1:7071".into(), true),
+                ("10.0.0.2:7071".into(), false),
+            ],
             disabled_skills: 1,
         });
         assert!(text.contains("skillbox_approvals_pending 2\n"), "{text}");

@@ -22,7 +22,9 @@ impl TraceParent {
             return None;
         }
         let hex = |s: &str, len: usize| {
-            s.len() == len && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            s.len() == len
+                && s.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         };
         let nonzero = |s: &str| s.bytes().any(|b| b != b'0');
         let ok = hex(version, 2)
@@ -82,9 +84,9 @@ mod tests {
             assert_eq!(TraceParent::parse(bad), None, "{bad:?}");
         }
         // A later version may carry more fields.
-        assert!(TraceParent::parse(
-            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more"
-        )
-        .is_some());
+        assert!(
+            TraceParent::parse("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-more")
+                .is_some()
+        );
     }
 }

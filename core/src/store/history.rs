@@ -209,7 +209,9 @@ mod tests {
     fn routes_are_kept_to_the_limit_newest_first() {
         let (_dir, store) = open();
         for i in 0..5 {
-            store.record_route(&route(&format!("rt_{i}"), 1000 + i), 3).unwrap();
+            store
+                .record_route(&route(&format!("rt_{i}"), 1000 + i), 3)
+                .unwrap();
         }
         let ids: Vec<String> = store
             .recent_routes(10)

@@ -54,7 +54,10 @@ fn bad_form(e: &str) -> Response<Full<Bytes>> {
 
 /// The session, a same-origin `Origin`, and the form with the right CSRF token; or the
 /// refusal to answer.
-async fn guarded<T, F>(req: ConsoleReq, csrf_of: F) -> Result<(String, Session, T), Response<Full<Bytes>>>
+async fn guarded<T, F>(
+    req: ConsoleReq,
+    csrf_of: F,
+) -> Result<(String, Session, T), Response<Full<Bytes>>>
 where
     T: serde::de::DeserializeOwned,
     F: Fn(&T) -> Option<&str>,
@@ -62,8 +65,11 @@ where
     let Some((id, session)) = req.session.clone() else {
         return Err(refused(&GuardError::NoSession));
     };
-    check_origin(req.header(http::header::ORIGIN), req.header(http::header::HOST))
-        .map_err(|e| refused(&e))?;
+    check_origin(
+        req.header(http::header::ORIGIN),
+        req.header(http::header::HOST),
+    )
+    .map_err(|e| refused(&e))?;
     let form: T = req.form().await.map_err(|e| bad_form(&e))?;
     check_csrf(csrf_of(&form), &session.csrf).map_err(|e| refused(&e))?;
     Ok((id, session, form))
@@ -72,7 +78,12 @@ where
 fn with_session(gw: &Gateway, to: &str) -> Response<Full<Bytes>> {
     let (id, _) = match gw.console.sessions.create(unix_ms_now()) {
         Ok(s) => s,
-        Err(e) => return html(StatusCode::SERVICE_UNAVAILABLE, message("Sign-in failed", &e.to_string())),
+        Err(e) => {
+            return html(
+                StatusCode::SERVICE_UNAVAILABLE,
+                message("Sign-in failed", &e.to_string()),
+            )
+        }
     };
     let max_age = gw.console.sessions.limits().session_ms / 1000;
     let mut r = redirect(to);
@@ -84,7 +95,10 @@ fn with_session(gw: &Gateway, to: &str) -> Response<Full<Bytes>> {
 
 /// `POST /console/signin`: the API token buys a session cookie.
 pub async fn sign_in(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
-    if let Err(e) = check_origin(req.header(http::header::ORIGIN), req.header(http::header::HOST)) {
+    if let Err(e) = check_origin(
+        req.header(http::header::ORIGIN),
+        req.header(http::header::HOST),
+    ) {
         return refused(&e);
     }
     let form: SignInForm = match req.form().await {
@@ -94,10 +108,7 @@ pub async fn sign_in(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
     let right = bool::from(form.token.trim().as_bytes().ct_eq(gw.token.0.as_bytes()));
     if !right {
         tracing::warn!("console sign-in with a wrong API token");
-        let why = format!(
-            "Wrong API token. It is in {}.",
-            gw.token_file.display()
-        );
+        let why = format!("Wrong API token. It is in {}.", gw.token_file.display());
         return html(StatusCode::UNAUTHORIZED, sign_in_page(Some(&why)));
     }
     tracing::info!("console sign-in with the API token");
@@ -153,13 +164,18 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
             Ok(r) => r,
             Err(e) => return api_refusal(ApiError::from(e)),
         };
-        if let Err(e) =
-            approvals
-                .grants()
-                .allow(&record.skill, &record.tool, record.security, minutes, unix_ms_now())
-        {
+        if let Err(e) = approvals.grants().allow(
+            &record.skill,
+            &record.tool,
+            record.security,
+            minutes,
+            unix_ms_now(),
+        ) {
             tracing::warn!(reason = %e, "allowance refused");
-            return html(StatusCode::BAD_REQUEST, message("Allowance refused", &e.to_string()));
+            return html(
+                StatusCode::BAD_REQUEST,
+                message("Allowance refused", &e.to_string()),
+            );
         }
         tracing::info!(skill = %record.skill, tool = %record.tool, minutes, "operator allowed a tool from the console");
     }

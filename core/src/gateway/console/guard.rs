@@ -75,14 +75,18 @@ mod tests {
         let e = check_origin(Some("http://evil.example"), Some("127.0.0.1:7070")).unwrap_err();
         assert!(matches!(e, GuardError::CrossOrigin { .. }));
         let msg = e.to_string();
-        assert!(msg.contains("evil.example") && msg.contains("127.0.0.1:7070"), "{msg}");
+        assert!(
+            msg.contains("evil.example") && msg.contains("127.0.0.1:7070"),
+            "{msg}"
+        );
         // Another port of the same host is another origin.
         assert!(check_origin(Some("http://127.0.0.1:8080"), Some("127.0.0.1:7070")).is_err());
         // A lookalike prefix is not the host.
-        assert!(
-            check_origin(Some("http://127.0.0.1:7070.evil.example"), Some("127.0.0.1:7070"))
-                .is_err()
-        );
+        assert!(check_origin(
+            Some("http://127.0.0.1:7070.evil.example"),
+            Some("127.0.0.1:7070")
+        )
+        .is_err());
         assert!(check_origin(Some("null"), Some("127.0.0.1:7070")).is_err());
         assert!(check_origin(Some("http://127.0.0.1:7070"), None).is_err());
     }

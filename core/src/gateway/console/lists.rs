@@ -93,15 +93,17 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
     let outcome = match outcome_raw.as_deref().map(parse_outcome) {
         None => None,
         Some(Ok(o)) => Some(o),
-        Some(Err(e)) => {
-            return answer(StatusCode::BAD_REQUEST, message("Bad filter", e.message()))
-        }
+        Some(Err(e)) => return answer(StatusCode::BAD_REQUEST, message("Bad filter", e.message())),
     };
     let filter = CallFilter {
         skill: skill.clone(),
         outcome,
     };
-    let calls = match gw.dispatcher.store().recent_calls(&filter, DEFAULT_LIMIT * 2) {
+    let calls = match gw
+        .dispatcher
+        .store()
+        .recent_calls(&filter, DEFAULT_LIMIT * 2)
+    {
         Ok(c) => c,
         Err(e) => return failed(e),
     };
@@ -206,7 +208,10 @@ pub async fn route(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full<By
         Ok(None) => {
             return answer(
                 StatusCode::NOT_FOUND,
-                message("No such routing decision", "It may be older than the [observe] routes_kept newest."),
+                message(
+                    "No such routing decision",
+                    "It may be older than the [observe] routes_kept newest.",
+                ),
             )
         }
         Err(e) => return failed(e),

@@ -335,7 +335,12 @@ pub async fn approval(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full
     let csrf = csrf_of(req);
     let record = match gw.dispatcher.approvals().get(id) {
         Ok(r) => r,
-        Err(e) => return answer(StatusCode::NOT_FOUND, message("No such approval", &e.to_string())),
+        Err(e) => {
+            return answer(
+                StatusCode::NOT_FOUND,
+                message("No such approval", &e.to_string()),
+            )
+        }
     };
     let lock = read_lock(gw);
     let ctx = context(gw, csrf, lock.as_ref());

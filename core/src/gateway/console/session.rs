@@ -241,7 +241,10 @@ mod tests {
         let s = sessions(2);
         let code = s.issue_link(NOW).unwrap();
         assert!(s.redeem_link(&code, NOW + 1));
-        assert!(!s.redeem_link(&code, NOW + 2), "a used link must not work again");
+        assert!(
+            !s.redeem_link(&code, NOW + 2),
+            "a used link must not work again"
+        );
         assert!(!s.redeem_link("made-up", NOW));
     }
 
@@ -260,7 +263,10 @@ mod tests {
         for _ in 0..MAX_PENDING_LINKS {
             last = s.issue_link(NOW).unwrap();
         }
-        assert!(!s.redeem_link(&first, NOW), "the oldest link is dropped past the bound");
+        assert!(
+            !s.redeem_link(&first, NOW),
+            "the oldest link is dropped past the bound"
+        );
         assert!(s.redeem_link(&last, NOW));
     }
 

@@ -1,0 +1,593 @@
+//! The console's answers through [`super::handle`] over a test gateway (no server): the
+//! security headers, sign-in by token and by one-time link, the guard on every post, and
+//! escaping of what skills and bots put on the page.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::skill::{Catalog, Security};
+
+use super::session::COOKIE;
+use super::{handle, Console, ConsoleSection};
+use crate::gateway::request::Body;
+use crate::gateway::Gateway;
+use crate::store::{unix_ms_now, ApprovalRecord, ApprovalStatus};
+
+const TOKEN: &str = "console-token-7d1e0b";
+const HOST: &str = "127.0.0.1:7070";
+const ORIGIN: &str = "http://127.0.0.1:7070";
+
+fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
+    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
+    let state = ws.join(crate::state::STATE_DIR);
+    let trust = crate::install::TrustPolicy::for_workspace(ws, &state, false);
+    Gateway {
+        reloader: Arc::new(crate::reload::Reloader::new(
+            Arc::clone(&dispatcher),
+            trust.clone(),
+        )),
+        dispatcher,
+        token: SecretValue(TOKEN.to_string()),
+        token_file: state.join(crate::state::TOKEN_FILE),
+        max_request_bytes: 4096,
+        skills_root: ws.join("skills"),
+        trust,
+        supervisor: None,
+        console: Console::new(section),
+    }
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+async fn send(
+    gw: &Gateway,
+    method: Method,
+    path: &str,
+    headers: &[(&str, &str)],
+    form: &str,
+) -> Answer {
+    let mut map = HeaderMap::new();
+    map.insert(http::header::HOST, HeaderValue::from_static(HOST));
+    for (k, v) in headers {
+        map.insert(
+            http::header::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+            HeaderValue::from_str(v).unwrap(),
+        );
+    }
+    let body: Body = Full::new(Bytes::from(form.to_string()))
+        .map_err(|never| match never {})
+        .boxed();
+    let (path, query) = match path.split_once('?') {
+        Some((p, q)) => (p, Some(q.to_string())),
+        None => (path, None),
+    };
+    let r = handle(gw, method, path, query, map, body).await;
+    let status = r.status();
+    let headers = r.headers().clone();
+    let body =
+        String::from_utf8(r.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+/// A live session: its cookie header and CSRF token.
+fn session(gw: &Gateway) -> (String, String) {
+    let (id, s) = gw.console.sessions.create(unix_ms_now()).unwrap();
+    (format!("{COOKIE}={id}"), s.csrf)
+}
+
+fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
+    gw.dispatcher
+        .store()
+        .insert_approval(&ApprovalRecord {
+            id: id.to_string(),
+            skill: "notes".into(),
+            tool: "append".into(),
+            args_hash: "0".repeat(64),
+            args,
+            security,
+            status: ApprovalStatus::Pending,
+            created_at: unix_ms_now(),
+            decided_at: None,
+            reason: None,
+        })
+        .unwrap();
+}
+
+fn status_of(gw: &Gateway, id: &str) -> ApprovalStatus {
+    gw.dispatcher.approvals().get(id).unwrap().status
+}
+
+fn setup() -> (tempfile::TempDir, Gateway) {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path(), &ConsoleSection::default());
+    (dir, gw)
+}
+
+#[tokio::test]
+async fn console_pages_send_csp_without_unsafe_inline_and_forbid_framing() {
+    let (_dir, gw) = setup();
+    let (cookie, _) = session(&gw);
+    for (path, headers) in [
+        ("/console/", vec![]),
+        ("/console/approvals", vec![("cookie", cookie.as_str())]),
+        ("/console/nothing", vec![("cookie", cookie.as_str())]),
+    ] {
+        let a = send(&gw, Method::GET, path, &headers, "").await;
+        let csp = a.headers["content-security-policy"].to_str().unwrap();
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert!(csp.contains("script-src 'self'"), "{path}: {csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert_eq!(a.headers["x-frame-options"], "DENY", "{path}");
+        assert_eq!(a.headers["cache-control"], "no-store", "{path}");
+        // No inline script on any page: scripts come from /console/assets only.
+        assert!(!a.body.contains("<script>"), "{path}: {}", a.body);
+    }
+}
+
+#[tokio::test]
+async fn sign_in_form_has_the_api_token_password_input() {
+    let (_dir, gw) = setup();
+    let a = send(&gw, Method::GET, "/console/", &[], "").await;
+    assert_eq!(a.status, StatusCode::OK);
+    assert!(
+        a.body.contains(r#"<label for="token">API token</label>"#),
+        "{}",
+        a.body
+    );
+    assert!(
+        a.body.contains(r#"type="password" name="token""#),
+        "{}",
+        a.body
+    );
+    assert!(a.body.contains(">Sign in</button>"), "{}", a.body);
+}
+
+#[tokio::test]
+async fn sign_in_with_the_token_sets_a_strict_http_only_cookie() {
+    let (_dir, gw) = setup();
+    let form = format!("token={TOKEN}");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(a.headers["location"], "/console/approvals");
+    let cookie = a.headers["set-cookie"].to_str().unwrap();
+    for part in [
+        "HttpOnly",
+        "SameSite=Strict",
+        "Path=/console",
+        "Max-Age=28800",
+    ] {
+        assert!(cookie.contains(part), "{cookie}");
+    }
+    assert!(
+        !cookie.contains(TOKEN),
+        "the token itself must not be the cookie"
+    );
+    assert_eq!(gw.console.sessions.count(unix_ms_now()), 1);
+    // The cookie opens the pages.
+    let value = cookie.split(';').next().unwrap();
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals",
+        &[("cookie", value)],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+}
+
+#[tokio::test]
+async fn sign_in_with_a_wrong_token_is_refused_without_a_cookie() {
+    let (_dir, gw) = setup();
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        "token=console-token-7d1e0c",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    assert!(a.body.contains("Wrong API token"), "{}", a.body);
+    assert!(a.headers.get("set-cookie").is_none());
+    assert_eq!(gw.console.sessions.count(unix_ms_now()), 0);
+}
+
+#[tokio::test]
+async fn sign_in_from_another_origin_is_refused() {
+    let (_dir, gw) = setup();
+    let form = format!("token={TOKEN}");
+    for origin in [Some("http://evil.example"), None] {
+        let headers: Vec<(&str, &str)> = origin.map(|o| ("origin", o)).into_iter().collect();
+        let a = send(&gw, Method::POST, "/console/signin", &headers, &form).await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{origin:?}");
+        assert!(a.headers.get("set-cookie").is_none());
+    }
+}
+
+#[tokio::test]
+async fn one_time_link_works_once() {
+    let (_dir, gw) = setup();
+    let path = gw.console.sign_in_path().unwrap();
+    assert!(!path.contains(TOKEN));
+    let first = send(&gw, Method::GET, &path, &[], "").await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
+    assert!(first.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("SameSite=Strict"));
+    let again = send(&gw, Method::GET, &path, &[], "").await;
+    assert_eq!(again.status, StatusCode::FORBIDDEN);
+    assert!(again.body.contains("works once"), "{}", again.body);
+    assert!(again.headers.get("set-cookie").is_none());
+}
+
+#[tokio::test]
+async fn one_time_link_expires_after_link_seconds() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(
+        dir.path(),
+        &ConsoleSection {
+            link_seconds: 0,
+            ..ConsoleSection::default()
+        },
+    );
+    let path = gw.console.sign_in_path().unwrap();
+    let a = send(&gw, Method::GET, &path, &[], "").await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn pages_without_a_session_go_to_sign_in_and_posts_are_refused() {
+    let (_dir, gw) = setup();
+    pending(&gw, "ap_1", Security::Write, json!({}));
+    for path in [
+        "/console/approvals",
+        "/console/approvals/ap_1",
+        "/console/skills",
+    ] {
+        let a = send(
+            &gw,
+            Method::GET,
+            path,
+            &[("cookie", "skillbox_console=forged")],
+            "",
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::SEE_OTHER, "{path}");
+        assert_eq!(a.headers["location"], "/console/", "{path}");
+    }
+    let live = send(&gw, Method::GET, "/console/approvals/live", &[], "").await;
+    assert_eq!(live.status, StatusCode::UNAUTHORIZED);
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN)],
+        "decision=approve&csrf=x",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    assert!(a.body.contains("no console session"), "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn decide_refuses_missing_or_wrong_csrf_and_cross_origin_then_approves() {
+    let (_dir, gw) = setup();
+    pending(&gw, "ap_1", Security::Write, json!({}));
+    let (cookie, csrf) = session(&gw);
+    let (_, other_csrf) = session(&gw);
+    let cases: [(&[(&str, &str)], String, &str); 4] = [
+        (
+            &[("origin", ORIGIN)],
+            "decision=approve".into(),
+            "CSRF token",
+        ),
+        (
+            &[("origin", ORIGIN)],
+            format!("decision=approve&csrf={other_csrf}"),
+            "CSRF token",
+        ),
+        (
+            &[("origin", "http://127.0.0.1:9999")],
+            format!("decision=approve&csrf={csrf}"),
+            "cross-site requests are refused",
+        ),
+        (
+            &[],
+            format!("decision=approve&csrf={csrf}"),
+            "no Origin header",
+        ),
+    ];
+    for (headers, form, why) in cases {
+        let mut headers = headers.to_vec();
+        headers.push(("cookie", cookie.as_str()));
+        let a = send(
+            &gw,
+            Method::POST,
+            "/console/approvals/ap_1",
+            &headers,
+            &form,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::FORBIDDEN, "{form}");
+        assert!(a.body.contains(why), "{why}: {}", a.body);
+        assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Pending);
+    }
+    let form = format!("decision=approve&csrf={csrf}&reason=");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Approved);
+    // Decided once: a second decision is refused with the API's reason.
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(
+        a.body.contains("only a pending approval can be decided"),
+        "{}",
+        a.body
+    );
+}
+
+#[tokio::test]
+async fn deny_with_a_reason_records_it() {
+    let (_dir, gw) = setup();
+    pending(&gw, "ap_1", Security::Write, json!({}));
+    let (cookie, csrf) = session(&gw);
+    let form = format!("decision=deny&csrf={csrf}&reason=not+today");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    let r = gw.dispatcher.approvals().get("ap_1").unwrap();
+    assert_eq!(r.status, ApprovalStatus::Denied);
+    assert_eq!(r.reason.as_deref(), Some("not today"));
+}
+
+#[tokio::test]
+async fn allowance_over_the_limit_approves_nothing_and_one_within_it_is_listed() {
+    let (_dir, gw) = setup();
+    pending(&gw, "ap_1", Security::Write, json!({}));
+    let (cookie, csrf) = session(&gw);
+    let headers = [("origin", ORIGIN), ("cookie", cookie.as_str())];
+    let form = format!("decision=approve&csrf={csrf}&allow_minutes=61");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &headers,
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("allow_max_minutes"), "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Pending);
+    let form = format!("decision=approve&csrf={csrf}&allow_minutes=5");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &headers,
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Approved);
+    let grants = gw.dispatcher.approvals().grants().list(unix_ms_now());
+    assert_eq!(grants.len(), 1);
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert!(
+        page.body
+            .contains(&format!("data-allowance=\"{}\"", grants[0].id)),
+        "{}",
+        page.body
+    );
+    // Revoking needs the guard too.
+    let path = format!("/console/allowances/{}/revoke", grants[0].id);
+    let a = send(
+        &gw,
+        Method::POST,
+        &path,
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        "csrf=wrong",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::FORBIDDEN);
+    let a = send(&gw, Method::POST, &path, &headers, &format!("csrf={csrf}")).await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert!(gw
+        .dispatcher
+        .approvals()
+        .grants()
+        .list(unix_ms_now())
+        .is_empty());
+}
+
+#[tokio::test]
+async fn sign_approval_cannot_carry_an_allowance() {
+    let (_dir, gw) = setup();
+    pending(
+        &gw,
+        "ap_1",
+        Security::Sign,
+        json!({"sign": {"type": "message", "data": "aGk="}}),
+    );
+    let (cookie, csrf) = session(&gw);
+    let form = format!("decision=approve&csrf={csrf}&allow_minutes=5");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("only write tools"), "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Pending);
+}
+
+#[tokio::test]
+async fn approvals_page_escapes_what_bots_and_skills_send() {
+    let (_dir, gw) = setup();
+    pending(
+        &gw,
+        "ap_1",
+        Security::Write,
+        json!({"text": "<script>alert(1)</script><img src=x onerror=alert(2)>"}),
+    );
+    let (cookie, _) = session(&gw);
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!page.body.contains("<script>alert"), "{}", page.body);
+    assert!(!page.body.contains("<img src=x"), "{}", page.body);
+    assert!(
+        page.body.contains("&lt;script&gt;alert(1)&lt;/script&gt;"),
+        "{}",
+        page.body
+    );
+}
+
+#[tokio::test]
+async fn sign_approval_page_shows_the_decoded_payload_and_its_hash() {
+    let (_dir, gw) = setup();
+    // "pay 1 coin to bob"
+    pending(
+        &gw,
+        "ap_1",
+        Security::Sign,
+        json!({"sign": {"type": "message", "data": "cGF5IDEgY29pbiB0byBib2I="}}),
+    );
+    let (cookie, _) = session(&gw);
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals/ap_1",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+    assert!(
+        page.body
+            .contains("<pre data-payload-text>pay 1 coin to bob</pre>"),
+        "{}",
+        page.body
+    );
+    let sha = crate::approvals::hex(
+        ring::digest::digest(&ring::digest::SHA256, b"pay 1 coin to bob").as_ref(),
+    );
+    assert!(
+        page.body
+            .contains(&format!("<code data-payload-sha256>{sha}</code>")),
+        "{}",
+        page.body
+    );
+    let missing = send(
+        &gw,
+        Method::GET,
+        "/console/approvals/ap_nope",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn sign_out_ends_the_session() {
+    let (_dir, gw) = setup();
+    let (cookie, csrf) = session(&gw);
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signout",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &format!("csrf={csrf}"),
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert!(a.headers["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals",
+        &[("cookie", cookie.as_str())],
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::SEE_OTHER);
+}
+
+#[tokio::test]
+async fn oversized_form_is_refused() {
+    let (_dir, gw) = setup();
+    let form = format!("token={}", "x".repeat(5000));
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert!(a.body.contains("4096-byte limit"), "{}", a.body);
+}

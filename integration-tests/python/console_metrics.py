@@ -1,0 +1,88 @@
+"""GET /metrics parsed with prometheus-client's OpenMetrics parser: the counters move by
+exactly the calls, routes and fetches made; the gauges follow pending approvals and the
+executor's health.
+
+Usage: console_metrics.py BASE TOKEN ALLOWED_URL PRIVATE_URL
+"""
+
+import sys
+import time
+
+from prometheus_client.openmetrics.parser import text_string_to_metric_families
+
+from console_common import Bot
+
+BASE, TOKEN, ALLOWED, PRIVATE = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3], sys.argv[4]
+bot = Bot(BASE, TOKEN)
+
+
+def scrape():
+    status, headers, text = bot.request("GET", "/metrics")
+    assert status == 200, (status, text)
+    assert headers["Content-Type"].startswith("application/openmetrics-text"), headers
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return samples
+
+
+def value(samples, name, **labels):
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def delta(before, after, name, **labels):
+    return value(after, name, **labels) - value(before, name, **labels)
+
+
+# The token is required.
+status, _, text = Bot(BASE, "wrong").request("GET", "/metrics")
+assert status == 401, (status, text)
+
+before = scrape()
+for i in range(3):
+    assert bot.call("echo:echo", {"text": f"hi {i}"})["success"] is True
+for _ in range(2):
+    r = bot.call("echo:echo", {"wrong": 1})
+    assert r["error_kind"] == "invalid_args", r
+r = bot.call("echo:nope", {})
+assert r["error_kind"] == "not_found", r
+for q in ("echo this back", "count the words"):
+    bot.json("POST", "/v1/route", {"query": q})
+assert bot.call("net:fetch", {"url": ALLOWED})["success"] is True
+denied = bot.call("net:fetch", {"url": PRIVATE})
+after = scrape()
+
+calls = "skillbox_tool_calls_total"
+assert delta(before, after, calls, skill="echo", tool="echo", outcome="success") == 3
+assert delta(before, after, calls, skill="echo", tool="echo", outcome="invalid_args") == 2
+assert delta(before, after, calls, skill="echo", tool="nope", outcome="not_found") == 1
+duration = "skillbox_tool_call_duration_seconds_count"
+assert delta(before, after, duration, skill="echo", tool="echo") == 5
+# Only the calls that started a tool process report a spawn time (two fetches included).
+assert delta(before, after, "skillbox_executor_spawn_seconds_count") == 5, after
+routes = sum(
+    delta(before, after, "skillbox_routes_total", outcome=o) for o in ("selected", "no_skill", "error")
+)
+assert routes == 2, routes
+assert delta(before, after, "skillbox_route_latency_seconds_count") == 2
+assert delta(before, after, "skillbox_fetch_requests_total", outcome="ok") == 1
+assert delta(before, after, "skillbox_fetch_requests_total", outcome="permission_denied") == 1, denied
+healthy = [v for (n, _), v in after.items() if n == "skillbox_executor_healthy"]
+assert healthy == [1.0], healthy
+assert value(after, "skillbox_disabled_skills") == 0
+
+# The pending gauge follows an approval; its decision lands in the histogram.
+assert value(after, "skillbox_approvals_pending") == 0
+call = bot.call_in_background("signer:write_note", {"text": "metrics"})
+pending = bot.wait_pending("signer", "write_note")
+waiting = scrape()
+assert value(waiting, "skillbox_approvals_pending") == 1
+bot.decide(pending["id"], "deny", "metrics test")
+assert call.result()["error_kind"] == "approval_denied"
+done = scrape()
+assert value(done, "skillbox_approvals_pending") == 0
+decisions = "skillbox_approval_decision_seconds_count"
+assert delta(waiting, done, decisions, outcome="denied") == 1
+assert delta(waiting, done, calls, skill="signer", tool="write_note", outcome="approval_denied") == 1
+print("metrics checks passed")
