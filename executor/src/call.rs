@@ -113,10 +113,12 @@ pub async fn execute<B: CapabilityBroker>(
     let started = Instant::now();
     let call_id = params.call_id.clone();
     // Every log line of the call carries its id and the bot's trace context, if it sent one.
-    let span = tracing::info_span!(
+    // At error level so that the span (and its fields) exists under any log filter that
+    // lets the call's warnings through.
+    let span = tracing::error_span!(
         "call",
         call_id = %call_id,
-        traceparent = params.traceparent.as_deref().unwrap_or_default()
+        traceparent = %params.traceparent.as_deref().unwrap_or_default()
     );
     let mut spawn_us = None;
     let outcome = run(sandbox, registry, broker, params, &mut spawn_us)

@@ -215,6 +215,8 @@ with sync_playwright() as p:
     step("allow this tool for N minutes: bounded, visible, revocable")
     page.goto(BASE + "/console/approvals")
     c = card(page, note_pending["id"])
+    # The page's own max stops this in the browser; remove it to see the server refuse too.
+    c.get_by_label("minutes").evaluate("e => e.removeAttribute('max')")
     c.get_by_label("minutes").fill("1000")
     c.get_by_role("button", name="Allow this tool").click()
     expect(page.get_by_role("alert")).to_contain_text("allow_max_minutes")
@@ -251,7 +253,9 @@ with sync_playwright() as p:
         check_headers(r)
         expect(page.locator(where)).to_contain_text(text)
     page.goto(BASE + "/console/calls?skill=signer&outcome=success")
-    expect(page.locator("#calls tbody tr")).to_have_count(4)
+    # Approved: two notes, the allowed one, the signature; and the tool whose signature was
+    # denied (the tool itself succeeded, reporting the refusal).
+    expect(page.locator("#calls tbody tr")).to_have_count(5)
 
     step("sign out ends the session")
     page.goto(BASE + "/console/approvals")

@@ -39,10 +39,12 @@ impl Dispatcher {
         args: Value,
         trace: Option<TraceParent>,
     ) -> ToolResult {
-        let span = tracing::info_span!(
+        // At error level: the span and its fields exist under any filter that lets the
+        // call's warnings through.
+        let span = tracing::error_span!(
             "call",
             tool = %full_name,
-            traceparent = trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
+            traceparent = %trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
         );
         self.call_in_span(full_name, args, trace)
             .instrument(span)

@@ -6,6 +6,7 @@ mod availability;
 mod channel;
 mod cli_verbs;
 mod compose;
+mod console;
 mod containers;
 mod contexts;
 mod fetch;

@@ -36,7 +36,9 @@ pub const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("content-security-policy", CSP),
     ("x-frame-options", "DENY"),
     ("x-content-type-options", "nosniff"),
-    ("referrer-policy", "no-referrer"),
+    // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null`
+    // on the console's own posts, which the Origin check would refuse.
+    ("referrer-policy", "same-origin"),
     ("cache-control", "no-store"),
     ("cross-origin-opener-policy", "same-origin"),
 ];
