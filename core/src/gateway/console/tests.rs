@@ -43,6 +43,9 @@ fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
     }
 }
 
+/// Request headers of a case.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
 struct Answer {
     status: StatusCode,
     headers: HeaderMap,
@@ -299,7 +302,7 @@ async fn decide_refuses_missing_or_wrong_csrf_and_cross_origin_then_approves() {
     pending(&gw, "ap_1", Security::Write, json!({}));
     let (cookie, csrf) = session(&gw);
     let (_, other_csrf) = session(&gw);
-    let cases: [(&[(&str, &str)], String, &str); 4] = [
+    let cases: [(Headers<'_>, String, &str); 4] = [
         (
             &[("origin", ORIGIN)],
             "decision=approve".into(),
