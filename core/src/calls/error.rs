@@ -7,7 +7,7 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::ToolRefError;
 
 use crate::approvals::ApprovalError;
-use crate::docker::oneoff::OneOffError;
+use crate::executors::docker::oneoff::OneOffError;
 use crate::random::RandomError;
 
 /// A failure of the call pipeline.

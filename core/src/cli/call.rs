@@ -18,7 +18,7 @@ use super::client::{self, CoreClient};
 use super::up::workspace;
 use super::EXIT_FAILED;
 use crate::approvals::{args_hash, payload};
-use crate::store::unix_ms_now;
+use crate::state::store::unix_ms_now;
 
 /// How often a waiting call looks for its approvals.
 const APPROVAL_POLL: Duration = Duration::from_millis(500);

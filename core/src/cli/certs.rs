@@ -15,7 +15,7 @@ use skillbox_certs::{
 use skillbox_protocol::skill::{load_skill, LoadOutcome};
 
 use super::{table, up};
-use crate::install::{rfc3339, CA_DIR, TRUST_DIR};
+use crate::skills::install::{rfc3339, CA_DIR, TRUST_DIR};
 use crate::state;
 
 /// Default validity of a root, in days.

@@ -17,8 +17,8 @@ use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::up::workspace;
 use crate::contexts::{self, ContextView};
-use crate::secrets::Secrets;
-use crate::store::Store;
+use crate::state::secrets::Secrets;
+use crate::state::store::Store;
 
 /// `skillbox context ...`
 #[derive(Debug, Subcommand)]

@@ -12,10 +12,10 @@ use skillbox_protocol::skill::{load_skill, InstallLock, LoadOutcome};
 
 use super::client::{self, ClientError, CoreClient};
 use super::{table, up, EXIT_FAILED};
-use crate::config::Config;
-use crate::install::verify::{verify_installed, Status};
-use crate::install::{self, pack, Limits, PublisherChange, TrustPolicy};
+use crate::skills::install::verify::{verify_installed, Status};
+use crate::skills::install::{self, pack, Limits, PublisherChange, TrustPolicy};
 use crate::state;
+use crate::state::config::Config;
 
 /// `skill pack` arguments.
 #[derive(Debug, Args)]

@@ -11,8 +11,8 @@ use clap::Args;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::table;
-use crate::config::Config;
 use crate::router::{HostReadiness, RouteInputs, Router, StatsMap, Status};
+use crate::state::config::Config;
 
 /// `route` arguments.
 #[derive(Debug, Args)]

@@ -15,7 +15,7 @@ use skillbox_protocol::skill::{
 
 use super::table;
 use super::EXIT_FAILED;
-use crate::config::Config;
+use crate::state::config::Config;
 
 /// `skillbox skill ...`
 #[derive(Debug, Subcommand)]
@@ -81,7 +81,7 @@ impl RootArgs {
                     .map(|r| r.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                ws.join(crate::roots::INSTALL_ROOT).display()
+                ws.join(crate::skills::roots::INSTALL_ROOT).display()
             );
         }
         Ok(roots)

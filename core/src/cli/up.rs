@@ -1,7 +1,7 @@
 //! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
 //! a configured executor URL): start the channel, the callback listener and the gateway;
 //! supervise the executor; reload skills and trust on SIGHUP, when `<state>/trust/`
-//! changes ([`crate::reload`]) or when the skills root changes ([`crate::watch`]); shut
+//! changes ([`crate::skills::reload`]) or when the skills root changes ([`crate::skills::watch`]); shut
 //! down cleanly on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
@@ -17,22 +17,22 @@ use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 
 use crate::approvals::{ApprovalPolicy, Approvals};
-use crate::callbacks::Callbacks;
+use crate::calls::callbacks::Callbacks;
 use crate::calls::transport::Containers;
 use crate::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
-use crate::config::Config;
-use crate::docker::oneoff::ContainerRunner;
-use crate::docker::supervisor::Supervisor;
+use crate::executors::docker::oneoff::ContainerRunner;
+use crate::executors::docker::supervisor::Supervisor;
 use crate::executors::ExecutorPool;
 use crate::gateway::{self, Gateway};
-use crate::install::{self, TrustPolicy};
 use crate::proxy::fetch::{FetchConfig, FetchProxy};
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
-use crate::reload::{self, Reloader};
-use crate::secrets::Secrets;
-use crate::store::Store;
-use crate::{pki, state};
+use crate::skills::install::{self, TrustPolicy};
+use crate::skills::reload::{self, Reloader};
+use crate::state::config::Config;
+use crate::state::secrets::Secrets;
+use crate::state::store::Store;
+use crate::state::{self, pki};
 
 /// How long `up` waits for the executor's first health answer.
 pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,7 +83,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let ws = workspace(args.workspace.as_deref())?;
     let state_dir = state::ensure_dir(&ws)?;
     let config = Config::load(&ws)?;
-    let skills_root = ws.join(crate::roots::INSTALL_ROOT);
+    let skills_root = ws.join(crate::skills::roots::INSTALL_ROOT);
     let roots = config.skills_roots(&ws)?;
     pki::ensure(&state_dir)?;
     if !config.executor.pki_export.is_empty() {
@@ -167,7 +167,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         },
         Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
     ));
-    let engine = crate::docker::Engine::connect(&config.docker).await?;
+    let engine = crate::executors::docker::Engine::connect(&config.docker).await?;
     let mut containers: Option<Arc<dyn ExecutorTransport>> = None;
     if let Some(engine) = &engine {
         let runner = Arc::new(ContainerRunner::new(
@@ -253,7 +253,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         Arc::clone(&reloader),
         reload::TRUST_POLL_INTERVAL,
     ));
-    let skills_watch_task = tokio::spawn(crate::watch::watch_skills(Arc::clone(&reloader)));
+    let skills_watch_task = tokio::spawn(crate::skills::watch::watch_skills(Arc::clone(&reloader)));
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,

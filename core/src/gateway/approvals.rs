@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::request::{ok, ok_of, Reply, Req};
 use super::Gateway;
-use crate::store::{ApprovalStatus, Decision};
+use crate::state::store::{ApprovalStatus, Decision};
 
 /// The body of `POST /v1/approvals/{id}`.
 #[derive(Debug, Deserialize)]

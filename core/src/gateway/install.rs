@@ -8,8 +8,8 @@ use serde_json::json;
 use super::error::ApiError;
 use super::request::{ok, Reply, Req};
 use super::{reload, Gateway};
-use crate::install::{self, remove, Limits};
-use crate::reload::Cause;
+use crate::skills::install::{self, remove, Limits};
+use crate::skills::reload::Cause;
 
 /// The body of `POST /v1/skills/install`.
 #[derive(Debug, Deserialize)]

@@ -8,8 +8,8 @@ use serde_json::json;
 use super::error::ApiError;
 use super::request::{ok, Reply, Req};
 use super::{reload, Gateway};
-use crate::reload::Cause;
 use crate::repair::{RepairProposal, RepairTarget};
+use crate::skills::reload::Cause;
 
 /// `POST /v1/skills/{name}/repairs`.
 pub async fn propose(gw: &Gateway, req: Req) -> Reply {

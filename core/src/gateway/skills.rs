@@ -10,7 +10,7 @@ use super::error::ApiError;
 use super::request::{ok, Reply, Req};
 use super::Gateway;
 use crate::contexts::disclosure;
-use crate::install::{disabled, verify};
+use crate::skills::install::{disabled, verify};
 
 /// `GET /v1/skills`.
 pub async fn list(gw: &Gateway, _req: Req) -> Reply {

@@ -12,14 +12,14 @@ use skillbox_protocol::skill::{Catalog, Security};
 
 use super::request::Body;
 use super::{table, Gateway};
-use crate::store::{ApprovalRecord, ApprovalStatus, Store};
+use crate::state::store::{ApprovalRecord, ApprovalStatus, Store};
 
 fn gateway(ws: &std::path::Path) -> Gateway {
     let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
     let state = ws.join(crate::state::STATE_DIR);
-    let trust = crate::install::TrustPolicy::for_workspace(ws, &state, false);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(ws, &state, false);
     Gateway {
-        reloader: Arc::new(crate::reload::Reloader::new(
+        reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),
         )),
@@ -68,7 +68,7 @@ fn pending(gw: &Gateway, id: &str) {
             args: json!({}),
             security: Security::Write,
             status: ApprovalStatus::Pending,
-            created_at: crate::store::unix_ms_now(),
+            created_at: crate::state::store::unix_ms_now(),
             decided_at: None,
             reason: None,
         })

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use skillbox_core::install::{self, InstallError, Installed, Limits, TrustPolicy};
+use skillbox_core::skills::install::{self, InstallError, Installed, Limits, TrustPolicy};
 use skillbox_protocol::skill::InstallLock;
 use tar::{EntryType, Header};
 

@@ -4,8 +4,8 @@
 
 use std::time::SystemTime;
 
-use skillbox_core::install::pack::pack;
-use skillbox_core::install::verify::{enforce, verify_installed, Status};
+use skillbox_core::skills::install::pack::pack;
+use skillbox_core::skills::install::verify::{enforce, verify_installed, Status};
 use skillbox_protocol::skill::{discover, DiscoveryOptions, Trust};
 
 use super::harness::{write_skill, Workspace};

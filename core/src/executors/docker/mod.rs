@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use bollard::Docker;
 
-use crate::config::DockerSection;
+use crate::state::config::DockerSection;
 
 /// Where the engine listens when `[docker] socket = "auto"`.
 pub const DEFAULT_SOCKET: &str = "/var/run/docker.sock";

@@ -1,6 +1,6 @@
 //! Reloading a running core: rediscover the skills, re-verify every installed skill against
 //! the trust store as it is on disk now (one that no longer verifies is disabled with the
-//! reason: the kill list of [`crate::install::disabled`]), swap the catalog and have the
+//! reason: the kill list of [`crate::skills::install::disabled`]), swap the catalog and have the
 //! executor reload its registry.
 //!
 //! One [`Reloader`] serves every trigger: `POST /v1/skills/reload`, `POST /v1/trust/reload`,
@@ -24,8 +24,8 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use crate::calls::Dispatcher;
-use crate::config::Config;
-use crate::install::{verify, TrustPolicy};
+use crate::skills::install::{verify, TrustPolicy};
+use crate::state::config::Config;
 
 /// How long a reload waits for the executor to reload its registry (it hashes every
 /// installed skill again).
@@ -49,7 +49,7 @@ pub enum Cause {
     TrustChanged,
     /// A repair was applied to a skill through the gateway.
     Repair,
-    /// A file under the skills root changed ([`crate::watch`]).
+    /// A file under the skills root changed ([`crate::skills::watch`]).
     SkillsChanged,
 }
 

@@ -32,7 +32,7 @@ use skillbox_protocol::skill::Skill;
 use tokio::sync::Semaphore;
 
 use super::Engine;
-use crate::config::DockerSection;
+use crate::state::config::DockerSection;
 use spec::{HostSkills, Spec};
 
 /// Label on every per-call container (value: the call id), so leftovers can be found.

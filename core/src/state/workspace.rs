@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use crate::random::SystemSource;
 use skillbox_protocol::methods::SecretValue;
 
-use crate::pki::{write_atomic, PkiError};
+use crate::state::pki::{write_atomic, PkiError};
 
 /// The state folder's name in a workspace. Nothing in it is ever readable by a skill
 /// (see `proxy::readfile`).

@@ -52,7 +52,7 @@ pub struct TrustPolicy {
     /// The skills root installs go to (`<workspace>/skills`).
     pub skills_root: PathBuf,
     /// Every root skills are discovered in, highest precedence first; holds `skills_root`
-    /// (`[skills] roots`, [`crate::roots`]).
+    /// (`[skills] roots`, [`crate::skills::roots`]).
     pub roots: Vec<PathBuf>,
     /// The trust store folder (`<state>/trust`).
     pub trust_dir: PathBuf,
@@ -63,7 +63,7 @@ pub struct TrustPolicy {
 impl TrustPolicy {
     /// The policy of a workspace: `<ws>/skills`, `<state>/trust`, and the config's flag.
     pub fn for_workspace(workspace: &Path, state_dir: &Path, require_signed: bool) -> Self {
-        let skills_root = workspace.join(crate::roots::INSTALL_ROOT);
+        let skills_root = workspace.join(crate::skills::roots::INSTALL_ROOT);
         Self {
             roots: vec![skills_root.clone()],
             skills_root,

@@ -22,7 +22,7 @@
 //! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
 //!                                  # CA certificate here (a volume the executor mounts)
 //!
-//! [docker]                         # the Docker engine, when the core can reach one (crate::docker)
+//! [docker]                         # the Docker engine, when the core can reach one (crate::executors::docker)
 //! socket = "auto"                  # "auto": /var/run/docker.sock if it answers; "off"; or a socket path
 //! supervise = true                 # restart executor containers that exited or stopped answering
 //! project = ""                     # their compose project (default: the core container's own)
@@ -49,7 +49,7 @@
 //! timeout_ms = 120000              # a write/sign call waits this long for a decision
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
 //!
-//! [skills]                       # crate::roots
+//! [skills]                       # crate::skills::roots
 //! roots = []                       # skills roots, highest precedence first (relative: to the
 //!                                  # workspace; ~/: home); "skills" (installs) is always one
 //!
@@ -108,7 +108,7 @@ pub struct Config {
     /// Approval settings.
     pub approvals: ApprovalsSection,
     /// Skills roots and their precedence.
-    pub skills: crate::roots::SkillsSection,
+    pub skills: crate::skills::roots::SkillsSection,
     /// Signed-skill policy.
     pub trust: TrustSection,
     /// Routing weights and threshold.

@@ -10,7 +10,7 @@ use nix::fcntl::{Flock, FlockArg};
 use skillbox_protocol::skill::lock::LockReadError;
 use skillbox_protocol::skill::InstallLock;
 
-use crate::pki::{write_atomic, PkiError};
+use crate::state::pki::{write_atomic, PkiError};
 
 /// Why the lock could not be read, written or taken.
 #[derive(Debug, thiserror::Error)]

@@ -11,8 +11,8 @@ use bollard::models::{
 use skillbox_protocol::skill::{Skill, LOCK_FILE};
 
 use super::{OneOffError, CALL_LABEL, OWNER_LABEL};
-use crate::config::DockerSection;
-use crate::docker::Engine;
+use crate::executors::docker::Engine;
+use crate::state::config::DockerSection;
 
 /// The capabilities the executor needs to switch a call to its own user (docker/README.md).
 const EXECUTOR_CAPS: [&str; 5] = ["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE"];

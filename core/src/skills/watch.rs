@@ -1,5 +1,5 @@
 //! Hot reload of skills: a change under a skills root is picked up within a second and
-//! runs the one reload of [`crate::reload::Reloader`] (the same as `POST
+//! runs the one reload of [`crate::skills::reload::Reloader`] (the same as `POST
 //! /v1/skills/reload`). Calls are never blocked: a reload swaps the catalog, and calls in
 //! flight keep the one they started with.
 //!
@@ -19,7 +19,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::time::Instant;
 
-use crate::reload::{Cause, Reloader};
+use crate::skills::reload::{Cause, Reloader};
 
 /// Quiet time after the last change before reloading.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -165,7 +165,7 @@ mod tests {
     use skillbox_protocol::skill::Catalog;
 
     use super::*;
-    use crate::install::TrustPolicy;
+    use crate::skills::install::TrustPolicy;
 
     fn write_skill(root: &Path, name: &str) {
         let dir = root.join(name);

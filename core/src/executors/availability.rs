@@ -9,7 +9,7 @@ use std::sync::Arc;
 use skillbox_protocol::methods::SandboxFacts;
 
 use crate::router::{host_os, Readiness};
-use crate::secrets::Secrets;
+use crate::state::secrets::Secrets;
 
 /// The executors' sandbox facts and the core's secrets, as the router's readiness.
 #[derive(Debug)]

@@ -36,7 +36,7 @@ struct Pki {
 fn pki() -> Pki {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_path_buf();
-    crate::pki::ensure(&state).unwrap();
+    crate::state::pki::ensure(&state).unwrap();
     Pki { _dir: dir, state }
 }
 
@@ -48,7 +48,7 @@ async fn serve_on(
 ) -> (String, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind(format!("{ip}:0")).await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let files = TlsFiles::in_dir(&crate::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
+    let files = TlsFiles::in_dir(&crate::state::pki::pki_dir(&pki.state), EXECUTOR_IDENTITY);
     let tls = Arc::new(ReloadingServerConfig::new(files).unwrap());
     let task = tokio::spawn(server::serve(
         listener,
@@ -87,7 +87,7 @@ async fn pool_spreads_calls_round_robin_over_every_healthy_executor() {
     let pki = pki();
     let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
     let (b, _tb) = start(&pki, "127.0.0.2", "b").await;
-    let pool = ExecutorPool::new(&[a, b], crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(&[a, b], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     let mut seen = Vec::new();
     for _ in 0..6 {
@@ -109,7 +109,11 @@ async fn pool_skips_an_executor_that_does_not_answer() {
     let pki = pki();
     let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
     let dead = dead_url("127.0.0.3");
-    let pool = ExecutorPool::new(&[a, dead.clone()], crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(
+        &[a, dead.clone()],
+        crate::state::pki::core_files(&pki.state),
+    )
+    .unwrap();
     pool.refresh().await;
     for _ in 0..4 {
         assert_eq!(whoami(&pool).await, "a");
@@ -126,8 +130,11 @@ async fn pool_skips_an_executor_that_does_not_answer() {
 #[tokio::test]
 async fn pool_with_no_executor_answering_fails_the_call_as_unreachable() {
     let pki = pki();
-    let pool =
-        ExecutorPool::new(&[dead_url("127.0.0.1")], crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(
+        &[dead_url("127.0.0.1")],
+        crate::state::pki::core_files(&pki.state),
+    )
+    .unwrap();
     pool.refresh().await;
     let err = pool
         .call("whoami", json!({}), Duration::from_secs(5))
@@ -162,7 +169,7 @@ async fn pool_broadcast_reaches_every_healthy_executor_and_skips_a_dead_one() {
         urls.push(serve_on(&pki, ip, handler).await.0);
     }
     urls.push(dead_url("127.0.0.5"));
-    let pool = ExecutorPool::new(&urls, crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(&urls, crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     pool.broadcast("count", json!({}), Duration::from_secs(5))
         .await
@@ -170,8 +177,11 @@ async fn pool_broadcast_reaches_every_healthy_executor_and_skips_a_dead_one() {
     for h in &handlers {
         assert_eq!(h.0.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
-    let only_dead =
-        ExecutorPool::new(&[dead_url("127.0.0.6")], crate::pki::core_files(&pki.state)).unwrap();
+    let only_dead = ExecutorPool::new(
+        &[dead_url("127.0.0.6")],
+        crate::state::pki::core_files(&pki.state),
+    )
+    .unwrap();
     only_dead.refresh().await;
     let err = only_dead
         .broadcast("count", json!({}), Duration::from_secs(5))
@@ -221,7 +231,7 @@ fn executor_url_refuses_what_is_not_https_host_port() {
     assert!(matches!(
         ExecutorPool::new(
             &[],
-            crate::pki::core_files(std::path::Path::new("/nonexistent"))
+            crate::state::pki::core_files(std::path::Path::new("/nonexistent"))
         ),
         Err(UrlError::None)
     ));
@@ -258,7 +268,7 @@ async fn pool_reloads_an_executor_that_comes_back_before_calls_go_to_it() {
         reloads: std::sync::atomic::AtomicUsize::new(0),
     });
     let (url, _task) = serve_on(&pki, "127.0.0.1", Arc::clone(&flaky) as Arc<dyn RpcHandler>).await;
-    let pool = ExecutorPool::new(&[url], crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(&[url], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     assert!(pool.health().is_some());
     assert_eq!(
@@ -287,7 +297,11 @@ async fn pool_sends_a_call_that_found_no_connection_to_the_next_executor() {
     let pki = pki();
     let (a, _ta) = start(&pki, "127.0.0.1", "a").await;
     let dead = dead_url("127.0.0.7");
-    let pool = ExecutorPool::new(&[a, dead.clone()], crate::pki::core_files(&pki.state)).unwrap();
+    let pool = ExecutorPool::new(
+        &[a, dead.clone()],
+        crate::state::pki::core_files(&pki.state),
+    )
+    .unwrap();
     pool.refresh().await;
     // The dead one died after the last health round: calls still pick it.
     pool.assume_all_healthy();

@@ -22,8 +22,8 @@ use bollard::query_parameters::{ListContainersOptionsBuilder, RestartContainerOp
 use serde::Serialize;
 
 use super::{DockerError, Engine};
-use crate::config::DockerSection;
 use crate::executors::ExecutorPool;
+use crate::state::config::DockerSection;
 
 /// Exit codes of a container that was stopped on purpose: a clean exit, or SIGTERM (what
 /// `docker stop` and `compose down` send) passed through `init`.

@@ -62,7 +62,7 @@ impl SkillsSection {
     }
 }
 
-impl crate::config::Config {
+impl crate::state::config::Config {
     /// The skills roots of `workspace`, highest precedence first, `~` from `HOME`.
     pub fn skills_roots(&self, workspace: &Path) -> Result<Vec<PathBuf>, RootsError> {
         self.skills.resolve(workspace, home().as_deref())
