@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
-use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
+use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use skillbox_protocol::channel::server::{self, ReloadingServerConfig, ServerOptions};
-use skillbox_protocol::channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_channel::server::{self, ReloadingServerConfig, ServerOptions};
+use skillbox_channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use skillbox_protocol::channel::client::ClientError;
+use skillbox_channel::client::ClientError;
 use skillbox_protocol::methods::method;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};

@@ -9,7 +9,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     Issuer, KeyPair, KeyUsagePurpose,
 };
-use skillbox_protocol::channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 
 /// Validity of the internal certificates.
 pub const VALIDITY_DAYS: i64 = 825;
@@ -167,8 +167,8 @@ mod tests {
         let before = std::fs::read(&core.cert).unwrap();
         assert!(!ensure(dir.path()).unwrap());
         assert_eq!(std::fs::read(&core.cert).unwrap(), before);
-        let names = skillbox_protocol::channel::tls::dns_names(
-            &skillbox_protocol::channel::tls::load_certs(&core.cert).unwrap()[0],
+        let names = skillbox_channel::tls::dns_names(
+            &skillbox_channel::tls::load_certs(&core.cert).unwrap()[0],
         );
         assert_eq!(names, vec![CORE_IDENTITY.to_string()]);
     }

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde_json::{json, Value};
-use skillbox_protocol::channel::client::{ClientError, RpcClient};
-use skillbox_protocol::channel::{TlsFiles, EXECUTOR_IDENTITY};
+use skillbox_channel::client::{ClientError, RpcClient};
+use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
 use skillbox_protocol::methods::{method, HealthResult, SandboxFacts};
 
 use discovery::{ExecutorUrl, UrlError};

@@ -4,10 +4,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use skillbox_protocol::channel::server::{
-    self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions,
-};
-use skillbox_protocol::channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_channel::server::{self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions};
+use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::jsonrpc::ErrorObject;
 use tokio::net::TcpListener;
 

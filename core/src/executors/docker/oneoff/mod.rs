@@ -25,7 +25,7 @@ use std::time::Duration;
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, ListContainersOptionsBuilder, RemoveContainerOptionsBuilder,
 };
-use skillbox_protocol::channel::server::RpcHandler;
+use skillbox_channel::server::RpcHandler;
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::Skill;

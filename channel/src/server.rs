@@ -20,7 +20,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
-use crate::jsonrpc::{self, code, ErrorObject, Message};
+use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Message};
 
 /// A boxed future of a handler's answer.
 pub type RpcFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send + 'a>>;

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
-use crate::jsonrpc::{self, ErrorObject, Id, Message, Request};
+use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message, Request};
 
 /// Largest response body accepted.
 pub const MAX_RESPONSE_BYTES: usize = jsonrpc::MAX_MESSAGE_BYTES;
