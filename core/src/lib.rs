@@ -15,7 +15,6 @@
 
 pub mod approvals;
 pub mod calls;
-pub mod cli;
 pub mod contexts;
 pub mod executors;
 pub mod gateway;

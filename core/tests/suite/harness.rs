@@ -2,9 +2,10 @@
 //! hand-crafted (malicious) archives, and the "nothing left behind" assertion.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
+
+pub use crate::support::skill_folder::write_skill;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
@@ -138,24 +139,6 @@ impl Workspace {
         self.assert_untouched(&lock, &names);
         err
     }
-}
-
-/// Writes a skill with `skill.yaml` (name, version), `SKILL.md` and a script.
-pub fn write_skill(dir: &Path, name: &str, version: &str, extra: &str) {
-    std::fs::create_dir_all(dir.join("scripts")).unwrap();
-    std::fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: A test skill {extra}\n---\nUse it.\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("skill.yaml"),
-        format!("name: {name}\nversion: {version}\ndescription: A test skill {extra}\n"),
-    )
-    .unwrap();
-    let script = dir.join("scripts/run.sh");
-    std::fs::write(&script, format!("#!/bin/sh\necho {extra}\n")).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// One raw tar entry: a GNU header with exactly these name bytes (no checks), then `data`

@@ -16,9 +16,9 @@ use clap::{Args, Subcommand};
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::up::workspace;
-use crate::contexts::{self, ContextView};
-use crate::state::secrets::Secrets;
-use crate::state::store::Store;
+use skillbox_core::contexts::{self, ContextView};
+use skillbox_core::state::secrets::Secrets;
+use skillbox_core::state::store::Store;
 
 /// `skillbox context ...`
 #[derive(Debug, Subcommand)]
@@ -77,7 +77,7 @@ struct Opened {
 
 fn open(ws: &WorkspaceArg) -> anyhow::Result<Opened> {
     let ws = workspace(ws.workspace.as_deref())?;
-    let state = crate::state::ensure_dir(&ws)
+    let state = skillbox_core::state::ensure_dir(&ws)
         .with_context(|| format!("creating the state folder of {}", ws.display()))?;
     let store = Store::open(&Store::db_path(&state))?;
     let catalog = discover(&[ws.join("skills")], DiscoveryOptions::default());

@@ -1,7 +1,7 @@
 //! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
 //! a configured executor URL): start the channel, the callback listener and the gateway;
 //! supervise the executor; reload skills and trust on SIGHUP, when `<state>/trust/`
-//! changes ([`crate::skills::reload`]) or when the skills root changes ([`crate::skills::watch`]); shut
+//! changes ([`skillbox_core::skills::reload`]) or when the skills root changes ([`skillbox_core::skills::watch`]); shut
 //! down cleanly on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
@@ -16,23 +16,23 @@ use skillbox_channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 
-use crate::approvals::{ApprovalPolicy, Approvals};
-use crate::calls::callbacks::Callbacks;
-use crate::calls::transport::Containers;
-use crate::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
-use crate::executors::docker::oneoff::ContainerRunner;
-use crate::executors::docker::supervisor::Supervisor;
-use crate::executors::ExecutorPool;
-use crate::gateway::{self, Gateway};
-use crate::proxy::fetch::{FetchConfig, FetchProxy};
-use crate::proxy::readfile::ReadFileProxy;
-use crate::proxy::sign::Signer;
-use crate::skills::install::{self, TrustPolicy};
-use crate::skills::reload::{self, Reloader};
-use crate::state::config::Config;
-use crate::state::secrets::Secrets;
-use crate::state::store::Store;
-use crate::state::{self, pki};
+use skillbox_core::approvals::{ApprovalPolicy, Approvals};
+use skillbox_core::calls::callbacks::Callbacks;
+use skillbox_core::calls::transport::Containers;
+use skillbox_core::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
+use skillbox_core::executors::docker::oneoff::ContainerRunner;
+use skillbox_core::executors::docker::supervisor::Supervisor;
+use skillbox_core::executors::ExecutorPool;
+use skillbox_core::gateway::{self, Gateway};
+use skillbox_core::proxy::fetch::{FetchConfig, FetchProxy};
+use skillbox_core::proxy::readfile::ReadFileProxy;
+use skillbox_core::proxy::sign::Signer;
+use skillbox_core::skills::install::{self, TrustPolicy};
+use skillbox_core::skills::reload::{self, Reloader};
+use skillbox_core::state::config::Config;
+use skillbox_core::state::secrets::Secrets;
+use skillbox_core::state::store::Store;
+use skillbox_core::state::{self, pki};
 
 /// How long `up` waits for the executor's first health answer.
 pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -83,7 +83,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let ws = workspace(args.workspace.as_deref())?;
     let state_dir = state::ensure_dir(&ws)?;
     let config = Config::load(&ws)?;
-    let skills_root = ws.join(crate::skills::roots::INSTALL_ROOT);
+    let skills_root = ws.join(skillbox_core::skills::roots::INSTALL_ROOT);
     let roots = config.skills_roots(&ws)?;
     pki::ensure(&state_dir)?;
     if !config.executor.pki_export.is_empty() {
@@ -167,7 +167,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         },
         Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
     ));
-    let engine = crate::executors::docker::Engine::connect(&config.docker).await?;
+    let engine = skillbox_core::executors::docker::Engine::connect(&config.docker).await?;
     let mut containers: Option<Arc<dyn ExecutorTransport>> = None;
     if let Some(engine) = &engine {
         let runner = Arc::new(ContainerRunner::new(
@@ -253,7 +253,9 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         Arc::clone(&reloader),
         reload::TRUST_POLL_INTERVAL,
     ));
-    let skills_watch_task = tokio::spawn(crate::skills::watch::watch_skills(Arc::clone(&reloader)));
+    let skills_watch_task = tokio::spawn(skillbox_core::skills::watch::watch_skills(Arc::clone(
+        &reloader,
+    )));
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    skillbox_core::cli::init_tracing();
-    let cli = skillbox_core::cli::Cli::parse();
-    skillbox_core::cli::run(cli)
+    skillbox_cli::init_tracing();
+    let cli = skillbox_cli::Cli::parse();
+    skillbox_cli::run(cli)
 }

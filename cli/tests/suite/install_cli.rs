@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::harness::write_skill;
+use crate::skill_folder::write_skill;
 
 fn skillbox(ws: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_skillbox"))

@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-use crate::state;
+use skillbox_core::state;
 
 /// Why the running core could not be asked.
 #[derive(Debug, thiserror::Error)]

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::harness::write_skill;
+use crate::skill_folder::write_skill;
 
 fn skillbox(cwd: &Path, args: &[&str]) -> (i32, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_skillbox"))

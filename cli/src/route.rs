@@ -11,8 +11,8 @@ use clap::Args;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::table;
-use crate::router::{HostReadiness, RouteInputs, Router, StatsMap, Status};
-use crate::state::config::Config;
+use skillbox_core::router::{HostReadiness, RouteInputs, Router, StatsMap, Status};
+use skillbox_core::state::config::Config;
 
 /// `route` arguments.
 #[derive(Debug, Args)]
@@ -116,9 +116,9 @@ pub fn run(args: RouteArgs) -> anyhow::Result<u8> {
         .fallback_chain
         .iter()
         .map(|f| match f {
-            crate::router::FallbackStep::Skill { skill } => skill.clone(),
-            crate::router::FallbackStep::NoSkill => "no-skill".into(),
-            crate::router::FallbackStep::AskUser => "ask-user".into(),
+            skillbox_core::router::FallbackStep::Skill { skill } => skill.clone(),
+            skillbox_core::router::FallbackStep::NoSkill => "no-skill".into(),
+            skillbox_core::router::FallbackStep::AskUser => "ask-user".into(),
         })
         .collect();
     println!("fallback: {}", chain.join(" -> "));

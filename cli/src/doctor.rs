@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use super::client::{self, CoreClient};
 use super::{up, EXIT_FAILED};
-use crate::state::config::Config;
+use skillbox_core::state::config::Config;
 
 /// `doctor` arguments.
 #[derive(Debug, Args)]
@@ -115,7 +115,7 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
 }
 
 fn config_name(ws: &Path) -> String {
-    let path = ws.join(crate::state::config::CONFIG_FILE);
+    let path = ws.join(skillbox_core::state::config::CONFIG_FILE);
     if path.is_file() {
         path.display().to_string()
     } else {
@@ -149,7 +149,8 @@ fn roots(ws: &Path, config: &Config) -> Vec<Check> {
                     format!("none of {} exists", show(&missing)),
                     format!(
                         "create {} and put skill folders in it, or pass --workspace DIR",
-                        ws.join(crate::skills::roots::INSTALL_ROOT).display()
+                        ws.join(skillbox_core::skills::roots::INSTALL_ROOT)
+                            .display()
                     ),
                 )];
             } else if !missing.is_empty() {

@@ -17,8 +17,8 @@ use serde_json::{json, Value};
 use super::client::{self, CoreClient};
 use super::up::workspace;
 use super::EXIT_FAILED;
-use crate::approvals::{args_hash, payload};
-use crate::state::store::unix_ms_now;
+use skillbox_core::approvals::{args_hash, payload};
+use skillbox_core::state::store::unix_ms_now;
 
 /// How often a waiting call looks for its approvals.
 const APPROVAL_POLL: Duration = Duration::from_millis(500);

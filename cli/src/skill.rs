@@ -15,7 +15,7 @@ use skillbox_protocol::skill::{
 
 use super::table;
 use super::EXIT_FAILED;
-use crate::state::config::Config;
+use skillbox_core::state::config::Config;
 
 /// `skillbox skill ...`
 #[derive(Debug, Subcommand)]
@@ -81,7 +81,7 @@ impl RootArgs {
                     .map(|r| r.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                ws.join(crate::skills::roots::INSTALL_ROOT).display()
+                ws.join(skillbox_core::skills::roots::INSTALL_ROOT).display()
             );
         }
         Ok(roots)

@@ -12,10 +12,10 @@ use skillbox_protocol::skill::{load_skill, InstallLock, LoadOutcome};
 
 use super::client::{self, ClientError, CoreClient};
 use super::{table, up, EXIT_FAILED};
-use crate::skills::install::verify::{verify_installed, Status};
-use crate::skills::install::{self, pack, Limits, PublisherChange, TrustPolicy};
-use crate::state;
-use crate::state::config::Config;
+use skillbox_core::skills::install::verify::{verify_installed, Status};
+use skillbox_core::skills::install::{self, pack, Limits, PublisherChange, TrustPolicy};
+use skillbox_core::state;
+use skillbox_core::state::config::Config;
 
 /// `skill pack` arguments.
 #[derive(Debug, Args)]

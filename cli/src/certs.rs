@@ -15,8 +15,8 @@ use skillbox_certs::{
 use skillbox_protocol::skill::{load_skill, LoadOutcome};
 
 use super::{table, up};
-use crate::skills::install::{rfc3339, CA_DIR, TRUST_DIR};
-use crate::state;
+use skillbox_core::skills::install::{rfc3339, CA_DIR, TRUST_DIR};
+use skillbox_core::state;
 
 /// Default validity of a root, in days.
 pub const ROOT_DAYS: u32 = 3650;

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::client::{self, CoreClient};
 use super::table;
 use super::up::workspace;
-use crate::approvals::payload;
+use skillbox_core::approvals::payload;
 
 /// `skillbox approvals ...`
 #[derive(Debug, Subcommand)]
