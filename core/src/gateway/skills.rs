@@ -73,7 +73,7 @@ fn skills(gw: &Gateway) -> Vec<Value> {
         .collect();
     for d in disabled::list(&catalog) {
         if catalog.get(&d.name).is_none() {
-            out.push(disabled_summary(&d, lock.as_ref()));
+            out.push(disabled_summary(d, lock.as_ref()));
         }
     }
     out

@@ -24,7 +24,7 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use crate::calls::Dispatcher;
-use crate::skills::install::{verify, TrustPolicy};
+use crate::skills::install::{self, verify, TrustPolicy};
 use crate::state::config::Config;
 
 /// How long a reload waits for the executor to reload its registry (it hashes every
@@ -128,7 +128,9 @@ impl Reloader {
         .await
         .map_err(ReloadError::Verify)?;
         let loaded = catalog.skills.len();
-        let skipped: Vec<String> = catalog.skipped.iter().map(|s| s.reason()).collect();
+        let skipped: Vec<String> = (catalog.skipped.iter().map(|s| s.reason()))
+            .chain(catalog.withheld.iter().map(install::disabled::report_line))
+            .collect();
         self.dispatcher.set_catalog(catalog, config);
         tracing::info!(?cause, loaded, disabled = ?disabled, "skills and trust reloaded");
         let executor = self

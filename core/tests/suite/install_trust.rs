@@ -174,8 +174,9 @@ fn verify_reports_file_changed_after_install_and_enforce_disables_it() {
     let disabled = enforce(&mut catalog, &ws.policy, SystemTime::now());
     assert_eq!(disabled, ["edited"]);
     assert!(catalog.get("intact").is_some());
-    assert!(catalog.skipped[0]
-        .reason()
+    assert_eq!(catalog.withheld[0].name, "edited");
+    assert!(catalog.withheld[0]
+        .reason
         .contains("files changed since install"));
 }
 

@@ -1,67 +1,46 @@
 //! The kill list: skills the trust policy disabled at the last load or reload
-//! ([`super::verify::enforce`] moves them to the catalog's skipped list with a diagnostic on
-//! the field [`FIELD`]). The gateway lists them as unavailable with the reason, and a call
-//! of one of their tools is refused with it.
+//! ([`super::verify::enforce`] moves them from the catalogue's skills to its typed
+//! [`Catalog::withheld`] list). The gateway lists them as unavailable with the reason, and
+//! a call of one of their tools is refused with it.
 
-use std::path::PathBuf;
-
-use serde::Serialize;
-use skillbox_protocol::skill::Catalog;
-
-/// The diagnostic field that marks a skill disabled by the trust policy.
-pub const FIELD: &str = "trust";
+use skillbox_protocol::skill::{Catalog, Diagnostic, Withheld};
 
 /// A skill disabled by the trust policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Disabled {
-    /// The skill (its folder's name).
-    pub name: String,
-    /// Its folder.
-    pub dir: PathBuf,
-    /// Why, and what to do.
-    pub reason: String,
-}
+pub type Disabled = Withheld;
 
 /// Every skill of `catalog` the trust policy disabled, in discovery order.
-pub fn list(catalog: &Catalog) -> Vec<Disabled> {
-    catalog
-        .skipped
-        .iter()
-        .filter_map(|s| {
-            let d = s.diagnostics.iter().find(|d| d.field == FIELD)?;
-            let name = s.dir.file_name()?.to_string_lossy().into_owned();
-            Some(Disabled {
-                name,
-                dir: s.dir.clone(),
-                reason: d.message.clone(),
-            })
-        })
-        .collect()
+pub fn list(catalog: &Catalog) -> &[Disabled] {
+    &catalog.withheld
 }
 
 /// Why the skill `name` is disabled, when the trust policy disabled it.
 pub fn reason(catalog: &Catalog, name: &str) -> Option<String> {
     list(catalog)
-        .into_iter()
+        .iter()
         .find(|d| d.name == name)
-        .map(|d| d.reason)
+        .map(|d| d.reason.clone())
+}
+
+/// The line a reload reports for a disabled skill among the skipped folders, in the form
+/// of a folder's diagnostic (`error: <dir>: trust: <reason>`).
+pub fn report_line(disabled: &Disabled) -> String {
+    Diagnostic::error(&disabled.dir, "trust", &disabled.reason).to_string()
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
-    use skillbox_protocol::skill::{Diagnostic, Skipped};
+    use skillbox_protocol::skill::Skipped;
 
     #[test]
-    fn list_holds_only_skills_skipped_by_the_trust_policy() {
+    fn list_holds_only_skills_withheld_by_the_trust_policy() {
         let mut catalog = Catalog::default();
-        catalog.skipped.push(Skipped {
+        catalog.withheld.push(Withheld {
+            name: "revoked-one".into(),
             dir: PathBuf::from("/s/revoked-one"),
-            diagnostics: vec![Diagnostic::error(
-                "/s/revoked-one",
-                FIELD,
-                "revocation: the certificate was revoked",
-            )],
+            reason: "revocation: the certificate was revoked".into(),
         });
         catalog.skipped.push(Skipped {
             dir: PathBuf::from("/s/broken"),
@@ -76,5 +55,9 @@ mod tests {
         );
         assert_eq!(reason(&catalog, "broken"), None);
         assert_eq!(reason(&catalog, "absent"), None);
+        assert_eq!(
+            report_line(&list[0]),
+            "error: /s/revoked-one: trust: revocation: the certificate was revoked"
+        );
     }
 }

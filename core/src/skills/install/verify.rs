@@ -12,8 +12,7 @@ use serde::Serialize;
 use skillbox_certs::trust::{TrustStore, VerifyError};
 use skillbox_protocol::skill::digest::digest_hex;
 use skillbox_protocol::skill::{
-    load_skill, package_digest, Catalog, Diagnostic, InstallLock, LoadOutcome, LockedSkill,
-    Skipped, Trust,
+    load_skill, package_digest, Catalog, InstallLock, LoadOutcome, LockedSkill, Trust, Withheld,
 };
 
 use super::TrustPolicy;
@@ -166,7 +165,7 @@ fn check_one(
 
 /// Applies the trust policy to a freshly discovered catalog: a skill in the install lock
 /// stays only while it re-verifies; a skill not in the lock stays (as `local`) only when
-/// `require_signed` is off. The others move to `catalog.skipped` with the reason. Returns
+/// `require_signed` is off. The others move to `catalog.withheld` (the kill list) with the reason. Returns
 /// the names disabled.
 pub fn enforce(catalog: &mut Catalog, policy: &TrustPolicy, now: SystemTime) -> Vec<String> {
     let lock = InstallLock::read(&policy.skills_root);
@@ -220,13 +219,10 @@ pub fn enforce(catalog: &mut Catalog, policy: &TrustPolicy, now: SystemTime) -> 
             Some(reason) => {
                 tracing::warn!(skill = %skill.name, %reason, "skill disabled by the trust policy");
                 disabled.push(skill.name.clone());
-                catalog.skipped.push(Skipped {
-                    diagnostics: vec![Diagnostic::error(
-                        &skill.dir,
-                        super::disabled::FIELD,
-                        reason,
-                    )],
+                catalog.withheld.push(Withheld {
+                    name: skill.name,
                     dir: skill.dir,
+                    reason,
                 });
             }
         }
