@@ -10,6 +10,7 @@ use super::client::{self, CoreClient};
 use super::table;
 use super::up::workspace;
 use skillbox_core::approvals::payload;
+use skillbox_core::state::Workspace;
 
 /// `skillbox approvals ...`
 #[derive(Debug, Subcommand)]
@@ -106,7 +107,7 @@ const ARGS_WIDTH: usize = 80;
 
 impl WorkspaceArg {
     /// The workspace folder (default as `skillbox up`).
-    pub fn dir(&self) -> anyhow::Result<PathBuf> {
+    pub fn dir(&self) -> anyhow::Result<Workspace> {
         workspace(self.workspace.as_deref())
     }
 

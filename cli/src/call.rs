@@ -64,7 +64,7 @@ pub fn run(a: CallArgs) -> anyhow::Result<u8> {
         since: unix_ms_now() - CREATED_SLACK_MS,
     };
     let ws_flag = match &a.workspace {
-        Some(_) => format!(" --workspace {}", ws.display()),
+        Some(_) => format!(" --workspace {}", ws.root().display()),
         None => String::new(),
     };
     let result = client::runtime()?.block_on(async {

@@ -15,8 +15,7 @@ use skillbox_certs::{
 use skillbox_protocol::skill::{load_skill, LoadOutcome};
 
 use super::{table, up};
-use skillbox_core::skills::install::{rfc3339, CA_DIR, TRUST_DIR};
-use skillbox_core::state;
+use skillbox_core::skills::install::rfc3339;
 
 /// Default validity of a root, in days.
 pub const ROOT_DAYS: u32 = 3650;
@@ -140,8 +139,8 @@ pub struct SignArgs {
 /// `<state>/ca` and `<state>/trust` of the workspace.
 fn dirs(ws: &WorkspaceArg) -> anyhow::Result<(PathBuf, PathBuf)> {
     let ws = up::workspace(ws.workspace.as_deref())?;
-    let state_dir = state::ensure_dir(&ws)?;
-    Ok((state_dir.join(CA_DIR), state_dir.join(TRUST_DIR)))
+    ws.ensure_state_dir()?;
+    Ok((ws.ca_dir(), ws.trust_dir()))
 }
 
 /// Runs a `certs` subcommand; returns the exit code.
@@ -188,7 +187,7 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<u8> {
         CertsCommand::List(a) => return list(a),
         CertsCommand::Revoke(a) => {
             let (ca, trust) = dirs(&a.ws)?;
-            let skills = up::workspace(a.ws.workspace.as_deref())?.join("skills");
+            let skills = up::workspace(a.ws.workspace.as_deref())?.skills_dir();
             // A fingerprint names one encoding only: find the certificate (CA folder,
             // installed skills' SIGNATURE files) to revoke it by issuer, serial and key.
             let r = revoke(&trust, &a.cert, &a.reason, &[&ca, &skills])?;

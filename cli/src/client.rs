@@ -2,7 +2,7 @@
 //! workspace's state folder (`<workspace>/.skillbox/gateway.addr` and `api-token`, written
 //! by `skillbox up`), one HTTP/1.1 connection per request.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use bytes::Bytes;
 use http::StatusCode;
@@ -10,7 +10,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-use skillbox_core::state;
+use skillbox_core::state::Workspace;
 
 /// Why the running core could not be asked.
 #[derive(Debug, thiserror::Error)]
@@ -56,18 +56,17 @@ pub struct CoreClient {
 
 impl CoreClient {
     /// The client of the core that `skillbox up` last started on `workspace`.
-    pub fn for_workspace(workspace: &Path) -> Result<Self, ClientError> {
-        let state = workspace.join(state::STATE_DIR);
-        let file = state.join(state::GATEWAY_ADDR_FILE);
+    pub fn for_workspace(workspace: &Workspace) -> Result<Self, ClientError> {
+        let file = workspace.gateway_addr_file();
         let addr = std::fs::read_to_string(&file)
             .ok()
             .map(|a| a.trim().to_string())
             .filter(|a| !a.is_empty())
             .ok_or_else(|| ClientError::NoAddress {
-                workspace: workspace.to_path_buf(),
+                workspace: workspace.root().to_path_buf(),
                 file,
             })?;
-        let path = state.join(state::TOKEN_FILE);
+        let path = workspace.token_file();
         let token = std::fs::read_to_string(&path)
             .map_err(|source| ClientError::Token { path, source })?
             .trim()

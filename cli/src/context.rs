@@ -77,10 +77,11 @@ struct Opened {
 
 fn open(ws: &WorkspaceArg) -> anyhow::Result<Opened> {
     let ws = workspace(ws.workspace.as_deref())?;
-    let state = skillbox_core::state::ensure_dir(&ws)
-        .with_context(|| format!("creating the state folder of {}", ws.display()))?;
-    let store = Store::open(&Store::db_path(&state))?;
-    let catalog = discover(&[ws.join("skills")], DiscoveryOptions::default());
+    let state = ws
+        .ensure_state_dir()
+        .with_context(|| format!("creating the state folder of {}", ws.root().display()))?;
+    let store = Store::open(&ws.db_file())?;
+    let catalog = discover(&[ws.skills_dir()], DiscoveryOptions::default());
     let secrets = Secrets::load(&state).context("reading the workspace's secrets")?;
     Ok(Opened {
         store,

@@ -17,6 +17,7 @@ use serde_json::Value;
 use super::client::{self, CoreClient};
 use super::{up, EXIT_FAILED};
 use skillbox_core::state::config::Config;
+use skillbox_core::state::Workspace;
 
 /// `doctor` arguments.
 #[derive(Debug, Args)]
@@ -68,7 +69,7 @@ impl Check {
 pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
     let ws = up::workspace(a.workspace.as_deref())?;
     let mut checks = Vec::new();
-    let config = match Config::load(&ws) {
+    let config = match Config::load(ws.root()) {
         Ok(c) => {
             checks.push(Check::ok("config", format!("{} read", config_name(&ws))));
             c
@@ -82,15 +83,15 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
             Config::default()
         }
     };
-    checks.extend(roots(&ws, &config));
+    checks.extend(roots(ws.root(), &config));
     checks.push(kernel(&config));
     checks.extend(client::runtime()?.block_on(core(&ws)));
     let failed = checks.iter().filter(|c| !c.ok).count();
     if a.json {
-        let out = serde_json::json!({"workspace": ws, "ok": failed == 0, "checks": checks});
+        let out = serde_json::json!({"workspace": ws.root(), "ok": failed == 0, "checks": checks});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("workspace: {}", ws.display());
+        println!("workspace: {}", ws.root().display());
         for c in &checks {
             println!(
                 "{} {}: {}",
@@ -114,8 +115,8 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
     Ok(if failed == 0 { 0 } else { EXIT_FAILED })
 }
 
-fn config_name(ws: &Path) -> String {
-    let path = ws.join(skillbox_core::state::config::CONFIG_FILE);
+fn config_name(ws: &Workspace) -> String {
+    let path = ws.config_file();
     if path.is_file() {
         path.display().to_string()
     } else {
@@ -217,8 +218,8 @@ fn kernel(config: &Config) -> Check {
     )
 }
 
-async fn core(ws: &Path) -> Vec<Check> {
-    let start = format!("start it: skillbox up --workspace {}", ws.display());
+async fn core(ws: &Workspace) -> Vec<Check> {
+    let start = format!("start it: skillbox up --workspace {}", ws.root().display());
     let client = match CoreClient::for_workspace(ws) {
         Ok(c) => c,
         Err(e) => return vec![Check::problem("core", e.to_string(), start)],

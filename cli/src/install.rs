@@ -14,8 +14,8 @@ use super::client::{self, ClientError, CoreClient};
 use super::{table, up, EXIT_FAILED};
 use skillbox_core::skills::install::verify::{verify_installed, Status};
 use skillbox_core::skills::install::{self, pack, Limits, PublisherChange, TrustPolicy};
-use skillbox_core::state;
 use skillbox_core::state::config::Config;
+use skillbox_core::state::Workspace;
 
 /// `skill pack` arguments.
 #[derive(Debug, Args)]
@@ -76,13 +76,9 @@ pub struct VerifyArgs {
 /// The workspace's trust policy from `--workspace` and its `skillbox.toml`.
 pub fn policy(workspace: Option<&Path>) -> anyhow::Result<TrustPolicy> {
     let ws = up::workspace(workspace)?;
-    let state_dir = state::ensure_dir(&ws)?;
-    let config = Config::load(&ws)?;
-    Ok(TrustPolicy::for_workspace(
-        &ws,
-        &state_dir,
-        config.trust.require_signed,
-    ))
+    ws.ensure_state_dir()?;
+    let config = Config::load(ws.root())?;
+    Ok(TrustPolicy::for_workspace(&ws, config.trust.require_signed))
 }
 
 /// `skillbox skill pack DIR [--out FILE]`
@@ -206,7 +202,7 @@ pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
             String::new(),
         ),
         None => {
-            let policy = policy(Some(&ws))?;
+            let policy = policy(Some(ws.root()))?;
             match install::remove::remove(&policy, &a.name) {
                 Ok(r) => (
                     Some(serde_json::to_value(r)?),
@@ -258,7 +254,7 @@ pub fn remove(a: RemoveArgs) -> anyhow::Result<u8> {
 
 /// `DELETE /v1/skills/{name}` on the core running on `ws`; `None` when none answers.
 fn ask_core_to_remove(
-    ws: &Path,
+    ws: &Workspace,
     name: &str,
 ) -> anyhow::Result<Option<(http::StatusCode, serde_json::Value)>> {
     let core = match CoreClient::for_workspace(ws) {

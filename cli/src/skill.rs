@@ -71,17 +71,17 @@ impl RootArgs {
             return Ok(self.skills.clone());
         }
         let ws = super::up::workspace(self.workspace.as_deref())?;
-        let roots = Config::load(&ws)?.skills_roots(&ws)?;
+        let roots = Config::load(ws.root())?.skills_roots(ws.root())?;
         if !roots.iter().any(|r| r.is_dir()) {
             anyhow::bail!(
                 "no skills root of workspace {} exists ({}); create {} or pass --workspace DIR or --skills DIR",
-                ws.display(),
+                ws.root().display(),
                 roots
                     .iter()
                     .map(|r| r.display().to_string())
                     .collect::<Vec<_>>()
                     .join(", "),
-                ws.join(skillbox_core::skills::roots::INSTALL_ROOT).display()
+                ws.skills_dir().display()
             );
         }
         Ok(roots)

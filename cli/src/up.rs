@@ -32,7 +32,7 @@ use skillbox_core::skills::reload::{self, Reloader};
 use skillbox_core::state::config::Config;
 use skillbox_core::state::secrets::Secrets;
 use skillbox_core::state::store::Store;
-use skillbox_core::state::{self, pki};
+use skillbox_core::state::{pki, Workspace};
 
 /// How long `up` waits for the executor's first health answer.
 pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -54,18 +54,19 @@ pub struct UpArgs {
 }
 
 /// Resolves the workspace folder.
-pub fn workspace(arg: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub fn workspace(arg: Option<&Path>) -> anyhow::Result<Workspace> {
     let dir = match arg {
         Some(d) => d.to_path_buf(),
         None if Path::new("examples/workspace").is_dir() => PathBuf::from("examples/workspace"),
         None => std::env::current_dir()?,
     };
-    dir.canonicalize().with_context(|| {
+    let root = dir.canonicalize().with_context(|| {
         format!(
             "workspace {} does not exist; pass --workspace DIR",
             dir.display()
         )
-    })
+    })?;
+    Ok(Workspace::new(root))
 }
 
 /// Runs the core; with `embedded`, also starts and supervises a local executor.
@@ -81,18 +82,18 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .context("installing the SIGHUP handler")?;
     let ws = workspace(args.workspace.as_deref())?;
-    let state_dir = state::ensure_dir(&ws)?;
-    let config = Config::load(&ws)?;
-    let skills_root = ws.join(skillbox_core::skills::roots::INSTALL_ROOT);
-    let roots = config.skills_roots(&ws)?;
+    let state_dir = ws.ensure_state_dir()?;
+    let config = Config::load(ws.root())?;
+    let skills_root = ws.skills_dir();
+    let roots = config.skills_roots(ws.root())?;
     pki::ensure(&state_dir)?;
     if !config.executor.pki_export.is_empty() {
         pki::export_executor(&state_dir, Path::new(&config.executor.pki_export))?;
     }
-    let token = state::ensure_token(&state_dir)?;
+    let token = ws.ensure_token()?;
     let core_files = pki::core_files(&state_dir);
 
-    let store = Store::open(&Store::db_path(&state_dir))?;
+    let store = Store::open(&ws.db_file())?;
     let approvals = Arc::new(Approvals::new(
         store.clone(),
         ApprovalPolicy {
@@ -100,8 +101,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             timeout_ms: config.approvals.timeout_ms,
         },
     ));
-    let trust = TrustPolicy::for_workspace(&ws, &state_dir, config.trust.require_signed)
-        .with_roots(roots.clone());
+    let trust =
+        TrustPolicy::for_workspace(&ws, config.trust.require_signed).with_roots(roots.clone());
     let policy = trust.clone();
     let catalog = tokio::task::spawn_blocking(move || {
         let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
@@ -154,8 +155,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             timeout_ms: config.fetch.timeout_ms,
             ..FetchConfig::default()
         }),
-        ReadFileProxy::new(ws.clone(), config.read_file.max_bytes),
-        Signer::open(state_dir.join("keys"))?,
+        ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
+        Signer::open(ws.keys_dir())?,
     ));
     let tls = Arc::new(ReloadingServerConfig::new(core_files.clone())?);
     let callback_task = tokio::spawn(server::serve(
@@ -206,7 +207,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             binary: executor_binary(&config.executor.binary)?,
             skills: roots.clone(),
             listen: executor_url.trim_start_matches("https://").to_string(),
-            pki: pki::pki_dir(&state_dir),
+            pki: ws.pki_dir(),
             core_url: callback_url.clone(),
             max_concurrent: config.executor.max_concurrent,
             insecure: args.insecure_no_sandbox,
@@ -230,14 +231,11 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         .await
         .with_context(|| format!("binding the gateway {listen}; pass --listen ADDR"))?;
     let addr = gateway_listener.local_addr()?;
-    state::write_gateway_addr(&state_dir, &addr.to_string())?;
+    ws.write_gateway_addr(&addr.to_string())?;
     println!("skillbox is up");
     println!("  gateway:   http://{addr}");
-    println!(
-        "  token:     {}",
-        state_dir.join(state::TOKEN_FILE).display()
-    );
-    println!("  workspace: {}", ws.display());
+    println!("  token:     {}", ws.token_file().display());
+    println!("  workspace: {}", ws.root().display());
     println!(
         "  skills:    {}",
         roots
@@ -259,7 +257,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let gateway = Arc::new(Gateway {
         dispatcher,
         token,
-        token_file: state_dir.join(state::TOKEN_FILE),
+        token_file: ws.token_file(),
         max_request_bytes: config.gateway.max_request_bytes,
         skills_root,
         trust,

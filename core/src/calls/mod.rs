@@ -211,7 +211,8 @@ impl Dispatcher {
 /// listening (for tests here and in the gateway).
 #[cfg(test)]
 pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
-    let state = crate::state::ensure_dir(ws).unwrap();
+    let ws = crate::state::Workspace::new(ws);
+    let state = ws.ensure_state_dir().unwrap();
     crate::state::pki::ensure(&state).unwrap();
     let pool = Arc::new(
         ExecutorPool::new(
@@ -220,7 +221,7 @@ pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatc
         )
         .unwrap(),
     );
-    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let store = Store::open(&ws.db_file()).unwrap();
     let approvals = Arc::new(Approvals::new(
         store.clone(),
         crate::approvals::ApprovalPolicy {

@@ -12,12 +12,12 @@ use skillbox_protocol::skill::{Catalog, Security};
 
 use super::request::Body;
 use super::{table, Gateway};
-use crate::state::store::{ApprovalRecord, ApprovalStatus, Store};
+use crate::state::store::{ApprovalRecord, ApprovalStatus};
 
 fn gateway(ws: &std::path::Path) -> Gateway {
     let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-    let state = ws.join(crate::state::STATE_DIR);
-    let trust = crate::skills::install::TrustPolicy::for_workspace(ws, &state, false);
+    let workspace = crate::state::Workspace::new(ws);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
     Gateway {
         reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
@@ -25,7 +25,7 @@ fn gateway(ws: &std::path::Path) -> Gateway {
         )),
         dispatcher,
         token: SecretValue("gateway-token-3f9a1c77e2".to_string()),
-        token_file: state.join(crate::state::TOKEN_FILE),
+        token_file: workspace.token_file(),
         max_request_bytes: 1024,
         skills_root: ws.join("skills"),
         trust,
@@ -77,7 +77,7 @@ fn pending(gw: &Gateway, id: &str) {
 
 /// Makes every later approval query fail as a broken database would.
 fn break_approvals_table(ws: &std::path::Path) {
-    let db = Store::db_path(&ws.join(crate::state::STATE_DIR));
+    let db = crate::state::Workspace::new(ws).db_file();
     let c = rusqlite::Connection::open(db).unwrap();
     c.execute_batch("DROP TABLE approvals").unwrap();
 }

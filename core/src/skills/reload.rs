@@ -278,10 +278,9 @@ mod tests {
             ws.path(),
             skillbox_protocol::skill::Catalog::default(),
         ));
-        let state = crate::state::ensure_dir(ws.path()).unwrap();
         let reloader = Reloader::new(
             Arc::clone(&dispatcher),
-            TrustPolicy::for_workspace(ws.path(), &state, false),
+            TrustPolicy::for_workspace(&crate::state::Workspace::new(ws.path()), false),
         );
         let toml = ws.path().join("skillbox.toml");
         std::fs::write(&toml, "[routing]\nthreshold = 0.42\n").unwrap();

@@ -14,8 +14,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// The install root's name inside a workspace.
-pub const INSTALL_ROOT: &str = "skills";
+pub use crate::state::workspace::SKILLS_DIR as INSTALL_ROOT;
 
 /// `[skills]`
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -188,9 +188,9 @@ mod tests {
     /// A dispatcher whose executor never answers (a reload swaps the catalog, then reports
     /// the executor down) and the trust policy of `ws`.
     fn dispatcher(ws: &Path) -> (Arc<crate::calls::Dispatcher>, TrustPolicy) {
-        let state = crate::state::ensure_dir(ws).unwrap();
         let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-        (dispatcher, TrustPolicy::for_workspace(ws, &state, false))
+        let ws = crate::state::Workspace::new(ws);
+        (dispatcher, TrustPolicy::for_workspace(&ws, false))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

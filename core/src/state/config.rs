@@ -89,7 +89,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 /// The config file's name in a workspace.
-pub const CONFIG_FILE: &str = "skillbox.toml";
+pub use crate::state::workspace::CONFIG_FILE;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

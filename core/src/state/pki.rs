@@ -32,7 +32,7 @@ pub enum PkiError {
 
 /// The PKI folder of a state dir.
 pub fn pki_dir(state: &Path) -> PathBuf {
-    state.join("pki")
+    state.join(crate::state::workspace::PKI_DIR)
 }
 
 /// The core's TLS files.

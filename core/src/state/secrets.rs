@@ -7,8 +7,7 @@ use std::path::Path;
 
 use skillbox_protocol::methods::SecretValue;
 
-/// The secrets file in a state dir.
-pub const SECRETS_FILE: &str = "secrets.env";
+pub use crate::state::workspace::SECRETS_FILE;
 
 /// Where secret values come from.
 #[derive(Debug, Clone, Default)]

@@ -26,10 +26,10 @@ impl Workspace {
     /// A workspace with a root and a developer certificate for "acme-skills".
     pub fn new(require_signed: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join(".skillbox");
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::create_dir_all(dir.path().join("skills")).unwrap();
-        let policy = TrustPolicy::for_workspace(dir.path(), &state, require_signed);
+        let workspace = skillbox_core::state::Workspace::new(dir.path());
+        let state = workspace.ensure_state_dir().unwrap();
+        std::fs::create_dir_all(workspace.skills_dir()).unwrap();
+        let policy = TrustPolicy::for_workspace(&workspace, require_signed);
         let ca = state.join(install::CA_DIR);
         skillbox_certs::init_root(&ca, &policy.trust_dir, "test root", 30).unwrap();
         let issued =

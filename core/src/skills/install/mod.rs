@@ -41,10 +41,9 @@ pub use sink::{ExtractError, Limits};
 
 use staging::Staging;
 
-/// The trust folder inside a state folder.
-pub const TRUST_DIR: &str = "trust";
-/// The operator's CA folder inside a state folder.
-pub const CA_DIR: &str = "ca";
+use crate::state::Workspace;
+
+pub use crate::state::workspace::{CA_DIR, TRUST_DIR};
 
 /// Where skills go and what they must satisfy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,13 +60,14 @@ pub struct TrustPolicy {
 }
 
 impl TrustPolicy {
-    /// The policy of a workspace: `<ws>/skills`, `<state>/trust`, and the config's flag.
-    pub fn for_workspace(workspace: &Path, state_dir: &Path, require_signed: bool) -> Self {
-        let skills_root = workspace.join(crate::skills::roots::INSTALL_ROOT);
+    /// The policy of a workspace: `<ws>/skills`, `<ws>/.skillbox/trust`, and the config's
+    /// flag.
+    pub fn for_workspace(workspace: &Workspace, require_signed: bool) -> Self {
+        let skills_root = workspace.skills_dir();
         Self {
             roots: vec![skills_root.clone()],
             skills_root,
-            trust_dir: state_dir.join(TRUST_DIR),
+            trust_dir: workspace.trust_dir(),
             require_signed,
         }
     }

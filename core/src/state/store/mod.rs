@@ -26,7 +26,7 @@ pub use contexts::{Pin, RouteEvent};
 pub use repairs::{RepairOutcome, RepairRecord};
 
 /// The database's file name inside the state directory.
-pub const DB_FILE: &str = "skillbox.db";
+pub use crate::state::workspace::DB_FILE;
 
 /// How long a statement waits for another connection (the CLI, a second core) to release
 /// the database before it fails with "database is locked".
