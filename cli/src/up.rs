@@ -16,7 +16,7 @@ use skillbox_channel::{CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 use tokio::net::TcpListener;
 
-use skillbox_core::approvals::{ApprovalPolicy, Approvals};
+use skillbox_core::approvals::Approvals;
 use skillbox_core::calls::callbacks::Callbacks;
 use skillbox_core::calls::transport::Containers;
 use skillbox_core::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
@@ -24,7 +24,7 @@ use skillbox_core::executors::docker::oneoff::ContainerRunner;
 use skillbox_core::executors::docker::supervisor::Supervisor;
 use skillbox_core::executors::ExecutorPool;
 use skillbox_core::gateway::{self, Gateway};
-use skillbox_core::proxy::fetch::{FetchConfig, FetchProxy};
+use skillbox_core::proxy::fetch::FetchProxy;
 use skillbox_core::proxy::readfile::ReadFileProxy;
 use skillbox_core::proxy::sign::Signer;
 use skillbox_core::skills::install::{self, TrustPolicy};
@@ -94,13 +94,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let core_files = pki::core_files(&state_dir);
 
     let store = Store::open(&ws.db_file())?;
-    let approvals = Arc::new(Approvals::new(
-        store.clone(),
-        ApprovalPolicy {
-            auto_approve: config.approvals.auto_approve.clone(),
-            timeout_ms: config.approvals.timeout_ms,
-        },
-    ));
+    let approvals = Arc::new(Approvals::new(store.clone(), config.approvals.clone()));
     let trust =
         TrustPolicy::for_workspace(&ws, config.trust.require_signed).with_roots(roots.clone());
     let policy = trust.clone();
@@ -149,12 +143,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let callbacks = Arc::new(Callbacks::new(
         Arc::clone(&in_flight),
         Arc::clone(&approvals),
-        FetchProxy::new(FetchConfig {
-            allow_private: config.fetch.allow_private.clone(),
-            max_response_bytes: config.fetch.max_response_bytes,
-            timeout_ms: config.fetch.timeout_ms,
-            ..FetchConfig::default()
-        }),
+        FetchProxy::new(config.fetch.clone()),
         ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
         Signer::open(ws.keys_dir())?,
     ));

@@ -39,8 +39,10 @@
 //!
 //! [fetch]
 //! allow_private = []               # "host:port" pairs that may resolve to private addresses
+//! max_request_bytes = 1048576     # largest request body a tool may send
 //! max_response_bytes = 5242880
 //! timeout_ms = 15000
+//! max_redirects = 5
 //!
 //! [read_file]
 //! max_bytes = 1048576
@@ -102,11 +104,11 @@ pub struct Config {
     /// The Docker engine: executor supervision and per-call containers.
     pub docker: DockerSection,
     /// Fetch proxy settings.
-    pub fetch: FetchSection,
+    pub fetch: crate::proxy::fetch::FetchConfig,
     /// readFile proxy settings.
     pub read_file: ReadFileSection,
     /// Approval settings.
-    pub approvals: ApprovalsSection,
+    pub approvals: crate::approvals::ApprovalPolicy,
     /// Skills roots and their precedence.
     pub skills: crate::skills::roots::SkillsSection,
     /// Signed-skill policy.
@@ -266,28 +268,6 @@ impl Default for DockerSection {
     }
 }
 
-/// `[fetch]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct FetchSection {
-    /// Private `host:port` pairs allowed.
-    pub allow_private: Vec<String>,
-    /// Largest response body.
-    pub max_response_bytes: usize,
-    /// Total timeout.
-    pub timeout_ms: u64,
-}
-
-impl Default for FetchSection {
-    fn default() -> Self {
-        Self {
-            allow_private: Vec::new(),
-            max_response_bytes: 5 * 1024 * 1024,
-            timeout_ms: 15_000,
-        }
-    }
-}
-
 /// `[read_file]`
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -300,25 +280,6 @@ impl Default for ReadFileSection {
     fn default() -> Self {
         Self {
             max_bytes: 1024 * 1024,
-        }
-    }
-}
-
-/// `[approvals]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ApprovalsSection {
-    /// Wait for a decision this long.
-    pub timeout_ms: u64,
-    /// Approved without asking.
-    pub auto_approve: Vec<String>,
-}
-
-impl Default for ApprovalsSection {
-    fn default() -> Self {
-        Self {
-            timeout_ms: 120_000,
-            auto_approve: Vec::new(),
         }
     }
 }

@@ -110,3 +110,28 @@ fn trust_require_signed_is_read() {
     .unwrap();
     assert!(Config::load(dir.path()).unwrap().trust.require_signed);
 }
+
+/// `[fetch]` and `[approvals]` are read straight into the proxy's and the approvals'
+/// own settings: every key of theirs is a config key, with the same defaults.
+#[test]
+fn fetch_and_approvals_sections_are_the_runtime_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        Config::load(dir.path()).unwrap().fetch,
+        crate::proxy::fetch::FetchConfig::default()
+    );
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[fetch]\nmax_redirects = 2\nmax_request_bytes = 10\n[approvals]\ntimeout_ms = 5\nauto_approve = [\"a:b\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.fetch.max_redirects, 2);
+    assert_eq!(c.fetch.max_request_bytes, 10);
+    assert_eq!(c.fetch.timeout_ms, 15_000);
+    assert_eq!(c.approvals.timeout_ms, 5);
+    assert_eq!(c.approvals.auto_approve, vec!["a:b"]);
+    std::fs::write(dir.path().join(CONFIG_FILE), "[fetch]\nmax_redirect = 2\n").unwrap();
+    let err = Config::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("max_redirect"), "{err}");
+}
