@@ -3,6 +3,7 @@
 //! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place
 //! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
 
+pub mod api;
 mod approvals;
 mod contexts;
 mod error;

@@ -1,8 +1,7 @@
 //! `POST /v1/skills/reload` and `POST /v1/trust/reload`: rediscover the skills and
 //! re-verify them with the trust store as it is now ([`crate::skills::reload`]).
 
-use serde_json::{json, Value};
-
+use super::api::ReloadOutcome;
 use super::request::{ok_of, Reply, Req};
 use super::Gateway;
 use crate::skills::reload::Cause;
@@ -26,9 +25,11 @@ async fn reload(gw: &Gateway, cause: Cause) -> Reply {
 
 /// The reload after an install, removal or repair, as the answer's `reload` field: `"ok"`
 /// or `{"error": ...}` (the change itself stands either way).
-pub async fn after_change(gw: &Gateway, cause: Cause) -> Value {
+pub async fn after_change(gw: &Gateway, cause: Cause) -> ReloadOutcome {
     match gw.reloader.reload(cause).await {
-        Ok(_) => json!("ok"),
-        Err(e) => json!({ "error": e.to_string() }),
+        Ok(_) => ReloadOutcome::Ok("ok"),
+        Err(e) => ReloadOutcome::Failed {
+            error: e.to_string(),
+        },
     }
 }
