@@ -10,7 +10,7 @@ use serde_json::Value;
 use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,
+    Capability, CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,
 };
 use skillbox_protocol::skill::Security;
 
@@ -19,6 +19,7 @@ use crate::calls::{ActiveCall, InFlight};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
+use crate::proxy::ProxyError;
 
 /// Answers capability callbacks.
 #[derive(Debug)]
@@ -49,22 +50,25 @@ impl Callbacks {
         }
     }
 
+    /// The call in flight the callback names, when its token is that call's, and the
+    /// capability request it carries.
     fn authorize<T: DeserializeOwned>(
         &self,
+        capability: Capability,
         params: Option<Value>,
-    ) -> Result<(Arc<ActiveCall>, T), ErrorObject> {
+    ) -> Result<(Arc<ActiveCall>, T), ProxyError> {
+        let cap = capability.as_str();
         let p: CoreCallbackParams<Value> = serde_json::from_value(params.unwrap_or(Value::Null))
-            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("callback params: {e}")))?;
+            .map_err(|e| ProxyError::invalid(cap, format!("callback params: {e}")))?;
         let call = self
             .in_flight
             .authorize(&p.call_id, &p.capability_token)
             .map_err(|e| {
                 tracing::warn!(call_id = %p.call_id, reason = %e, "capability callback refused");
-                ErrorObject::new(code::PERMISSION_DENIED, e.to_string())
+                ProxyError::denied(cap, e.to_string())
             })?;
-        let request = serde_json::from_value(p.request).map_err(|e| {
-            ErrorObject::new(code::INVALID_PARAMS, format!("capability params: {e}"))
-        })?;
+        let request = serde_json::from_value(p.request)
+            .map_err(|e| ProxyError::invalid(cap, format!("capability params: {e}")))?;
         Ok((call, request))
     }
 
@@ -82,31 +86,42 @@ impl Callbacks {
                 ),
             ));
         };
+        self.capability(called, params)
+            .await
+            .map_err(|e| e.to_error_object())
+    }
+
+    /// Performs one capability request; every refusal is a [`ProxyError`], turned into its
+    /// JSON-RPC error in one place ([`ProxyError::to_error_object`]).
+    async fn capability(
+        &self,
+        called: CoreMethod,
+        params: Option<Value>,
+    ) -> Result<Value, ProxyError> {
         match called {
             CoreMethod::Fetch => {
-                let (call, req): (_, FetchParams) = self.authorize(params)?;
+                let (call, req): (_, FetchParams) = self.authorize(Capability::Fetch, params)?;
                 tracing::info!(skill = %call.skill.name, tool = %call.tool, url = %req.url, "fetch");
                 let r = self
                     .fetch
                     .fetch(&call.skill.permissions.network, req)
-                    .await
-                    .map_err(|e| e.to_error_object())?;
+                    .await?;
                 to_value(&r)
             }
             CoreMethod::ReadFile => {
-                let (call, req): (_, ReadFileParams) = self.authorize(params)?;
+                let (call, req): (_, ReadFileParams) =
+                    self.authorize(Capability::ReadFile, params)?;
                 tracing::info!(skill = %call.skill.name, tool = %call.tool, path = %req.path, "readFile");
                 let r = self
                     .read_file
-                    .read(&call.skill.permissions.workspace.read, &req)
-                    .map_err(|e| e.to_error_object())?;
+                    .read(&call.skill.permissions.workspace.read, &req)?;
                 to_value(&r)
             }
             CoreMethod::Sign => {
-                let (call, req): (_, SignParams) = self.authorize(params)?;
+                let (call, req): (_, SignParams) = self.authorize(Capability::Sign, params)?;
                 if call.security != Security::Sign {
-                    return Err(ErrorObject::new(
-                        code::PERMISSION_DENIED,
+                    return Err(ProxyError::denied(
+                        Capability::Sign.as_str(),
                         format!(
                             "tool {}:{} is declared security {:?}; only tools with security: sign may sign",
                             call.skill.name, call.tool, call.security
@@ -128,19 +143,21 @@ impl Callbacks {
                 } {
                     call.note_approval(id);
                 }
-                asked.map_err(|e| ErrorObject::new(code::APPROVAL_DENIED, e.to_string()))?;
-                let r = self
-                    .signer
-                    .sign(&call.skill.name, &req)
-                    .map_err(|e| e.to_error_object())?;
-                to_value(&r)
+                asked.map_err(|e| ProxyError::ApprovalDenied {
+                    capability: Capability::Sign.as_str(),
+                    reason: e.to_string(),
+                })?;
+                to_value(&self.signer.sign(&call.skill.name, &req)?)
             }
         }
     }
 }
 
-fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ErrorObject> {
-    serde_json::to_value(v).map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ProxyError> {
+    serde_json::to_value(v).map_err(|e| ProxyError::Unavailable {
+        capability: "callback",
+        reason: format!("the answer could not be encoded: {e}"),
+    })
 }
 
 impl RpcHandler for Callbacks {
