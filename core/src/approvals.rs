@@ -26,12 +26,12 @@ use tokio::time::Instant;
 
 use self::grants::{GrantLimits, Grants};
 use crate::observe::Metrics;
-use crate::store::{unix_ms_now, Store, StoreError};
+use crate::state::store::{unix_ms_now, Store, StoreError};
 
 pub mod grants;
 pub mod payload;
 
-pub use crate::store::{ApprovalRecord, ApprovalStatus, Decision};
+pub use crate::state::store::{ApprovalRecord, ApprovalStatus, Decision};
 
 /// How often a waiting call re-reads its approval, to see decisions made by another
 /// process on the same database.
@@ -51,6 +51,10 @@ pub struct ApprovalPolicy {
     pub auto_approve: Vec<String>,
     /// How long a call waits for a decision before its approval expires.
     pub timeout_ms: u64,
+    /// Longest "allow this tool for N minutes" an operator may set in the console.
+    pub allow_max_minutes: u64,
+    /// Such allowances in force at once.
+    pub allow_max_entries: usize,
 }
 
 impl Default for ApprovalPolicy {
@@ -58,6 +62,8 @@ impl Default for ApprovalPolicy {
         ApprovalPolicy {
             auto_approve: Vec::new(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
+            allow_max_minutes: grants::DEFAULT_MAX_MINUTES,
+            allow_max_entries: grants::DEFAULT_MAX_ENTRIES,
         }
     }
 }
@@ -233,20 +239,18 @@ pub struct Approvals {
 impl Approvals {
     /// Approvals over `store` under `policy`.
     pub fn new(store: Store, policy: ApprovalPolicy) -> Approvals {
+        let grants = Grants::new(GrantLimits {
+            max_minutes: policy.allow_max_minutes,
+            max_entries: policy.allow_max_entries,
+        });
         Approvals {
             store,
             policy,
             waiters: Mutex::new(HashMap::new()),
             random: SystemRandom::new(),
-            grants: Grants::new(GrantLimits::default()),
+            grants,
             metrics: Arc::new(Metrics::default()),
         }
-    }
-
-    /// Bounds the console's allowances by `limits` instead of the defaults.
-    pub fn with_grant_limits(mut self, limits: GrantLimits) -> Self {
-        self.grants = Grants::new(limits);
-        self
     }
 
     /// Records decision times into `metrics`.

@@ -12,6 +12,7 @@ fn with_timeout(timeout_ms: u64) -> ApprovalPolicy {
     ApprovalPolicy {
         auto_approve: Vec::new(),
         timeout_ms,
+        ..ApprovalPolicy::default()
     }
 }
 
@@ -95,6 +96,7 @@ async fn request_auto_approved_by_policy_skips_waiting() {
     let policy = ApprovalPolicy {
         auto_approve: vec!["mail:*".into()],
         timeout_ms: 60_000,
+        ..ApprovalPolicy::default()
     };
     let approvals = Approvals::new(open(&dir), policy);
     let grant = tokio::time::timeout(

@@ -17,7 +17,7 @@ use tracing::Instrument;
 use crate::approvals::ApprovalRequest;
 use crate::observe::TraceParent;
 use crate::random;
-use crate::store::{unix_ms_now, CallRecord};
+use crate::state::store::{unix_ms_now, CallRecord};
 
 /// A call that passed admission: the skill and the tool it names.
 struct Admitted {
@@ -110,7 +110,7 @@ impl Dispatcher {
             Some(skill) => Arc::new(skill.clone()),
             None => {
                 return Err(
-                    match crate::install::disabled::reason(&catalog, skill_name) {
+                    match crate::skills::install::disabled::reason(&catalog, skill_name) {
                         Some(why) => CallError::Disabled {
                             skill: skill_name.to_string(),
                             why,

@@ -4,6 +4,7 @@
 //! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
 //! The operator console under `/console/` ([`console`]) has sessions of its own.
 
+pub mod api;
 mod approvals;
 pub mod console;
 mod contexts;
@@ -50,11 +51,11 @@ pub struct Gateway {
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
     /// Where installs go and the trust policy reloads apply (docs/http-api.md, install).
-    pub trust: crate::install::TrustPolicy,
+    pub trust: crate::skills::install::TrustPolicy,
     /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
-    pub reloader: Arc<crate::reload::Reloader>,
+    pub reloader: Arc<crate::skills::reload::Reloader>,
     /// The executor containers' supervisor, when the core has a Docker engine.
-    pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
+    pub supervisor: Option<Arc<crate::executors::docker::supervisor::Supervisor>>,
     /// The operator console's sessions and sign-in links.
     pub console: console::Console,
 }

@@ -15,7 +15,7 @@ use crate::approvals::ApprovalStatus;
 use crate::calls::Dispatcher;
 use crate::observe::metrics::CONTENT_TYPE;
 use crate::observe::Scrape;
-use crate::store::{CallFilter, StoreError};
+use crate::state::store::{CallFilter, StoreError};
 
 /// The `limit` of a list when the request names none.
 pub const DEFAULT_LIMIT: usize = 50;
@@ -42,7 +42,7 @@ pub fn scrape(d: &Dispatcher) -> Scrape {
         .into_iter()
         .map(|s| (s.address, s.healthy))
         .collect();
-    let disabled = crate::install::disabled::list(&d.catalog()).len();
+    let disabled = crate::skills::install::disabled::list(&d.catalog()).len();
     Scrape {
         approvals_pending,
         executors,

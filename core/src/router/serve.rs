@@ -8,7 +8,7 @@ use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use crate::calls::Dispatcher;
 use crate::calls::Loaded;
 use crate::random::RandomError;
-use crate::store::{unix_ms_now, RouteRecord};
+use crate::state::store::{unix_ms_now, RouteRecord};
 
 /// The router of the latest load; holding the `Arc` keeps pointer identity sound.
 static CACHE: Mutex<Option<(Arc<Loaded>, Arc<Router>)>> = Mutex::new(None);

@@ -15,7 +15,7 @@ use super::session::{clear_cookie, set_cookie, Session};
 use super::{html, redirect, ConsoleReq};
 use crate::approvals::Decision;
 use crate::gateway::{ApiError, Gateway};
-use crate::store::unix_ms_now;
+use crate::state::store::unix_ms_now;
 
 /// The sign-in form.
 #[derive(Debug, Deserialize)]

@@ -15,8 +15,8 @@ use super::pages::{layout, message, when};
 use super::{html as answer, ConsoleReq};
 use crate::gateway::observe::{parse_outcome, DEFAULT_LIMIT};
 use crate::gateway::Gateway;
-use crate::install::{disabled, verify};
-use crate::store::CallFilter;
+use crate::skills::install::{disabled, verify};
+use crate::state::store::CallFilter;
 
 fn csrf_of(req: &ConsoleReq) -> &str {
     req.session.as_ref().map_or("", |(_, s)| s.csrf.as_str())

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::request::Body;
 use super::Gateway;
-use crate::store::unix_ms_now;
+use crate::state::store::unix_ms_now;
 pub use guard::GuardError;
 pub use session::{Session, SessionLimits, Sessions};
 

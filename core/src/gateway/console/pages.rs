@@ -13,8 +13,8 @@ use crate::approvals::grants::Grant;
 use crate::approvals::payload::sign_payload;
 use crate::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::gateway::Gateway;
-use crate::install::verify;
-use crate::store::unix_ms_now;
+use crate::skills::install::verify;
+use crate::state::store::unix_ms_now;
 
 /// Decided approvals shown under the pending ones.
 pub const RECENT_DECIDED: usize = 20;

@@ -17,7 +17,7 @@ use super::session::COOKIE;
 use super::{handle, Console, ConsoleSection};
 use crate::gateway::request::Body;
 use crate::gateway::Gateway;
-use crate::store::{unix_ms_now, ApprovalRecord, ApprovalStatus};
+use crate::state::store::{unix_ms_now, ApprovalRecord, ApprovalStatus};
 
 const TOKEN: &str = "console-token-7d1e0b";
 const HOST: &str = "127.0.0.1:7070";
@@ -25,16 +25,16 @@ const ORIGIN: &str = "http://127.0.0.1:7070";
 
 fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
     let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-    let state = ws.join(crate::state::STATE_DIR);
-    let trust = crate::install::TrustPolicy::for_workspace(ws, &state, false);
+    let workspace = crate::state::Workspace::new(ws);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
     Gateway {
-        reloader: Arc::new(crate::reload::Reloader::new(
+        reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),
         )),
         dispatcher,
         token: SecretValue(TOKEN.to_string()),
-        token_file: state.join(crate::state::TOKEN_FILE),
+        token_file: workspace.token_file(),
         max_request_bytes: 4096,
         skills_root: ws.join("skills"),
         trust,
