@@ -136,6 +136,7 @@ async fn announce_waiting(
         );
         eprintln!("  approve: skillbox approvals approve {id}{ws_flag}");
         eprintln!("  deny:    skillbox approvals deny {id}{ws_flag}");
+        eprintln!("  console: http://{}/console/approvals/{id}", core.addr());
     }
 }
 

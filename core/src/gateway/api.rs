@@ -188,3 +188,36 @@ pub struct RepairResponse {
     /// The reload after it.
     pub reload: ReloadOutcome,
 }
+
+/// `GET /v1/calls`: recent calls, newest first.
+#[derive(Debug, Serialize)]
+pub struct CallList {
+    /// The calls.
+    pub calls: Vec<crate::state::store::CallRecord>,
+}
+
+/// `GET /v1/routes`: recent routing decisions, newest first.
+#[derive(Debug, Serialize)]
+pub struct RouteList {
+    /// The decisions, each with its whole plan.
+    pub routes: Vec<crate::state::store::RouteRecord>,
+}
+
+/// `GET /v1/routes/{route_id}`: one decision and, when it was executed, its run.
+#[derive(Debug, Serialize)]
+pub struct RouteDetail {
+    /// The decision.
+    #[serde(flatten)]
+    pub route: crate::state::store::RouteRecord,
+    /// Whether `POST /v1/route/execute` ran it.
+    pub executed: bool,
+    /// The fallback state machine's transitions, in order.
+    pub events: Vec<crate::state::store::RouteEvent>,
+}
+
+/// `GET /v1/skills/{name}/repairs`: the skill's repair records, oldest first.
+#[derive(Debug, Serialize)]
+pub struct RepairList {
+    /// The records.
+    pub repairs: Vec<RepairRecord>,
+}

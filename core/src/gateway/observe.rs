@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
 use skillbox_protocol::result::ErrorKind;
 
+use super::api::{CallList, RepairList, RouteDetail, RouteList};
 use super::error::ApiError;
-use super::request::{ok, ok_text, Reply, Req};
+use super::request::{ok_of, ok_text, Reply, Req};
 use super::Gateway;
 use crate::approvals::ApprovalStatus;
 use crate::calls::Dispatcher;
@@ -85,7 +85,7 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
     let calls = tokio::task::spawn_blocking(move || store.recent_calls(&filter, limit))
         .await?
         .map_err(store_error)?;
-    Ok(ok(&json!({ "calls": calls })))
+    Ok(ok_of(&CallList { calls }))
 }
 
 /// `success`, or an error kind (docs/http-api.md).
@@ -110,7 +110,7 @@ pub async fn routes(gw: &Gateway, req: Req) -> Reply {
     let routes = tokio::task::spawn_blocking(move || store.recent_routes(limit))
         .await?
         .map_err(store_error)?;
-    Ok(ok(&json!({ "routes": routes })))
+    Ok(ok_of(&RouteList { routes }))
 }
 
 /// `GET /v1/routes/{route_id}`: the decision with candidates and breakdown, and the
@@ -132,10 +132,11 @@ pub async fn route(gw: &Gateway, req: Req) -> Reply {
             format!("no routing decision {id}; it may be older than the [observe] routes_kept newest. List them with GET /v1/routes"),
         ));
     };
-    let mut v = serde_json::to_value(&route).unwrap_or_default();
-    v["executed"] = (!events.is_empty()).into();
-    v["events"] = serde_json::to_value(&events).unwrap_or_default();
-    Ok(ok(&v))
+    Ok(ok_of(&RouteDetail {
+        route,
+        executed: !events.is_empty(),
+        events,
+    }))
 }
 
 /// `GET /v1/skills/{name}/repairs`: the skill's repair records, oldest first.
@@ -145,5 +146,5 @@ pub async fn repairs(gw: &Gateway, req: Req) -> Reply {
     let records = tokio::task::spawn_blocking(move || store.repairs_of(&name))
         .await?
         .map_err(store_error)?;
-    Ok(ok(&json!({ "repairs": records })))
+    Ok(ok_of(&RepairList { repairs: records }))
 }

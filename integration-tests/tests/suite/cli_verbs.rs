@@ -111,6 +111,13 @@ fn cli_call_prints_the_approval_id_and_runs_once_it_is_approved() {
         all.contains(&format!("deny:    skillbox approvals deny {id}")),
         "{all}"
     );
+    assert!(
+        all.contains(&format!(
+            "console: http://{}/console/approvals/{id}",
+            sb.addr
+        )),
+        "the console page of the approval is linked: {all}"
+    );
 
     let out = sb.cli(&["approvals", "approve", &id]);
     assert!(out.status.success(), "{}", text(&out));
