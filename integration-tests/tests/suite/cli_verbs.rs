@@ -67,8 +67,8 @@ fn approval_id_printed(rx: &mpsc::Receiver<String>) -> (String, Vec<String>) {
             .map(str::to_string);
         lines.push(line);
         if let Some(id) = id {
-            // The two command lines follow.
-            for _ in 0..2 {
+            // The two command lines and the console link follow.
+            for _ in 0..3 {
                 if let Ok(l) = rx.recv_timeout(Duration::from_secs(10)) {
                     lines.push(l);
                 }
