@@ -56,7 +56,8 @@ after = scrape()
 calls = "skillbox_tool_calls_total"
 assert delta(before, after, calls, skill="echo", tool="echo", outcome="success") == 3
 assert delta(before, after, calls, skill="echo", tool="echo", outcome="invalid_args") == 2
-assert delta(before, after, calls, skill="echo", tool="nope", outcome="not_found") == 1
+# Label values come from the catalogue: a made-up tool is "(unknown)".
+assert delta(before, after, calls, skill="echo", tool="(unknown)", outcome="not_found") == 1
 duration = "skillbox_tool_call_duration_seconds_count"
 assert delta(before, after, duration, skill="echo", tool="echo") == 5
 # Only the calls that started a tool process report a spawn time (two fetches included).

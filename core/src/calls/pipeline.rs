@@ -19,6 +19,9 @@ use crate::observe::TraceParent;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallRecord};
 
+/// The metrics label of a skill or tool the catalogue does not have.
+pub const UNKNOWN_LABEL: &str = "(unknown)";
+
 /// A call that passed admission: the skill and the tool it names.
 struct Admitted {
     skill: Arc<Skill>,
@@ -224,8 +227,20 @@ impl Dispatcher {
         let Ok(ToolRef { skill, tool }) = ToolRef::parse(full_name) else {
             return;
         };
-        self.metrics
-            .observe_call(&skill, &tool, result, Duration::from_millis(duration_ms));
+        // Label values come from the catalogue, never from the caller: a bot naming made-up
+        // tools must not grow the metrics without bound.
+        let catalog = self.catalog();
+        let known = catalog.get(&skill);
+        let skill_label = known.map_or(UNKNOWN_LABEL, |s| s.name.as_str());
+        let tool_label = known
+            .and_then(|s| s.tool(&tool))
+            .map_or(UNKNOWN_LABEL, |t| t.name.as_str());
+        self.metrics.observe_call(
+            skill_label,
+            tool_label,
+            result,
+            Duration::from_millis(duration_ms),
+        );
         let record = CallRecord {
             call_id,
             skill,

@@ -119,3 +119,28 @@ async fn pipeline_maps_transport_failures_to_their_kind() {
     assert_eq!(r.error_kind, Some(ErrorKind::Protocol), "{r:?}");
     assert!(r.error.unwrap_or_default().contains("not a tool result"));
 }
+
+#[tokio::test]
+async fn metrics_label_made_up_tools_as_unknown_so_a_bot_cannot_grow_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path(), usize::MAX);
+    for i in 0..20 {
+        d.call(&format!("made-up-{i}:x"), Value::Null).await;
+        d.call(&format!("s:nope-{i}"), Value::Null).await;
+    }
+    let text = d.metrics().encode(&crate::observe::Scrape::default());
+    assert!(!text.contains("made-up-"), "{text}");
+    assert!(!text.contains("nope-"), "{text}");
+    assert!(
+        text.contains(
+            "skillbox_tool_calls_total{skill=\"(unknown)\",tool=\"(unknown)\",outcome=\"not_found\"} 20"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "skillbox_tool_calls_total{skill=\"s\",tool=\"(unknown)\",outcome=\"not_found\"} 20"
+        ),
+        "{text}"
+    );
+}
