@@ -280,10 +280,19 @@ pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> 
     let lock = read_lock(gw);
     let ctx = context(gw, csrf, lock.as_ref());
     let grants = gw.dispatcher.approvals().grants().list(unix_ms_now());
-    let done = req.query_param("done");
+    // Only the outcomes the console's own redirects name: no text from the URL is echoed.
+    let done = req.query_param("done").and_then(|d| {
+        ["approved", "denied", "revoked"]
+            .into_iter()
+            .find(|k| *k == d)
+    });
     let body = html! {
         h1 { "Approvals " span.label #pending-count { (count) } }
-        @if let Some(done) = &done { p.flash role="status" { "Approval " (done) "." } }
+        @if let Some(done) = done {
+            p.flash role="status" {
+                @if done == "revoked" { "Allowance revoked." } @else { "Approval " (done) "." }
+            }
+        }
         p.meta #live-status { "Pending approvals refresh on their own." }
         h2 { "Waiting for a decision" }
         div #pending data-live { (pending) }

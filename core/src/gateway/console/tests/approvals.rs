@@ -262,3 +262,29 @@ async fn sign_approval_page_shows_the_decoded_payload_and_its_hash() {
     .await;
     assert_eq!(missing.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn approvals_page_echoes_no_text_from_its_url() {
+    let (_dir, gw) = setup();
+    let (cookie, _) = session(&gw);
+    let headers = [("cookie", cookie.as_str())];
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals?done=approved",
+        &headers,
+        "",
+    )
+    .await;
+    assert!(page.body.contains("Approval approved."), "{}", page.body);
+    let page = send(
+        &gw,
+        Method::GET,
+        "/console/approvals?done=call+555-0100",
+        &headers,
+        "",
+    )
+    .await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert!(!page.body.contains("555-0100"), "{}", page.body);
+}
