@@ -132,6 +132,8 @@ impl Store {
         filter: &CallFilter,
         limit: usize,
     ) -> Result<Vec<CallRecord>, StoreError> {
+        // Calls still queued for the writer thread are part of the history.
+        self.flush_calls();
         let conn = self.conn();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let (outcome_set, success, kind) = match &filter.outcome {

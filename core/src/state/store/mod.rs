@@ -10,6 +10,7 @@
 //! callers run them under `tokio::task::spawn_blocking`.
 
 mod approvals;
+mod call_log;
 mod calls;
 mod contexts;
 mod history;
@@ -249,6 +250,7 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     conn: Mutex<Connection>,
+    call_log: call_log::CallLog,
 }
 
 impl std::fmt::Debug for Store {
@@ -279,6 +281,7 @@ impl Store {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 conn: Mutex::new(conn),
+                call_log: call_log::CallLog::default(),
             }),
         })
     }
