@@ -245,3 +245,35 @@ async fn put_on_a_skill_is_405_listing_get_and_delete() {
         "/v1/skills/echo does not take PUT; use GET, DELETE (docs/http-api.md)"
     );
 }
+
+#[tokio::test]
+async fn repair_records_of_a_skill_are_readable() {
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(dir.path());
+    let (status, body) = send(&gw, Method::GET, "/v1/skills/notes/repairs", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body, json!({"repairs": []}));
+    gw.dispatcher
+        .store()
+        .record_repair(&crate::state::store::RepairRecord {
+            id: "rp_1".into(),
+            skill: "notes".into(),
+            run_id: "rt_1".into(),
+            attempt: 0,
+            error_signature: "KeyError".into(),
+            root_cause: "a renamed field".into(),
+            patched_files: vec!["skill.yaml".into()],
+            expected_effect: "the call succeeds".into(),
+            outcome: crate::state::store::RepairOutcome::Refused,
+            check: Some("budget".into()),
+            reason: Some("over budget".into()),
+            at: 1,
+        })
+        .unwrap();
+    let (status, body) = send(&gw, Method::GET, "/v1/skills/notes/repairs", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["repairs"][0]["id"], "rp_1", "{body}");
+    assert_eq!(body["repairs"][0]["outcome"], "refused", "{body}");
+    let (_, other) = send(&gw, Method::GET, "/v1/skills/mail/repairs", None).await;
+    assert_eq!(other, json!({"repairs": []}));
+}
