@@ -3,7 +3,8 @@
 //! binary crate `skillbox-cli` over this library.
 //!
 //! The layers, outside in:
-//! - [`gateway`]: HTTP for bots, agents and operators (a route table, one file per resource).
+//! - [`gateway`]: HTTP for bots, agents and operators (a route table, one file per resource;
+//!   the operator console under `/console/`).
 //! - [`router`] and [`contexts`]: which skills a query activates; what a conversation pinned.
 //! - [`calls`]: the one call pipeline (admit → approve → dispatch → record), the calls in
 //!   flight and the callbacks a running tool makes; [`approvals`] it waits on.
@@ -12,6 +13,7 @@
 //! - [`skills`]: install, remove, reload and watch the skill store (and the kill list).
 //! - [`repair`]: proposed fixes to a skill's manifest.
 //! - [`state`]: the workspace's paths, config, PKI, secrets and the SQLite store.
+//! - [`observe`]: the metrics every layer counts into, the log format, trace context.
 
 pub mod approvals;
 pub mod calls;
