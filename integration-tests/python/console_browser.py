@@ -114,8 +114,10 @@ with sync_playwright() as p:
     call = bot.call_in_background("signer:write_note", {"text": "hello from the bot"})
     pending = bot.wait_pending("signer", "write_note")
     # Counted from the moment the approval exists: the page must show it within 3 s.
+    seen = time.monotonic()
     c = card(page, pending["id"])
     expect(c).to_be_visible(timeout=3000)
+    print(f"   the approval showed {time.monotonic() - seen:.2f} s after it existed", flush=True)
     assert page.evaluate("window.__not_reloaded === true"), "the page reloaded"
     expect(c.locator("[data-skill]")).to_have_text("signer")
     expect(c.locator("[data-tool]")).to_have_text("write_note")

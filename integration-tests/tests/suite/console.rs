@@ -71,6 +71,7 @@ fn console_in_a_browser_signs_in_decides_approvals_and_refuses_cross_site_posts(
         &[("CHROMIUM", &chromium)],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
+    println!("{stdout}");
     assert!(stdout.contains("console browser checks passed"), "{stdout}");
 }
 
