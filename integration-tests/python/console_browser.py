@@ -91,6 +91,11 @@ with sync_playwright() as p:
     step("sign-in form: a wrong token is refused, the right one buys an HttpOnly Strict cookie")
     ctx = browser.new_context()
     page = ctx.new_page()
+    # A CSP violation (an inline script or style the policy blocks) or a script error shows
+    # here; the console must produce none.
+    problems = []
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
     r = page.goto(BASE + "/console/")
     check_headers(r)
     page.get_by_label("API token").fill("not-the-token")
@@ -258,6 +263,12 @@ with sync_playwright() as p:
     # Approved: two notes, the allowed one, the signature; and the tool whose signature was
     # denied (the tool itself succeeded, reporting the refusal).
     expect(page.locator("#calls tbody tr")).to_have_count(5)
+
+    # The refusals this script asks for (the wrong token's 401, the oversized allowance's
+    # 400) are logged by the browser as failed resources; nothing else may be.
+    expected = "Failed to load resource: the server responded with a status of 40"
+    problems = [p for p in problems if not p.startswith(expected)]
+    assert not problems, problems
 
     step("sign out ends the session")
     page.goto(BASE + "/console/approvals")
