@@ -270,6 +270,16 @@ with sync_playwright() as p:
     problems = [p for p in problems if not p.startswith(expected)]
     assert not problems, problems
 
+    step("an approval's link (what MCP clients and the CLI print) leads there after sign-in")
+    fresh = browser.new_context()
+    link_page = fresh.new_page()
+    link_page.goto(f"{BASE}/console/approvals/{note_pending['id']}")
+    link_page.get_by_label("API token").fill(TOKEN)
+    link_page.get_by_role("button", name="Sign in").click()
+    link_page.wait_for_url(f"{BASE}/console/approvals/{note_pending['id']}")
+    expect(card(link_page, note_pending["id"])).to_be_visible()
+    fresh.close()
+
     step("sign out ends the session")
     page.goto(BASE + "/console/approvals")
     page.get_by_role("button", name="Sign out").click()

@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use super::guard::{check_csrf, check_origin, GuardError};
 use super::pages::{message, sign_in as sign_in_page};
 use super::session::{clear_cookie, set_cookie, Session};
-use super::{html, redirect, ConsoleReq};
+use super::{html, redirect, safe_next, ConsoleReq};
 use crate::approvals::Decision;
 use crate::gateway::{ApiError, Gateway};
 use crate::state::store::unix_ms_now;
@@ -22,6 +22,9 @@ use crate::state::store::unix_ms_now;
 #[serde(deny_unknown_fields)]
 struct SignInForm {
     token: String,
+    /// The console page to go to afterwards.
+    #[serde(default)]
+    next: Option<String>,
 }
 
 /// A form that carries only the CSRF token.
@@ -109,10 +112,14 @@ pub async fn sign_in(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
     if !right {
         tracing::warn!("console sign-in with a wrong API token");
         let why = format!("Wrong API token. It is in {}.", gw.token_file.display());
-        return html(StatusCode::UNAUTHORIZED, sign_in_page(Some(&why)));
+        let next = safe_next(form.next.as_deref());
+        return html(StatusCode::UNAUTHORIZED, sign_in_page(Some(&why), next));
     }
     tracing::info!("console sign-in with the API token");
-    with_session(gw, "/console/approvals")
+    with_session(
+        gw,
+        safe_next(form.next.as_deref()).unwrap_or("/console/approvals"),
+    )
 }
 
 /// `GET /console/link/{code}`: a one-time sign-in link from `skillbox up`.

@@ -195,7 +195,13 @@ async fn route(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
         (&Method::GET, ["assets", name]) => assets::serve(name),
         (&Method::GET, []) => match req.session {
             Some(_) => redirect("/console/approvals"),
-            None => html(StatusCode::OK, pages::sign_in(None)),
+            None => {
+                let next = req.query_param("next");
+                html(
+                    StatusCode::OK,
+                    pages::sign_in(None, safe_next(next.as_deref())),
+                )
+            }
         },
         (&Method::GET, ["link", code]) => actions::redeem_link(gw, code),
         (&Method::POST, ["signin"]) => actions::sign_in(gw, req).await,
@@ -203,7 +209,11 @@ async fn route(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
             if segs == ["approvals", "live"] {
                 return html(StatusCode::UNAUTHORIZED, pages::signed_out_fragment());
             }
-            redirect("/console/")
+            // Back to the page asked for after signing in (the approval link MCP clients
+            // and the CLI print).
+            let asked = format!("/console/{}", segs.join("/"));
+            let query = serde_urlencoded::to_string([("next", asked.as_str())]).unwrap_or_default();
+            redirect(&format!("/console/?{query}"))
         }
         (&Method::GET, ["approvals"]) => pages::approvals(gw, &req).await,
         (&Method::GET, ["approvals", "live"]) => pages::approvals_live(gw, &req).await,
@@ -233,6 +243,22 @@ async fn route(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
             ),
         ),
     }
+}
+
+/// `next` when it is a console page this server could have sent the browser to (so the
+/// sign-in cannot be made into an open redirect): `/console/` and path segments of
+/// letters, digits, `_` and `-` only.
+pub fn safe_next(next: Option<&str>) -> Option<&str> {
+    let next = next?;
+    let rest = next.strip_prefix("/console/")?;
+    let safe = !rest.is_empty()
+        && rest.split('/').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        });
+    safe.then_some(next)
 }
 
 /// An HTML answer.

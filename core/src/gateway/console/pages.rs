@@ -69,8 +69,9 @@ pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {
     }
 }
 
-/// The sign-in form, with `error` above it when a sign-in failed.
-pub fn sign_in(error: Option<&str>) -> Markup {
+/// The sign-in form, with `error` above it when a sign-in failed; `next` is the console
+/// page to go to afterwards (already checked by [`super::safe_next`]).
+pub fn sign_in(error: Option<&str>, next: Option<&str>) -> Markup {
     layout(
         "Sign in",
         None,
@@ -79,6 +80,7 @@ pub fn sign_in(error: Option<&str>) -> Markup {
                 h1 { "Sign in" }
                 @if let Some(e) = error { p.flash.error role="alert" { (e) } }
                 form method="post" action="/console/signin" {
+                    @if let Some(next) = next { input type="hidden" name="next" value=(next); }
                     label for="token" { "API token" }
                     input id="token" type="password" name="token" autocomplete="current-password" required;
                     button type="submit" { "Sign in" }

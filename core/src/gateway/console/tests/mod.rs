@@ -232,6 +232,80 @@ async fn sign_in_from_another_origin_is_refused() {
 }
 
 #[tokio::test]
+async fn sign_in_returns_to_the_page_asked_for_and_nowhere_else() {
+    let (_dir, gw) = setup();
+    let a = send(&gw, Method::GET, "/console/approvals/ap_1", &[], "").await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(
+        a.headers["location"],
+        "/console/?next=%2Fconsole%2Fapprovals%2Fap_1"
+    );
+    let form = send(
+        &gw,
+        Method::GET,
+        "/console/?next=%2Fconsole%2Fapprovals%2Fap_1",
+        &[],
+        "",
+    )
+    .await;
+    assert!(
+        form.body
+            .contains(r#"<input type="hidden" name="next" value="/console/approvals/ap_1">"#),
+        "{}",
+        form.body
+    );
+    let ok = format!("token={TOKEN}&next=%2Fconsole%2Fapprovals%2Fap_1");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        &ok,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::SEE_OTHER);
+    assert_eq!(a.headers["location"], "/console/approvals/ap_1");
+    // Anything but a plain console path is ignored: no open redirect.
+    for next in [
+        "https://evil.example/",
+        "//evil.example",
+        "/console//evil.example",
+        "/console/../v1/tools",
+        "/console/approvals?x=1",
+        "/consolex",
+        "/console/",
+    ] {
+        let form = serde_urlencoded::to_string([("token", TOKEN), ("next", next)]).unwrap();
+        let a = send(
+            &gw,
+            Method::POST,
+            "/console/signin",
+            &[("origin", ORIGIN)],
+            &form,
+        )
+        .await;
+        assert_eq!(a.status, StatusCode::SEE_OTHER, "{next}");
+        assert_eq!(a.headers["location"], "/console/approvals", "{next}");
+        let page = send(
+            &gw,
+            Method::GET,
+            &format!(
+                "/console/?{}",
+                serde_urlencoded::to_string([("next", next)]).unwrap()
+            ),
+            &[],
+            "",
+        )
+        .await;
+        assert!(
+            !page.body.contains(r#"name="next""#),
+            "{next}: {}",
+            page.body
+        );
+    }
+}
+
+#[tokio::test]
 async fn one_time_link_works_once() {
     let (_dir, gw) = setup();
     let path = gw.console.sign_in_path().unwrap();
@@ -281,7 +355,11 @@ async fn pages_without_a_session_go_to_sign_in_and_posts_are_refused() {
         )
         .await;
         assert_eq!(a.status, StatusCode::SEE_OTHER, "{path}");
-        assert_eq!(a.headers["location"], "/console/", "{path}");
+        let location = a.headers["location"].to_str().unwrap();
+        assert!(
+            location.starts_with("/console/?next=%2Fconsole%2F"),
+            "{path}: {location}"
+        );
     }
     let live = send(&gw, Method::GET, "/console/approvals/live", &[], "").await;
     assert_eq!(live.status, StatusCode::UNAUTHORIZED);
