@@ -18,12 +18,8 @@ use crate::gateway::Gateway;
 use crate::skills::install::{disabled, verify};
 use crate::state::store::CallFilter;
 
-fn csrf_of(req: &ConsoleReq) -> &str {
-    req.session.as_ref().map_or("", |(_, s)| s.csrf.as_str())
-}
-
 fn page(req: &ConsoleReq, title: &str, body: Markup) -> Response<Full<Bytes>> {
-    answer(StatusCode::OK, layout(title, Some(csrf_of(req)), body))
+    answer(StatusCode::OK, layout(title, Some(req.csrf()), body))
 }
 
 fn failed(e: impl std::fmt::Display) -> Response<Full<Bytes>> {

@@ -126,6 +126,11 @@ impl ConsoleReq {
         self.headers.get(name).and_then(|v| v.to_str().ok())
     }
 
+    /// The session's CSRF token, for the forms of a page (empty without a session).
+    pub fn csrf(&self) -> &str {
+        self.session.as_ref().map_or("", |(_, s)| s.csrf.as_str())
+    }
+
     /// The value of `key` in the query string, percent-decoded.
     pub fn query_param(&self, key: &str) -> Option<String> {
         let pairs: Vec<(String, String)> =

@@ -254,10 +254,6 @@ fn pending_cards(gw: &Gateway, csrf: &str) -> Result<(usize, Markup), String> {
     ))
 }
 
-fn csrf_of(req: &ConsoleReq) -> &str {
-    req.session.as_ref().map_or("", |(_, s)| s.csrf.as_str())
-}
-
 fn unavailable(e: &str) -> Response<Full<Bytes>> {
     answer(
         StatusCode::SERVICE_UNAVAILABLE,
@@ -267,7 +263,7 @@ fn unavailable(e: &str) -> Response<Full<Bytes>> {
 
 /// `GET /console/approvals`: pending first, then allowances, then recent decisions.
 pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
-    let csrf = csrf_of(req);
+    let csrf = req.csrf();
     let (count, pending) = match pending_cards(gw, csrf) {
         Ok(p) => p,
         Err(e) => return unavailable(&e),
@@ -335,7 +331,7 @@ fn grants_table(grants: &[Grant], csrf: &str) -> Markup {
 
 /// `GET /console/approvals/live`: the pending cards alone, for the script.
 pub async fn approvals_live(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
-    match pending_cards(gw, csrf_of(req)) {
+    match pending_cards(gw, req.csrf()) {
         Ok((_, cards)) => answer(StatusCode::OK, cards),
         Err(e) => unavailable(&e),
     }
@@ -343,7 +339,7 @@ pub async fn approvals_live(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Byt
 
 /// `GET /console/approvals/{id}`: one approval (the link MCP clients and the CLI print).
 pub async fn approval(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full<Bytes>> {
-    let csrf = csrf_of(req);
+    let csrf = req.csrf();
     let record = match gw.dispatcher.approvals().get(id) {
         Ok(r) => r,
         Err(e) => {
