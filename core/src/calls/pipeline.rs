@@ -9,11 +9,10 @@ use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
 use skillbox_protocol::ToolRef;
+use tracing::Instrument;
 
 use super::inflight::{ActiveCall, ApprovalTrail};
 use super::{CallError, Dispatcher};
-use tracing::Instrument;
-
 use crate::approvals::ApprovalRequest;
 use crate::observe::TraceParent;
 use crate::random;
