@@ -8,6 +8,7 @@ mod contexts;
 mod error;
 mod health;
 mod install;
+mod mcp;
 mod reload;
 mod repairs;
 mod request;
@@ -72,7 +73,8 @@ impl Gateway {
         let (parts, body) = req.into_parts();
         let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
         let query = parts.uri.query().map(str::to_string);
-        match table::dispatch(&self, &parts.method, parts.uri.path(), query, body).await {
+        let path = parts.uri.path();
+        match table::dispatch(&self, &parts.method, path, query, parts.headers, body).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }

@@ -8,7 +8,7 @@ use http::Method;
 use super::error::ApiError;
 use super::request::{Handled, Reply, Req};
 use super::Gateway;
-use super::{approvals, contexts, health, install, reload, repairs, route, skills, tools};
+use super::{approvals, contexts, health, install, mcp, reload, repairs, route, skills, tools};
 
 /// A route handler.
 pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;
@@ -37,7 +37,7 @@ macro_rules! routes {
 
 /// Every route. Order matters only between patterns that match the same path with the
 /// same method (none do today).
-pub fn routes() -> [Route; 18] {
+pub fn routes() -> [Route; 20] {
     routes![
         GET "/healthz" => health::healthz,
         GET "/v1/skills" => skills::list,
@@ -57,6 +57,8 @@ pub fn routes() -> [Route; 18] {
         DELETE "/v1/contexts/{id}/skills/{name}" => contexts::unpin,
         GET "/v1/approvals" => approvals::list,
         POST "/v1/approvals/{id}" => approvals::decide,
+        POST "/mcp" => mcp::serve,
+        POST "/mcp/{context_id}" => mcp::serve_in_context,
     ]
 }
 
@@ -106,6 +108,7 @@ pub async fn dispatch(
     method: &Method,
     path: &str,
     query: Option<String>,
+    headers: http::HeaderMap,
     body: super::request::Body,
 ) -> Reply {
     let segments = segments(path);
@@ -119,6 +122,7 @@ pub async fn dispatch(
                 query,
                 params,
                 max_body: gw.max_request_bytes,
+                headers,
             };
             return (route.handler)(gw, req).await;
         }
@@ -155,7 +159,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 19] = [
+    const ROUTES: [Sample; 21] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -187,6 +191,8 @@ mod tests {
         ("GET", "/v1/approvals", &[]),
         ("POST", "/v1/approvals/ap_1", &[("id", "ap_1")]),
         ("GET", "/v1/skills/reload", &[("name", "reload")]),
+        ("POST", "/mcp", &[]),
+        ("POST", "/mcp/c1", &[("context_id", "c1")]),
     ];
 
     fn route_of(method: &str, path: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
@@ -253,6 +259,7 @@ mod tests {
             ["v1", "skills", _, "files", rest @ ..] if !rest.is_empty() => vec![M::GET],
             ["v1", "contexts", _] => vec![M::GET],
             ["v1", "contexts", _, "skills", _] => vec![M::PUT, M::DELETE],
+            ["mcp"] | ["mcp", _] => vec![M::POST],
             _ => Vec::new(),
         }
     }
@@ -302,6 +309,15 @@ mod tests {
         let r = no_route(&Method::GET, "/v1/tools/call").into_response();
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(r.headers()[http::header::ALLOW], "POST");
+    }
+
+    #[test]
+    fn get_on_mcp_is_405_with_allow_post() {
+        for path in ["/mcp", "/mcp/c1"] {
+            let r = no_route(&Method::GET, path).into_response();
+            assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+            assert_eq!(r.headers()[http::header::ALLOW], "POST", "{path}");
+        }
     }
 
     #[test]

@@ -48,7 +48,7 @@ async fn send(
         Some((p, q)) => (p, Some(q.to_string())),
         None => (path, None),
     };
-    let r = match table::dispatch(gw, &method, path, query, body).await {
+    let r = match table::dispatch(gw, &method, path, query, http::HeaderMap::new(), body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };

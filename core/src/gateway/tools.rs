@@ -65,7 +65,7 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
 
 /// A built-in tool or a skill's tool, refused when a context is given and the tool is not
 /// among its active tools.
-async fn call_tool(
+pub(super) async fn call_tool(
     gw: &Gateway,
     tool: String,
     args: Value,
