@@ -263,6 +263,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         trust,
         reloader,
         supervisor: supervisor.clone(),
+        mcp_waiting: Default::default(),
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;

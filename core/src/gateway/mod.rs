@@ -53,6 +53,8 @@ pub struct Gateway {
     pub reloader: Arc<crate::reload::Reloader>,
     /// The executor containers' supervisor, when the core has a Docker engine.
     pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
+    /// MCP calls that sent their client an approval link and go on waiting.
+    pub mcp_waiting: mcp::WaitingCalls,
 }
 
 impl Gateway {

@@ -30,6 +30,7 @@ fn gateway(ws: &std::path::Path) -> Gateway {
         skills_root: ws.join("skills"),
         trust,
         supervisor: None,
+        mcp_waiting: Default::default(),
     }
 }
 

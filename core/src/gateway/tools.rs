@@ -10,6 +10,7 @@ use skillbox_protocol::ToolRef;
 
 use super::request::{ok, ok_of, Reply, Req};
 use super::Gateway;
+use crate::calls::Dispatcher;
 use crate::contexts::disclosure;
 
 /// The body of `POST /v1/tools/call`.
@@ -59,31 +60,31 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
         body.args
     };
     Ok(ok_of(
-        &call_tool(gw, body.tool, args, body.context_id).await,
+        &call_tool(&gw.dispatcher, body.tool, args, body.context_id).await,
     ))
 }
 
 /// A built-in tool or a skill's tool, refused when a context is given and the tool is not
 /// among its active tools.
 pub(super) async fn call_tool(
-    gw: &Gateway,
+    dispatcher: &Arc<Dispatcher>,
     tool: String,
     args: Value,
     context_id: Option<String>,
 ) -> ToolResult {
     // Results answered here (built-ins, refusals) get an id of their own, as dispatched
     // calls do; dispatched calls draw theirs in the dispatcher.
-    let call_id = match gw.dispatcher.new_call_id() {
+    let call_id = match dispatcher.new_call_id() {
         Ok(id) => id,
         Err(e) => return ToolResult::failed("", ErrorKind::Unavailable, e.to_string(), 0),
     };
     let refused = |e: &dyn std::fmt::Display, kind: ErrorKind| {
         ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
     };
-    let catalog = gw.dispatcher.catalog();
+    let catalog = dispatcher.catalog();
     let view = match context_id {
         Some(id) => {
-            let d = Arc::clone(&gw.dispatcher);
+            let d = Arc::clone(dispatcher);
             let c = Arc::clone(&catalog);
             match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &c, &id))
                 .await
@@ -113,10 +114,10 @@ pub(super) async fn call_tool(
                 {
                     return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
                 }
-                gw.dispatcher.call(&full, call_args).await
+                dispatcher.call(&full, call_args).await
             }
             Err(e) => refused(&e, e.error_kind()),
         },
-        _ => gw.dispatcher.call(&tool, args).await,
+        _ => dispatcher.call(&tool, args).await,
     }
 }

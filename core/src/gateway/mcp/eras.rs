@@ -74,12 +74,12 @@ impl Era {
             return result;
         }
         if let Some(obj) = result.as_object_mut() {
-            obj.insert("resultType".into(), "complete".into());
+            obj.entry("resultType").or_insert_with(|| "complete".into());
             let meta = obj.entry("_meta").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
                 meta.insert(SERVER_INFO_KEY.into(), server_info());
             }
-            if cacheable {
+            if cacheable && obj.get("resultType").and_then(Value::as_str) == Some("complete") {
                 obj.insert("ttlMs".into(), LIST_TTL_MS.into());
                 obj.insert("cacheScope".into(), "private".into());
             }

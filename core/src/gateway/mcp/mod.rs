@@ -6,9 +6,11 @@
 //! - [`transport`]: body limits, `Origin`, JSON-RPC parsing, answers and statuses;
 //! - [`eras`]: 2026-07-28 (`_meta` envelope, routing headers) vs handshake era;
 //! - [`tools`]: `tools/list`, `tools/call` over the REST call path;
+//! - [`elicitation`]: approval links for clients that take URL-mode elicitation;
 //! - [`skills`]: SEP-2640 `skills/list`, `skills/get`, and the `skill://` resources;
 //! - [`errors`]: each refusal's JSON-RPC code and HTTP status, in one place.
 
+mod elicitation;
 mod eras;
 mod errors;
 mod skills;
@@ -28,6 +30,8 @@ use self::errors::McpError;
 use self::transport::Incoming;
 use super::request::{Reply, Req};
 use super::Gateway;
+
+pub use self::elicitation::WaitingCalls;
 
 /// What the server tells a model about itself (`instructions`).
 const INSTRUCTIONS: &str = "skillbox runs agent skills' tools in a sandbox. Tools are named \
@@ -66,7 +70,10 @@ async fn handle(gw: &Gateway, context_id: Option<&str>, req: Req) -> Response<Fu
         Err(e) => return transport::error_answer(transport::request_id(&bytes), &e),
     };
     let outcome = match eras::classify(&method, &params, Some(&headers)) {
-        Ok(era) => call(gw, context_id, &era, &method, &params).await,
+        Ok(era) => {
+            let console = console_base(&headers);
+            call(gw, context_id, &era, &method, &params, &console).await
+        }
         Err(e) => Err(e),
     };
     if let Err(e) = &outcome {
@@ -82,6 +89,7 @@ async fn call(
     era: &Era,
     method: &str,
     params: &Map<String, Value>,
+    console_base: &str,
 ) -> Result<Value, McpError> {
     let modern = era.is_modern();
     let (result, cacheable) = match method {
@@ -89,10 +97,10 @@ async fn call(
         "ping" if !modern => (json!({}), false),
         "server/discover" => (discover(), true),
         "tools/list" => (tools::list(gw, context_id).await?, true),
-        "tools/call" => {
-            let (name, args) = tools::call_params(params)?;
-            (tools::call(gw, context_id, &name, args).await?, false)
-        }
+        "tools/call" => (
+            tools::call(gw, context_id, era, params, console_base).await?,
+            false,
+        ),
         "resources/list" => (skills::list_resources(gw).await?, true),
         "resources/templates/list" => (json!({"resourceTemplates": []}), true),
         "resources/read" => (skills::read_resource(gw, params).await?, true),
@@ -101,6 +109,16 @@ async fn call(
         _ => return Err(no_such_method(method, modern)),
     };
     Ok(era.decorate(result, cacheable))
+}
+
+/// Where the console is, as the client reached the gateway (`http://<Host>`).
+fn console_base(headers: &http::HeaderMap) -> String {
+    let host = headers
+        .get(http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .filter(|h| !h.is_empty() && h.bytes().all(|b| b.is_ascii_graphic()))
+        .unwrap_or("127.0.0.1:7070");
+    format!("http://{host}")
 }
 
 /// The refusal of a method not served in this era, saying where it is served.

@@ -10,6 +10,8 @@ use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::{Catalog, Security, Skill, Tool};
 use skillbox_protocol::ToolRef;
 
+use super::elicitation::{self, Next};
+use super::eras::Era;
 use super::errors::McpError;
 use crate::contexts::{disclosure, ContextView};
 use crate::gateway::Gateway;
@@ -149,20 +151,40 @@ pub fn call_params(params: &Map<String, Value>) -> Result<(String, Value), McpEr
 }
 
 /// `tools/call`: the tool runs as `POST /v1/tools/call` runs it (with the context when the
-/// endpoint names one), its result as MCP's `CallToolResult`.
+/// endpoint names one), its result as MCP's `CallToolResult`. A client that takes URL
+/// elicitation gets each approval the call waits for as a link first ([`elicitation`]).
 pub async fn call(
     gw: &Gateway,
     context_id: Option<&str>,
-    name: &str,
-    args: Value,
+    era: &Era,
+    params: &Map<String, Value>,
+    console_base: &str,
 ) -> Result<Value, McpError> {
-    let full = resolve(&gw.dispatcher.catalog(), name).map_err(|why| McpError::UnknownTool {
-        name: name.to_string(),
+    let (name, args) = call_params(params)?;
+    let full = resolve(&gw.dispatcher.catalog(), &name).map_err(|why| McpError::UnknownTool {
+        name: name.clone(),
         why,
     })?;
-    let result =
-        crate::gateway::tools::call_tool(gw, full, args, context_id.map(str::to_string)).await;
-    Ok(call_result(&result))
+    if !era.client_takes_url_elicitation() {
+        let context = context_id.map(str::to_string);
+        let result = crate::gateway::tools::call_tool(&gw.dispatcher, full, args, context).await;
+        return Ok(call_result(&result));
+    }
+    let resumed = params
+        .get("requestState")
+        .and_then(Value::as_str)
+        .and_then(|state| gw.mcp_waiting.take(state, &name, &args));
+    let waiting =
+        resumed.unwrap_or_else(|| elicitation::start(gw, context_id, &name, full, args));
+    match elicitation::next(waiting).await {
+        Next::Done(result) => Ok(call_result(&result)),
+        Next::Asked(record, waiting) => {
+            let state = elicitation::new_state(gw)?;
+            let answer = elicitation::input_required(&record, &state, console_base);
+            gw.mcp_waiting.put(state, *waiting);
+            Ok(answer)
+        }
+    }
 }
 
 /// A tool result as MCP's `CallToolResult`: success → the data as `structuredContent`
