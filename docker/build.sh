@@ -36,14 +36,14 @@ built=$target_dir/$profile
 
 skip_cargo=${SKILLBOX_SKIP_CARGO:-0}
 if [ "$skip_cargo" != 1 ]; then
-  echo "build: cargo build ${cargo_args[*]} -p skillbox-core -p skillbox-executor"
-  cargo build "${cargo_args[@]}" --locked -p skillbox-core -p skillbox-executor
+  echo "build: cargo build ${cargo_args[*]} -p skillbox-cli -p skillbox-executor"
+  cargo build "${cargo_args[@]}" --locked -p skillbox-cli -p skillbox-executor
 fi
 for bin in skillbox skillbox-executor; do
   if [ ! -x "$built/$bin" ]; then
     if [ "$skip_cargo" = 1 ]; then
       echo "build: $built/$bin is missing; SKILLBOX_SKIP_CARGO=1 packs binaries already built:" \
-        "build them first (cargo build ${cargo_args[*]} -p skillbox-core -p skillbox-executor)" \
+        "build them first (cargo build ${cargo_args[*]} -p skillbox-cli -p skillbox-executor)" \
         "or run docker/build.sh without SKILLBOX_SKIP_CARGO" >&2
     else
       echo "build: cargo build succeeded but $built/$bin is missing;" \

@@ -23,9 +23,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use ring::rand::{SecureRandom, SystemRandom};
 use skillbox_certs::trust::TrustStore;
-use skillbox_core::install::pack::pack;
-use skillbox_core::install::verify::{enforce, verify_installed, Status};
-use skillbox_core::install::{install, Limits, PublisherChange, TrustPolicy, CA_DIR};
+use skillbox_core::skills::install::pack::pack;
+use skillbox_core::skills::install::verify::{enforce, verify_installed, Status};
+use skillbox_core::skills::install::{install, Limits, PublisherChange, TrustPolicy, CA_DIR};
 use skillbox_protocol::skill::{discover, package_digest, DiscoveryOptions, InstallLock};
 
 const MB: usize = 1_000_000;

@@ -24,11 +24,11 @@ use skillbox_protocol::skill::Security;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::store::{unix_ms_now, Store, StoreError};
+use crate::state::store::{unix_ms_now, Store, StoreError};
 
 pub mod payload;
 
-pub use crate::store::{ApprovalRecord, ApprovalStatus, Decision};
+pub use crate::state::store::{ApprovalRecord, ApprovalStatus, Decision};
 
 /// How often a waiting call re-reads its approval, to see decisions made by another
 /// process on the same database.

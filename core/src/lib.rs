@@ -1,26 +1,26 @@
 //! skillbox core: holds every secret, discovers and verifies skills, routes queries,
-//! serves bots, and forwards tool calls to the executor. This crate is also the
-//! `skillbox` CLI (see [`cli`]).
+//! serves bots, and forwards tool calls to the executor. The `skillbox` CLI is the thin
+//! binary crate `skillbox-cli` over this library.
+//!
+//! The layers, outside in:
+//! - [`gateway`]: HTTP for bots, agents and operators (a route table, one file per resource).
+//! - [`router`] and [`contexts`]: which skills a query activates; what a conversation pinned.
+//! - [`calls`]: the one call pipeline (admit → approve → dispatch → record), the calls in
+//!   flight and the callbacks a running tool makes; [`approvals`] it waits on.
+//! - [`proxy`]: `fetch`, `sign` and `readFile` performed for a skill after its permissions.
+//! - [`executors`]: the executor pool and the Docker supervisors; skill availability.
+//! - [`skills`]: install, remove, reload and watch the skill store (and the kill list).
+//! - [`repair`]: proposed fixes to a skill's manifest.
+//! - [`state`]: the workspace's paths, config, PKI, secrets and the SQLite store.
 
 pub mod approvals;
-pub mod availability;
-pub mod callbacks;
 pub mod calls;
-pub mod cli;
-pub mod config;
 pub mod contexts;
-pub mod docker;
 pub mod executors;
 pub mod gateway;
-pub mod install;
-pub mod pki;
 pub mod proxy;
 pub mod random;
-pub mod reload;
 pub mod repair;
-pub mod roots;
 pub mod router;
-pub mod secrets;
+pub mod skills;
 pub mod state;
-pub mod store;
-pub mod watch;

@@ -374,10 +374,8 @@ fn run_exec(a: ExecArgs) -> ExitCode {
 
 fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     use anyhow::Context;
+    use skillbox_channel::{client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
     use skillbox_executor::server::{CoreBroker, ExecutorService};
-    use skillbox_protocol::channel::{
-        client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY,
-    };
     let files = TlsFiles::in_dir(&a.pki, EXECUTOR_IDENTITY);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(a.wait_pki);
     while !(files.ca.exists() && files.cert.exists() && files.key.exists()) {

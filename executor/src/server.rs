@@ -9,8 +9,8 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use skillbox_protocol::channel::client::{ClientError, RpcClient};
-use skillbox_protocol::channel::server::{RpcFuture, RpcHandler};
+use skillbox_channel::client::{ClientError, RpcClient};
+use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,

@@ -14,8 +14,8 @@ use std::path::Path;
 use flate2::write::GzEncoder;
 use flate2::Compression;
 use libfuzzer_sys::fuzz_target;
-use skillbox_core::install::archive::extract_from;
-use skillbox_core::install::Limits;
+use skillbox_core::skills::install::archive::extract_from;
+use skillbox_core::skills::install::Limits;
 
 /// Small caps so one input stays fast; the rules are the same as the defaults'.
 const LIMITS: Limits = Limits {

@@ -11,8 +11,6 @@
 //!
 //! Nothing here performs I/O beyond reading skill folders; nothing here holds secrets.
 
-#[cfg(feature = "channel")]
-pub mod channel;
 pub mod jsonrpc;
 pub mod methods;
 #[cfg(feature = "ndjson")]

@@ -2,12 +2,12 @@
 //! the step that failed, and whose [`CallError::kind`] is the only place a failure of the
 //! pipeline becomes an `error_kind` (and, through it, an HTTP status or JSON-RPC code).
 
-use skillbox_protocol::channel::client::ClientError;
+use skillbox_channel::client::ClientError;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::ToolRefError;
 
 use crate::approvals::ApprovalError;
-use crate::docker::oneoff::OneOffError;
+use crate::executors::docker::oneoff::OneOffError;
 use crate::random::RandomError;
 
 /// A failure of the call pipeline.

@@ -13,6 +13,7 @@
 //!
 //! Failures are [`CallError`]s, whose kind is the call's `error_kind`.
 
+pub mod callbacks;
 mod error;
 mod inflight;
 mod pipeline;
@@ -27,13 +28,13 @@ pub use self::error::CallError;
 pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::transport::ExecutorTransport;
 use crate::approvals::Approvals;
-use crate::availability::SandboxReadiness;
-use crate::config::Config;
+use crate::executors::availability::SandboxReadiness;
 use crate::executors::ExecutorPool;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::router::context_readiness;
-use crate::secrets::Secrets;
-use crate::store::Store;
+use crate::state::config::Config;
+use crate::state::secrets::Secrets;
+use crate::state::store::Store;
 
 /// Where the pipeline sends calls: the executor pool (whose health also tells what the
 /// sandboxes can start) and, when the core has a Docker engine, per-call containers.
@@ -210,16 +211,17 @@ impl Dispatcher {
 /// listening (for tests here and in the gateway).
 #[cfg(test)]
 pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
-    let state = crate::state::ensure_dir(ws).unwrap();
-    crate::pki::ensure(&state).unwrap();
+    let ws = crate::state::Workspace::new(ws);
+    let state = ws.ensure_state_dir().unwrap();
+    crate::state::pki::ensure(&state).unwrap();
     let pool = Arc::new(
         ExecutorPool::new(
             &["https://127.0.0.1:9".to_string()],
-            crate::pki::core_files(&state),
+            crate::state::pki::core_files(&state),
         )
         .unwrap(),
     );
-    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let store = Store::open(&ws.db_file()).unwrap();
     let approvals = Arc::new(Approvals::new(
         store.clone(),
         crate::approvals::ApprovalPolicy {

@@ -14,7 +14,7 @@ use super::inflight::{ActiveCall, ApprovalTrail};
 use super::{CallError, Dispatcher};
 use crate::approvals::ApprovalRequest;
 use crate::random;
-use crate::store::{unix_ms_now, CallRecord};
+use crate::state::store::{unix_ms_now, CallRecord};
 
 /// A call that passed admission: the skill and the tool it names.
 struct Admitted {
@@ -73,7 +73,7 @@ impl Dispatcher {
             Some(skill) => Arc::new(skill.clone()),
             None => {
                 return Err(
-                    match crate::install::disabled::reason(&catalog, skill_name) {
+                    match crate::skills::install::disabled::reason(&catalog, skill_name) {
                         Some(why) => CallError::Disabled {
                             skill: skill_name.to_string(),
                             why,

@@ -12,7 +12,7 @@ use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::Skill;
 
 use super::CallError;
-use crate::docker::oneoff::ContainerRunner;
+use crate::executors::docker::oneoff::ContainerRunner;
 use crate::executors::ExecutorPool;
 
 /// A boxed future of a transport's answer.

@@ -19,7 +19,7 @@ use serde::Serialize;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill};
 
-use crate::store::{unix_ms_now, Store, StoreError};
+use crate::state::store::{unix_ms_now, Store, StoreError};
 
 /// The built-in tools every context keeps (progressive disclosure, [`disclosure`]).
 pub const BASE_TOOLS: [&str; 2] = [disclosure::LOAD_SKILL, disclosure::RUN_SKILL_SCRIPT];

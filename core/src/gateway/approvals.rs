@@ -1,22 +1,12 @@
 //! `GET /v1/approvals` and `POST /v1/approvals/{id}`: the approvals of write and sign calls,
 //! and an operator's decision on one ([`crate::approvals`]).
 
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::request::{ok, ok_of, Reply, Req};
+use super::api::{ApprovalList, DecisionRequest};
+use super::request::{ok_of, Reply, Req};
 use super::Gateway;
-use crate::store::{ApprovalStatus, Decision};
-
-/// The body of `POST /v1/approvals/{id}`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct DecisionRequest {
-    /// `"approve"` or `"deny"`.
-    decision: Decision,
-    /// Why, shown to the caller of a denied call.
-    reason: Option<String>,
-}
+use crate::state::store::ApprovalStatus;
 
 /// `GET /v1/approvals[?status=pending|approved|...]`.
 pub async fn list(gw: &Gateway, req: Req) -> Reply {
@@ -24,8 +14,8 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         .query_param("status")
         .and_then(|s| ApprovalStatus::from_name(&s));
     let list = gw.dispatcher.approvals().list(status)?;
-    let list: Vec<Value> = list.iter().map(crate::approvals::payload::view).collect();
-    Ok(ok(&json!({ "approvals": list })))
+    let approvals: Vec<Value> = list.iter().map(crate::approvals::payload::view).collect();
+    Ok(ok_of(&ApprovalList { approvals }))
 }
 
 /// `POST /v1/approvals/{id}`: approves or denies a pending approval; answers the record.

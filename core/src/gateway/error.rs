@@ -158,7 +158,7 @@ from_kinded!(
     crate::approvals::ApprovalError,
     crate::contexts::ContextError,
     crate::contexts::disclosure::DisclosureError,
-    crate::reload::ReloadError,
+    crate::skills::reload::ReloadError,
     crate::router::ExecuteError,
 );
 
@@ -184,7 +184,7 @@ pub fn json_response(status: StatusCode, body: &serde_json::Value) -> Response<F
 mod tests {
     use super::*;
     use crate::approvals::ApprovalError;
-    use crate::store::StoreError;
+    use crate::state::store::StoreError;
 
     #[test]
     fn unauthorized_names_the_real_token_file() {

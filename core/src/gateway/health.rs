@@ -1,9 +1,9 @@
 //! `GET /healthz`: the core's health, without authentication.
 
-use serde_json::json;
 use skillbox_protocol::methods::HealthResult;
 
-use super::request::{ok, Reply, Req};
+use super::api::Health;
+use super::request::{ok_of, Reply, Req};
 use super::Gateway;
 
 /// The executors as of the pool's last health round (`[executor] health_interval_ms`):
@@ -14,12 +14,12 @@ pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
         .health()
         .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
     let executor = if health.is_some() { "ok" } else { "down" };
-    Ok(ok(&json!({
-        "status": "ok",
-        "executor": executor,
-        "sandbox": health,
-        "executors": pool.status(),
-        "supervisor": gw.supervisor.as_ref().map(|s| s.status()),
-        "container_sandbox": gw.dispatcher.has_container_sandbox(),
-    })))
+    Ok(ok_of(&Health {
+        status: "ok",
+        executor,
+        sandbox: health,
+        executors: pool.status(),
+        supervisor: gw.supervisor.as_ref().map(|s| s.status()),
+        container_sandbox: gw.dispatcher.has_container_sandbox(),
+    }))
 }

@@ -2,25 +2,12 @@
 //! removal (docs/signing-runbook.md), then a reload. A refusal answers
 //! `{"error", "error_kind", "check"}` with the status of its kind.
 
-use serde::Deserialize;
-use serde_json::json;
-
+use super::api::{InstallRequest, InstallResponse, RemoveResponse};
 use super::error::ApiError;
-use super::request::{ok, Reply, Req};
+use super::request::{ok_of, Reply, Req};
 use super::{reload, Gateway};
-use crate::install::{self, remove, Limits};
-use crate::reload::Cause;
-
-/// The body of `POST /v1/skills/install`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct InstallRequest {
-    /// A skill folder or `.tar.gz` on the core's machine; relative to the workspace.
-    source: std::path::PathBuf,
-    /// Let the package replace an installed signed skill of another publisher.
-    #[serde(default)]
-    allow_publisher_change: bool,
-}
+use crate::skills::install::{self, remove, Limits};
+use crate::skills::reload::Cause;
 
 /// `POST /v1/skills/install`.
 pub async fn install(gw: &Gateway, req: Req) -> Reply {
@@ -43,11 +30,14 @@ pub async fn install(gw: &Gateway, req: Req) -> Reply {
     .await?
     .map_err(|e| ApiError::refused(e.error_kind(), e.to_string(), e.check()))?;
     let reload = reload::after_change(gw, Cause::Install).await;
-    let mut body = json!({"installed": installed, "reload": reload});
-    if installed.entry.publisher.is_none() {
-        body["warning"] = json!("the package is not signed: installed with trust \"local\" because [trust] require_signed = false");
-    }
-    Ok(ok(&body))
+    let warning = installed.entry.publisher.is_none().then_some(
+        "the package is not signed: installed with trust \"local\" because [trust] require_signed = false",
+    );
+    Ok(ok_of(&InstallResponse {
+        installed,
+        reload,
+        warning,
+    }))
 }
 
 /// `DELETE /v1/skills/{name}`: removes an installed skill and its lock entry
@@ -59,5 +49,5 @@ pub async fn remove(gw: &Gateway, req: Req) -> Reply {
         .await?
         .map_err(|e| ApiError::refused(e.error_kind(), e.to_string(), e.check()))?;
     let reload = reload::after_change(gw, Cause::Remove).await;
-    Ok(ok(&json!({"removed": removed, "reload": reload})))
+    Ok(ok_of(&RemoveResponse { removed, reload }))
 }

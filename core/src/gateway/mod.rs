@@ -3,6 +3,7 @@
 //! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place
 //! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
 
+pub mod api;
 mod approvals;
 mod contexts;
 mod error;
@@ -48,11 +49,11 @@ pub struct Gateway {
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
     /// Where installs go and the trust policy reloads apply (docs/http-api.md, install).
-    pub trust: crate::install::TrustPolicy,
+    pub trust: crate::skills::install::TrustPolicy,
     /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
-    pub reloader: Arc<crate::reload::Reloader>,
+    pub reloader: Arc<crate::skills::reload::Reloader>,
     /// The executor containers' supervisor, when the core has a Docker engine.
-    pub supervisor: Option<Arc<crate::docker::supervisor::Supervisor>>,
+    pub supervisor: Option<Arc<crate::executors::docker::supervisor::Supervisor>>,
     /// MCP calls that sent their client an approval link and go on waiting.
     pub mcp_waiting: mcp::WaitingCalls,
 }

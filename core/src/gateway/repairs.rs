@@ -3,13 +3,12 @@
 
 use std::sync::Arc;
 
-use serde_json::json;
-
+use super::api::{RepairProposal, RepairResponse};
 use super::error::ApiError;
-use super::request::{ok, Reply, Req};
+use super::request::{ok_of, Reply, Req};
 use super::{reload, Gateway};
-use crate::reload::Cause;
-use crate::repair::{RepairProposal, RepairTarget};
+use crate::repair::RepairTarget;
+use crate::skills::reload::Cause;
 
 /// `POST /v1/skills/{name}/repairs`.
 pub async fn propose(gw: &Gateway, req: Req) -> Reply {
@@ -32,5 +31,8 @@ pub async fn propose(gw: &Gateway, req: Req) -> Reply {
     .await?
     .map_err(|e| ApiError::refused(e.error_kind(), e.to_string(), e.check()))?;
     let reload = reload::after_change(gw, Cause::Repair).await;
-    Ok(ok(&json!({"repair": record, "reload": reload})))
+    Ok(ok_of(&RepairResponse {
+        repair: record,
+        reload,
+    }))
 }

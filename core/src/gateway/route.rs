@@ -5,13 +5,14 @@ use std::sync::Arc;
 
 use skillbox_protocol::result::ErrorKind;
 
+use super::api::{ExecuteRequest, RouteRequest};
 use super::error::ApiError;
 use super::request::{ok_of, Reply, Req};
 use super::Gateway;
 
 /// `POST /v1/route`.
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
-    let body: crate::router::RouteParams = req.json().await?;
+    let body: RouteRequest = req.json().await?;
     let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
@@ -21,7 +22,7 @@ pub async fn plan(gw: &Gateway, req: Req) -> Reply {
 
 /// `POST /v1/route/execute`.
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
-    let body: crate::router::ExecuteParams = req.json().await?;
+    let body: ExecuteRequest = req.json().await?;
     let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), body).await?;
     Ok(ok_of(&run))
 }

@@ -12,20 +12,20 @@ use skillbox_protocol::skill::{Catalog, Security};
 
 use super::request::Body;
 use super::{table, Gateway};
-use crate::store::{ApprovalRecord, ApprovalStatus, Store};
+use crate::state::store::{ApprovalRecord, ApprovalStatus};
 
 fn gateway(ws: &std::path::Path) -> Gateway {
     let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-    let state = ws.join(crate::state::STATE_DIR);
-    let trust = crate::install::TrustPolicy::for_workspace(ws, &state, false);
+    let workspace = crate::state::Workspace::new(ws);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
     Gateway {
-        reloader: Arc::new(crate::reload::Reloader::new(
+        reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),
         )),
         dispatcher,
         token: SecretValue("gateway-token-3f9a1c77e2".to_string()),
-        token_file: state.join(crate::state::TOKEN_FILE),
+        token_file: workspace.token_file(),
         max_request_bytes: 1024,
         skills_root: ws.join("skills"),
         trust,
@@ -69,7 +69,7 @@ fn pending(gw: &Gateway, id: &str) {
             args: json!({}),
             security: Security::Write,
             status: ApprovalStatus::Pending,
-            created_at: crate::store::unix_ms_now(),
+            created_at: crate::state::store::unix_ms_now(),
             decided_at: None,
             reason: None,
         })
@@ -78,7 +78,7 @@ fn pending(gw: &Gateway, id: &str) {
 
 /// Makes every later approval query fail as a broken database would.
 fn break_approvals_table(ws: &std::path::Path) {
-    let db = Store::db_path(&ws.join(crate::state::STATE_DIR));
+    let db = crate::state::Workspace::new(ws).db_file();
     let c = rusqlite::Connection::open(db).unwrap();
     c.execute_batch("DROP TABLE approvals").unwrap();
 }

@@ -3,25 +3,15 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::ToolRef;
 
-use super::request::{ok, ok_of, Reply, Req};
+use super::api::{CallRequest, ToolEntry, ToolList};
+use super::request::{ok_of, Reply, Req};
 use super::Gateway;
 use crate::calls::Dispatcher;
 use crate::contexts::disclosure;
-
-/// The body of `POST /v1/tools/call`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CallRequest {
-    tool: String,
-    #[serde(default)]
-    args: Value,
-    context_id: Option<String>,
-}
 
 /// `GET /v1/tools`.
 pub async fn list(gw: &Gateway, _req: Req) -> Reply {
@@ -31,12 +21,13 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
         .iter()
         .flat_map(|s| {
             s.tools.iter().map(move |t| {
-                json!({
-                    "name": ToolRef::new(&s.name, &t.name).to_string(),
-                    "description": t.description,
-                    "parameters": t.parameters,
-                    "security": t.security,
+                serde_json::to_value(ToolEntry {
+                    name: ToolRef::new(&s.name, &t.name).to_string(),
+                    description: t.description.clone(),
+                    parameters: t.parameters.clone(),
+                    security: t.security,
                 })
+                .unwrap_or_default()
             })
         })
         .collect();
@@ -48,7 +39,7 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
         .map(|s| s.name.clone())
         .collect();
     out.extend(disclosure::builtin_tools(&available));
-    Ok(ok(&json!({ "tools": out })))
+    Ok(ok_of(&ToolList { tools: out }))
 }
 
 /// `POST /v1/tools/call`: the call's result (a failed call is a 200 with its error kind).

@@ -52,8 +52,10 @@ use response::{error_chain, is_redirect, read_response};
 
 const CAP: &str = "fetch";
 
-/// Limits and operator exceptions of the fetch proxy.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Limits and operator exceptions of the fetch proxy: `[fetch]` in `skillbox.toml`, read
+/// as it is (every key optional, unknown keys refused).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
 pub struct FetchConfig {
     /// `ip:port` or `host:port` pairs (`"127.0.0.1:8080"`, `"[::1]:8080"`,
     /// `"registry.internal:443"`) the operator allows even though they are not public.

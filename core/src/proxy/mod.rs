@@ -37,6 +37,14 @@ pub enum ProxyError {
         /// What was refused and what to do about it.
         reason: String,
     },
+    /// The operator denied the approval the request needed, or it expired.
+    #[error("{reason}")]
+    ApprovalDenied {
+        /// `sign`.
+        capability: &'static str,
+        /// The approval's outcome, as the approvals say it.
+        reason: String,
+    },
     /// The request itself is malformed.
     #[error("{capability}: invalid request: {reason}")]
     InvalidParams {
@@ -110,13 +118,16 @@ pub enum ProxyError {
 }
 
 impl ProxyError {
-    /// The JSON-RPC error a tool receives for this refusal: permission → -32001, a bad or
-    /// oversize request → -32602, an unavailable capability → -32003, anything that went
+    /// The JSON-RPC error a tool receives for this refusal — the one mapping of every
+    /// capability callback's refusal: permission → -32001, a denied or expired approval →
+    /// -32002, a bad or oversize request → -32602, an unavailable capability → -32003,
+    /// anything that went
     /// wrong on the core's side or upstream → -32603. `data.kind` names the refusal for
     /// the dispatcher's `error_kind`.
     pub fn to_error_object(&self) -> ErrorObject {
         let (code, kind) = match self {
             ProxyError::PermissionDenied { .. } => (code::PERMISSION_DENIED, "permission_denied"),
+            ProxyError::ApprovalDenied { .. } => (code::APPROVAL_DENIED, "approval_denied"),
             ProxyError::InvalidParams { .. } => (code::INVALID_PARAMS, "invalid_params"),
             ProxyError::NotFound { .. } => (code::INVALID_PARAMS, "not_found"),
             ProxyError::TooLarge { .. } => (code::INVALID_PARAMS, "resource_limit"),
@@ -157,6 +168,13 @@ mod tests {
         let cases = [
             (ProxyError::denied("fetch", "no"), code::PERMISSION_DENIED),
             (ProxyError::invalid("sign", "bad"), code::INVALID_PARAMS),
+            (
+                ProxyError::ApprovalDenied {
+                    capability: "sign",
+                    reason: "denied by the operator".into(),
+                },
+                code::APPROVAL_DENIED,
+            ),
             (
                 ProxyError::TooLarge {
                     capability: "fetch",

@@ -7,7 +7,7 @@ use skillbox_protocol::result::ErrorKind;
 
 use super::{ApplyError, RepairOutcome};
 use crate::random::RandomError;
-use crate::store::StoreError;
+use crate::state::store::StoreError;
 
 /// Why a repair was refused or failed. Each variant names its check ([`RepairError::check`]).
 #[derive(Debug, thiserror::Error)]

@@ -30,11 +30,11 @@ use std::sync::{Mutex, PoisonError};
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::skill::{package_digest, Catalog, Trust, SIGNATURE_FILE};
 
-use crate::install::lock;
 use crate::random::{self, RandomError, RandomSource, SystemSource};
-use crate::store::{unix_ms_now, Store};
+use crate::skills::install::lock;
+use crate::state::store::{unix_ms_now, Store};
 
-pub use crate::store::{RepairOutcome, RepairRecord};
+pub use crate::state::store::{RepairOutcome, RepairRecord};
 pub use apply::{ApplyError, Change};
 pub use error::RepairError;
 pub use patch::PatchError;

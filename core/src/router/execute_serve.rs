@@ -21,7 +21,7 @@ use super::execute::{self, Run, Stage, Target};
 use super::{route_for_gateway, ActivationPlan, FallbackStep};
 use crate::calls::Dispatcher;
 use crate::contexts::{self, ContextView};
-use crate::store::{unix_ms_now, RouteEvent};
+use crate::state::store::{unix_ms_now, RouteEvent};
 
 /// The body of `POST /v1/route/execute`.
 #[derive(Debug, Clone, Deserialize)]

@@ -273,7 +273,7 @@ impl Readiness for AssumeReady {
 
 /// `context_readiness` and, when it is short of 1.0, why the skill is unavailable: the
 /// one availability verdict of a skill (routing, `/v1/skills`, the catalogue and every call
-/// use it, with [`crate::availability::SandboxReadiness`] in the running core). Counted:
+/// use it, with [`crate::executors::availability::SandboxReadiness`] in the running core). Counted:
 /// each prerequisite program, the any-of group, each env value, the OS, and each tool
 /// command's program that the prerequisites do not already name.
 pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Option<String>) {

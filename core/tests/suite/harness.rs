@@ -2,13 +2,14 @@
 //! hand-crafted (malicious) archives, and the "nothing left behind" assertion.
 
 use std::io::Write;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+pub use crate::support::skill_folder::write_skill;
+
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use skillbox_core::install::{self, InstallError, Installed, Limits, TrustPolicy};
+use skillbox_core::skills::install::{self, InstallError, Installed, Limits, TrustPolicy};
 use skillbox_protocol::skill::InstallLock;
 use tar::{EntryType, Header};
 
@@ -25,10 +26,10 @@ impl Workspace {
     /// A workspace with a root and a developer certificate for "acme-skills".
     pub fn new(require_signed: bool) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let state = dir.path().join(".skillbox");
-        std::fs::create_dir_all(&state).unwrap();
-        std::fs::create_dir_all(dir.path().join("skills")).unwrap();
-        let policy = TrustPolicy::for_workspace(dir.path(), &state, require_signed);
+        let workspace = skillbox_core::state::Workspace::new(dir.path());
+        let state = workspace.ensure_state_dir().unwrap();
+        std::fs::create_dir_all(workspace.skills_dir()).unwrap();
+        let policy = TrustPolicy::for_workspace(&workspace, require_signed);
         let ca = state.join(install::CA_DIR);
         skillbox_certs::init_root(&ca, &policy.trust_dir, "test root", 30).unwrap();
         let issued =
@@ -138,24 +139,6 @@ impl Workspace {
         self.assert_untouched(&lock, &names);
         err
     }
-}
-
-/// Writes a skill with `skill.yaml` (name, version), `SKILL.md` and a script.
-pub fn write_skill(dir: &Path, name: &str, version: &str, extra: &str) {
-    std::fs::create_dir_all(dir.join("scripts")).unwrap();
-    std::fs::write(
-        dir.join("SKILL.md"),
-        format!("---\nname: {name}\ndescription: A test skill {extra}\n---\nUse it.\n"),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("skill.yaml"),
-        format!("name: {name}\nversion: {version}\ndescription: A test skill {extra}\n"),
-    )
-    .unwrap();
-    let script = dir.join("scripts/run.sh");
-    std::fs::write(&script, format!("#!/bin/sh\necho {extra}\n")).unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// One raw tar entry: a GNU header with exactly these name bytes (no checks), then `data`

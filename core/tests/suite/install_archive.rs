@@ -4,7 +4,7 @@ use std::io::Write;
 
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use skillbox_core::install::sink::{MAX_ENTRIES, MAX_ENTRY_BYTES};
+use skillbox_core::skills::install::sink::{MAX_ENTRIES, MAX_ENTRY_BYTES};
 use tar::EntryType;
 
 use super::harness::{file_entry, raw_entry, skill_entries, tar_gz, Workspace};

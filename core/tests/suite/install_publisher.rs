@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use skillbox_core::install::PublisherChange;
+use skillbox_core::skills::install::PublisherChange;
 use skillbox_protocol::skill::Trust;
 
 use super::harness::{write_skill, Workspace};

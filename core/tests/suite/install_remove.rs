@@ -2,7 +2,7 @@
 //! together, other skills stay, and unknown, invalid or unmanaged names are refused with
 //! nothing changed.
 
-use skillbox_core::install::remove::{remove, RemoveError};
+use skillbox_core::skills::install::remove::{remove, RemoveError};
 use skillbox_protocol::result::ErrorKind;
 
 use super::harness::{write_skill, Workspace};

@@ -4,8 +4,8 @@
 
 use std::time::SystemTime;
 
-use skillbox_core::install::pack::pack;
-use skillbox_core::install::verify::{enforce, verify_installed, Status};
+use skillbox_core::skills::install::pack::pack;
+use skillbox_core::skills::install::verify::{enforce, verify_installed, Status};
 use skillbox_protocol::skill::{discover, DiscoveryOptions, Trust};
 
 use super::harness::{write_skill, Workspace};
@@ -174,8 +174,9 @@ fn verify_reports_file_changed_after_install_and_enforce_disables_it() {
     let disabled = enforce(&mut catalog, &ws.policy, SystemTime::now());
     assert_eq!(disabled, ["edited"]);
     assert!(catalog.get("intact").is_some());
-    assert!(catalog.skipped[0]
-        .reason()
+    assert_eq!(catalog.withheld[0].name, "edited");
+    assert!(catalog.withheld[0]
+        .reason
         .contains("files changed since install"));
 }
 

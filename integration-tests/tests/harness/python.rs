@@ -12,7 +12,11 @@ use std::process::{Command, Output};
 pub fn python(test: &str) -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("SKILLBOX_PYTHON") {
         let path = PathBuf::from(path);
-        assert!(path.is_file(), "SKILLBOX_PYTHON is {} but that is not a file", path.display());
+        assert!(
+            path.is_file(),
+            "SKILLBOX_PYTHON is {} but that is not a file",
+            path.display()
+        );
         return Some(path);
     }
     let venv = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.venv/bin/python");
@@ -32,7 +36,9 @@ pub fn python(test: &str) -> Option<PathBuf> {
 /// Runs `integration-tests/python/<script>` with `args` under `python`; panics with both
 /// output streams when it exits non-zero.
 pub fn run_script(python: &Path, script: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("python").join(script);
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("python")
+        .join(script);
     let out = Command::new(python)
         .arg(&path)
         .args(args)

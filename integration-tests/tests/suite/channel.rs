@@ -7,11 +7,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use skillbox_protocol::channel::client::{ClientError, RpcClient};
-use skillbox_protocol::channel::server::{
-    self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions,
-};
-use skillbox_protocol::channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_channel::client::{ClientError, RpcClient};
+use skillbox_channel::server::{self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions};
+use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::jsonrpc::{code, ErrorObject, MAX_MESSAGE_BYTES};
 use skillbox_protocol::methods::{method, CoreCallbackParams, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;

@@ -67,6 +67,18 @@ pub struct Refused {
     pub reason: String,
 }
 
+/// A skill that loaded but that the host's policy withholds: not offered, listed as
+/// unavailable with the reason (the core's kill list of skills its trust policy disabled).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Withheld {
+    /// The skill (its folder's name).
+    pub name: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Why, and what to do.
+    pub reason: String,
+}
+
 /// Everything found over the roots.
 #[derive(Debug, Default, Serialize)]
 pub struct Catalog {
@@ -80,6 +92,9 @@ pub struct Catalog {
     pub refused: Vec<Refused>,
     /// Whether the folder cap stopped discovery early.
     pub truncated: bool,
+    /// Skills that loaded but are withheld by the host's policy (discovery leaves this
+    /// empty; the core's trust policy fills it).
+    pub withheld: Vec<Withheld>,
 }
 
 impl Catalog {

@@ -19,8 +19,8 @@ pub mod validate;
 pub use diagnostics::{Diagnostic, Severity};
 pub use digest::{package_digest, DigestError, PackageDigest, SIGNATURE_FILE};
 pub use discovery::{
-    discover, standard_roots, Catalog, DiscoveryOptions, Refused, Shadowed, DEFAULT_MAX_DEPTH,
-    DEFAULT_MAX_FOLDERS,
+    discover, standard_roots, Catalog, DiscoveryOptions, Refused, Shadowed, Withheld,
+    DEFAULT_MAX_DEPTH, DEFAULT_MAX_FOLDERS,
 };
 pub use load::{load_skill, manifest_files, validate_skill, LoadOutcome, Skipped, Validation};
 pub use loaders::skill_md::{ROUTING_KEYS, SPEC_KEYS};

@@ -21,7 +21,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use super::{ProxyError, CAP};
-use crate::config::CONFIG_FILE;
+use crate::state::config::CONFIG_FILE;
 use crate::state::STATE_DIR;
 
 /// Most entries walked in the state folder before the check fails closed (the folder holds

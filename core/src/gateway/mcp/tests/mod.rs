@@ -70,16 +70,16 @@ fn fixture() -> Fixture {
     let catalog: Catalog = discover(&[skills.clone()], DiscoveryOptions::default());
     assert!(catalog.skipped.is_empty(), "{:?}", catalog.skipped);
     let dispatcher = Arc::new(crate::calls::test_dispatcher(&ws, catalog));
-    let state = ws.join(crate::state::STATE_DIR);
-    let trust = crate::install::TrustPolicy::for_workspace(&ws, &state, false);
+    let workspace = crate::state::Workspace::new(&ws);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
     let gw = Gateway {
-        reloader: Arc::new(crate::reload::Reloader::new(
+        reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),
         )),
         dispatcher,
         token: SecretValue("mcp-test-token".to_string()),
-        token_file: state.join(crate::state::TOKEN_FILE),
+        token_file: workspace.token_file(),
         max_request_bytes: 4096,
         skills_root: skills.clone(),
         trust,

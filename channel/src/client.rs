@@ -1,0 +1,214 @@
+//! Channel client: JSON-RPC calls over pooled mutual-TLS connections, the server's
+//! identity checked as its certificate name whatever address it is reached at.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_rustls::{FixedServerNameResolver, HttpsConnector};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rustls::pki_types::ServerName;
+use serde_json::Value;
+
+use super::tls::{self, TlsError};
+use super::{TlsFiles, RPC_PATH};
+use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message, Request};
+
+/// Largest response body accepted.
+pub const MAX_RESPONSE_BYTES: usize = jsonrpc::MAX_MESSAGE_BYTES;
+
+/// Why a call did not get an answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// TLS material problem.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The expected identity is not a valid name.
+    #[error("{0:?} is not a valid server name")]
+    BadIdentity(String),
+    /// The URL is not usable.
+    #[error("bad channel URL {url:?}: {reason}")]
+    BadUrl {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// No connection could be made (refused, no route, TLS handshake failed): the request
+    /// was never sent, so sending it elsewhere cannot run it twice.
+    #[error("peer unreachable at {url} (no connection): {reason}")]
+    Connect {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// Connection, TLS or HTTP failure: the peer is unreachable or refused us.
+    #[error("peer unreachable at {url}: {reason}")]
+    Unreachable {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// No answer within the timeout.
+    #[error("no answer from {url} within {timeout_ms} ms")]
+    Timeout {
+        /// The URL.
+        url: String,
+        /// The limit.
+        timeout_ms: u64,
+    },
+    /// The answer was not a JSON-RPC response to our request.
+    #[error("bad answer from {url}: {reason}")]
+    BadAnswer {
+        /// The URL.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The peer answered with a JSON-RPC error.
+    #[error("{}: {}", .0.code, .0.message)]
+    Rpc(ErrorObject),
+}
+
+/// A JSON-RPC client for one peer.
+#[derive(Debug)]
+pub struct RpcClient {
+    url: hyper::Uri,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    next_id: AtomicI64,
+}
+
+impl RpcClient {
+    /// A client of `base_url` (`https://host:port`) whose certificate must name
+    /// `expected_identity`, presenting this side's certificate from `files`.
+    pub fn new(
+        base_url: &str,
+        expected_identity: &str,
+        files: &TlsFiles,
+    ) -> Result<Self, ClientError> {
+        let config = tls::client_config(files)?;
+        let name = ServerName::try_from(expected_identity.to_string())
+            .map_err(|_| ClientError::BadIdentity(expected_identity.to_string()))?;
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(config)
+            .https_only()
+            .with_server_name_resolver(FixedServerNameResolver::new(name))
+            .enable_http1()
+            .build();
+        let url: hyper::Uri = format!("{}{RPC_PATH}", base_url.trim_end_matches('/'))
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| ClientError::BadUrl {
+                url: base_url.to_string(),
+                reason: e.to_string(),
+            })?;
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build(connector);
+        Ok(Self {
+            url,
+            client,
+            next_id: AtomicI64::new(1),
+        })
+    }
+
+    /// The URL called.
+    pub fn url(&self) -> String {
+        self.url.to_string()
+    }
+
+    /// Calls `method` and waits at most `timeout` for the answer.
+    pub async fn call(
+        &self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = Message::Request(Request {
+            id: Id::Number(id),
+            method: method.to_string(),
+            params: Some(params),
+        })
+        .to_line();
+        let url = self.url();
+        let req = http::Request::post(self.url.clone())
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .map_err(|e| ClientError::BadUrl {
+                url: url.clone(),
+                reason: e.to_string(),
+            })?;
+        let exchange = async {
+            let resp = self.client.request(req).await.map_err(|e| {
+                if e.is_connect() {
+                    ClientError::Connect {
+                        url: url.clone(),
+                        reason: error_chain(&e),
+                    }
+                } else {
+                    ClientError::Unreachable {
+                        url: url.clone(),
+                        reason: error_chain(&e),
+                    }
+                }
+            })?;
+            let status = resp.status();
+            let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+                .collect()
+                .await
+                .map_err(|e| ClientError::BadAnswer {
+                    url: url.clone(),
+                    reason: format!("reading the body: {e}"),
+                })?
+                .to_bytes();
+            if !status.is_success() {
+                return Err(ClientError::BadAnswer {
+                    url: url.clone(),
+                    reason: format!("HTTP {status}"),
+                });
+            }
+            Ok(bytes)
+        };
+        let bytes = tokio::time::timeout(timeout, exchange)
+            .await
+            .map_err(|_| ClientError::Timeout {
+                url: url.clone(),
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            })??;
+        match jsonrpc::decode(&bytes) {
+            Ok(Message::Response(r)) if r.id == Some(Id::Number(id)) => {
+                r.outcome.map_err(ClientError::Rpc)
+            }
+            Ok(Message::Response(r)) if r.id.is_none() => {
+                Err(ClientError::Rpc(r.outcome.err().unwrap_or_else(|| {
+                    ErrorObject::new(jsonrpc::code::INTERNAL_ERROR, "error without detail")
+                })))
+            }
+            Ok(_) => Err(ClientError::BadAnswer {
+                url,
+                reason: "not the response to our request".into(),
+            }),
+            Err(e) => Err(ClientError::BadAnswer {
+                url,
+                reason: e.to_string(),
+            }),
+        }
+    }
+}
+
+/// An error and its causes, joined with ": ".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        cur = s.source();
+    }
+    out
+}

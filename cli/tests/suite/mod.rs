@@ -1,0 +1,4 @@
+//! One file per command surface.
+
+mod cli_roots;
+mod install_cli;

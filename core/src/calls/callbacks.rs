@@ -1,0 +1,167 @@
+//! The core's side of the executor's capability callbacks (`core.fetch`, `core.sign`,
+//! `core.readFile`): each names its call id and presents the call's token; the request is
+//! judged by the permissions of the skill the core dispatched under that id, never by
+//! what the executor claims.
+
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use skillbox_channel::server::{RpcFuture, RpcHandler};
+use skillbox_protocol::jsonrpc::{code, ErrorObject};
+use skillbox_protocol::methods::{
+    Capability, CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,
+};
+use skillbox_protocol::skill::Security;
+
+use crate::approvals::{ApprovalRequest, Approvals};
+use crate::calls::{ActiveCall, InFlight};
+use crate::proxy::fetch::FetchProxy;
+use crate::proxy::readfile::ReadFileProxy;
+use crate::proxy::sign::Signer;
+use crate::proxy::ProxyError;
+
+/// Answers capability callbacks.
+#[derive(Debug)]
+pub struct Callbacks {
+    in_flight: Arc<InFlight>,
+    approvals: Arc<Approvals>,
+    fetch: FetchProxy,
+    read_file: ReadFileProxy,
+    signer: Signer,
+}
+
+impl Callbacks {
+    /// Callbacks over the calls in flight, the approvals (a signature waits for one) and
+    /// the proxies.
+    pub fn new(
+        in_flight: Arc<InFlight>,
+        approvals: Arc<Approvals>,
+        fetch: FetchProxy,
+        read_file: ReadFileProxy,
+        signer: Signer,
+    ) -> Self {
+        Self {
+            in_flight,
+            approvals,
+            fetch,
+            read_file,
+            signer,
+        }
+    }
+
+    /// The call in flight the callback names, when its token is that call's, and the
+    /// capability request it carries.
+    fn authorize<T: DeserializeOwned>(
+        &self,
+        capability: Capability,
+        params: Option<Value>,
+    ) -> Result<(Arc<ActiveCall>, T), ProxyError> {
+        let cap = capability.as_str();
+        let p: CoreCallbackParams<Value> = serde_json::from_value(params.unwrap_or(Value::Null))
+            .map_err(|e| ProxyError::invalid(cap, format!("callback params: {e}")))?;
+        let call = self
+            .in_flight
+            .authorize(&p.call_id, &p.capability_token)
+            .map_err(|e| {
+                tracing::warn!(call_id = %p.call_id, reason = %e, "capability callback refused");
+                ProxyError::denied(cap, e.to_string())
+            })?;
+        let request = serde_json::from_value(p.request)
+            .map_err(|e| ProxyError::invalid(cap, format!("capability params: {e}")))?;
+        Ok((call, request))
+    }
+
+    async fn handle_inner(
+        &self,
+        method_name: &str,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        let Some(called) = CoreMethod::parse(method_name) else {
+            return Err(ErrorObject::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "unknown method {method_name:?}; the core serves {}",
+                    CoreMethod::names()
+                ),
+            ));
+        };
+        self.capability(called, params)
+            .await
+            .map_err(|e| e.to_error_object())
+    }
+
+    /// Performs one capability request; every refusal is a [`ProxyError`], turned into its
+    /// JSON-RPC error in one place ([`ProxyError::to_error_object`]).
+    async fn capability(
+        &self,
+        called: CoreMethod,
+        params: Option<Value>,
+    ) -> Result<Value, ProxyError> {
+        match called {
+            CoreMethod::Fetch => {
+                let (call, req): (_, FetchParams) = self.authorize(Capability::Fetch, params)?;
+                tracing::info!(skill = %call.skill.name, tool = %call.tool, url = %req.url, "fetch");
+                let r = self
+                    .fetch
+                    .fetch(&call.skill.permissions.network, req)
+                    .await?;
+                to_value(&r)
+            }
+            CoreMethod::ReadFile => {
+                let (call, req): (_, ReadFileParams) =
+                    self.authorize(Capability::ReadFile, params)?;
+                tracing::info!(skill = %call.skill.name, tool = %call.tool, path = %req.path, "readFile");
+                let r = self
+                    .read_file
+                    .read(&call.skill.permissions.workspace.read, &req)?;
+                to_value(&r)
+            }
+            CoreMethod::Sign => {
+                let (call, req): (_, SignParams) = self.authorize(Capability::Sign, params)?;
+                if call.security != Security::Sign {
+                    return Err(ProxyError::denied(
+                        Capability::Sign.as_str(),
+                        format!(
+                            "tool {}:{} is declared security {:?}; only tools with security: sign may sign",
+                            call.skill.name, call.tool, call.security
+                        ),
+                    ));
+                }
+                let asked = self
+                    .approvals
+                    .request(ApprovalRequest {
+                        skill: call.skill.name.clone(),
+                        tool: call.tool.clone(),
+                        args: serde_json::json!({"sign": {"type": req.kind, "data": req.data}}),
+                        security: Security::Sign,
+                    })
+                    .await;
+                if let Some(id) = match &asked {
+                    Ok(grant) => grant.approval_id(),
+                    Err(e) => e.approval_id(),
+                } {
+                    call.note_approval(id);
+                }
+                asked.map_err(|e| ProxyError::ApprovalDenied {
+                    capability: Capability::Sign.as_str(),
+                    reason: e.to_string(),
+                })?;
+                to_value(&self.signer.sign(&call.skill.name, &req)?)
+            }
+        }
+    }
+}
+
+fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ProxyError> {
+    serde_json::to_value(v).map_err(|e| ProxyError::Unavailable {
+        capability: "callback",
+        reason: format!("the answer could not be encoded: {e}"),
+    })
+}
+
+impl RpcHandler for Callbacks {
+    fn handle<'a>(&'a self, method_name: &'a str, params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(self.handle_inner(method_name, params))
+    }
+}

@@ -1,0 +1,442 @@
+//! The executors the core sends calls to. `[executor] url` and `urls` name them; each URL's
+//! host is resolved again on every health round ([`discovery`]), so the compose service
+//! name `executor` scaled to N containers gives N endpoints, and an endpoint whose address
+//! is gone is dropped. Every endpoint is asked `health` on a timer; calls go round-robin to
+//! the healthy ones, `skill.reload` goes to all of them.
+
+pub mod discovery;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use skillbox_channel::client::{ClientError, RpcClient};
+use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
+use skillbox_protocol::methods::{method, HealthResult, SandboxFacts};
+
+use discovery::{ExecutorUrl, UrlError};
+
+/// How long one `health` question may take before the endpoint counts as unhealthy.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an executor coming back may take to reload its skills.
+pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default pause between health rounds (`[executor] health_interval_ms`).
+pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
+
+/// One executor address and what the core last saw of it.
+#[derive(Debug)]
+pub struct Endpoint {
+    addr: SocketAddr,
+    source: String,
+    client: RpcClient,
+    state: Mutex<EndpointState>,
+}
+
+#[derive(Debug, Clone)]
+struct EndpointState {
+    healthy: bool,
+    since: Instant,
+    error: Option<String>,
+    health: Option<Arc<Value>>,
+    /// The `sandbox` part of `health`, parsed once per health round (read on every call).
+    facts: Option<Arc<SandboxFacts>>,
+    calls: u64,
+    /// Has answered `health` at least once: before that (start-up), not answering is
+    /// expected and logged at debug level, not warned about.
+    answered: bool,
+}
+
+impl Endpoint {
+    fn new(addr: SocketAddr, source: &str, files: &TlsFiles) -> Result<Self, ClientError> {
+        Ok(Self {
+            addr,
+            source: source.to_string(),
+            client: RpcClient::new(&format!("https://{addr}"), EXECUTOR_IDENTITY, files)?,
+            // Optimistic until the first health answer, which comes before any call
+            // (`ExecutorPool::refresh` runs before the gateway serves).
+            state: Mutex::new(EndpointState {
+                healthy: true,
+                since: Instant::now(),
+                error: None,
+                health: None,
+                facts: None,
+                calls: 0,
+                answered: false,
+            }),
+        })
+    }
+
+    /// The endpoint's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    fn state(&self) -> EndpointState {
+        match self.state.lock() {
+            Ok(s) => s.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn mark(&self, healthy: bool, error: Option<String>, health: Option<Value>) {
+        if let Ok(mut s) = self.state.lock() {
+            if s.healthy != healthy {
+                s.since = Instant::now();
+                if healthy {
+                    tracing::info!(executor = %self.addr, "executor healthy");
+                } else if s.answered {
+                    tracing::warn!(executor = %self.addr, error = ?error, "executor unhealthy");
+                } else {
+                    tracing::debug!(executor = %self.addr, error = ?error, "executor not answering yet (starting)");
+                }
+            }
+            s.answered |= healthy;
+            s.healthy = healthy;
+            s.error = error;
+            if let Some(health) = health {
+                s.facts = serde_json::from_value::<HealthResult>(health.clone())
+                    .ok()
+                    .and_then(|h| h.sandbox)
+                    .map(Arc::new);
+                s.health = Some(Arc::new(health));
+            }
+        }
+    }
+
+    /// The sandbox facts of the last `health` answer, when the endpoint is healthy.
+    fn healthy_facts(&self) -> Option<Arc<SandboxFacts>> {
+        let s = self.state.lock().ok()?;
+        s.healthy.then(|| s.facts.clone()).flatten()
+    }
+
+    fn count_call(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.calls += 1;
+        }
+    }
+
+    /// Asks `health`. An endpoint that comes back from unhealthy first gets a
+    /// `skill.reload`, so it serves the skills as they are now even if it missed the
+    /// reload broadcast while it did not answer; it stays unhealthy until that succeeds.
+    async fn check(&self) {
+        let was_healthy = self.state().healthy;
+        let health = match self
+            .client
+            .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
+            .await
+        {
+            Ok(v) => v,
+            Err(e) => return self.mark(false, Some(e.to_string()), None),
+        };
+        if !was_healthy {
+            if let Err(e) = self
+                .client
+                .call(method::SKILL_RELOAD, json!({}), RELOAD_TIMEOUT)
+                .await
+            {
+                return self.mark(
+                    false,
+                    Some(format!("skill.reload on its return: {e}")),
+                    None,
+                );
+            }
+        }
+        self.mark(true, None, Some(health));
+    }
+}
+
+/// What `/healthz` shows of one endpoint.
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointStatus {
+    /// `ip:port`.
+    pub address: String,
+    /// The configured URL it was found from.
+    pub url: String,
+    /// Answered the last `health` question (or has not been asked yet).
+    pub healthy: bool,
+    /// Milliseconds in the current state.
+    pub for_ms: u64,
+    /// Why it is unhealthy.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Calls sent to it.
+    pub calls: u64,
+}
+
+/// The executor endpoints and the round-robin over the healthy ones.
+#[derive(Debug)]
+pub struct ExecutorPool {
+    urls: Vec<ExecutorUrl>,
+    files: TlsFiles,
+    endpoints: RwLock<Vec<Arc<Endpoint>>>,
+    next: AtomicUsize,
+}
+
+impl ExecutorPool {
+    /// A pool over `urls` (`https://host:port` each); nothing is resolved until
+    /// [`refresh`](Self::refresh).
+    pub fn new(urls: &[String], files: TlsFiles) -> Result<Self, UrlError> {
+        if urls.is_empty() {
+            return Err(UrlError::None);
+        }
+        let urls = urls
+            .iter()
+            .map(|u| ExecutorUrl::parse(u))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self {
+            urls,
+            files,
+            endpoints: RwLock::new(Vec::new()),
+            next: AtomicUsize::new(0),
+        })
+    }
+
+    /// The configured URLs, for messages.
+    pub fn describe(&self) -> String {
+        self.urls
+            .iter()
+            .map(|u| u.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn snapshot(&self) -> Vec<Arc<Endpoint>> {
+        match self.endpoints.read() {
+            Ok(e) => e.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Resolves every URL again (keeping the endpoints whose address is still there) and
+    /// asks each endpoint `health`. A URL that does not resolve keeps its old endpoints,
+    /// which then fail their health question.
+    pub async fn refresh(&self) {
+        let old = self.snapshot();
+        let mut fresh: Vec<Arc<Endpoint>> = Vec::new();
+        for url in &self.urls {
+            let addrs = match url.resolve().await {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::debug!(url = %url, error = %e, "executor URL does not resolve");
+                    old.iter()
+                        .filter(|ep| ep.source == url.to_string())
+                        .map(|ep| ep.addr)
+                        .collect()
+                }
+            };
+            for addr in addrs {
+                if fresh.iter().any(|ep| ep.addr == addr) {
+                    continue;
+                }
+                match old.iter().find(|ep| ep.addr == addr) {
+                    Some(ep) => fresh.push(Arc::clone(ep)),
+                    None => match Endpoint::new(addr, &url.to_string(), &self.files) {
+                        Ok(ep) => {
+                            tracing::info!(executor = %addr, url = %url, "executor endpoint found");
+                            fresh.push(Arc::new(ep));
+                        }
+                        Err(e) => {
+                            tracing::error!(executor = %addr, error = %e, "cannot make a client")
+                        }
+                    },
+                }
+            }
+        }
+        for gone in old
+            .iter()
+            .filter(|o| !fresh.iter().any(|f| f.addr == o.addr))
+        {
+            tracing::info!(executor = %gone.addr, "executor endpoint gone");
+        }
+        futures_util::future::join_all(fresh.iter().map(|ep| ep.check())).await;
+        if let Ok(mut e) = self.endpoints.write() {
+            *e = fresh;
+        }
+    }
+
+    /// Refreshes every `interval`, forever.
+    pub async fn monitor(self: Arc<Self>, interval: Duration) {
+        loop {
+            tokio::time::sleep(interval).await;
+            self.refresh().await;
+        }
+    }
+
+    /// The next endpoint round-robin among the healthy ones; when none is healthy, among
+    /// all (the call then fails as `unavailable` with the reason).
+    fn pick(&self) -> Option<Arc<Endpoint>> {
+        let all = self.snapshot();
+        let healthy: Vec<&Arc<Endpoint>> = all.iter().filter(|e| e.state().healthy).collect();
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        if healthy.is_empty() {
+            all.get(n % all.len().max(1)).cloned()
+        } else {
+            healthy.get(n % healthy.len()).map(|e| Arc::clone(e))
+        }
+    }
+
+    /// Calls `method` on one executor, picked round-robin among the healthy ones. An
+    /// executor that cannot be reached is marked unhealthy at once; when no connection
+    /// could be made (so the request was never sent) the call goes to the next healthy
+    /// executor, once. A request that was sent is never sent again: a `write` tool must
+    /// not run twice.
+    pub async fn call(
+        &self,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let first = self.pick().ok_or_else(|| ClientError::Unreachable {
+            url: self.describe(),
+            reason: "no executor address resolved (is an executor running?)".into(),
+        })?;
+        match self
+            .call_on(&first, method_name, params.clone(), timeout)
+            .await
+        {
+            Err(e @ ClientError::Connect { .. }) => match self.pick() {
+                Some(next) if next.addr != first.addr && next.state().healthy => {
+                    tracing::warn!(executor = %first.addr, next = %next.addr, "no connection; the call goes to the next executor");
+                    self.call_on(&next, method_name, params, timeout).await
+                }
+                _ => Err(e),
+            },
+            other => other,
+        }
+    }
+
+    async fn call_on(
+        &self,
+        endpoint: &Endpoint,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        endpoint.count_call();
+        let result = endpoint.client.call(method_name, params, timeout).await;
+        if let Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) = &result {
+            endpoint.mark(false, Some(e.to_string()), None);
+        }
+        result
+    }
+
+    /// Calls `method` on every healthy endpoint (one that is down loads the skills afresh
+    /// when it comes back); the first error, if any.
+    pub async fn broadcast(
+        &self,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
+        let healthy: Vec<Arc<Endpoint>> = self
+            .snapshot()
+            .into_iter()
+            .filter(|e| e.state().healthy)
+            .collect();
+        let answers = futures_util::future::join_all(
+            healthy
+                .iter()
+                .map(|ep| ep.client.call(method_name, params.clone(), timeout)),
+        )
+        .await;
+        let mut first = None;
+        let mut error = None;
+        for (endpoint, answer) in healthy.iter().zip(answers) {
+            match answer {
+                Ok(v) => {
+                    first.get_or_insert(v);
+                }
+                Err(e) => {
+                    // Unhealthy until it answers again, and then it gets this method
+                    // again (a missed `skill.reload` is made up, see `Endpoint::check`).
+                    endpoint.mark(false, Some(e.to_string()), None);
+                    error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = error {
+            return Err(e);
+        }
+        first.ok_or_else(|| ClientError::Unreachable {
+            url: self.describe(),
+            reason: "no executor answers health".into(),
+        })
+    }
+
+    /// The last `health` answer of a healthy endpoint, if any is healthy.
+    pub fn health(&self) -> Option<Value> {
+        self.snapshot().iter().find_map(|e| {
+            let s = e.state();
+            s.healthy
+                .then_some(s.health)
+                .flatten()
+                .map(|h| (*h).clone())
+        })
+    }
+
+    /// What the healthy executors' sandboxes can start, merged so that a program counts as
+    /// present only when every healthy executor that reported has it (a call may go to any
+    /// of them). `None` until a healthy executor has reported.
+    pub fn sandbox_facts(&self) -> Option<Arc<SandboxFacts>> {
+        let mut merged: Option<Arc<SandboxFacts>> = None;
+        for endpoint in self.snapshot() {
+            let Some(facts) = endpoint.healthy_facts() else {
+                continue;
+            };
+            match &mut merged {
+                None => merged = Some(facts),
+                Some(all) => {
+                    let all = Arc::make_mut(all);
+                    for (program, present) in &facts.programs {
+                        let entry = all.programs.entry(program.clone()).or_insert(*present);
+                        *entry &= *present;
+                    }
+                }
+            }
+        }
+        merged
+    }
+
+    /// Every endpoint as `/healthz` shows it.
+    pub fn status(&self) -> Vec<EndpointStatus> {
+        self.snapshot()
+            .iter()
+            .map(|e| {
+                let s = e.state();
+                EndpointStatus {
+                    address: e.addr.to_string(),
+                    url: e.source.clone(),
+                    healthy: s.healthy,
+                    for_ms: u64::try_from(s.since.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    error: s.error,
+                    calls: s.calls,
+                }
+            })
+            .collect()
+    }
+
+    /// Takes every endpoint for healthy, as between a death and the next health round.
+    #[cfg(test)]
+    pub(crate) fn assume_all_healthy(&self) {
+        for e in self.snapshot() {
+            e.mark(true, None, None);
+        }
+    }
+
+    /// How long the endpoint at `ip` has been unhealthy; `None` when it is healthy or
+    /// unknown (for the supervisor).
+    pub fn unhealthy_for(&self, ip: IpAddr) -> Option<Duration> {
+        self.snapshot()
+            .iter()
+            .filter(|e| e.addr.ip() == ip)
+            .map(|e| e.state())
+            .find(|s| !s.healthy)
+            .map(|s| s.since.elapsed())
+    }
+}
+
+#[cfg(test)]
+mod tests;

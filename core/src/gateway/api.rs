@@ -1,0 +1,190 @@
+//! The REST API's request and response bodies (docs/http-api.md), in one place: what a bot
+//! sends and gets back on each route, as types. Handlers read requests with
+//! [`super::request::Req::json`] (unknown fields refused) and answer these types; errors
+//! have one shape of their own ([`super::error::ApiError`]).
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use skillbox_protocol::methods::HealthResult;
+use skillbox_protocol::skill::{Permissions, Security};
+
+use crate::executors::docker::supervisor::SupervisorStatus;
+use crate::executors::pool::EndpointStatus;
+use crate::skills::install::remove::Removed;
+use crate::skills::install::Installed;
+use crate::state::store::Decision;
+use crate::state::store::RepairRecord;
+
+pub use crate::repair::RepairProposal;
+pub use crate::router::{ExecuteParams as ExecuteRequest, RouteParams as RouteRequest};
+
+/// `POST /v1/tools/call`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallRequest {
+    /// `skill:tool`, or a built-in disclosure tool.
+    pub tool: String,
+    /// The tool's arguments (absent or `null` means `{}`).
+    #[serde(default)]
+    pub args: Value,
+    /// The caller's context: the call is refused unless the tool is active in it.
+    pub context_id: Option<String>,
+}
+
+/// `POST /v1/skills/install`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallRequest {
+    /// A skill folder or `.tar.gz` on the core's machine; relative to the workspace.
+    pub source: PathBuf,
+    /// Let the package replace an installed signed skill of another publisher.
+    #[serde(default)]
+    pub allow_publisher_change: bool,
+}
+
+/// `POST /v1/approvals/{id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRequest {
+    /// `"approve"` or `"deny"`.
+    pub decision: Decision,
+    /// Why, shown to the caller of a denied call.
+    pub reason: Option<String>,
+}
+
+/// `GET /healthz`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// Always `"ok"`: the core answers.
+    pub status: &'static str,
+    /// `"ok"` when an executor answered the last health round, else `"down"`.
+    pub executor: &'static str,
+    /// What that executor's sandbox can start.
+    pub sandbox: Option<HealthResult>,
+    /// Every executor endpoint and its last answer.
+    pub executors: Vec<EndpointStatus>,
+    /// The executor containers' supervisor, when the core has a Docker engine.
+    pub supervisor: Option<SupervisorStatus>,
+    /// Whether `execution.sandbox: container` skills can run.
+    pub container_sandbox: bool,
+}
+
+/// One tool of `GET /v1/tools`.
+#[derive(Debug, Serialize)]
+pub struct ToolEntry {
+    /// `skill:tool`.
+    pub name: String,
+    /// What it does.
+    pub description: String,
+    /// Its arguments' JSON Schema.
+    pub parameters: Value,
+    /// `read`, `write` or `sign`.
+    pub security: Security,
+}
+
+/// `GET /v1/tools`: the skills' tools, then the built-in disclosure tools.
+#[derive(Debug, Serialize)]
+pub struct ToolList {
+    /// Every tool.
+    pub tools: Vec<Value>,
+}
+
+/// One skill of `GET /v1/skills`: offered, or disabled by the trust policy.
+#[derive(Debug, Serialize)]
+pub struct SkillSummary {
+    /// Its name.
+    pub name: String,
+    /// Its version, when it has one.
+    pub version: Option<String>,
+    /// Its description (`null` for a disabled skill).
+    pub description: Option<String>,
+    /// Whether its tools can run now.
+    pub available: bool,
+    /// Why not, when they cannot.
+    pub reason: Option<String>,
+    /// `true` for a skill the trust policy disabled (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disabled: Option<bool>,
+    /// Its tools as `skill:tool`.
+    pub tools: Vec<String>,
+    /// `signed` or `local`.
+    pub trust: &'static str,
+    /// How many warnings its manifest had.
+    pub warnings: usize,
+}
+
+/// `GET /v1/skills`.
+#[derive(Debug, Serialize)]
+pub struct SkillList {
+    /// The skills offered, then those the trust policy disabled.
+    pub skills: Vec<SkillSummary>,
+}
+
+/// `GET /v1/skills/{name}` of an offered skill.
+#[derive(Debug, Serialize)]
+pub struct SkillDetail {
+    /// The summary.
+    #[serde(flatten)]
+    pub summary: SkillSummary,
+    /// The `SKILL.md` body.
+    pub body: String,
+    /// Every file of the skill folder.
+    pub files: Vec<PathBuf>,
+    /// Its declared permissions.
+    pub permissions: Permissions,
+    /// Its routing triggers.
+    pub triggers: Vec<String>,
+}
+
+/// `GET /v1/approvals`.
+#[derive(Debug, Serialize)]
+pub struct ApprovalList {
+    /// Each approval with its arguments and decoded payload.
+    pub approvals: Vec<Value>,
+}
+
+/// The reload after an install, removal or repair: `"ok"` or `{"error": …}` (the change
+/// itself stands either way).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum ReloadOutcome {
+    /// `"ok"`.
+    Ok(&'static str),
+    /// `{"error": …}`.
+    Failed {
+        /// Why the reload failed.
+        error: String,
+    },
+}
+
+/// `POST /v1/skills/install`.
+#[derive(Debug, Serialize)]
+pub struct InstallResponse {
+    /// What was installed.
+    pub installed: Installed,
+    /// The reload after it.
+    pub reload: ReloadOutcome,
+    /// Set when the package was not signed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<&'static str>,
+}
+
+/// `DELETE /v1/skills/{name}`.
+#[derive(Debug, Serialize)]
+pub struct RemoveResponse {
+    /// What was removed.
+    pub removed: Removed,
+    /// The reload after it.
+    pub reload: ReloadOutcome,
+}
+
+/// `POST /v1/skills/{name}/repairs`.
+#[derive(Debug, Serialize)]
+pub struct RepairResponse {
+    /// The repair's record.
+    pub repair: RepairRecord,
+    /// The reload after it.
+    pub reload: ReloadOutcome,
+}

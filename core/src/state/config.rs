@@ -1,0 +1,410 @@
+//! `skillbox.toml`: the core's configuration, read from the workspace. Every key has a
+//! default; unknown keys are errors (a typo must not silently weaken a policy).
+//!
+//! ```toml
+//! [gateway]
+//! listen = "127.0.0.1:7070"        # bots connect here (bearer token in <state>/api-token)
+//! max_request_bytes = 1048576      # largest request body
+//!
+//! [executor]
+//! url = ""                         # `skillbox serve`: the executor's https URL; `up` starts its own
+//! urls = []                        # `serve`: more executor URLs. Every host name is resolved again
+//!                                  # each health round: `executor` scaled to N containers is N executors
+//! health_interval_ms = 2000        # each executor is asked `health` this often; calls skip unhealthy ones
+//! listen = ""                      # `up`: where the executor it starts listens (default: a free
+//!                                  # port on 127.0.0.1, so two `up` never collide)
+//! callback_listen = ""             # where the core takes executor callbacks (fetch, sign, readFile);
+//!                                  # default: `up` a free port on 127.0.0.1, `serve` 127.0.0.1:7072
+//! callback_url = ""                # how the executor reaches that listener (default https://<callback_listen>)
+//! call_timeout_ms = 300000         # a tool call's longest round trip through the channel
+//! max_concurrent = 16              # calls the executor runs at once
+//! binary = ""                      # skillbox-executor to start (default: next to skillbox)
+//! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
+//!                                  # CA certificate here (a volume the executor mounts)
+//!
+//! [docker]                         # the Docker engine, when the core can reach one (crate::executors::docker)
+//! socket = "auto"                  # "auto": /var/run/docker.sock if it answers; "off"; or a socket path
+//! supervise = true                 # restart executor containers that exited or stopped answering
+//! project = ""                     # their compose project (default: the core container's own)
+//! service = "executor"             # their compose service
+//! restart_after_ms = 10000         # an executor unhealthy this long is restarted
+//! interval_ms = 3000               # how often the supervisor looks
+//! executor_image = "skillbox-executor:latest" # image of `execution.sandbox: container` calls
+//! skills_host_dir = ""             # the skills root as the engine's host sees it (default: found
+//!                                  # from the core container's mounts, else the skills root)
+//! container_memory_overhead_mb = 64 # added to the skill's memory_mb for the executor itself
+//! container_pids = 128             # pids limit of a per-call container
+//! container_cpus = 1.0             # CPU limit of a per-call container
+//! max_containers = 8               # per-call containers at once; more calls are refused `unavailable`
+//!
+//! [fetch]
+//! allow_private = []               # "host:port" pairs that may resolve to private addresses
+//! max_request_bytes = 1048576     # largest request body a tool may send
+//! max_response_bytes = 5242880
+//! timeout_ms = 15000
+//! max_redirects = 5
+//!
+//! [read_file]
+//! max_bytes = 1048576
+//!
+//! [approvals]
+//! timeout_ms = 120000              # a write/sign call waits this long for a decision
+//! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
+//!
+//! [skills]                       # crate::skills::roots
+//! roots = []                       # skills roots, highest precedence first (relative: to the
+//!                                  # workspace; ~/: home); "skills" (installs) is always one
+//!
+//! [trust]
+//! require_signed = false           # true: install and run only skills signed under a root in
+//!                                  # <state>/trust (docs/signing-runbook.md); false: unsigned skills are
+//!                                  # allowed under the trust label "local"
+//!
+//! [routing]                        # routing spec §6 (router::score explains each term)
+//! threshold = 0.65                 # score a skill needs to be selected (forced skills skip it)
+//! top_k = 3                        # semantic recall depth
+//! intent_half = 0.5                # BM25 score (in rare-word IDFs) where intent_match = 0.5
+//! cold_start_calls = 20            # calls before a skill's own success rate counts in full
+//! max_parallel = 2                 # skills per parallel stage
+//! max_fallback_skills = 2          # same-intent skills in a fallback chain
+//! cross_lingual = true             # expand Chinese queries with the built-in lexicon
+//!
+//! [routing.weights]
+//! intent_match = 0.40
+//! trigger_match = 0.20
+//! success_rate = 0.15
+//! context_readiness = 0.10
+//! cost_penalty = 0.10
+//! conflict_penalty = 0.05
+//!
+//! [repair]                         # routing spec §11–13 (crate::repair explains the checks)
+//! attempts_per_run = 2             # repair attempts one run may make on one skill
+//! files_per_attempt = 3            # files one attempt may change
+//! hunks_per_attempt = 8            # hunks one attempt may contain
+//! added_doc_tokens = 300           # words one attempt may add to SKILL.md and references/
+//! min_task_progress = 0.70         # a repair needs the failed run this close to success
+//! max_root_causes = 1              # ... and at most this many root causes (at least one)
+//!
+//! [mcp]                            # the MCP server on the gateway (docs/mcp.md)
+//! allowed_origins = []             # browser origins allowed to call POST /mcp ("https://app.example");
+//!                                  # a request without Origin is fine, any other Origin is refused 403
+//! ```
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// The config file's name in a workspace.
+pub use crate::state::workspace::CONFIG_FILE;
+
+/// The whole configuration.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// Gateway settings.
+    pub gateway: GatewayConfig,
+    /// Executor and channel settings.
+    pub executor: ExecutorConfig,
+    /// The Docker engine: executor supervision and per-call containers.
+    pub docker: DockerSection,
+    /// Fetch proxy settings.
+    pub fetch: crate::proxy::fetch::FetchConfig,
+    /// readFile proxy settings.
+    pub read_file: ReadFileSection,
+    /// Approval settings.
+    pub approvals: crate::approvals::ApprovalPolicy,
+    /// Skills roots and their precedence.
+    pub skills: crate::skills::roots::SkillsSection,
+    /// Signed-skill policy.
+    pub trust: TrustSection,
+    /// Routing weights and threshold.
+    pub routing: crate::router::RoutingConfig,
+    /// Self-repair budget and eligibility.
+    pub repair: crate::repair::RepairConfig,
+    /// The MCP server on the gateway.
+    pub mcp: McpSection,
+}
+
+/// `[mcp]`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSection {
+    /// Browser origins (`scheme://host[:port]`, compared exactly) whose requests to
+    /// `POST /mcp` are served; a request with any other `Origin` is refused (403). A
+    /// request without `Origin` (a non-browser client) is always fine. Default: none.
+    pub allowed_origins: Vec<String>,
+}
+
+/// `[trust]`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrustSection {
+    /// Refuse unsigned skills (install and load); off by default.
+    pub require_signed: bool,
+}
+
+/// `[gateway]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// Listen address.
+    pub listen: String,
+    /// Largest request body.
+    pub max_request_bytes: usize,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        Self {
+            listen: "127.0.0.1:7070".into(),
+            max_request_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `[executor]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorConfig {
+    /// The executor's URL for `skillbox serve`.
+    pub url: String,
+    /// More executor URLs for `skillbox serve`.
+    pub urls: Vec<String>,
+    /// Pause between health rounds over the executors.
+    pub health_interval_ms: u64,
+    /// Where `up` makes its executor listen; empty: [`ExecutorConfig::executor_listen`].
+    pub listen: String,
+    /// The core's callback listener; empty: [`ExecutorConfig::callback_listen_for`].
+    pub callback_listen: String,
+    /// The callback URL given to the executor.
+    pub callback_url: String,
+    /// Longest round trip of a call.
+    pub call_timeout_ms: u64,
+    /// Calls the executor runs at once.
+    pub max_concurrent: usize,
+    /// Executor binary for `up`.
+    pub binary: String,
+    /// A folder the executor's TLS files are copied to on start (containers); empty: none.
+    pub pki_export: String,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            urls: Vec::new(),
+            health_interval_ms: 2_000,
+            listen: String::new(),
+            callback_listen: String::new(),
+            callback_url: String::new(),
+            call_timeout_ms: 300_000,
+            max_concurrent: 16,
+            binary: String::new(),
+            pki_export: String::new(),
+        }
+    }
+}
+
+/// The callback listener of `serve` when `[executor] callback_listen` is unset: a fixed port,
+/// since an executor started elsewhere is told `--core-url` by hand.
+pub const SERVE_CALLBACK_LISTEN: &str = "127.0.0.1:7072";
+
+/// Any free port on the loopback interface.
+const ANY_LOOPBACK_PORT: &str = "127.0.0.1:0";
+
+impl ExecutorConfig {
+    /// Where `up` makes its executor listen: `listen`, else a free loopback port (port 0 is
+    /// replaced by the port the system picks), so a second `up` does not collide.
+    pub fn executor_listen(&self) -> &str {
+        if self.listen.is_empty() {
+            ANY_LOOPBACK_PORT
+        } else {
+            &self.listen
+        }
+    }
+
+    /// The core's callback listener: `callback_listen`, else a free loopback port for `up`
+    /// (`embedded`: the core tells its own executor the port) and
+    /// [`SERVE_CALLBACK_LISTEN`] for `serve`.
+    pub fn callback_listen_for(&self, embedded: bool) -> &str {
+        match (self.callback_listen.is_empty(), embedded) {
+            (false, _) => &self.callback_listen,
+            (true, true) => ANY_LOOPBACK_PORT,
+            (true, false) => SERVE_CALLBACK_LISTEN,
+        }
+    }
+}
+
+/// `[docker]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DockerSection {
+    /// `auto`, `off` or a socket path.
+    pub socket: String,
+    /// Supervise the executor containers.
+    pub supervise: bool,
+    /// Compose project of the executor containers; empty: the core container's own.
+    pub project: String,
+    /// Compose service of the executor containers.
+    pub service: String,
+    /// Restart an executor unhealthy this long.
+    pub restart_after_ms: u64,
+    /// Pause between supervisor rounds.
+    pub interval_ms: u64,
+    /// Image of per-call containers.
+    pub executor_image: String,
+    /// The skills root as the engine's host sees it; empty: found.
+    pub skills_host_dir: String,
+    /// Memory added to a skill's `memory_mb` for the executor in a per-call container.
+    pub container_memory_overhead_mb: u64,
+    /// Pids limit of a per-call container.
+    pub container_pids: i64,
+    /// CPU limit of a per-call container.
+    pub container_cpus: f64,
+    /// Per-call containers at once.
+    pub max_containers: usize,
+}
+
+impl Default for DockerSection {
+    fn default() -> Self {
+        Self {
+            socket: "auto".into(),
+            supervise: true,
+            project: String::new(),
+            service: "executor".into(),
+            restart_after_ms: 10_000,
+            interval_ms: 3_000,
+            executor_image: "skillbox-executor:latest".into(),
+            skills_host_dir: String::new(),
+            container_memory_overhead_mb: 64,
+            container_pids: 128,
+            container_cpus: 1.0,
+            max_containers: 8,
+        }
+    }
+}
+
+/// `[read_file]`
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReadFileSection {
+    /// Largest file.
+    pub max_bytes: u64,
+}
+
+impl Default for ReadFileSection {
+    fn default() -> Self {
+        Self {
+            max_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// Why the config could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid.
+    #[error("{path}: {source}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Cause (names the key).
+        source: toml::de::Error,
+    },
+    /// A value outside the range the key allows.
+    #[error("{path}: {key} = {value} is out of range; use {range}")]
+    OutOfRange {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The key, `section.key`.
+        key: &'static str,
+        /// The value given.
+        value: String,
+        /// The range allowed.
+        range: String,
+    },
+}
+
+impl Config {
+    /// Reads `<workspace>/skillbox.toml`, or the defaults when there is none.
+    pub fn load(workspace: &Path) -> Result<Self, ConfigError> {
+        let path = workspace.join(CONFIG_FILE);
+        if !path.exists() {
+            return Ok(Self::default());
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| ConfigError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let config: Self = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: path.clone(),
+            source,
+        })?;
+        config.check_ranges(&path)?;
+        Ok(config)
+    }
+
+    /// Refuses limits that would make the executors or the supervisor misbehave (a
+    /// zero interval spins, a negative CPU share is an engine error at the first call).
+    fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
+        let (e, d) = (&self.executor, &self.docker);
+        // (key, value, allowed range): integers as f64 are exact at these sizes.
+        let checks: [(&'static str, f64, f64, f64); 7] = [
+            (
+                "executor.health_interval_ms",
+                e.health_interval_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
+                "docker.restart_after_ms",
+                d.restart_after_ms as f64,
+                1_000.0,
+                3_600_000.0,
+            ),
+            ("docker.interval_ms", d.interval_ms as f64, 200.0, 600_000.0),
+            (
+                "docker.container_pids",
+                d.container_pids as f64,
+                16.0,
+                65_536.0,
+            ),
+            ("docker.container_cpus", d.container_cpus, 0.01, 256.0),
+            (
+                "docker.max_containers",
+                d.max_containers as f64,
+                1.0,
+                1024.0,
+            ),
+            (
+                "docker.container_memory_overhead_mb",
+                d.container_memory_overhead_mb as f64,
+                16.0,
+                65_536.0,
+            ),
+        ];
+        match checks
+            .into_iter()
+            .find(|(_, v, lo, hi)| !(*v >= *lo && *v <= *hi))
+        {
+            None => Ok(()),
+            Some((key, value, lo, hi)) => Err(ConfigError::OutOfRange {
+                path: path.to_path_buf(),
+                key,
+                value: value.to_string(),
+                range: format!("{lo}..={hi}"),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! `skillbox.toml` parsing: defaults, each section, and the refusals of bad files.
+
+use super::*;
+
+#[test]
+fn missing_file_gives_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(Config::load(dir.path()).unwrap(), Config::default());
+}
+
+#[test]
+fn internal_listeners_of_up_take_free_ports_unless_set() {
+    let default = ExecutorConfig::default();
+    assert_eq!(default.executor_listen(), "127.0.0.1:0");
+    assert_eq!(default.callback_listen_for(true), "127.0.0.1:0");
+    assert_eq!(default.callback_listen_for(false), SERVE_CALLBACK_LISTEN);
+    let set = ExecutorConfig {
+        listen: "127.0.0.1:9071".into(),
+        callback_listen: "0.0.0.0:9072".into(),
+        ..ExecutorConfig::default()
+    };
+    assert_eq!(set.executor_listen(), "127.0.0.1:9071");
+    assert_eq!(set.callback_listen_for(true), "0.0.0.0:9072");
+    assert_eq!(set.callback_listen_for(false), "0.0.0.0:9072");
+}
+
+#[test]
+fn unknown_key_is_refused_with_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(CONFIG_FILE), "[fetch]\nallow_privat = []\n").unwrap();
+    let err = Config::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("allow_privat"), "{err}");
+}
+
+#[test]
+fn executor_and_docker_limits_out_of_range_are_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, key) in [
+        (
+            "[executor]\nhealth_interval_ms = 0\n",
+            "executor.health_interval_ms",
+        ),
+        (
+            "[docker]\nrestart_after_ms = 10\n",
+            "docker.restart_after_ms",
+        ),
+        ("[docker]\ninterval_ms = 0\n", "docker.interval_ms"),
+        ("[docker]\ncontainer_pids = -1\n", "docker.container_pids"),
+        ("[docker]\ncontainer_cpus = -1.0\n", "docker.container_cpus"),
+        ("[docker]\ncontainer_cpus = nan\n", "docker.container_cpus"),
+        (
+            "[docker]\ncontainer_memory_overhead_mb = 0\n",
+            "docker.container_memory_overhead_mb",
+        ),
+        ("[docker]\nmax_containers = 0\n", "docker.max_containers"),
+    ] {
+        std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains(key) && err.contains("out of range"),
+            "{toml}: {err}"
+        );
+    }
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[docker]\nsocket = \"off\"\ncontainer_cpus = 0.5\n[executor]\nurls = [\"https://executor:7071\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.docker.socket, "off");
+    assert_eq!(c.executor.urls, vec!["https://executor:7071"]);
+}
+
+#[test]
+fn partial_sections_keep_other_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[fetch]\nallow_private = [\"127.0.0.1:8080\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.fetch.allow_private, vec!["127.0.0.1:8080"]);
+    assert_eq!(c.fetch.timeout_ms, 15_000);
+    assert_eq!(c.gateway, GatewayConfig::default());
+    assert!(!c.trust.require_signed);
+}
+
+#[test]
+fn repair_section_is_read_with_defaults() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[repair]\nattempts_per_run = 1\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.repair.attempts_per_run, 1);
+    assert_eq!(c.repair.budget().hunks_per_attempt, 8);
+    assert_eq!(c.repair.budget().added_doc_tokens, 300);
+}
+
+#[test]
+fn trust_require_signed_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[trust]\nrequire_signed = true\n",
+    )
+    .unwrap();
+    assert!(Config::load(dir.path()).unwrap().trust.require_signed);
+}
+
+/// `[fetch]` and `[approvals]` are read straight into the proxy's and the approvals'
+/// own settings: every key of theirs is a config key, with the same defaults.
+#[test]
+fn fetch_and_approvals_sections_are_the_runtime_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(
+        Config::load(dir.path()).unwrap().fetch,
+        crate::proxy::fetch::FetchConfig::default()
+    );
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[fetch]\nmax_redirects = 2\nmax_request_bytes = 10\n[approvals]\ntimeout_ms = 5\nauto_approve = [\"a:b\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.fetch.max_redirects, 2);
+    assert_eq!(c.fetch.max_request_bytes, 10);
+    assert_eq!(c.fetch.timeout_ms, 15_000);
+    assert_eq!(c.approvals.timeout_ms, 5);
+    assert_eq!(c.approvals.auto_approve, vec!["a:b"]);
+    std::fs::write(dir.path().join(CONFIG_FILE), "[fetch]\nmax_redirect = 2\n").unwrap();
+    let err = Config::load(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("max_redirect"), "{err}");
+}
