@@ -49,7 +49,10 @@ pub fn run(a: McpArgs) -> anyhow::Result<u8> {
 
 /// The headers a message implies, and the handshake version it negotiates when it is an
 /// `initialize` answer (read by the caller).
-pub fn headers_for(message: &Value, handshake_version: Option<&str>) -> Vec<(&'static str, String)> {
+pub fn headers_for(
+    message: &Value,
+    handshake_version: Option<&str>,
+) -> Vec<(&'static str, String)> {
     let method = message.get("method").and_then(Value::as_str);
     let params = message.get("params");
     let modern = params
@@ -247,7 +250,13 @@ mod tests {
         let body = br#"{"error":"missing or wrong bearer token","error_kind":"permission_denied"}"#;
         let a = answer_of(&m, http::StatusCode::UNAUTHORIZED, body).unwrap();
         assert_eq!(a["id"], 7);
-        assert!(a["error"]["message"].as_str().unwrap().contains("bearer token"), "{a}");
+        assert!(
+            a["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("bearer token"),
+            "{a}"
+        );
         let note = json!({"jsonrpc":"2.0","method":"notifications/initialized"});
         assert!(answer_of(&note, http::StatusCode::ACCEPTED, b"").is_none());
     }

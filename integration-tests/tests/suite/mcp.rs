@@ -42,16 +42,28 @@ fn stdio_args(sb: &Skillbox) -> Vec<String> {
 fn assert_list_and_call(sb: &Skillbox, out: &Value, version: &str) {
     assert_eq!(out["protocol_version"], version, "{out}");
     let tools = &out["tools"];
-    for name in ["echo.echo", "signer.write_note", "net.fetch", "load_skill", "run_skill_script"] {
+    for name in [
+        "echo.echo",
+        "signer.write_note",
+        "net.fetch",
+        "load_skill",
+        "run_skill_script",
+    ] {
         assert!(tools.get(name).is_some(), "{name} not listed: {tools}");
     }
     assert_eq!(tools["echo.echo"]["readOnlyHint"], true, "{tools}");
     assert_eq!(tools["echo.echo"]["destructiveHint"], false, "{tools}");
     assert_eq!(tools["echo.echo"]["openWorldHint"], false, "{tools}");
     assert_eq!(tools["signer.write_note"]["readOnlyHint"], false, "{tools}");
-    assert_eq!(tools["signer.write_note"]["destructiveHint"], true, "{tools}");
+    assert_eq!(
+        tools["signer.write_note"]["destructiveHint"], true,
+        "{tools}"
+    );
     assert_eq!(tools["signer.sign"]["destructiveHint"], true, "{tools}");
-    assert_eq!(tools["net.fetch"]["openWorldHint"], true, "network permission: {tools}");
+    assert_eq!(
+        tools["net.fetch"]["openWorldHint"], true,
+        "network permission: {tools}"
+    );
     assert_eq!(
         tools["files.read"]["inputSchema"]["required"],
         json!(["path"]),
@@ -64,7 +76,10 @@ fn assert_list_and_call(sb: &Skillbox, out: &Value, version: &str) {
         json!({"echo": {"text": "hi from mcp"}})
     );
     let text: Value = serde_json::from_str(out["echo"]["text"][0].as_str().unwrap()).unwrap();
-    assert_eq!(text, out["echo"]["structured"], "the text block is the data as JSON");
+    assert_eq!(
+        text, out["echo"]["structured"],
+        "the text block is the data as JSON"
+    );
 
     // Arguments failing the schema: isError with the message the REST call gives; the
     // tool did not run.
@@ -121,7 +136,11 @@ fn approval_run(py: &Path, sb: &Skillbox, decision: &str, extra: &[&str]) -> Val
         .unwrap_or_else(|| panic!("approval {id} not found: {approvals:?}"));
     assert_eq!(record["skill"], "signer");
     assert_eq!(record["tool"], "write_note");
-    let want = if decision == "approve" { "used" } else { "denied" };
+    let want = if decision == "approve" {
+        "used"
+    } else {
+        "denied"
+    };
     assert_eq!(record["status"], want, "{record}");
     out
 }
@@ -144,9 +163,9 @@ fn mcp_write_call_waits_and_runs_once_approved_through_the_rest_api() {
 
 #[test]
 fn mcp_write_call_denied_through_the_rest_api_is_an_error_result_and_does_not_run() {
-    let Some(py) = python(
-        "mcp_write_call_denied_through_the_rest_api_is_an_error_result_and_does_not_run",
-    ) else {
+    let Some(py) =
+        python("mcp_write_call_denied_through_the_rest_api_is_an_error_result_and_does_not_run")
+    else {
         return;
     };
     let sb = Skillbox::start(Options::default());
@@ -205,7 +224,12 @@ fn mcp_context_endpoint_lists_and_allows_only_the_context_tools() {
     assert_eq!(r.status, 200, "{}", r.body);
 
     for mode in ["auto", "legacy"] {
-        let out = scenario(&py, &sb, "context", &["--mode", mode, "--path", "/mcp/chat-1"]);
+        let out = scenario(
+            &py,
+            &sb,
+            "context",
+            &["--mode", mode, "--path", "/mcp/chat-1"],
+        );
         assert_eq!(
             out["tools"],
             json!(["echo.echo", "load_skill", "run_skill_script"]),
@@ -317,7 +341,10 @@ fn mcp_without_the_token_is_401_with_www_authenticate_and_a_foreign_origin_is_40
 
     let (status, head, _) = raw(
         &sb.addr,
-        &format!("GET /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{auth}\r\n", sb.addr),
+        &format!(
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n{auth}\r\n",
+            sb.addr
+        ),
     );
     assert_eq!(status, 405);
     assert!(head.contains("allow: post"), "{head}");
@@ -331,8 +358,16 @@ fn mcp_allowed_origin_from_config_is_served() {
     });
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     let auth = format!("Authorization: Bearer {}\r\n", sb.token);
-    let (status, _, body) = post(&sb.addr, &format!("{auth}Origin: https://app.example\r\n"), list);
+    let (status, _, body) = post(
+        &sb.addr,
+        &format!("{auth}Origin: https://app.example\r\n"),
+        list,
+    );
     assert_eq!(status, 200, "{body}");
-    let (status, _, _) = post(&sb.addr, &format!("{auth}Origin: https://other.example\r\n"), list);
+    let (status, _, _) = post(
+        &sb.addr,
+        &format!("{auth}Origin: https://other.example\r\n"),
+        list,
+    );
     assert_eq!(status, 403);
 }

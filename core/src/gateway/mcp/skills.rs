@@ -56,7 +56,8 @@ fn has_skill_md(skill: &Skill) -> bool {
 fn describe(skill: &Skill, lock: Option<&InstallLock>) -> Result<Value, McpError> {
     let text = read(skill, SKILL_MD)?;
     let mut fm = frontmatter_of(&String::from_utf8_lossy(&text));
-    fm.entry("name").or_insert_with(|| skill.name.clone().into());
+    fm.entry("name")
+        .or_insert_with(|| skill.name.clone().into());
     fm.entry("description")
         .or_insert_with(|| skill.description.clone().into());
     Ok(json!({
@@ -144,7 +145,9 @@ pub async fn list(gw: &Gateway) -> Result<Value, McpError> {
 /// `skills/get {uri}`: an unknown uri is -32602.
 pub async fn get(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, McpError> {
     let Some(asked) = params.get("uri").and_then(Value::as_str) else {
-        return Err(McpError::BadParams("skills/get needs \"uri\" (a string)".into()));
+        return Err(McpError::BadParams(
+            "skills/get needs \"uri\" (a string)".into(),
+        ));
     };
     let skill = parse_uri(asked)
         .filter(|(_, path)| *path == SKILL_MD)

@@ -55,8 +55,7 @@ pub async fn context(gw: &Gateway, context_id: &str) -> Result<ContextView, McpE
     let d = Arc::clone(&gw.dispatcher);
     let catalog = gw.dispatcher.catalog();
     let id = context_id.to_string();
-    match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &catalog, &id))
-        .await
+    match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &catalog, &id)).await
     {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(McpError::BadParams(e.to_string())),
@@ -174,8 +173,7 @@ pub async fn call(
         .get("requestState")
         .and_then(Value::as_str)
         .and_then(|state| gw.mcp_waiting.take(state, &name, &args));
-    let waiting =
-        resumed.unwrap_or_else(|| elicitation::start(gw, context_id, &name, full, args));
+    let waiting = resumed.unwrap_or_else(|| elicitation::start(gw, context_id, &name, full, args));
     match elicitation::next(waiting).await {
         Next::Done(result) => Ok(call_result(&result)),
         Next::Asked(record, waiting) => {
@@ -199,7 +197,10 @@ pub fn call_result(result: &ToolResult) -> Value {
         if let Some(kind) = result.error_kind {
             meta["dev.skillbox/errorKind"] = json!(kind);
         }
-        let message = result.error.clone().unwrap_or_else(|| "the call failed".into());
+        let message = result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the call failed".into());
         return json!({
             "content": [{"type": "text", "text": message}],
             "isError": true,

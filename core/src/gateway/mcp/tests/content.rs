@@ -36,10 +36,19 @@ async fn tools_are_skill_dot_tool_with_annotations_from_security_and_network() {
         let list = answer.result();
         assert_eq!(
             names(list),
-            ["notes.edit", "notes.search", "web.get", "load_skill", "run_skill_script"]
+            [
+                "notes.edit",
+                "notes.search",
+                "web.get",
+                "load_skill",
+                "run_skill_script"
+            ]
         );
         let search = tool(list, "notes.search");
-        assert_eq!(search["inputSchema"]["properties"]["text"]["type"], "string");
+        assert_eq!(
+            search["inputSchema"]["properties"]["text"]["type"],
+            "string"
+        );
         assert_eq!(
             search["annotations"],
             json!({"readOnlyHint": true, "destructiveHint": false, "openWorldHint": false})
@@ -49,7 +58,10 @@ async fn tools_are_skill_dot_tool_with_annotations_from_security_and_network() {
             json!({"readOnlyHint": false, "destructiveHint": true, "openWorldHint": false})
         );
         assert_eq!(tool(list, "web.get")["annotations"]["openWorldHint"], true);
-        assert_eq!(tool(list, "load_skill")["annotations"]["readOnlyHint"], true);
+        assert_eq!(
+            tool(list, "load_skill")["annotations"]["readOnlyHint"],
+            true
+        );
     }
     let modern_list = modern(&f.gw, "/mcp", "tools/list", json!({})).await;
     assert_eq!(modern_list.result()["ttlMs"], 0);
@@ -65,7 +77,13 @@ async fn tool_name_with_no_skill_is_refused_naming_the_tool_as_written() {
         ("notes:search", "tool names are <skill>.<tool>"),
         ("nodots", "tool names are <skill>.<tool>"),
     ] {
-        let a = modern(&f.gw, "/mcp", "tools/call", json!({"name": name, "arguments": {}})).await;
+        let a = modern(
+            &f.gw,
+            "/mcp",
+            "tools/call",
+            json!({"name": name, "arguments": {}}),
+        )
+        .await;
         assert_eq!(a.status, StatusCode::OK, "{name}");
         assert_eq!(a.error_code(), INVALID_PARAMS, "{name}");
         let m = a.error_message();
@@ -80,9 +98,19 @@ async fn tool_name_with_no_skill_is_refused_naming_the_tool_as_written() {
 async fn tools_call_arguments_that_are_not_an_object_are_invalid_params() {
     let f = fixture();
     for args in [json!([1, 2]), json!("text"), json!(3)] {
-        let a = legacy(&f.gw, "/mcp", "tools/call", json!({"name": "notes.search", "arguments": args})).await;
+        let a = legacy(
+            &f.gw,
+            "/mcp",
+            "tools/call",
+            json!({"name": "notes.search", "arguments": args}),
+        )
+        .await;
         assert_eq!(a.error_code(), INVALID_PARAMS, "{args}");
-        assert!(a.error_message().contains("must be an object"), "{}", a.body);
+        assert!(
+            a.error_message().contains("must be an object"),
+            "{}",
+            a.body
+        );
     }
     let a = legacy(&f.gw, "/mcp", "tools/call", json!({"arguments": {}})).await;
     assert_eq!(a.error_code(), INVALID_PARAMS);
@@ -92,13 +120,28 @@ async fn tools_call_arguments_that_are_not_an_object_are_invalid_params() {
 #[tokio::test]
 async fn builtin_load_skill_answers_as_a_structured_result() {
     let f = fixture();
-    let a = legacy(&f.gw, "/mcp", "tools/call", json!({"name": "load_skill", "arguments": {"name": "notes"}})).await;
+    let a = legacy(
+        &f.gw,
+        "/mcp",
+        "tools/call",
+        json!({"name": "load_skill", "arguments": {"name": "notes"}}),
+    )
+    .await;
     let r = a.result();
     assert_eq!(r["isError"], false, "{r}");
     assert_eq!(r["structuredContent"]["name"], "notes");
     let text: Value = serde_json::from_str(r["content"][0]["text"].as_str().unwrap()).unwrap();
-    assert_eq!(text, r["structuredContent"], "the text block is the same JSON");
-    let a = legacy(&f.gw, "/mcp", "tools/call", json!({"name": "load_skill", "arguments": {"name": "ghost"}})).await;
+    assert_eq!(
+        text, r["structuredContent"],
+        "the text block is the same JSON"
+    );
+    let a = legacy(
+        &f.gw,
+        "/mcp",
+        "tools/call",
+        json!({"name": "load_skill", "arguments": {"name": "ghost"}}),
+    )
+    .await;
     assert_eq!(a.result()["isError"], true);
     assert!(a.result().get("structuredContent").is_none());
 }
@@ -109,9 +152,18 @@ async fn context_endpoint_lists_and_allows_only_the_active_tools() {
     let catalog = f.gw.dispatcher.catalog();
     crate::contexts::pin(f.gw.dispatcher.store(), &catalog, "c1", "web").unwrap();
     let list = modern(&f.gw, "/mcp/c1", "tools/list", json!({})).await;
-    assert_eq!(names(list.result()), ["web.get", "load_skill", "run_skill_script"]);
+    assert_eq!(
+        names(list.result()),
+        ["web.get", "load_skill", "run_skill_script"]
+    );
     // Listed elsewhere, refused here, with the REST call's message.
-    let a = modern(&f.gw, "/mcp/c1", "tools/call", json!({"name": "notes.search", "arguments": {}})).await;
+    let a = modern(
+        &f.gw,
+        "/mcp/c1",
+        "tools/call",
+        json!({"name": "notes.search", "arguments": {}}),
+    )
+    .await;
     let r = a.result();
     assert_eq!(r["isError"], true, "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();
@@ -143,7 +195,13 @@ async fn skills_list_and_get_give_every_file_with_its_installed_digest() {
     assert_eq!(notes["resources"], json!(want));
     assert!(want.iter().any(|r| r["uri"] == "skill://notes/SKILL.md"));
 
-    let got = modern(&f.gw, "/mcp", "skills/get", json!({"uri": "skill://notes/SKILL.md"})).await;
+    let got = modern(
+        &f.gw,
+        "/mcp",
+        "skills/get",
+        json!({"uri": "skill://notes/SKILL.md"}),
+    )
+    .await;
     assert_eq!(got.result()["skill"], *notes);
 
     // The install lock's digest must be the one these files hash to.
@@ -161,20 +219,50 @@ async fn skills_list_and_get_give_every_file_with_its_installed_digest() {
             installed_at: "2026-01-01T00:00:00Z".into(),
         },
     );
-    std::fs::write(InstallLock::path(&f.skills), serde_json::to_vec(&lock).unwrap()).unwrap();
-    let changed = modern(&f.gw, "/mcp", "skills/get", json!({"uri": "skill://notes/SKILL.md"})).await;
+    std::fs::write(
+        InstallLock::path(&f.skills),
+        serde_json::to_vec(&lock).unwrap(),
+    )
+    .unwrap();
+    let changed = modern(
+        &f.gw,
+        "/mcp",
+        "skills/get",
+        json!({"uri": "skill://notes/SKILL.md"}),
+    )
+    .await;
     assert_eq!(changed.error_code(), INTERNAL_ERROR);
-    assert!(changed.error_message().contains("changed on disk since it was installed"), "{}", changed.body);
+    assert!(
+        changed
+            .error_message()
+            .contains("changed on disk since it was installed"),
+        "{}",
+        changed.body
+    );
     lock.skills.get_mut("notes").unwrap().digest = digest.prefixed();
-    std::fs::write(InstallLock::path(&f.skills), serde_json::to_vec(&lock).unwrap()).unwrap();
-    let same = modern(&f.gw, "/mcp", "skills/get", json!({"uri": "skill://notes/SKILL.md"})).await;
+    std::fs::write(
+        InstallLock::path(&f.skills),
+        serde_json::to_vec(&lock).unwrap(),
+    )
+    .unwrap();
+    let same = modern(
+        &f.gw,
+        "/mcp",
+        "skills/get",
+        json!({"uri": "skill://notes/SKILL.md"}),
+    )
+    .await;
     assert_eq!(same.result()["skill"]["resources"], json!(want));
 }
 
 #[tokio::test]
 async fn unknown_skill_is_invalid_params_and_skills_are_modern_only() {
     let f = fixture();
-    for uri in ["skill://ghost/SKILL.md", "skill://notes/README.md", "file:///etc/passwd"] {
+    for uri in [
+        "skill://ghost/SKILL.md",
+        "skill://notes/README.md",
+        "file:///etc/passwd",
+    ] {
         let a = modern(&f.gw, "/mcp", "skills/get", json!({"uri": uri})).await;
         assert_eq!(a.error_code(), INVALID_PARAMS, "{uri}");
         assert!(a.error_message().contains(uri), "{uri}: {}", a.body);
@@ -195,7 +283,13 @@ async fn skill_md_resource_is_served_verbatim_and_nothing_outside_the_skill() {
         .map(|r| r["uri"].as_str().unwrap())
         .collect();
     assert_eq!(uris, ["skill://notes/SKILL.md", "skill://web/SKILL.md"]);
-    let read = modern(&f.gw, "/mcp", "resources/read", json!({"uri": "skill://notes/SKILL.md"})).await;
+    let read = modern(
+        &f.gw,
+        "/mcp",
+        "resources/read",
+        json!({"uri": "skill://notes/SKILL.md"}),
+    )
+    .await;
     let on_disk = std::fs::read_to_string(f.skills.join("notes/SKILL.md")).unwrap();
     assert_eq!(read.result()["contents"][0]["text"], on_disk);
     assert_eq!(read.result()["contents"][0]["mimeType"], "text/markdown");
@@ -207,6 +301,10 @@ async fn skill_md_resource_is_served_verbatim_and_nothing_outside_the_skill() {
     ] {
         let a = modern(&f.gw, "/mcp", "resources/read", json!({"uri": uri})).await;
         assert_eq!(a.error_code(), INVALID_PARAMS, "{uri}: {}", a.body);
-        assert!(a.error_message().contains("unknown resource"), "{uri}: {}", a.body);
+        assert!(
+            a.error_message().contains("unknown resource"),
+            "{uri}: {}",
+            a.body
+        );
     }
 }

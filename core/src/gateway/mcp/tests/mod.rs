@@ -65,9 +65,14 @@ fn fixture() -> Fixture {
     let ws = dir.path().join("ws");
     let skills = ws.join("skills");
     std::fs::create_dir_all(&skills).unwrap();
-    write_skill(&skills, "notes", &[("search", "read"), ("edit", "write")], &[]);
+    write_skill(
+        &skills,
+        "notes",
+        &[("search", "read"), ("edit", "write")],
+        &[],
+    );
     write_skill(&skills, "web", &[("get", "read")], &["https://example.com"]);
-    let catalog: Catalog = discover(&[skills.clone()], DiscoveryOptions::default());
+    let catalog: Catalog = discover(std::slice::from_ref(&skills), DiscoveryOptions::default());
     assert!(catalog.skipped.is_empty(), "{:?}", catalog.skipped);
     let dispatcher = Arc::new(crate::calls::test_dispatcher(&ws, catalog));
     let workspace = crate::state::Workspace::new(&ws);
@@ -101,11 +106,16 @@ struct Answer {
 
 impl Answer {
     fn error_code(&self) -> i64 {
-        self.body["error"]["code"].as_i64().unwrap_or_else(|| panic!("no error: {}", self.body))
+        self.body["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no error: {}", self.body))
     }
 
     fn error_message(&self) -> String {
-        self.body["error"]["message"].as_str().unwrap_or_default().to_string()
+        self.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     fn result(&self) -> &Value {

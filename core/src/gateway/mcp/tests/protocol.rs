@@ -34,7 +34,8 @@ async fn oversized_body_is_413_naming_the_limit_key() {
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert_eq!(a.error_code(), INVALID_REQUEST);
     assert!(
-        a.error_message().contains("4096-byte limit (gateway.max_request_bytes)"),
+        a.error_message()
+            .contains("4096-byte limit (gateway.max_request_bytes)"),
         "{}",
         a.body
     );
@@ -54,7 +55,10 @@ async fn message_without_jsonrpc_2_or_method_is_invalid_request() {
     for (body, why) in [
         (r#"{"id":1,"method":"tools/list"}"#, "jsonrpc"),
         (r#"{"jsonrpc":"2.0","id":1}"#, "method"),
-        (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}"#, "id"),
+        (
+            r#"{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}"#,
+            "id",
+        ),
         (r#""tools/list""#, "not an object"),
     ] {
         let a = post_raw(&f.gw, "/mcp", &[], body).await;
@@ -70,7 +74,11 @@ async fn unknown_method_is_404_method_not_found_naming_it() {
     let a = legacy(&f.gw, "/mcp", "tools/destroy", json!({})).await;
     assert_eq!(a.status, StatusCode::NOT_FOUND);
     assert_eq!(a.error_code(), METHOD_NOT_FOUND);
-    assert!(a.error_message().contains("\"tools/destroy\""), "{}", a.body);
+    assert!(
+        a.error_message().contains("\"tools/destroy\""),
+        "{}",
+        a.body
+    );
     assert_eq!(a.body["id"], "a", "the error answers the request's id");
 }
 
@@ -137,7 +145,10 @@ async fn modern_request_whose_headers_disagree_with_the_body_is_header_mismatch(
         assert!(a.error_message().contains(says), "{headers:?}: {}", a.body);
     }
     let stats = f.gw.dispatcher.store().all_skill_stats().unwrap();
-    assert!(stats.is_empty(), "a refused request runs nothing: {stats:?}");
+    assert!(
+        stats.is_empty(),
+        "a refused request runs nothing: {stats:?}"
+    );
 }
 
 #[tokio::test]
@@ -166,7 +177,11 @@ async fn modern_envelope_without_client_capabilities_is_invalid_params() {
     ];
     let a = post_raw(&f.gw, "/mcp", &headers, &body.to_string()).await;
     assert_eq!(a.error_code(), INVALID_PARAMS);
-    assert!(a.error_message().contains("clientCapabilities"), "{}", a.body);
+    assert!(
+        a.error_message().contains("clientCapabilities"),
+        "{}",
+        a.body
+    );
     let bare = r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#;
     let a = post_raw(&f.gw, "/mcp", &[], bare).await;
     assert_eq!(a.error_code(), INVALID_PARAMS);
@@ -177,12 +192,24 @@ async fn modern_envelope_without_client_capabilities_is_invalid_params() {
 async fn handshake_request_at_an_unsupported_header_version_is_refused() {
     let f = fixture();
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
-    let a = post_raw(&f.gw, "/mcp", &[("mcp-protocol-version", "2024-01-01")], body).await;
+    let a = post_raw(
+        &f.gw,
+        "/mcp",
+        &[("mcp-protocol-version", "2024-01-01")],
+        body,
+    )
+    .await;
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert_eq!(a.error_code(), UNSUPPORTED_PROTOCOL_VERSION);
     assert!(a.error_message().contains("2024-01-01"), "{}", a.body);
     // The modern version without the modern envelope says what is missing.
-    let a = post_raw(&f.gw, "/mcp", &[("mcp-protocol-version", "2026-07-28")], body).await;
+    let a = post_raw(
+        &f.gw,
+        "/mcp",
+        &[("mcp-protocol-version", "2026-07-28")],
+        body,
+    )
+    .await;
     assert_eq!(a.error_code(), INVALID_PARAMS);
     assert!(a.error_message().contains("_meta"), "{}", a.body);
 }
@@ -196,12 +223,20 @@ async fn initialize_agrees_on_a_served_version_and_offers_the_latest_otherwise()
         ("2024-11-05", "2025-11-25"),
         ("2026-07-28", "2025-11-25"),
     ] {
-        let a = legacy(&f.gw, "/mcp", "initialize", json!({"protocolVersion": asked,
-            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+        let a = legacy(
+            &f.gw,
+            "/mcp",
+            "initialize",
+            json!({"protocolVersion": asked,
+            "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+        )
         .await;
         assert_eq!(a.result()["protocolVersion"], agreed, "{asked}");
         assert_eq!(a.result()["serverInfo"]["name"], "skillbox");
-        assert!(a.result().get("resultType").is_none(), "no 2026 fields in the handshake era");
+        assert!(
+            a.result().get("resultType").is_none(),
+            "no 2026 fields in the handshake era"
+        );
     }
     let a = legacy(&f.gw, "/mcp", "initialize", json!({})).await;
     assert_eq!(a.error_code(), INVALID_PARAMS);
@@ -225,19 +260,31 @@ async fn discover_declares_versions_skills_extension_and_cache_hints() {
     let f = fixture();
     let a = modern(&f.gw, "/mcp", "server/discover", json!({})).await;
     let r = a.result();
-    assert_eq!(r["supportedVersions"], json!(["2025-06-18", "2025-11-25", "2026-07-28"]));
+    assert_eq!(
+        r["supportedVersions"],
+        json!(["2025-06-18", "2025-11-25", "2026-07-28"])
+    );
     assert_eq!(r["resultType"], "complete");
     assert_eq!(r["ttlMs"], 0);
     assert_eq!(r["cacheScope"], "private");
     assert!(r["capabilities"]["tools"].is_object(), "{r}");
-    assert_eq!(r["capabilities"]["extensions"]["io.modelcontextprotocol/skills"], json!({}));
-    assert_eq!(r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "skillbox");
+    assert_eq!(
+        r["capabilities"]["extensions"]["io.modelcontextprotocol/skills"],
+        json!({})
+    );
+    assert_eq!(
+        r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "skillbox"
+    );
 }
 
 #[tokio::test]
 async fn ping_is_served_in_the_handshake_era_only() {
     let f = fixture();
-    assert_eq!(legacy(&f.gw, "/mcp", "ping", json!({})).await.result(), &json!({}));
+    assert_eq!(
+        legacy(&f.gw, "/mcp", "ping", json!({})).await.result(),
+        &json!({})
+    );
     let a = modern(&f.gw, "/mcp", "ping", json!({})).await;
     assert_eq!(a.error_code(), METHOD_NOT_FOUND);
     assert!(a.error_message().contains("removed"), "{}", a.body);
@@ -249,15 +296,29 @@ async fn request_from_an_origin_not_allowed_is_403_naming_the_config_key() {
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
     let a = post_raw(&f.gw, "/mcp", &[("origin", "https://evil.example")], body).await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
-    assert!(a.error_message().contains("https://evil.example"), "{}", a.body);
-    assert!(a.error_message().contains("[mcp] allowed_origins"), "{}", a.body);
+    assert!(
+        a.error_message().contains("https://evil.example"),
+        "{}",
+        a.body
+    );
+    assert!(
+        a.error_message().contains("[mcp] allowed_origins"),
+        "{}",
+        a.body
+    );
 
     let mut config = (*f.gw.dispatcher.config()).clone();
     config.mcp.allowed_origins = vec!["https://app.example/".into()];
-    let catalog = discover(&[f.skills.clone()], DiscoveryOptions::default());
+    let catalog = discover(std::slice::from_ref(&f.skills), DiscoveryOptions::default());
     f.gw.dispatcher.set_catalog(catalog, Some(config));
     let a = post_raw(&f.gw, "/mcp", &[("origin", "https://app.example")], body).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
-    let a = post_raw(&f.gw, "/mcp", &[("origin", "https://app.example.evil")], body).await;
+    let a = post_raw(
+        &f.gw,
+        "/mcp",
+        &[("origin", "https://app.example.evil")],
+        body,
+    )
+    .await;
     assert_eq!(a.status, StatusCode::FORBIDDEN);
 }
