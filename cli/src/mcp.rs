@@ -14,14 +14,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use clap::Args;
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::client::{self, CoreClient};
 use super::up::workspace;
 
-/// Longest line read from stdin: the core refuses bodies over its own limit anyway.
-const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// The default of `--max-message-bytes`: the gateway's default `max_request_bytes`.
+const DEFAULT_MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 
 /// `mcp` arguments.
 #[derive(Debug, Args)]
@@ -33,6 +33,11 @@ pub struct McpArgs {
     /// Serve only this context's active tools (`POST /mcp/{context}`).
     #[arg(long, value_name = "ID")]
     context: Option<String>,
+    /// Longest message (one line) read from stdin; a longer one is answered with an error
+    /// and skipped without being held in memory. The core applies its own
+    /// `[gateway] max_request_bytes` as well.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
 }
 
 /// Runs `skillbox mcp` until stdin closes.
@@ -43,7 +48,7 @@ pub fn run(a: McpArgs) -> anyhow::Result<u8> {
         Some(c) => format!("/mcp/{c}"),
         None => "/mcp".to_string(),
     };
-    client::runtime()?.block_on(forward(core, path))?;
+    client::runtime()?.block_on(forward(core, path, a.max_message_bytes))?;
     Ok(0)
 }
 
@@ -131,8 +136,48 @@ fn answer_of(message: &Value, status: http::StatusCode, body: &[u8]) -> Option<V
     }
 }
 
+/// One line of input: a message, or one over the limit (its bytes skipped).
+#[derive(Debug, PartialEq, Eq)]
+enum Line {
+    /// A line of at most the limit (without its newline).
+    Message(Vec<u8>),
+    /// A line over the limit, read to its end and dropped.
+    TooLong,
+}
+
+/// Reads the next line of at most `max` bytes from `input`; `None` at the end of input.
+async fn read_line<R: AsyncBufRead + Unpin>(
+    input: &mut R,
+    max: usize,
+) -> std::io::Result<Option<Line>> {
+    let mut buf = Vec::new();
+    let cap = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
+    let n = (&mut *input).take(cap).read_until(b'\n', &mut buf).await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    if buf.last() == Some(&b'\n') {
+        buf.pop();
+        return Ok(Some(Line::Message(buf)));
+    }
+    if buf.len() <= max {
+        return Ok(Some(Line::Message(buf)));
+    }
+    // Over the limit: skip to the end of the line, a bounded chunk at a time.
+    loop {
+        let mut rest = Vec::new();
+        let n = (&mut *input)
+            .take(64 * 1024)
+            .read_until(b'\n', &mut rest)
+            .await?;
+        if n == 0 || rest.last() == Some(&b'\n') {
+            return Ok(Some(Line::TooLong));
+        }
+    }
+}
+
 /// Reads stdin line by line, forwards each message, writes the answers.
-async fn forward(core: CoreClient, path: String) -> anyhow::Result<()> {
+async fn forward(core: CoreClient, path: String, max: usize) -> anyhow::Result<()> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
     let writer = tokio::spawn(async move {
         let mut out = tokio::io::stdout();
@@ -147,20 +192,23 @@ async fn forward(core: CoreClient, path: String) -> anyhow::Result<()> {
     let handshake: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let core = Arc::new(core);
     let path = Arc::new(path);
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut input = BufReader::new(tokio::io::stdin());
     let mut tasks = tokio::task::JoinSet::new();
-    while let Some(line) = lines.next_line().await? {
-        if line.trim().is_empty() {
+    while let Some(line) = read_line(&mut input, max).await? {
+        let line = match line {
+            Line::Message(bytes) => bytes,
+            Line::TooLong => {
+                let _ = tx.send(transport_error(
+                    Value::Null,
+                    format!("message over {max} bytes (--max-message-bytes) refused; it was not forwarded"),
+                ));
+                continue;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        if line.len() > MAX_LINE_BYTES {
-            let _ = tx.send(transport_error(
-                Value::Null,
-                format!("message over {MAX_LINE_BYTES} bytes refused"),
-            ));
-            continue;
-        }
-        let message: Value = match serde_json::from_str(&line) {
+        let message: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
                 let _ = tx.send(json!({"jsonrpc": "2.0", "id": null,
@@ -235,6 +283,28 @@ mod tests {
         assert_eq!(
             headers_for(&list, Some("2025-06-18")),
             vec![("mcp-protocol-version", "2025-06-18".to_string())]
+        );
+    }
+
+    #[tokio::test]
+    async fn line_over_the_limit_is_skipped_whole_and_the_next_one_read() {
+        let input = format!("{}\n{{\"a\":1}}\n{}", "x".repeat(100), "y".repeat(5));
+        let mut r = tokio::io::BufReader::new(input.as_bytes());
+        assert_eq!(read_line(&mut r, 10).await.unwrap(), Some(Line::TooLong));
+        assert_eq!(
+            read_line(&mut r, 10).await.unwrap(),
+            Some(Line::Message(b"{\"a\":1}".to_vec()))
+        );
+        assert_eq!(
+            read_line(&mut r, 10).await.unwrap(),
+            Some(Line::Message(b"yyyyy".to_vec()))
+        );
+        assert_eq!(read_line(&mut r, 10).await.unwrap(), None);
+        // Exactly at the limit is a message.
+        let mut r = tokio::io::BufReader::new("0123456789\n".as_bytes());
+        assert_eq!(
+            read_line(&mut r, 10).await.unwrap(),
+            Some(Line::Message(b"0123456789".to_vec()))
         );
     }
 
