@@ -19,6 +19,7 @@ mod table;
 mod tools;
 
 pub use error::ApiError;
+pub use mcp::classify_message as classify_mcp_message;
 
 use std::sync::Arc;
 use std::time::Duration;

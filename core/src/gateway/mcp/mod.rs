@@ -38,6 +38,30 @@ const INSTRUCTIONS: &str = "skillbox runs agent skills' tools in a sandbox. Tool
 <skill>.<tool>; load_skill reads a skill's instructions before you use its tools. Tools that \
 write wait for an operator's approval.";
 
+/// How `POST /mcp` reads one message, without running it: the method of a request (or
+/// `None` for a notification or a response), or the refusal's JSON-RPC error object.
+/// `headers` are `(name, value)` pairs; pairs that are not valid HTTP are left out. For
+/// the fuzz target `fuzz/fuzz_targets/mcp_message.rs`.
+pub fn classify_message(bytes: &[u8], headers: &[(&str, &str)]) -> Result<Option<String>, Value> {
+    let mut map = http::HeaderMap::new();
+    for (name, value) in headers {
+        if let (Ok(n), Ok(v)) = (
+            http::HeaderName::from_bytes(name.as_bytes()),
+            http::HeaderValue::from_str(value),
+        ) {
+            map.append(n, v);
+        }
+    }
+    let refused = |e: McpError| e.to_error_object();
+    match transport::parse(bytes).map_err(refused)? {
+        Incoming::Notification { .. } => Ok(None),
+        Incoming::Request { method, params, .. } => {
+            eras::classify(&method, &params, Some(&map)).map_err(refused)?;
+            Ok(Some(method))
+        }
+    }
+}
+
 /// `POST /mcp`.
 pub async fn serve(gw: &Gateway, req: Req) -> Reply {
     Ok(handle(gw, None, req).await)
