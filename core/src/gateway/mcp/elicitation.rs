@@ -99,11 +99,6 @@ impl WaitingCalls {
         });
         calls.insert(state, waiting);
     }
-
-    /// How many calls are kept.
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
 }
 
 /// Starts `name` (`full` in the pipeline's terms) in the core, detached from the request.
