@@ -94,12 +94,17 @@ impl RpcClient {
         let config = tls::client_config(files)?;
         let name = ServerName::try_from(expected_identity.to_string())
             .map_err(|_| ClientError::BadIdentity(expected_identity.to_string()))?;
+        // Connections are pooled and reused (keep-alive); requests go out at once, not held
+        // back by Nagle's algorithm waiting for the previous answer's ACK.
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_only()
             .with_server_name_resolver(FixedServerNameResolver::new(name))
             .enable_http1()
-            .build();
+            .wrap_connector(tcp);
         let url: hyper::Uri = format!("{}{RPC_PATH}", base_url.trim_end_matches('/'))
             .parse()
             .map_err(|e: http::uri::InvalidUri| ClientError::BadUrl {

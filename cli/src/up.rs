@@ -176,7 +176,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         transports: Transports::new(Arc::clone(&executor), containers),
         secrets: Secrets::load(&state_dir)?,
         approvals,
-        store,
+        store: store.clone(),
         in_flight,
         call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
     }));
@@ -263,6 +263,8 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     gateway_task.abort();
     callback_task.abort();
     monitor_task.abort();
+    // Calls are recorded off their path; write every finished one before exiting.
+    store.flush_calls();
     if let Some(s) = supervisor_task {
         s.abort();
     }

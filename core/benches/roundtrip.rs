@@ -1,99 +1,39 @@
-//! Round trip of a trivial native tool through gateway → core → executor → sandbox and
-//! back, at 1 and 16 concurrent clients. Starts the real `skillbox up` (built binaries in
-//! the target dir) on a temporary workspace; writes `target/roundtrip-bench.md`.
+//! Round trip of a tool call through the whole system — bot → gateway → call pipeline →
+//! mutual TLS → executor → sandbox → tool and back — next to a bare spawn of the same
+//! program, measured side by side in one run (docs/hot-path.md explains the method and
+//! keeps the results). Starts the real `skillbox up` (built binaries in the target dir) on
+//! a temporary workspace; writes `target/roundtrip-bench.md`.
 //!
-//! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`.
-//! The share of time in the sandboxed spawn is the executor's own `duration_ms` (spawn to
-//! final answer) over the client's round trip.
+//! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`
+//! (`ROUNDTRIP_N` calls per series, default 300).
+//!
+//! Series, interleaved round by round so that load from elsewhere falls on all alike:
+//! - `bare` — the static C tool spawned by `std::process::Command` with its arguments on
+//!   stdin, stdout read, reaped: what a fresh process costs without skillbox.
+//! - `plain` — the same binary as a `protocol: plain` tool, called through `skillbox up`.
+//! - `jsonrpc` — a C tool speaking the JSON-RPC stdio protocol, through `skillbox up`.
+//! - `python bare` / `python cold` / `python warm` — `python3 -c` bare, as a plain tool
+//!   started cold, and with `execution.prestart: 2`.
+//!
+//! Then 16 clients at once: the bare spawn rate with 16 threads against the call rate of
+//! `plain` through `skillbox up` with 16 clients. Nothing here asserts a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "roundtrip/setup.rs"]
+mod setup;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
 
-const TOOL_C: &str = r#"
-#include <stdio.h>
-int main(void) {
-    char line[65536];
-    if (!fgets(line, sizeof line, stdin)) return 1;
-    fputs("{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"ok\":true}}\n", stdout);
-    return 0;
-}
-"#;
+use setup::{start_up, workspace, PY_SOURCE};
 
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn binary(name: &str) -> PathBuf {
-    let here = target_dir().join(name);
-    if here.is_file() {
-        return here;
-    }
-    let release = target_dir().parent().unwrap().join("release").join(name);
-    assert!(
-        release.is_file(),
-        "build the workspace first: cargo build --release --workspace"
-    );
-    release
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
-
-fn workspace() -> tempfile::TempDir {
-    let ws = tempfile::tempdir().unwrap();
-    chmod(ws.path(), 0o755);
-    let skill = ws.path().join("skills").join("native");
-    std::fs::create_dir_all(skill.join("bin")).unwrap();
-    chmod(&ws.path().join("skills"), 0o755);
-    chmod(&skill, 0o755);
-    chmod(&skill.join("bin"), 0o755);
-    let src = ws.path().join("tool.c");
-    std::fs::write(&src, TOOL_C).unwrap();
-    let out = skill.join("bin").join("tool");
-    let status = Command::new("gcc")
-        .args(["-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .unwrap();
-    assert!(status.success(), "gcc failed");
-    std::fs::write(
-        skill.join("skill.yaml"),
-        "name: native\ndescription: Trivial native tool for the round-trip bench\ntools:\n  - name: ping\n    description: answers ok\n    command: [\"bin/tool\"]\n",
-    )
-    .unwrap();
-    std::fs::write(
-        ws.path().join("skillbox.toml"),
-        "[executor]\nlisten = \"127.0.0.1:0\"\ncallback_listen = \"127.0.0.1:0\"\n",
-    )
-    .unwrap();
-    ws
-}
-
-struct Up(Child);
-
-impl Drop for Up {
-    fn drop(&mut self) {
-        let _ = nix_kill(self.0.id());
-        let _ = self.0.wait();
-    }
-}
-
-fn nix_kill(pid: u32) -> std::io::Result<()> {
-    Command::new("kill")
-        .arg(pid.to_string())
-        .status()
-        .map(|_| ())
-}
-
-fn post(addr: &str, token: &str, body: &str) -> (u16, String) {
+/// One call through the gateway on a fresh connection: its wall time in ms and the result.
+fn call(addr: &str, token: &str, tool: &str) -> (f64, serde_json::Value) {
+    let body = format!(r#"{{"tool":"{tool}","args":{{"n":1}}}}"#);
+    let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
     write!(
@@ -104,100 +44,139 @@ fn post(addr: &str, token: &str, body: &str) -> (u16, String) {
     .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
-    let status = out.get(9..12).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = out.split("\r\n\r\n").nth(1).unwrap_or_default().to_string();
-    (status, body)
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    let json = out.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
+    assert_eq!(v["success"], true, "{tool}: {out}");
+    (ms, v)
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
+/// A bare spawn of `argv` with `{"n":1}` on stdin, stdout read, reaped; ms.
+fn bare(argv: &[&str], dir: &Path) -> f64 {
+    let t = Instant::now();
+    let mut child = Command::new(argv[0])
+        .args(&argv[1..])
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"n":1}"#)
+        .unwrap();
+    let mut out = Vec::new();
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    assert!(child.wait().unwrap().success());
+    t.elapsed().as_secs_f64() * 1000.0
 }
 
-fn run(addr: &str, token: &str, clients: usize, per_client: usize) -> (Vec<f64>, Vec<f64>, f64) {
+fn median(v: &mut [f64]) -> f64 {
+    percentile(v, 0.5)
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i.min(v.len() - 1)]
+}
+
+/// Calls (or spawns) per second with `threads` workers doing `per` each.
+fn rate(threads: usize, per: usize, work: impl Fn() + Send + Sync + 'static) -> f64 {
+    let work = std::sync::Arc::new(work);
     let start = Instant::now();
-    let handles: Vec<_> = (0..clients)
+    let handles: Vec<_> = (0..threads)
         .map(|_| {
-            let addr = addr.to_string();
-            let token = token.to_string();
-            std::thread::spawn(move || {
-                let mut rt = Vec::new();
-                let mut inner = Vec::new();
-                for _ in 0..per_client {
-                    let t = Instant::now();
-                    let (status, body) = post(&addr, &token, r#"{"tool":"native:ping","args":{}}"#);
-                    rt.push(t.elapsed().as_secs_f64() * 1000.0);
-                    assert_eq!(status, 200, "{body}");
-                    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-                    assert_eq!(v["success"], true, "{body}");
-                    inner.push(v["duration_ms"].as_f64().unwrap_or(0.0));
-                }
-                (rt, inner)
-            })
+            let work = std::sync::Arc::clone(&work);
+            std::thread::spawn(move || (0..per).for_each(|_| work()))
         })
         .collect();
-    let (mut rt, mut inner) = (Vec::new(), Vec::new());
-    for h in handles {
-        let (a, b) = h.join().unwrap();
-        rt.extend(a);
-        inner.extend(b);
-    }
-    let secs = start.elapsed().as_secs_f64();
-    let throughput = rt.len() as f64 / secs;
-    rt.sort_by(|a, b| a.total_cmp(b));
-    inner.sort_by(|a, b| a.total_cmp(b));
-    (rt, inner, throughput)
+    handles.into_iter().for_each(|h| h.join().unwrap());
+    (threads * per) as f64 / start.elapsed().as_secs_f64()
 }
 
 fn main() {
     let ws = workspace();
-    let child = Command::new(binary("skillbox"))
-        .args(["up", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(ws.path())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _up = Up(child);
-    let state = ws.path().join(".skillbox");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let addr = loop {
-        if let Ok(a) = std::fs::read_to_string(state.join("gateway.addr")) {
-            break a;
-        }
-        assert!(Instant::now() < deadline, "skillbox up did not start");
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let token = std::fs::read_to_string(state.join("api-token"))
-        .unwrap()
-        .trim()
-        .to_string();
+    let up = start_up(ws.path());
+    let (addr, token) = (up.addr.clone(), up.token.clone());
     let n: usize = std::env::var("ROUNDTRIP_N")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
-    run(&addr, &token, 1, 20); // warm-up
+    let plain_bin = ws.path().join("skills/plain/bin/tool");
+    let plain_path = plain_bin.to_str().unwrap().to_string();
+    let plain_argv = [plain_path.as_str()];
+    let py_argv = ["python3", "-c", PY_SOURCE];
+    for _ in 0..20 {
+        call(&addr, &token, "plain:run");
+        call(&addr, &token, "native:ping");
+        call(&addr, &token, "py:warm");
+        call(&addr, &token, "pycold:cold");
+    }
+    let names = [
+        "bare",
+        "plain",
+        "jsonrpc",
+        "python bare",
+        "python cold",
+        "python warm",
+    ];
+    let mut series: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut executor_ms = Vec::new();
+    for _ in 0..n {
+        series[0].push(bare(&plain_argv, ws.path()));
+        let (ms, v) = call(&addr, &token, "plain:run");
+        series[1].push(ms);
+        executor_ms.push(v["duration_ms"].as_f64().unwrap_or(0.0));
+        series[2].push(call(&addr, &token, "native:ping").0);
+        series[3].push(bare(&py_argv, ws.path()));
+        series[4].push(call(&addr, &token, "pycold:cold").0);
+        series[5].push(call(&addr, &token, "py:warm").0);
+    }
     let mut report = String::from(
-        "# Round-trip benchmark\n\nTrivial native tool (C, jsonrpc) through gateway → core → mTLS → executor → sandbox.\n\n\
-         | clients | calls | median ms | p99 ms | throughput calls/s | executor (spawn→answer) median ms | share in executor |\n|---|---|---|---|---|---|---|\n",
+        "# Round-trip benchmark\n\nOne client, each call on a fresh HTTP connection to the gateway; `bare` is the same program spawned directly.\n\n\
+         | series | calls | median ms | p99 ms | median − bare ms |\n|---|---|---|---|---|\n",
     );
-    for clients in [1usize, 16] {
-        let per = (n / clients).max(1);
-        let (rt, inner, tput) = run(&addr, &token, clients, per);
-        let med = percentile(&rt, 0.5);
-        let inner_med = percentile(&inner, 0.5);
+    let bare_med = median(&mut series[0]);
+    let py_bare_med = median(&mut series[3]);
+    for (i, name) in names.iter().enumerate() {
+        let med = median(&mut series[i]);
+        let base = if name.starts_with("python") {
+            py_bare_med
+        } else {
+            bare_med
+        };
         report.push_str(&format!(
-            "| {clients} | {} | {med:.2} | {:.2} | {tput:.0} | {inner_med:.0} | {:.0}% |\n",
-            rt.len(),
-            percentile(&rt, 0.99),
-            100.0 * inner_med / med
+            "| {name} | {} | {med:.2} | {:.2} | {:+.2} |\n",
+            series[i].len(),
+            percentile(&mut series[i], 0.99),
+            med - base
         ));
     }
-    report
-        .push_str("\nThe executor's duration_ms has 1 ms resolution; the share is approximate.\n");
+    report.push_str(&format!(
+        "\n`plain` through skillbox: the executor's own duration_ms median {:.0} (1 ms resolution).\n",
+        median(&mut executor_ms)
+    ));
+
+    let threads = 16;
+    let per = (n / threads).max(4);
+    let bin = plain_path.clone();
+    let bare_rate = rate(threads, per, move || {
+        bare(&[bin.as_str()], Path::new("/"));
+    });
+    let (a, t) = (addr.clone(), token.clone());
+    let up_rate = rate(threads, per, move || {
+        call(&a, &t, "plain:run");
+    });
+    report.push_str(&format!(
+        "\n16 at once ({} each): bare spawns {bare_rate:.0}/s, `plain` calls through skillbox {up_rate:.0}/s: ratio {:.2}.\n",
+        per,
+        up_rate / bare_rate
+    ));
     print!("{report}");
-    let _ = std::fs::write(
-        target_dir().parent().unwrap().join("roundtrip-bench.md"),
-        &report,
-    );
+    let _ = std::fs::write(setup::target_dir().join("roundtrip-bench.md"), &report);
+    drop(up);
 }

@@ -1,10 +1,10 @@
 //! What the seccomp allow list costs a call, against the deny list it replaced and against
 //! no filter, in one run: a process is spawned with `no_new_privs` and then no filter, the
 //! first version's deny list (`benches/seccomp/deny_list_v1.json`, kept as the baseline),
-//! or the allow list of `policies/seccomp/tool.json` as shipped and in three rewrites that
-//! show what install time depends on: rules reordered hot syscalls first, rules reversed,
-//! and every argument check dropped (the most a split into an unconditional and a
-//! conditional program could save). Then it runs to its exit. Two programs: `true` (the
+//! or the allow list of `policies/seccomp/tool.json` compiled three ways: as seccompiler's
+//! one linear chain, with every argument check dropped (the most a split into an
+//! unconditional and a conditional program could save), and as shipped, a binary search
+//! over syscall numbers (`sandbox/seccomp/search_tree.rs`). Then it runs to its exit. Two programs: `true` (the
 //! cost of installing the filter) and `python3 -c pass` (about a thousand syscalls, what an
 //! interpreter start pays per syscall). Rounds interleave the variants so background load
 //! falls on all alike. A benchmark: it asserts nothing about time.
@@ -31,7 +31,9 @@ struct Filter {
 }
 
 /// Syscalls every program makes many times, most frequent first (counted with `strace -c`
-/// on `python3 -c pass`): the rules of the "hot first" variant start with these.
+/// on `python3 -c pass`). Kept for the record: the 2026-11-23 runs showed that rule order
+/// never reaches seccompiler's program (docs/spawn-benchmark.md).
+#[allow(dead_code)]
 const HOT: &[&str] = &[
     "newfstatat",
     "read",
@@ -87,9 +89,14 @@ fn variant(name: &str, edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> Filter
     }
 }
 
-fn hot_rank(rule: &serde_json::Value) -> usize {
-    let name = rule["syscall"].as_str().unwrap_or_default();
-    HOT.iter().position(|h| *h == name).unwrap_or(HOT.len())
+/// The programs the executor installs (the allow list as a search tree).
+fn shipped() -> Filter {
+    let filters = seccomp::compile().expect("the policy compiles");
+    let [enosys, allow] = filters.programs();
+    Filter {
+        name: format!("allow list as shipped, search tree ({} insns)", allow.len()),
+        programs: Some(Arc::new(vec![enosys.clone(), allow.clone()])),
+    }
 }
 
 fn no_new_privs() -> io::Result<()> {
@@ -164,25 +171,25 @@ fn main() {
             name: "deny list (v1)".into(),
             programs: Some(Arc::new(deny_programs)),
         },
-        variant("allow list as shipped", |_| {}),
-        variant("allow list, hot syscalls first", |rules| {
-            rules.sort_by_key(hot_rank);
-        }),
-        variant("allow list, rules reversed", |rules| rules.reverse()),
-        variant("allow list, argument checks dropped", |rules| {
-            for rule in rules.iter_mut() {
-                if let Some(map) = rule.as_object_mut() {
-                    map.remove("args");
+        shipped(),
+        variant("allow list, seccompiler's linear chain", |_| {}),
+        variant(
+            "allow list, linear chain, argument checks dropped",
+            |rules| {
+                for rule in rules.iter_mut() {
+                    if let Some(map) = rule.as_object_mut() {
+                        map.remove("args");
+                    }
                 }
-            }
-            rules.dedup_by(|a, b| a["syscall"] == b["syscall"]);
-        }),
+                rules.dedup_by(|a, b| a["syscall"] == b["syscall"]);
+            },
+        ),
     ];
     let programs: [&[&str]; 2] = [&["true"], &["python3", "-c", "pass"]];
     let mut report = String::from(
         "# seccomp cost per call\n\n\
          Median wall-clock time from spawn to reaped exit, same run, rounds interleaved; \
-         the ratio is against the shipped allow list.\n\n\
+         the ratio is against the shipped allow list (search tree).\n\n\
          | program | variant | median | ÷ allow list |\n\
          |---|---|---:|---:|\n",
     );

@@ -172,7 +172,8 @@ impl Dispatcher {
             .await
     }
 
-    /// Records the outcome (off the async workers; a failure to record is logged).
+    /// Records the outcome off the call's path: the store's writer thread inserts it
+    /// (state/store/call_log.rs); readers of the calls see it, a clean stop flushes it.
     async fn record(
         &self,
         full_name: &str,
@@ -193,12 +194,6 @@ impl Dispatcher {
             success: result.success,
             error_kind: result.error_kind,
         };
-        let store = self.store.clone();
-        let _ = tokio::task::spawn_blocking(move || {
-            if let Err(e) = store.record_call(&record) {
-                tracing::error!(error = %e, "cannot record the call");
-            }
-        })
-        .await;
+        self.store.queue_call(record);
     }
 }

@@ -106,3 +106,32 @@ fn concurrent_calls_complete_or_are_refused_unavailable_and_none_is_lost() {
         "after"
     );
 }
+
+/// Calls are recorded off their path (a writer thread behind a queue); a clean stop
+/// (SIGTERM) writes every finished call before the core exits.
+#[test]
+fn a_clean_stop_keeps_every_recorded_call() {
+    let mut sb = Skillbox::start(Options::default());
+    let mut ids = Vec::new();
+    for i in 0..12 {
+        let r = sb.call("echo:echo", json!({ "text": format!("n{i}") }));
+        assert_eq!(r["success"], true, "{r}");
+        ids.push(r["call_id"].as_str().unwrap().to_string());
+    }
+    kill(
+        Pid::from_raw(i32::try_from(sb.pid()).unwrap()),
+        Signal::SIGTERM,
+    )
+    .unwrap();
+    let status = sb.wait_exit();
+    assert!(status.success(), "{status}: {}", sb.logs());
+    let db = rusqlite::Connection::open(sb.state().join("skillbox.db")).unwrap();
+    for id in &ids {
+        let n: i64 = db
+            .query_row("SELECT COUNT(*) FROM calls WHERE call_id = ?1", [id], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert_eq!(n, 1, "call {id} was not recorded");
+    }
+}

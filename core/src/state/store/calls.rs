@@ -95,6 +95,7 @@ impl Store {
 
     /// The call with this id, if recorded.
     pub fn get_call(&self, call_id: &str) -> Result<Option<CallRecord>, StoreError> {
+        self.flush_calls();
         self.conn()
             .query_row(
                 "SELECT call_id, skill, tool, started_at, duration_ms, success, error_kind \
@@ -121,6 +122,7 @@ impl Store {
 
     /// One skill's counts, if it was ever called.
     pub fn skill_stats(&self, skill: &str) -> Result<Option<SkillStats>, StoreError> {
+        self.flush_calls();
         self.conn()
             .query_row(
                 &format!("SELECT {STATS_COLUMNS} FROM skill_stats WHERE skill = ?1"),
@@ -133,6 +135,7 @@ impl Store {
 
     /// Every called skill's counts, by skill name.
     pub fn all_skill_stats(&self) -> Result<Vec<SkillStats>, StoreError> {
+        self.flush_calls();
         let conn = self.conn();
         let read = || -> rusqlite::Result<Vec<SkillStats>> {
             let mut stmt = conn.prepare_cached(&format!(

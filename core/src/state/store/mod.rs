@@ -9,6 +9,7 @@
 //! callers run them under `tokio::task::spawn_blocking`.
 
 mod approvals;
+mod call_log;
 mod calls;
 mod contexts;
 mod repairs;
@@ -230,6 +231,7 @@ pub struct Store {
 struct Inner {
     path: PathBuf,
     conn: Mutex<Connection>,
+    call_log: call_log::CallLog,
 }
 
 impl std::fmt::Debug for Store {
@@ -260,6 +262,7 @@ impl Store {
             inner: Arc::new(Inner {
                 path: path.to_owned(),
                 conn: Mutex::new(conn),
+                call_log: call_log::CallLog::default(),
             }),
         })
     }
