@@ -78,13 +78,17 @@ pub async fn list(gw: &Gateway, context_id: Option<&str>) -> Result<Value, McpEr
             if !allowed(&ToolRef::new(&skill.name, &tool.name).to_string()) {
                 continue;
             }
-            tools.push(json!({
+            let mut listed = json!({
                 "name": mcp_name(&skill.name, &tool.name),
                 "title": format!("{} {}", skill.name, tool.name),
                 "description": tool.description,
                 "inputSchema": input_schema(&tool.parameters),
                 "annotations": annotations(skill, tool),
-            }));
+            });
+            if let Some(schema) = &tool.output_schema {
+                listed["outputSchema"] = schema.clone();
+            }
+            tools.push(listed);
         }
     }
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));

@@ -59,6 +59,15 @@ async fn tools_are_skill_dot_tool_with_annotations_from_security_and_network() {
         );
         assert_eq!(tool(list, "web.get")["annotations"]["openWorldHint"], true);
         assert_eq!(
+            tool(list, "web.get")["outputSchema"]["properties"]["status"]["type"],
+            "integer",
+            "a declared output schema is listed"
+        );
+        assert!(
+            search.get("outputSchema").is_none(),
+            "none declared, none listed"
+        );
+        assert_eq!(
             tool(list, "load_skill")["annotations"]["readOnlyHint"],
             true
         );

@@ -21,7 +21,7 @@ use crate::gateway::request::Body;
 use crate::gateway::{table, Gateway};
 
 /// A skill folder: SKILL.md (its `allowed-tools` its own tools, so a context pinning it
-/// is restricted to them), and a skill.yaml with `tools` as `(name, security)` and
+/// is restricted to them), and a skill.yaml (a tool named `get` declares an output schema) with `tools` as `(name, security)` and
 /// `network` permissions.
 fn write_skill(root: &Path, name: &str, tools: &[(&str, &str)], network: &[&str]) {
     let d = root.join(name);
@@ -47,6 +47,11 @@ fn write_skill(root: &Path, name: &str, tools: &[(&str, &str)], network: &[&str]
         yaml.push_str(&format!(
             "  - name: {t}\n    description: {t} things\n    command: [\"python3\", \"scripts/{t}.py\"]\n    security: {security}\n    parameters:\n      type: object\n      properties: {{ text: {{ type: string }} }}\n"
         ));
+        if *t == "get" {
+            yaml.push_str(
+                "    output_schema: { type: object, properties: { status: { type: integer } } }\n",
+            );
+        }
         std::fs::write(d.join(format!("scripts/{t}.py")), "print(1)\n").unwrap();
     }
     std::fs::write(d.join("skill.yaml"), yaml).unwrap();
