@@ -179,8 +179,26 @@ async def skills():
         }
 
 
+async def output_schema():
+    async with client() as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        # The client checks structuredContent against the listed outputSchema.
+        result = await c.call_tool("shaped.write_note", {"text": "shaped"})
+        return {
+            "output_schema": tools["shaped.write_note"].output_schema,
+            "echo_output_schema": tools["echo.echo"].output_schema,
+            "result": outcome(result),
+        }
+
+
 async def main():
-    scenario = {"list_call": list_call, "approval": approval, "context": context, "skills": skills}[
+    scenario = {
+        "list_call": list_call,
+        "approval": approval,
+        "context": context,
+        "skills": skills,
+        "output_schema": output_schema,
+    }[
         ARGS.scenario
     ]
     out = await scenario()

@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 
 use crate::harness::python::{python, run_script};
+use crate::harness::skills::{open_up, write};
 use crate::harness::{binary, Options, Skillbox};
 
 /// Runs `mcp_client.py SCENARIO` against `sb` with `extra` arguments; its JSON.
@@ -293,6 +294,45 @@ fn mcp_skills_get_digests_are_the_installed_ones() {
         std::fs::read_to_string(installed.join("SKILL.md")).unwrap(),
         "SKILL.md verbatim"
     );
+}
+
+/// Adds the skill `shaped`: the signer's test tool as a `read` tool that declares the
+/// shape of its result.
+fn add_shaped_skill(ws: &Path) {
+    let skills = ws.join("skills");
+    let script = std::fs::read_to_string(skills.join("signer/scripts/tool.py")).unwrap();
+    write(&skills.join("shaped/scripts/tool.py"), &script);
+    write(
+        &skills.join("shaped/skill.yaml"),
+        "name: shaped\ndescription: a tool with an output schema\ntools:\n  - name: write_note\n\
+         \x20   description: echoes its text as written\n    command: [\"python3\", \"scripts/tool.py\"]\n\
+         \x20   parameters: { type: object, properties: { text: { type: string } }, required: [text] }\n\
+         \x20   output_schema: { type: object, properties: { written: { type: string } }, required: [written] }\n",
+    );
+    open_up(&skills.join("shaped"));
+}
+
+#[test]
+fn mcp_tool_declaring_an_output_schema_lists_it_and_its_result_conforms() {
+    let Some(py) = python("mcp_tool_declaring_an_output_schema_lists_it_and_its_result_conforms")
+    else {
+        return;
+    };
+    let sb = Skillbox::start(Options {
+        prepare: Some(add_shaped_skill),
+        ..Options::default()
+    });
+    for mode in ["auto", "legacy"] {
+        let out = scenario(&py, &sb, "output_schema", &["--mode", mode]);
+        assert_eq!(
+            out["output_schema"]["required"],
+            json!(["written"]),
+            "{out}"
+        );
+        assert_eq!(out["echo_output_schema"], Value::Null, "{out}");
+        assert_eq!(out["result"]["is_error"], false, "{out}");
+        assert_eq!(out["result"]["structured"], json!({"written": "shaped"}));
+    }
 }
 
 /// A raw request: status line and headers, then the body.
