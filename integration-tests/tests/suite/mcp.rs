@@ -411,3 +411,20 @@ fn mcp_allowed_origin_from_config_is_served() {
     );
     assert_eq!(status, 403);
 }
+
+#[test]
+fn skillbox_mcp_without_a_running_core_exits_saying_how_to_start_it() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(binary("skillbox"))
+        .args(["mcp", "--workspace"])
+        .arg(ws.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no running core found") && stderr.contains("skillbox up --workspace"),
+        "{stderr}"
+    );
+}
