@@ -90,17 +90,20 @@ async def list_call():
         }
 
 
-async def decide_when_pending(decision, skip):
-    """Polls the REST approvals for a pending one not in `skip`, decides it; its id."""
+async def decide_when_pending(decision, call):
+    """Polls the REST approvals until one is pending, decides it; its id, and whether the
+    MCP call was still waiting when the decision was sent."""
     async with httpx2.AsyncClient(headers=AUTH) as h:
         for _ in range(1200):
             r = await h.get(f"{BASE}/v1/approvals", params={"status": "pending"})
-            pending = [a for a in r.json()["approvals"] if a["id"] not in skip]
+            pending = r.json()["approvals"]
             if pending:
                 aid = pending[0]["id"]
+                await asyncio.sleep(0.3)
+                waiting = not call.done()
                 r = await h.post(f"{BASE}/v1/approvals/{aid}", json={"decision": decision})
                 assert r.status_code == 200, r.text
-                return aid
+                return aid, waiting
             await asyncio.sleep(0.05)
     raise RuntimeError("no pending approval appeared")
 
@@ -121,8 +124,10 @@ async def approval():
     kwargs = {"elicitation_callback": on_elicit} if ARGS.elicit else {}
     async with client(**kwargs) as c:
         call = asyncio.create_task(c.call_tool("signer.write_note", {"text": "from mcp"}))
+        waiting_when_decided = None
         if not ARGS.elicit:
-            decided.append(await decide_when_pending(ARGS.decision, set()))
+            aid, waiting_when_decided = await decide_when_pending(ARGS.decision, call)
+            decided.append(aid)
         result = await call
         return {
             "protocol_version": c.protocol_version,
@@ -130,6 +135,7 @@ async def approval():
             "meta": result.meta,
             "links": links,
             "decided": decided,
+            "waiting_when_decided": waiting_when_decided,
         }
 
 

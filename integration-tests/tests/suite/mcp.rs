@@ -143,6 +143,12 @@ fn approval_run(py: &Path, sb: &Skillbox, decision: &str, extra: &[&str]) -> Val
         "denied"
     };
     assert_eq!(record["status"], want, "{record}");
+    if !extra.contains(&"--elicit") {
+        assert_eq!(
+            out["waiting_when_decided"], true,
+            "the MCP call was still waiting when the operator decided: {out}"
+        );
+    }
     out
 }
 

@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
@@ -21,9 +23,6 @@ use super::errors::McpError;
 use crate::approvals::{args_hash, ApprovalRecord};
 use crate::contexts::disclosure;
 use crate::gateway::Gateway;
-
-/// How long the result of a call whose client never came back for it is kept.
-pub const UNCLAIMED_RESULT_TTL: Duration = Duration::from_secs(600);
 
 /// The calls that answered an approval link and go on waiting, by `requestState`.
 #[derive(Debug, Default)]
@@ -86,16 +85,17 @@ impl WaitingCalls {
         }
     }
 
-    /// Keeps `waiting` under `state`, and forgets results nobody came back for.
-    pub fn put(&self, state: String, waiting: Waiting) {
+    /// Keeps `waiting` under `state`, and forgets results nobody came back for within
+    /// `keep` of the call's end (the server passes `[approvals] timeout_ms`: as long as an
+    /// operator had to decide, the client has to come back).
+    pub fn put(&self, state: String, waiting: Waiting, keep: Duration) {
         let mut calls = self.lock();
         let now = Instant::now();
         calls.retain(|_, w| {
             if w.done_since.is_none() && w.result.borrow().is_some() {
                 w.done_since = Some(now);
             }
-            w.done_since
-                .is_none_or(|t| now.duration_since(t) < UNCLAIMED_RESULT_TTL)
+            w.done_since.is_none_or(|t| now.duration_since(t) < keep)
         });
         calls.insert(state, waiting);
     }
@@ -217,4 +217,75 @@ pub fn new_state(gw: &Gateway) -> Result<String, McpError> {
     gw.dispatcher
         .new_call_id()
         .map_err(|e| McpError::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn waiting(ended: bool) -> (Waiting, watch::Sender<Option<ToolResult>>) {
+        let (tx, result) = watch::channel(None);
+        if ended {
+            tx.send_replace(Some(ToolResult::ok("c", json!({}), 0)));
+        }
+        let (_asked_tx, asked) = broadcast::channel(1);
+        let w = Waiting {
+            name: "notes.edit".into(),
+            args: json!({"text": "a"}),
+            target: None,
+            result,
+            asked,
+            done_since: None,
+        };
+        (w, tx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn result_nobody_comes_back_for_is_dropped_after_the_keep_time() {
+        let calls = WaitingCalls::default();
+        let keep = Duration::from_secs(120);
+        let (ended, _t1) = waiting(true);
+        let (running, _t2) = waiting(false);
+        calls.put("ended".into(), ended, keep);
+        calls.put("running".into(), running, keep);
+        // Its end is noticed at the next put; kept for `keep` from then.
+        let (other, _t3) = waiting(false);
+        calls.put("other".into(), other, keep);
+        tokio::time::advance(keep - Duration::from_secs(1)).await;
+        let (again, _t4) = waiting(false);
+        calls.put("again".into(), again, keep);
+        assert_eq!(calls.lock().len(), 4, "within the keep time");
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let (last, _t5) = waiting(false);
+        calls.put("last".into(), last, keep);
+        let kept = calls.lock();
+        assert!(!kept.contains_key("ended"), "dropped after the keep time");
+        assert!(kept.contains_key("running"), "a call still running is kept");
+    }
+
+    #[test]
+    fn resume_needs_the_same_tool_and_arguments() {
+        let calls = WaitingCalls::default();
+        let (w, _t) = waiting(false);
+        calls.put("s1".into(), w, Duration::from_secs(1));
+        assert!(calls
+            .take("s1", "notes.edit", &json!({"text": "b"}))
+            .is_none());
+        assert!(calls
+            .take("s1", "notes.search", &json!({"text": "a"}))
+            .is_none());
+        assert!(calls
+            .take("s2", "notes.edit", &json!({"text": "a"}))
+            .is_none());
+        assert!(calls
+            .take("s1", "notes.edit", &json!({"text": "a"}))
+            .is_some());
+        assert!(
+            calls
+                .take("s1", "notes.edit", &json!({"text": "a"}))
+                .is_none(),
+            "taken once"
+        );
+    }
 }

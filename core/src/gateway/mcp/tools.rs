@@ -183,7 +183,9 @@ pub async fn call(
         Next::Asked(record, waiting) => {
             let state = elicitation::new_state(gw)?;
             let answer = elicitation::input_required(&record, &state, console_base);
-            gw.mcp_waiting.put(state, *waiting);
+            let keep =
+                std::time::Duration::from_millis(gw.dispatcher.approvals().policy().timeout_ms);
+            gw.mcp_waiting.put(state, *waiting, keep);
             Ok(answer)
         }
     }
