@@ -5,7 +5,8 @@
 //! a temporary workspace; writes `target/roundtrip-bench.md`.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`
-//! (`ROUNDTRIP_N` calls per series, default 300).
+//! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
+//! clients on the plain tool for S seconds and reports nothing, for a profiler).
 //!
 //! Series, interleaved round by round so that load from elsewhere falls on all alike:
 //! - `bare` — the static C tool spawned by `std::process::Command` with its arguments on
@@ -28,7 +29,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use setup::{start_up, workspace, PY_SOURCE};
+use setup::{children, cpu_ms, sandbox_python, start_up, workspace, PY_SOURCE};
 
 /// One call through the gateway on a fresh connection: its wall time in ms and the result.
 fn call(addr: &str, token: &str, tool: &str) -> (f64, serde_json::Value) {
@@ -74,6 +75,10 @@ fn bare(argv: &[&str], dir: &Path) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+fn cores() -> f64 {
+    std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
+}
+
 fn median(v: &mut [f64]) -> f64 {
     percentile(v, 0.5)
 }
@@ -106,10 +111,26 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(300);
+    if let Some(secs) = std::env::var("ROUNDTRIP_LOAD_SECS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        // Profiling mode: 16 clients calling `plain:run` for that long, no report.
+        let until = Instant::now() + std::time::Duration::from_secs(secs);
+        let (a, t) = (addr.clone(), token.clone());
+        let done = rate(16, 1, move || {
+            while Instant::now() < until {
+                call(&a, &t, "plain:run");
+            }
+        });
+        println!("load ran ({done:.2} workers/s)");
+        return;
+    }
     let plain_bin = ws.path().join("skills/plain/bin/tool");
     let plain_path = plain_bin.to_str().unwrap().to_string();
     let plain_argv = [plain_path.as_str()];
-    let py_argv = ["python3", "-c", PY_SOURCE];
+    let python = sandbox_python();
+    let py_argv = [python.as_str(), "-c", PY_SOURCE];
     for _ in 0..20 {
         call(&addr, &token, "plain:run");
         call(&addr, &token, "native:ping");
@@ -168,13 +189,31 @@ fn main() {
         bare(&[bin.as_str()], Path::new("/"));
     });
     let (a, t) = (addr.clone(), token.clone());
+    let executor = children(up.pid);
+    let cpu = |pid: u32| cpu_ms(pid);
+    let core_before = cpu(up.pid);
+    let exec_before: Vec<(f64, f64)> = executor.iter().map(|p| cpu(*p)).collect();
     let up_rate = rate(threads, per, move || {
         call(&a, &t, "plain:run");
     });
+    let calls = (threads * per) as f64;
+    let core_after = cpu(up.pid);
+    let (mut exec_self, mut exec_children) = (0.0, 0.0);
+    for (p, before) in executor.iter().zip(&exec_before) {
+        let after = cpu(*p);
+        exec_self += after.0 - before.0;
+        exec_children += after.1 - before.1;
+    }
     report.push_str(&format!(
-        "\n16 at once ({} each): bare spawns {bare_rate:.0}/s, `plain` calls through skillbox {up_rate:.0}/s: ratio {:.2}.\n",
+        "\n16 at once ({} each): bare spawns {bare_rate:.0}/s, `plain` calls through skillbox {up_rate:.0}/s: ratio {:.2}.\n\n\
+         CPU per call in that run (ms, from /proc, 10 ms ticks): core {:.2}, executor {:.2}, \
+         the executor's reaped children (tools, kill helpers) {:.2}; the bare spawns used {:.2} ms of the machine's cores per spawn.\n",
         per,
-        up_rate / bare_rate
+        up_rate / bare_rate,
+        (core_after.0 - core_before.0) / calls,
+        exec_self / calls,
+        exec_children / calls,
+        cores() * 1000.0 / bare_rate,
     ));
     print!("{report}");
     let _ = std::fs::write(setup::target_dir().join("roundtrip-bench.md"), &report);

@@ -29,6 +29,16 @@ int main(void) {
 }
 "#;
 
+/// The Python the sandbox runs: the first `python3` on the sandbox's PATH (a pyenv shim
+/// earlier on the bench's own PATH would time a shell script, not the interpreter).
+pub fn sandbox_python() -> String {
+    ["/usr/local/bin/python3", "/usr/bin/python3", "/bin/python3"]
+        .iter()
+        .find(|p| Path::new(p).is_file())
+        .unwrap()
+        .to_string()
+}
+
 /// The Python tool's program.
 pub const PY_SOURCE: &str = "import sys; sys.stdin.read(); print('ok')";
 
@@ -132,9 +142,44 @@ pub fn workspace() -> tempfile::TempDir {
     ws
 }
 
+/// CPU time (user + system, ms) of process `pid` itself and of its reaped children, from
+/// `/proc/<pid>/stat` (clock ticks of 10 ms).
+pub fn cpu_ms(pid: u32) -> (f64, f64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    let tick = 1000.0 / 100.0;
+    let field = |n: usize| f.get(n - 3).copied().unwrap_or(0.0);
+    (
+        (field(14) + field(15)) * tick,
+        (field(16) + field(17)) * tick,
+    )
+}
+
+/// The pids of `pid`'s children (started by any of its threads).
+pub fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
 /// A running `skillbox up`; dropping it stops it.
 pub struct Up {
     child: Child,
+    /// The core's pid.
+    pub pid: u32,
     /// The gateway's address.
     pub addr: String,
     /// The API token.
@@ -194,5 +239,10 @@ pub fn start_up(ws: &Path) -> Up {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    Up { child, addr, token }
+    Up {
+        pid: child.id(),
+        child,
+        addr,
+        token,
+    }
 }

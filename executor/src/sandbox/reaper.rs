@@ -20,7 +20,7 @@ use nix::fcntl::{Flock, FlockArg};
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
-use nix::unistd::{fork, ForkResult, Pid};
+use nix::unistd::Pid;
 
 /// Default first user id of the per-call pool.
 pub const DEFAULT_UID_BASE: u32 = 2_000_000;
@@ -164,29 +164,81 @@ fn kill_once_as(uid: u32) {
     kill_as(uid, 1);
 }
 
-/// Forks a helper that switches to `uid` and calls `kill(-1, SIGKILL)` `passes` times.
+/// Starts a helper that switches to `uid` and calls `kill(-1, SIGKILL)` `passes` times,
+/// and waits for it.
+///
+/// The helper is a `clone(CLONE_VM | CLONE_VFORK)` child, as `posix_spawn` starts its
+/// children: it shares the executor's memory instead of copying its page tables, so the
+/// executor pays neither the copy nor the copy-on-write faults a `fork` of a large,
+/// multi-threaded process costs on every call (docs/hot-path.md measured the releaser
+/// thread, which runs this, above the tool itself). The calling thread sleeps until the
+/// helper exits. The helper makes raw system calls only — no libc wrapper that keeps state
+/// (glibc's `setresuid` would broadcast to the executor's threads), no allocation — on a
+/// stack allocated here, with every signal blocked (inherited from this thread's mask).
 fn kill_as(uid: u32, passes: usize) {
-    // SAFETY: the child only makes system calls (setresuid, kill, _exit) and touches no
-    // memory shared with other threads, which is what is safe after fork in a
-    // multi-threaded process.
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            // SAFETY: plain system calls with integer arguments; _exit never returns.
-            unsafe {
-                if libc::setresuid(uid, uid, uid) != 0 {
-                    libc::_exit(1);
-                }
-                for _ in 0..passes {
-                    libc::kill(-1, libc::SIGKILL);
-                }
-                libc::_exit(0);
-            }
-        }
-        Ok(ForkResult::Parent { child }) => {
-            let _ = waitpid(child, None);
-        }
-        Err(e) => tracing::error!(uid, error = %e, "cannot fork the process killer"),
+    const STACK_BYTES: usize = 16 * 1024;
+    let mut stack = vec![0u8; STACK_BYTES];
+    let mut args = KillArgs { uid, passes };
+    // The stack grows down: pass its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + STACK_BYTES) & !0xf;
+    let mut all: libc::sigset_t = unsafe_zeroed_sigset();
+    let mut old: libc::sigset_t = unsafe_zeroed_sigset();
+    // SAFETY: sigfillset/pthread_sigmask on sigsets owned here; clone runs `kill_helper`
+    // on `stack`, which outlives the child (CLONE_VFORK: this thread resumes only after
+    // the child exited), with a pointer to `args`, which lives until after that too; the
+    // child touches nothing else of the shared memory.
+    let pid = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            kill_helper,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut args as *mut KillArgs).cast(),
+        );
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        pid
+    };
+    if pid < 0 {
+        let e = std::io::Error::last_os_error();
+        tracing::error!(uid, error = %e, "cannot start the process killer");
+        return;
     }
+    let _ = waitpid(Pid::from_raw(pid), None);
+    drop(stack);
+}
+
+/// What [`kill_helper`] reads: the user to become and how many `kill(-1)` to send.
+#[repr(C)]
+struct KillArgs {
+    uid: u32,
+    passes: usize,
+}
+
+/// The helper's body (see [`kill_as`]): raw system calls only; returning exits the helper.
+extern "C" fn kill_helper(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points to the KillArgs that `kill_as` keeps alive until this child
+    // exited; only raw system calls with integer arguments follow.
+    unsafe {
+        let args = &*(arg as *const KillArgs);
+        let uid = libc::c_long::from(args.uid);
+        if libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0 {
+            return 1;
+        }
+        for _ in 0..args.passes {
+            libc::syscall(
+                libc::SYS_kill,
+                -1 as libc::c_long,
+                libc::c_long::from(libc::SIGKILL),
+            );
+        }
+    }
+    0
+}
+
+fn unsafe_zeroed_sigset() -> libc::sigset_t {
+    // SAFETY: sigset_t is a plain bit array; all zeroes is the empty set.
+    unsafe { std::mem::zeroed() }
 }
 
 /// Whether a process that is not a zombie runs with real or effective user `uid`.

@@ -15,7 +15,10 @@
 //!    return. The block is position independent (only relative jumps inside it).
 //! 2. The blocks, sorted by number, become the leaves of a balanced tree of `JGE`
 //!    comparisons (each followed by a `JA` to the right half, since `JGE`'s own offsets are
-//!    8 bits); a leaf is its block followed by the mismatch return.
+//!    8 bits); a leaf is its block followed by the mismatch return, except that runs of
+//!    consecutive syscalls allowed whatever their arguments become one range check each,
+//!    which keeps the program short (the kernel converts and JIT-compiles every
+//!    instruction at install).
 //! 3. The program is the architecture check, `LD nr` and the tree.
 //!
 //! Every step checks the shape it expects of seccompiler's output and fails closed (the
@@ -32,6 +35,7 @@ const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JA: u16 = 0x05;
 const BPF_JMP_JEQ_K: u16 = 0x05 | 0x10;
 const BPF_JMP_JGE_K: u16 = 0x05 | 0x30;
+const BPF_JMP_JGT_K: u16 = 0x05 | 0x20;
 const BPF_RET_K: u16 = 0x06;
 /// Offset of the syscall number in `struct seccomp_data`.
 const SECCOMP_DATA_NR_OFFSET: u32 = 0;
@@ -40,6 +44,68 @@ const SECCOMP_DATA_NR_OFFSET: u32 = 0;
 struct Block {
     number: u32,
     code: Vec<sock_filter>,
+}
+
+/// A leaf of the tree.
+enum Leaf {
+    /// A syscall with argument rules: its block.
+    Rules(Block),
+    /// Consecutive syscall numbers `lo..=hi` allowed whatever their arguments: one range
+    /// check instead of a block each.
+    Run {
+        lo: u32,
+        hi: u32,
+        allow: sock_filter,
+    },
+}
+
+impl Leaf {
+    fn lo(&self) -> u32 {
+        match self {
+            Leaf::Rules(b) => b.number,
+            Leaf::Run { lo, .. } => *lo,
+        }
+    }
+}
+
+/// The return of an unconditional block (`JEQ n; JA 1; JA 2; RET match; RET mismatch`, as
+/// seccompiler 0.5 emits a syscall without rules), or `None` for any other shape.
+fn unconditional(block: &Block, mismatch: &sock_filter) -> Option<sock_filter> {
+    match block.code.as_slice() {
+        [_, ja1, ja2, allow, last]
+            if *ja1 == stmt(BPF_JMP_JA, 1)
+                && *ja2 == stmt(BPF_JMP_JA, 2)
+                && allow.code == BPF_RET_K
+                && last == mismatch =>
+        {
+            Some(allow.clone())
+        }
+        _ => None,
+    }
+}
+
+/// The leaves: syscalls with rules keep their blocks; runs of consecutive numbers with the
+/// same unconditional return become one range.
+fn leaves(blocks: Vec<Block>, mismatch: &sock_filter) -> Vec<Leaf> {
+    let mut out: Vec<Leaf> = Vec::new();
+    for block in blocks {
+        match unconditional(&block, mismatch) {
+            Some(allow) => match out.last_mut() {
+                Some(Leaf::Run { hi, allow: a, .. })
+                    if hi.checked_add(1) == Some(block.number) && *a == allow =>
+                {
+                    *hi = block.number;
+                }
+                _ => out.push(Leaf::Run {
+                    lo: block.number,
+                    hi: block.number,
+                    allow,
+                }),
+            },
+            None => out.push(Leaf::Rules(block)),
+        }
+    }
+    out
 }
 
 /// Compiles `filter` of `policy` as a binary search tree over syscall numbers.
@@ -82,9 +148,10 @@ pub fn compile(policy: &Value, filter: &'static str) -> Result<BpfProgram, Secco
         return Err(shape("two syscall names with one number"));
     }
 
+    let leaves = leaves(blocks, mismatch);
     let mut out = prologue.to_vec();
     out.push(stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR_OFFSET));
-    tree(&blocks, mismatch, &mut out);
+    tree(&leaves, mismatch, &mut out);
     if out.len() > usize::from(u16::MAX) || out.len() >= 4096 {
         return Err(shape("a program over the kernel's 4,096 instructions"));
     }
@@ -130,16 +197,25 @@ fn block_of(
     })
 }
 
-/// Appends the search tree over `blocks` (sorted, not empty) to `out`.
-fn tree(blocks: &[Block], mismatch: &sock_filter, out: &mut Vec<sock_filter>) {
-    if let [leaf] = blocks {
-        out.extend_from_slice(&leaf.code);
+/// Appends the search tree over `leaves` (sorted, not empty) to `out`.
+fn tree(leaves: &[Leaf], mismatch: &sock_filter, out: &mut Vec<sock_filter>) {
+    if let [leaf] = leaves {
+        match leaf {
+            Leaf::Rules(block) => out.extend_from_slice(&block.code),
+            Leaf::Run { lo, hi, allow } => {
+                // Below `lo` (the leftmost leaf has no lower bound on its path) or above
+                // `hi`: the mismatch return; else the run's return.
+                out.push(jump(BPF_JMP_JGE_K, *lo, 0, 2));
+                out.push(jump(BPF_JMP_JGT_K, *hi, 1, 0));
+                out.push(allow.clone());
+            }
+        }
         out.push(mismatch.clone());
         return;
     }
-    let (left, right) = blocks.split_at(blocks.len() / 2);
+    let (left, right) = leaves.split_at(leaves.len() / 2);
     // nr >= first number on the right: take the `JA` to the right half; else skip it.
-    out.push(jump(BPF_JMP_JGE_K, right[0].number, 0, 1));
+    out.push(jump(BPF_JMP_JGE_K, right[0].lo(), 0, 1));
     let ja = out.len();
     out.push(stmt(BPF_JMP_JA, 0));
     let left_start = out.len();
