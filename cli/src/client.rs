@@ -116,6 +116,41 @@ impl CoreClient {
         ))
     }
 
+    /// POSTs `body` as it is to `path` with `headers` added; the status and the raw body
+    /// (the MCP forwarder of `skillbox mcp`).
+    pub async fn post_raw(
+        &self,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        let stream = tokio::net::TcpStream::connect(&self.addr)
+            .await
+            .map_err(|source| ClientError::Connect {
+                addr: self.addr.clone(),
+                source,
+            })?;
+        let (mut sender, conn) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+        tokio::spawn(conn);
+        let mut req = http::Request::builder()
+            .method(http::Method::POST)
+            .uri(path)
+            .header(http::header::HOST, &self.addr)
+            .header(
+                http::header::AUTHORIZATION,
+                format!("Bearer {}", self.token),
+            )
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::ACCEPT, "application/json, text/event-stream");
+        for (name, value) in headers {
+            req = req.header(*name, value);
+        }
+        let resp = sender.send_request(req.body(Full::new(body))?).await?;
+        let status = resp.status();
+        Ok((status, resp.into_body().collect().await?.to_bytes()))
+    }
+
     /// Sends one request and fails with the core's `error` text on a status other than
     /// 2xx.
     pub async fn json(

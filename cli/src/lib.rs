@@ -8,6 +8,7 @@ mod context;
 mod doctor;
 mod install;
 pub mod log;
+mod mcp;
 mod route;
 mod skill;
 mod table;
@@ -63,6 +64,9 @@ pub enum Command {
     /// Call a tool through the running core, as a bot does; a write or sign tool waits for
     /// an approval, and the approval id and the command that approves it are printed.
     Call(call::CallArgs),
+    /// An MCP server on stdin/stdout for clients that start servers as a command: every
+    /// message is forwarded to the running core's POST /mcp (docs/mcp.md).
+    Mcp(mcp::McpArgs),
     /// Say what is wrong and what to do: the kernel sandbox, the running core and executor,
     /// unavailable skills. Exits 1 when something is wrong.
     Doctor(doctor::DoctorArgs),
@@ -79,6 +83,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Route(args) => route::run(args),
         Command::Context(cmd) => context::run(cmd),
         Command::Call(args) => call::run(args),
+        Command::Mcp(args) => mcp::run(args),
         Command::Doctor(args) => doctor::run(args),
     };
     match result {

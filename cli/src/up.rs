@@ -271,6 +271,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         reloader,
         supervisor: supervisor.clone(),
         console,
+        mcp_waiting: Default::default(),
     });
     let gateway_task = tokio::spawn(gateway::serve(gateway_listener, gateway));
     shutdown_signal().await;

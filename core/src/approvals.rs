@@ -43,6 +43,9 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 /// What a timeout too large for the clock becomes: about thirty years.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
+/// How many newly asked approvals [`Approvals::watch_asked`] keeps for a slow receiver.
+pub const ASKED_BACKLOG: usize = 256;
+
 /// The default time a call waits for a decision: two minutes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
 
@@ -234,6 +237,8 @@ pub struct Approvals {
     /// Per pending approval with a call waiting in this process, the bell that
     /// [`Approvals::decide`] rings.
     waiters: Mutex<HashMap<String, watch::Sender<()>>>,
+    /// Every approval asked for, as it is recorded (the MCP server links its clients to it).
+    asked: tokio::sync::broadcast::Sender<ApprovalRecord>,
     random: SystemRandom,
     grants: Grants,
     metrics: Arc<Metrics>,
@@ -250,6 +255,7 @@ impl Approvals {
             store,
             policy,
             waiters: Mutex::new(HashMap::new()),
+            asked: tokio::sync::broadcast::channel(ASKED_BACKLOG).0,
             random: SystemRandom::new(),
             grants,
             metrics: Arc::new(Metrics::default()),
@@ -265,6 +271,12 @@ impl Approvals {
     /// The operator's time-boxed allowances (set and revoked in the console only).
     pub fn grants(&self) -> &Grants {
         &self.grants
+    }
+
+    /// The approvals asked for from now on, each as it is recorded `pending` (a receiver
+    /// that falls more than [`ASKED_BACKLOG`] behind skips the oldest).
+    pub fn watch_asked(&self) -> tokio::sync::broadcast::Receiver<ApprovalRecord> {
+        self.asked.subscribe()
     }
 
     /// The policy in force.
@@ -329,7 +341,10 @@ impl Approvals {
             "call waits for approval: approve it with `skillbox approvals approve {id}` or POST /v1/approvals/{id}"
         );
         tracing::debug!(approval_id = %id, args_hash = %record.args_hash, "approval arguments hash");
+        let announced = record.clone();
         self.blocking(move |s| s.insert_approval(&record)).await?;
+        // Nobody listening is fine: the approval is in the store either way.
+        let _ = self.asked.send(announced);
         self.wait(&id, waiter).await
     }
 

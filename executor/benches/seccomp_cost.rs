@@ -83,7 +83,11 @@ fn variant(name: &str, edit: impl FnOnce(&mut Vec<serde_json::Value>)) -> Filter
         name: format!(
             "{name} ({} insns{})",
             allow.len(),
-            if same { ", the policy as seccompiler compiles it" } else { "" }
+            if same {
+                ", the policy as seccompiler compiles it"
+            } else {
+                ""
+            }
         ),
         programs: Some(Arc::new(vec![enosys, allow])),
     }

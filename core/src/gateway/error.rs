@@ -123,10 +123,20 @@ impl ApiError {
             body["check"] = check.into();
         }
         let mut r = json_response(self.status(), &body);
-        if let Transport::MethodNotAllowed { allow } = &self.transport {
-            if let Ok(v) = http::HeaderValue::from_str(allow) {
-                r.headers_mut().insert(http::header::ALLOW, v);
+        match &self.transport {
+            Transport::MethodNotAllowed { allow } => {
+                if let Ok(v) = http::HeaderValue::from_str(allow) {
+                    r.headers_mut().insert(http::header::ALLOW, v);
+                }
             }
+            // RFC 6750: a bearer-protected resource names its scheme (MCP clients read it).
+            Transport::Unauthorized => {
+                r.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer"),
+                );
+            }
+            Transport::None => {}
         }
         r
     }
@@ -188,6 +198,13 @@ mod tests {
             "{}",
             e.message()
         );
+    }
+
+    #[test]
+    fn unauthorized_answer_names_the_bearer_scheme() {
+        let r = ApiError::unauthorized(std::path::Path::new("/t")).into_response();
+        assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+        assert_eq!(r.headers()[http::header::WWW_AUTHENTICATE], "Bearer");
     }
 
     #[test]

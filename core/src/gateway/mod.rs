@@ -11,6 +11,7 @@ mod contexts;
 mod error;
 mod health;
 mod install;
+mod mcp;
 mod observe;
 mod reload;
 mod repairs;
@@ -21,6 +22,7 @@ mod table;
 mod tools;
 
 pub use error::ApiError;
+pub use mcp::classify_message as classify_mcp_message;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,6 +60,8 @@ pub struct Gateway {
     pub supervisor: Option<Arc<crate::executors::docker::supervisor::Supervisor>>,
     /// The operator console's sessions and sign-in links.
     pub console: console::Console,
+    /// MCP calls that sent their client an approval link and go on waiting.
+    pub mcp_waiting: mcp::WaitingCalls,
 }
 
 impl Gateway {
@@ -94,16 +98,8 @@ impl Gateway {
         let (parts, body) = req.into_parts();
         let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
         let query = parts.uri.query().map(str::to_string);
-        match table::dispatch(
-            &self,
-            &parts.method,
-            parts.uri.path(),
-            query,
-            parts.headers,
-            body,
-        )
-        .await
-        {
+        let path = parts.uri.path();
+        match table::dispatch(&self, &parts.method, path, query, parts.headers, body).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }

@@ -39,7 +39,7 @@ pub struct Req {
     pub params: Vec<(&'static str, String)>,
     /// Largest body accepted.
     pub max_body: usize,
-    /// The request's headers.
+    /// The request's headers (the MCP handlers read `Origin` and the MCP routing headers).
     pub headers: http::HeaderMap,
 }
 

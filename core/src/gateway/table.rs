@@ -8,7 +8,9 @@ use http::Method;
 use super::error::ApiError;
 use super::request::{Handled, Reply, Req};
 use super::Gateway;
-use super::{approvals, contexts, health, install, observe, reload, repairs, route, skills, tools};
+use super::{
+    approvals, contexts, health, install, mcp, observe, reload, repairs, route, skills, tools,
+};
 
 /// A route handler.
 pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;
@@ -37,7 +39,7 @@ macro_rules! routes {
 
 /// Every route. Order matters only between patterns that match the same path with the
 /// same method (none do today).
-pub fn routes() -> [Route; 23] {
+pub fn routes() -> [Route; 25] {
     routes![
         GET "/healthz" => health::healthz,
         GET "/v1/skills" => skills::list,
@@ -62,6 +64,8 @@ pub fn routes() -> [Route; 23] {
         GET "/v1/routes" => observe::routes,
         GET "/v1/routes/{route_id}" => observe::route,
         GET "/v1/skills/{name}/repairs" => observe::repairs,
+        POST "/mcp" => mcp::serve,
+        POST "/mcp/{context_id}" => mcp::serve_in_context,
     ]
 }
 
@@ -162,7 +166,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 24] = [
+    const ROUTES: [Sample; 26] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -199,6 +203,8 @@ mod tests {
         ("GET", "/v1/routes", &[]),
         ("GET", "/v1/routes/rt_1", &[("route_id", "rt_1")]),
         ("GET", "/v1/skills/echo/repairs", &[("name", "echo")]),
+        ("POST", "/mcp", &[]),
+        ("POST", "/mcp/c1", &[("context_id", "c1")]),
     ];
 
     fn route_of(method: &str, path: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
@@ -272,6 +278,7 @@ mod tests {
             ["v1", "skills", _, "files", rest @ ..] if !rest.is_empty() => vec![M::GET],
             ["v1", "contexts", _] => vec![M::GET],
             ["v1", "contexts", _, "skills", _] => vec![M::PUT, M::DELETE],
+            ["mcp"] | ["mcp", _] => vec![M::POST],
             _ => Vec::new(),
         }
     }
@@ -321,6 +328,15 @@ mod tests {
         let r = no_route(&Method::GET, "/v1/tools/call").into_response();
         assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
         assert_eq!(r.headers()[http::header::ALLOW], "POST");
+    }
+
+    #[test]
+    fn get_on_mcp_is_405_with_allow_post() {
+        for path in ["/mcp", "/mcp/c1"] {
+            let r = no_route(&Method::GET, path).into_response();
+            assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED, "{path}");
+            assert_eq!(r.headers()[http::header::ALLOW], "POST", "{path}");
+        }
     }
 
     #[test]

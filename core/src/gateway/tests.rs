@@ -31,6 +31,7 @@ fn gateway(ws: &std::path::Path) -> Gateway {
         trust,
         supervisor: None,
         console: super::console::Console::new(&Default::default()),
+        mcp_waiting: Default::default(),
     }
 }
 

@@ -10,6 +10,7 @@ use skillbox_protocol::ToolRef;
 use super::api::{CallRequest, ToolEntry, ToolList};
 use super::request::{ok_of, Reply, Req};
 use super::Gateway;
+use crate::calls::Dispatcher;
 use crate::contexts::disclosure;
 
 /// `GET /v1/tools`.
@@ -51,14 +52,24 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
         body.args
     };
     Ok(ok_of(
-        &call_tool(gw, body.tool, args, body.context_id, trace).await,
+        &call_tool_traced(&gw.dispatcher, body.tool, args, body.context_id, trace).await,
     ))
 }
 
 /// A built-in tool or a skill's tool, refused when a context is given and the tool is not
 /// among its active tools.
-async fn call_tool(
-    gw: &Gateway,
+pub(super) async fn call_tool(
+    dispatcher: &Arc<Dispatcher>,
+    tool: String,
+    args: Value,
+    context_id: Option<String>,
+) -> ToolResult {
+    call_tool_traced(dispatcher, tool, args, context_id, None).await
+}
+
+/// [`call_tool`] with the caller's W3C trace context, carried into the executor.
+pub(super) async fn call_tool_traced(
+    dispatcher: &Arc<Dispatcher>,
     tool: String,
     args: Value,
     context_id: Option<String>,
@@ -66,17 +77,17 @@ async fn call_tool(
 ) -> ToolResult {
     // Results answered here (built-ins, refusals) get an id of their own, as dispatched
     // calls do; dispatched calls draw theirs in the dispatcher.
-    let call_id = match gw.dispatcher.new_call_id() {
+    let call_id = match dispatcher.new_call_id() {
         Ok(id) => id,
         Err(e) => return ToolResult::failed("", ErrorKind::Unavailable, e.to_string(), 0),
     };
     let refused = |e: &dyn std::fmt::Display, kind: ErrorKind| {
         ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
     };
-    let catalog = gw.dispatcher.catalog();
+    let catalog = dispatcher.catalog();
     let view = match context_id {
         Some(id) => {
-            let d = Arc::clone(&gw.dispatcher);
+            let d = Arc::clone(dispatcher);
             let c = Arc::clone(&catalog);
             match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &c, &id))
                 .await
@@ -106,10 +117,10 @@ async fn call_tool(
                 {
                     return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
                 }
-                gw.dispatcher.call_traced(&full, call_args, trace).await
+                dispatcher.call_traced(&full, call_args, trace).await
             }
             Err(e) => refused(&e, e.error_kind()),
         },
-        _ => gw.dispatcher.call_traced(&tool, args, trace).await,
+        _ => dispatcher.call_traced(&tool, args, trace).await,
     }
 }

@@ -98,6 +98,10 @@
 //! added_doc_tokens = 300           # words one attempt may add to SKILL.md and references/
 //! min_task_progress = 0.70         # a repair needs the failed run this close to success
 //! max_root_causes = 1              # ... and at most this many root causes (at least one)
+//!
+//! [mcp]                            # the MCP server on the gateway (docs/mcp.md)
+//! allowed_origins = []             # browser origins allowed to call POST /mcp ("https://app.example");
+//!                                  # a request without Origin is fine, any other Origin is refused 403
 //! ```
 
 use std::path::Path;
@@ -137,6 +141,18 @@ pub struct Config {
     pub observe: crate::observe::ObserveSection,
     /// The log format.
     pub log: crate::observe::log::LogSection,
+    /// The MCP server on the gateway.
+    pub mcp: McpSection,
+}
+
+/// `[mcp]`
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct McpSection {
+    /// Browser origins (`scheme://host[:port]`, compared exactly) whose requests to
+    /// `POST /mcp` are served; a request with any other `Origin` is refused (403). A
+    /// request without `Origin` (a non-browser client) is always fine. Default: none.
+    pub allowed_origins: Vec<String>,
 }
 
 /// `[trust]`

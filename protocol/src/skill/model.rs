@@ -107,6 +107,10 @@ pub struct Tool {
     pub timeout_ms: Option<u64>,
     /// JSON Schema of the arguments (compiled during validation).
     pub parameters: Value,
+    /// JSON Schema of the result's `data`, when the tool declares one (an object schema;
+    /// MCP clients get it as the tool's `outputSchema`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
 }
 
 /// Routing metadata (docs/skill-format.md).

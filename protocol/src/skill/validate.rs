@@ -330,6 +330,19 @@ impl Rules<'_> {
                     format!("JSON Schema does not compile: {e}"),
                 );
             }
+            if let Some(schema) = &t.output_schema {
+                if schema.get("type").and_then(serde_json::Value::as_str) != Some("object") {
+                    self.error(
+                        &f("output_schema"),
+                        "must be a JSON Schema of an object, such as {\"type\": \"object\"} (the result's data)",
+                    );
+                } else if let Err(e) = jsonschema::validator_for(schema) {
+                    self.error(
+                        &f("output_schema"),
+                        format!("JSON Schema does not compile: {e}"),
+                    );
+                }
+            }
         }
     }
 

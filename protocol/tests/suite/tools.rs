@@ -82,6 +82,40 @@ fn tool_parameters_schema_not_compiling_is_refused() {
 }
 
 #[test]
+fn tool_output_schema_loads_when_it_is_an_object_schema() {
+    let root = tempdir().unwrap();
+    let tool = r#"{ name: q, command: ["true"], output_schema: { type: object, properties: { n: { type: integer } }, required: [n] } }"#;
+    let dir = one_tool(root.path(), tool, &[]);
+    let skill = clean(&dir);
+    assert_eq!(
+        skill.tools[0].output_schema.as_ref().unwrap()["required"][0],
+        "n"
+    );
+    let none = one_tool(root.path(), r#"{ name: r, command: ["true"] }"#, &[]);
+    assert!(clean(&none).tools[0].output_schema.is_none());
+}
+
+#[test]
+fn tool_output_schema_not_of_an_object_or_not_compiling_is_refused() {
+    let root = tempdir().unwrap();
+    for (schema, why) in [
+        ("{ type: array }", "must be a JSON Schema of an object"),
+        ("[1]", "must be a JSON Schema of an object"),
+        (
+            "{ type: object, properties: { n: { type: 12 } } }",
+            "does not compile",
+        ),
+    ] {
+        let dir = one_tool(
+            root.path(),
+            &format!("{{ name: q, command: [\"true\"], output_schema: {schema} }}"),
+            &[],
+        );
+        assert_skipped_for(&dir, "skill.yaml", "tools[0].output_schema", why);
+    }
+}
+
+#[test]
 fn tool_parameters_not_an_object_is_refused() {
     let root = tempdir().unwrap();
     for params in ["[1, 2]", "\"object\"", "true"] {

@@ -54,6 +54,8 @@ struct JsTool {
     #[serde(default)]
     description: String,
     parameters: Option<Value>,
+    #[serde(rename = "outputSchema")]
+    output_schema: Option<Value>,
     security: Option<JsSecurity>,
     /// Milliseconds.
     timeout: Option<u64>,
@@ -152,6 +154,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                     security: t.security.map(|s| s.level).unwrap_or_default(),
                     timeout_ms: t.timeout,
                     parameters: t.parameters.unwrap_or_else(empty_object_schema),
+                    output_schema: t.output_schema,
                 })
                 .collect(),
         ),

@@ -96,6 +96,7 @@ struct ToolYaml {
     security: Security,
     timeout_ms: Option<u64>,
     parameters: Option<Value>,
+    output_schema: Option<Value>,
 }
 
 /// Reads a bounded manifest file as text.
@@ -172,6 +173,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                     security: t.security,
                     timeout_ms: t.timeout_ms,
                     parameters: t.parameters.unwrap_or_else(empty_object_schema),
+                    output_schema: t.output_schema,
                 })
                 .collect()
         }),

@@ -41,6 +41,7 @@ fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
         skills_root: ws.join("skills"),
         trust,
         supervisor: None,
+        mcp_waiting: Default::default(),
         console: Console::new(section),
     }
 }

@@ -1,0 +1,226 @@
+//! `tools/list` and `tools/call`: each skill tool as the MCP tool `<skill>.<tool>` (MCP
+//! names have no colon), plus the built-in `load_skill` and `run_skill_script`. A call
+//! runs through the same path as `POST /v1/tools/call` (context gate, pipeline) and its
+//! result becomes a `CallToolResult`.
+
+use std::sync::Arc;
+
+use serde_json::{json, Map, Value};
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::skill::{Catalog, Security, Skill, Tool};
+use skillbox_protocol::ToolRef;
+
+use super::elicitation::{self, Next};
+use super::eras::Era;
+use super::errors::McpError;
+use crate::contexts::{disclosure, ContextView};
+use crate::gateway::Gateway;
+
+/// The MCP name of `skill:tool`.
+pub fn mcp_name(skill: &str, tool: &str) -> String {
+    format!("{skill}.{tool}")
+}
+
+/// The tool an MCP name names: a built-in's own name, or `skill:tool` for `skill.tool`
+/// (split at the last dot: tool names have none). `Err` says what is missing.
+pub fn resolve(catalog: &Catalog, name: &str) -> Result<String, String> {
+    if name == disclosure::LOAD_SKILL || name == disclosure::RUN_SKILL_SCRIPT {
+        return Ok(name.to_string());
+    }
+    let Some((skill, tool)) = name.rsplit_once('.') else {
+        return Err("tool names are <skill>.<tool> (or load_skill, run_skill_script)".into());
+    };
+    let Some(s) = catalog.get(skill) else {
+        return Err(format!("no skill named {skill:?}"));
+    };
+    if s.tool(tool).is_none() {
+        return Err(format!("skill {skill:?} has no tool {tool:?}"));
+    }
+    Ok(ToolRef::new(skill, tool).to_string())
+}
+
+/// The annotations of a skill tool: its security level, and whether its skill may reach
+/// the network.
+pub fn annotations(skill: &Skill, tool: &Tool) -> Value {
+    let read = tool.security == Security::Read;
+    json!({
+        "readOnlyHint": read,
+        "destructiveHint": !read,
+        "openWorldHint": !skill.permissions.network.is_empty(),
+    })
+}
+
+/// The context `context_id` as it is now (a blocking store read).
+pub async fn context(gw: &Gateway, context_id: &str) -> Result<ContextView, McpError> {
+    let d = Arc::clone(&gw.dispatcher);
+    let catalog = gw.dispatcher.catalog();
+    let id = context_id.to_string();
+    match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &catalog, &id)).await
+    {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(McpError::BadParams(e.to_string())),
+        Err(e) => Err(McpError::Internal(e.to_string())),
+    }
+}
+
+/// `tools/list`: every tool (or the context's active ones), sorted by name, the built-ins
+/// last.
+pub async fn list(gw: &Gateway, context_id: Option<&str>) -> Result<Value, McpError> {
+    let view = match context_id {
+        Some(id) => Some(context(gw, id).await?),
+        None => None,
+    };
+    let allowed = |full: &str| view.as_ref().is_none_or(|v| v.allows(full));
+    let catalog = gw.dispatcher.catalog();
+    let mut tools: Vec<Value> = Vec::new();
+    for skill in &catalog.skills {
+        for tool in &skill.tools {
+            if !allowed(&ToolRef::new(&skill.name, &tool.name).to_string()) {
+                continue;
+            }
+            let mut listed = json!({
+                "name": mcp_name(&skill.name, &tool.name),
+                "title": format!("{} {}", skill.name, tool.name),
+                "description": tool.description,
+                "inputSchema": input_schema(&tool.parameters),
+                "annotations": annotations(skill, tool),
+            });
+            if let Some(schema) = &tool.output_schema {
+                listed["outputSchema"] = schema.clone();
+            }
+            tools.push(listed);
+        }
+    }
+    tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    let available: Vec<String> = catalog
+        .skills
+        .iter()
+        .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
+        .map(|s| s.name.clone())
+        .collect();
+    for builtin in disclosure::builtin_tools(&available) {
+        let name = builtin["name"].as_str().unwrap_or_default().to_string();
+        if !allowed(&name) {
+            continue;
+        }
+        // `run_skill_script` runs whichever declared tool runs the script, a `write` one
+        // included: it is annotated as such.
+        let runs_any = name == disclosure::RUN_SKILL_SCRIPT;
+        tools.push(json!({
+            "name": name,
+            "description": builtin["description"],
+            "inputSchema": builtin["parameters"],
+            "annotations": {
+                "readOnlyHint": !runs_any,
+                "destructiveHint": runs_any,
+                "openWorldHint": runs_any,
+            },
+        }));
+    }
+    Ok(json!({ "tools": tools }))
+}
+
+/// A tool's `parameters` as an MCP `inputSchema`, which must be an object schema: a
+/// schema without a `type` gets `"type": "object"`.
+fn input_schema(parameters: &Value) -> Value {
+    match parameters {
+        Value::Object(p) if p.contains_key("type") => parameters.clone(),
+        Value::Object(p) => {
+            let mut p = p.clone();
+            p.insert("type".into(), "object".into());
+            Value::Object(p)
+        }
+        _ => json!({"type": "object"}),
+    }
+}
+
+/// The `name` and `arguments` of a `tools/call`.
+pub fn call_params(params: &Map<String, Value>) -> Result<(String, Value), McpError> {
+    let Some(name) = params.get("name").and_then(Value::as_str) else {
+        return Err(McpError::BadParams(
+            "tools/call needs \"name\" (a string)".into(),
+        ));
+    };
+    let args = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(_) => {
+            return Err(McpError::BadParams(
+                "tools/call \"arguments\" must be an object".into(),
+            ))
+        }
+    };
+    Ok((name.to_string(), args))
+}
+
+/// `tools/call`: the tool runs as `POST /v1/tools/call` runs it (with the context when the
+/// endpoint names one), its result as MCP's `CallToolResult`. A client that takes URL
+/// elicitation gets each approval the call waits for as a link first ([`elicitation`]).
+pub async fn call(
+    gw: &Gateway,
+    context_id: Option<&str>,
+    era: &Era,
+    params: &Map<String, Value>,
+    console_base: &str,
+) -> Result<Value, McpError> {
+    let (name, args) = call_params(params)?;
+    let full = resolve(&gw.dispatcher.catalog(), &name).map_err(|why| McpError::UnknownTool {
+        name: name.clone(),
+        why,
+    })?;
+    if !era.client_takes_url_elicitation() {
+        let context = context_id.map(str::to_string);
+        let result = crate::gateway::tools::call_tool(&gw.dispatcher, full, args, context).await;
+        return Ok(call_result(&result));
+    }
+    let resumed = params
+        .get("requestState")
+        .and_then(Value::as_str)
+        .and_then(|state| gw.mcp_waiting.take(state, &name, &args));
+    let waiting = resumed.unwrap_or_else(|| elicitation::start(gw, context_id, &name, full, args));
+    match elicitation::next(waiting).await {
+        Next::Done(result) => Ok(call_result(&result)),
+        Next::Asked(record, waiting) => {
+            let state = elicitation::new_state(gw)?;
+            let answer = elicitation::input_required(&record, &state, console_base);
+            let keep =
+                std::time::Duration::from_millis(gw.dispatcher.approvals().policy().timeout_ms);
+            gw.mcp_waiting.put(state, *waiting, keep);
+            Ok(answer)
+        }
+    }
+}
+
+/// A tool result as MCP's `CallToolResult`: success → the data as `structuredContent`
+/// (when an object) and as a JSON text block; failure → `isError` with the message the
+/// REST call gives.
+pub fn call_result(result: &ToolResult) -> Value {
+    let mut meta = json!({"dev.skillbox/callId": result.call_id});
+    if let Some(id) = &result.approval_id {
+        meta["dev.skillbox/approvalId"] = id.clone().into();
+    }
+    if !result.success {
+        if let Some(kind) = result.error_kind {
+            meta["dev.skillbox/errorKind"] = json!(kind);
+        }
+        let message = result
+            .error
+            .clone()
+            .unwrap_or_else(|| "the call failed".into());
+        return json!({
+            "content": [{"type": "text", "text": message}],
+            "isError": true,
+            "_meta": meta,
+        });
+    }
+    let data = result.data.clone().unwrap_or(Value::Null);
+    let mut out = json!({
+        "content": [{"type": "text", "text": data.to_string()}],
+        "isError": false,
+        "_meta": meta,
+    });
+    if data.is_object() {
+        out["structuredContent"] = data;
+    }
+    out
+}
