@@ -2,9 +2,6 @@
 //! `SKILLBOX_PYTHON`, else `<repo>/.venv/bin/python` (what `.ci/run` makes). Without either,
 //! a test that needs it prints that it is skipped, by name; under CI (`CI` set) it fails.
 
-// The MCP and console suites are its users; until both have landed some items may be unused.
-#![allow(dead_code)]
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
