@@ -10,13 +10,12 @@
 //! otherwise notices a decision written by another process (the CLI on the same database)
 //! within [`POLL_INTERVAL`].
 
-use skillbox_protocol::ToolRef;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ring::rand::{SecureRandom, SystemRandom};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::Security;
@@ -30,6 +29,9 @@ use crate::state::store::{unix_ms_now, Store, StoreError};
 mod canonical;
 pub mod grants;
 pub mod payload;
+mod policy;
+
+pub use self::policy::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
 
 pub(crate) use self::canonical::hex;
 pub use self::canonical::{args_hash, canonical_json};
@@ -45,44 +47,6 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// How many newly asked approvals [`Approvals::watch_asked`] keeps for a slow receiver.
 pub const ASKED_BACKLOG: usize = 256;
-
-/// The default time a call waits for a decision: two minutes.
-pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
-
-/// The operator's approval policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ApprovalPolicy {
-    /// Calls approved without asking: `"skill:tool"` or `"skill:*"`.
-    pub auto_approve: Vec<String>,
-    /// How long a call waits for a decision before its approval expires.
-    pub timeout_ms: u64,
-    /// Longest "allow this tool for N minutes" an operator may set in the console.
-    pub allow_max_minutes: u64,
-    /// Such allowances in force at once.
-    pub allow_max_entries: usize,
-}
-
-impl Default for ApprovalPolicy {
-    fn default() -> Self {
-        ApprovalPolicy {
-            auto_approve: Vec::new(),
-            timeout_ms: DEFAULT_TIMEOUT_MS,
-            allow_max_minutes: grants::DEFAULT_MAX_MINUTES,
-            allow_max_entries: grants::DEFAULT_MAX_ENTRIES,
-        }
-    }
-}
-
-impl ApprovalPolicy {
-    /// Whether the policy approves every call of `skill:tool`.
-    pub fn auto_approves(&self, skill: &str, tool: &str) -> bool {
-        self.auto_approve.iter().any(|pattern| {
-            ToolRef::parse(pattern)
-                .is_ok_and(|p| p.skill == skill && (p.tool == tool || p.tool == "*"))
-        })
-    }
-}
 
 /// A call that may need an approval.
 #[derive(Debug, Clone, PartialEq)]
