@@ -86,30 +86,8 @@ impl CoreClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(StatusCode, Value), ClientError> {
-        let stream = tokio::net::TcpStream::connect(&self.addr)
-            .await
-            .map_err(|source| ClientError::Connect {
-                addr: self.addr.clone(),
-                source,
-            })?;
-        let (mut sender, conn) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-        tokio::spawn(conn);
-        let req = http::Request::builder()
-            .method(method)
-            .uri(path)
-            .header(http::header::HOST, &self.addr)
-            .header(
-                http::header::AUTHORIZATION,
-                format!("Bearer {}", self.token),
-            )
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .body(Full::new(Bytes::from(
-                body.map(Value::to_string).unwrap_or_default(),
-            )))?;
-        let resp = sender.send_request(req).await?;
-        let status = resp.status();
-        let bytes = resp.into_body().collect().await?.to_bytes();
+        let body = Bytes::from(body.map(Value::to_string).unwrap_or_default());
+        let (status, bytes) = self.exchange(method, path, &[], body).await?;
         Ok((
             status,
             serde_json::from_slice(&bytes).unwrap_or(Value::Null),
@@ -124,6 +102,22 @@ impl CoreClient {
         headers: &[(&'static str, String)],
         body: Bytes,
     ) -> Result<(StatusCode, Bytes), ClientError> {
+        let mut with_accept = vec![(
+            http::header::ACCEPT.as_str(),
+            "application/json, text/event-stream".to_string(),
+        )];
+        with_accept.extend(headers.iter().cloned());
+        self.exchange("POST", path, &with_accept, body).await
+    }
+
+    /// One request on a fresh connection, with the token and a JSON content type.
+    async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&'static str, String)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
         let stream = tokio::net::TcpStream::connect(&self.addr)
             .await
             .map_err(|source| ClientError::Connect {
@@ -134,15 +128,14 @@ impl CoreClient {
             hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
         let mut req = http::Request::builder()
-            .method(http::Method::POST)
+            .method(method)
             .uri(path)
             .header(http::header::HOST, &self.addr)
             .header(
                 http::header::AUTHORIZATION,
                 format!("Bearer {}", self.token),
             )
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, text/event-stream");
+            .header(http::header::CONTENT_TYPE, "application/json");
         for (name, value) in headers {
             req = req.header(*name, value);
         }

@@ -11,10 +11,14 @@
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+// The helpers shared with the round-trip bench (target folder, binaries, modes).
+#[allow(dead_code)]
+#[path = "roundtrip/setup.rs"]
+mod setup;
+use setup::{binary, chmod, target_dir};
 
 const TOOL_C: &str = r#"
 #include <stdio.h>
@@ -25,28 +29,6 @@ int main(void) {
     return 0;
 }
 "#;
-
-fn target_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().unwrap().parent().unwrap().to_path_buf()
-}
-
-fn binary(name: &str) -> PathBuf {
-    let here = target_dir().join(name);
-    if here.is_file() {
-        return here;
-    }
-    let release = target_dir().parent().unwrap().join("release").join(name);
-    assert!(
-        release.is_file(),
-        "build the workspace first: cargo build --release --workspace"
-    );
-    release
-}
-
-fn chmod(p: &Path, mode: u32) {
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
-}
 
 /// A workspace with the skill `native` (tool `ping`, a compiled C program) and a SKILL.md.
 fn workspace() -> tempfile::TempDir {

@@ -48,7 +48,8 @@ pub fn target_dir() -> PathBuf {
     exe.parent().unwrap().parent().unwrap().to_path_buf()
 }
 
-fn binary(name: &str) -> PathBuf {
+/// A release binary of the workspace.
+pub fn binary(name: &str) -> PathBuf {
     let here = target_dir().join(name);
     if here.is_file() {
         return here;
@@ -61,7 +62,8 @@ fn binary(name: &str) -> PathBuf {
     release
 }
 
-fn chmod(p: &Path, mode: u32) {
+/// Sets `p`'s mode.
+pub fn chmod(p: &Path, mode: u32) {
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
