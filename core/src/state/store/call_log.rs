@@ -111,11 +111,11 @@ impl Store {
         }
     }
 
-    /// Writes `batch`, each record in its own transaction as [`Store::record_call`] does
-    /// (a record that fails, logged, does not take the others with it).
+    /// Writes `batch` in one transaction ([`Store::record_calls`]); a record that fails,
+    /// logged, does not take the others with it.
     fn write_batch(&self, batch: &[CallRecord]) {
-        for call in batch {
-            if let Err(e) = self.record_call(call) {
+        for result in self.record_calls(batch) {
+            if let Err(e) = result {
                 tracing::error!(error = %e, "cannot record the call");
             }
         }

@@ -58,39 +58,42 @@ impl Store {
     /// Records a finished call: its skill's stats and the call row, in one transaction, so
     /// either both are written or neither (a repeated call id writes nothing).
     pub fn record_call(&self, call: &CallRecord) -> Result<(), StoreError> {
+        self.record_calls(std::slice::from_ref(call))
+            .into_iter()
+            .next()
+            .unwrap_or(Ok(()))
+    }
+
+    /// Records `calls` in one transaction (one WAL commit for the batch, statements
+    /// prepared once). When one of them fails (a repeated call id), the batch is rolled back
+    /// and each call is written in a transaction of its own, so the others still land.
+    /// One result per call, in order.
+    pub fn record_calls(&self, calls: &[CallRecord]) -> Vec<Result<(), StoreError>> {
         let mut conn = self.conn();
-        let mut write = || -> rusqlite::Result<()> {
+        let batch = (|| -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let (successes, failures) = if call.success { (1, 0) } else { (0, 1) };
-            tx.execute(
-                "INSERT INTO skill_stats (skill, successes, failures, last_called_at) \
-                 VALUES (?1, ?2, ?3, ?4) \
-                 ON CONFLICT (skill) DO UPDATE SET \
-                   successes = skill_stats.successes + excluded.successes, \
-                   failures = skill_stats.failures + excluded.failures, \
-                   last_called_at = MAX(skill_stats.last_called_at, excluded.last_called_at)",
-                params![call.skill, successes, failures, call.started_at],
-            )?;
-            tx.execute(
-                "INSERT INTO calls \
-                 (call_id, skill, tool, started_at, duration_ms, success, error_kind) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                params![
-                    call.call_id,
-                    call.skill,
-                    call.tool,
-                    call.started_at,
-                    call.duration_ms,
-                    call.success,
-                    call.error_kind.map(ErrorKind::as_str),
-                ],
-            )?;
+            for call in calls {
+                insert_call(&tx, call)?;
+            }
             tx.commit()
-        };
-        write().map_err(|source| StoreError::RecordCall {
-            call_id: call.call_id.clone(),
-            source,
-        })
+        })();
+        if batch.is_ok() {
+            return calls.iter().map(|_| Ok(())).collect();
+        }
+        calls
+            .iter()
+            .map(|call| {
+                (|| -> rusqlite::Result<()> {
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    insert_call(&tx, call)?;
+                    tx.commit()
+                })()
+                .map_err(|source| StoreError::RecordCall {
+                    call_id: call.call_id.clone(),
+                    source,
+                })
+            })
+            .collect()
     }
 
     /// The call with this id, if recorded.
@@ -146,6 +149,35 @@ impl Store {
         };
         read().map_err(|source| StoreError::ReadStats { source })
     }
+}
+
+/// The skill's stats and the call row of `call`, inside the caller's transaction.
+fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::Result<()> {
+    let (successes, failures) = if call.success { (1, 0) } else { (0, 1) };
+    tx.prepare_cached(
+        "INSERT INTO skill_stats (skill, successes, failures, last_called_at) \
+         VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT (skill) DO UPDATE SET \
+           successes = skill_stats.successes + excluded.successes, \
+           failures = skill_stats.failures + excluded.failures, \
+           last_called_at = MAX(skill_stats.last_called_at, excluded.last_called_at)",
+    )?
+    .execute(params![call.skill, successes, failures, call.started_at])?;
+    tx.prepare_cached(
+        "INSERT INTO calls \
+         (call_id, skill, tool, started_at, duration_ms, success, error_kind) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        call.call_id,
+        call.skill,
+        call.tool,
+        call.started_at,
+        call.duration_ms,
+        call.success,
+        call.error_kind.map(ErrorKind::as_str),
+    ])?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -209,6 +241,26 @@ mod tests {
         let names: Vec<_> = all.iter().map(|s| s.skill.as_str()).collect();
         assert_eq!(names, ["mail", "notes"]);
         assert_eq!(call_count(&store), 4);
+    }
+
+    #[test]
+    fn record_calls_writes_a_batch_and_keeps_the_good_calls_when_one_fails() {
+        let (_dir, store) = open();
+        let results = store.record_calls(&[call("a", "s", 1, true), call("b", "s", 2, false)]);
+        assert!(results.iter().all(Result::is_ok), "{results:?}");
+        // "a" again in a batch: the batch falls back to one transaction per call.
+        let results = store.record_calls(&[
+            call("c", "s", 3, true),
+            call("a", "s", 4, true),
+            call("d", "s", 5, true),
+        ]);
+        assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+        assert!(
+            matches!(&results[1], Err(StoreError::RecordCall { call_id, .. }) if call_id == "a")
+        );
+        assert_eq!(call_count(&store), 4);
+        let stats = store.skill_stats("s").unwrap().unwrap();
+        assert_eq!((stats.successes, stats.failures), (3, 1));
     }
 
     #[test]
