@@ -18,17 +18,7 @@ use std::time::{Duration, Instant};
 #[allow(dead_code)]
 #[path = "roundtrip/setup.rs"]
 mod setup;
-use setup::{binary, chmod, target_dir};
-
-const TOOL_C: &str = r#"
-#include <stdio.h>
-int main(void) {
-    char line[65536];
-    if (!fgets(line, sizeof line, stdin)) return 1;
-    fputs("{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{\"ok\":true}}\n", stdout);
-    return 0;
-}
-"#;
+use setup::{binary, chmod, target_dir, JSONRPC_C as TOOL_C};
 
 /// A workspace with the skill `native` (tool `ping`, a compiled C program) and a SKILL.md.
 fn workspace() -> tempfile::TempDir {

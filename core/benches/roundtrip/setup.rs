@@ -8,7 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A JSON-RPC stdio tool: one request line in, one result line out.
-const JSONRPC_C: &str = r#"
+pub const JSONRPC_C: &str = r#"
 #include <stdio.h>
 int main(void) {
     char line[65536];

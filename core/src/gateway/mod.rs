@@ -136,3 +136,35 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
 
 #[cfg(test)]
 mod tests;
+
+/// A gateway for handler tests: a dispatcher over `catalog` with its state in
+/// `<ws>/.skillbox` and no executor listening, the install root `skills_root`, and this
+/// token, body limit and console.
+#[cfg(test)]
+pub(crate) fn test_gateway(
+    ws: &std::path::Path,
+    catalog: skillbox_protocol::skill::Catalog,
+    skills_root: std::path::PathBuf,
+    token: &str,
+    max_request_bytes: usize,
+    console: console::Console,
+) -> Gateway {
+    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, catalog));
+    let workspace = crate::state::Workspace::new(ws);
+    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
+    Gateway {
+        reloader: Arc::new(crate::skills::reload::Reloader::new(
+            Arc::clone(&dispatcher),
+            trust.clone(),
+        )),
+        dispatcher,
+        token: SecretValue(token.to_string()),
+        token_file: workspace.token_file(),
+        max_request_bytes,
+        skills_root,
+        trust,
+        supervisor: None,
+        mcp_waiting: Default::default(),
+        console,
+    }
+}

@@ -1,13 +1,10 @@
 //! Requests through the route table against a gateway over a test dispatcher (no server,
 //! no executor): the approval routes' answers and the one error mapping.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
-use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::skill::{Catalog, Security};
 
 use super::request::Body;
@@ -15,24 +12,14 @@ use super::{table, Gateway};
 use crate::state::store::{ApprovalRecord, ApprovalStatus};
 
 fn gateway(ws: &std::path::Path) -> Gateway {
-    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-    let workspace = crate::state::Workspace::new(ws);
-    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
-    Gateway {
-        reloader: Arc::new(crate::skills::reload::Reloader::new(
-            Arc::clone(&dispatcher),
-            trust.clone(),
-        )),
-        dispatcher,
-        token: SecretValue("gateway-token-3f9a1c77e2".to_string()),
-        token_file: workspace.token_file(),
-        max_request_bytes: 1024,
-        skills_root: ws.join("skills"),
-        trust,
-        supervisor: None,
-        console: super::console::Console::new(&Default::default()),
-        mcp_waiting: Default::default(),
-    }
+    super::test_gateway(
+        ws,
+        Catalog::default(),
+        ws.join("skills"),
+        "gateway-token-3f9a1c77e2",
+        1024,
+        super::console::Console::new(&Default::default()),
+    )
 }
 
 /// `method path` with `body`, answered through the table as the server would.

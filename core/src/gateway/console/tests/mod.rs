@@ -6,13 +6,10 @@
 
 mod approvals;
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
-use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::skill::{Catalog, Security};
 
 use super::session::COOKIE;
@@ -26,24 +23,14 @@ pub(super) const HOST: &str = "127.0.0.1:7070";
 pub(super) const ORIGIN: &str = "http://127.0.0.1:7070";
 
 fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
-    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
-    let workspace = crate::state::Workspace::new(ws);
-    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
-    Gateway {
-        reloader: Arc::new(crate::skills::reload::Reloader::new(
-            Arc::clone(&dispatcher),
-            trust.clone(),
-        )),
-        dispatcher,
-        token: SecretValue(TOKEN.to_string()),
-        token_file: workspace.token_file(),
-        max_request_bytes: 4096,
-        skills_root: ws.join("skills"),
-        trust,
-        supervisor: None,
-        mcp_waiting: Default::default(),
-        console: Console::new(section),
-    }
+    crate::gateway::test_gateway(
+        ws,
+        Catalog::default(),
+        ws.join("skills"),
+        TOKEN,
+        4096,
+        Console::new(section),
+    )
 }
 
 /// Request headers of a case.

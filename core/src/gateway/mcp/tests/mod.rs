@@ -8,13 +8,11 @@ mod content;
 mod protocol;
 
 use std::path::Path;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
-use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
 use crate::gateway::request::Body;
@@ -79,24 +77,14 @@ fn fixture() -> Fixture {
     write_skill(&skills, "web", &[("get", "read")], &["https://example.com"]);
     let catalog: Catalog = discover(std::slice::from_ref(&skills), DiscoveryOptions::default());
     assert!(catalog.skipped.is_empty(), "{:?}", catalog.skipped);
-    let dispatcher = Arc::new(crate::calls::test_dispatcher(&ws, catalog));
-    let workspace = crate::state::Workspace::new(&ws);
-    let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
-    let gw = Gateway {
-        reloader: Arc::new(crate::skills::reload::Reloader::new(
-            Arc::clone(&dispatcher),
-            trust.clone(),
-        )),
-        dispatcher,
-        token: SecretValue("mcp-test-token".to_string()),
-        token_file: workspace.token_file(),
-        max_request_bytes: 4096,
-        skills_root: skills.clone(),
-        trust,
-        supervisor: None,
-        mcp_waiting: Default::default(),
-        console: crate::gateway::console::Console::new(&Default::default()),
-    };
+    let gw = crate::gateway::test_gateway(
+        &ws,
+        catalog,
+        skills.clone(),
+        "mcp-test-token",
+        4096,
+        crate::gateway::console::Console::new(&Default::default()),
+    );
     Fixture {
         _dir: dir,
         skills,
