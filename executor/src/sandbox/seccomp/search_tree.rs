@@ -241,3 +241,85 @@ fn jump(code: u16, k: u32, jt: u8, jf: u8) -> sock_filter {
 fn shape(what: &'static str) -> SeccompError {
     SeccompError::UnexpectedShape { what }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn ret(k: u32) -> sock_filter {
+        stmt(BPF_RET_K, k)
+    }
+
+    fn shape_of(e: SeccompError) -> &'static str {
+        match e {
+            SeccompError::UnexpectedShape { what } => what,
+            other => panic!("not a shape refusal: {other}"),
+        }
+    }
+
+    /// seccompiler's output in another shape (an upgrade would do this) stops the build of
+    /// the tree with a reason instead of producing a wrong program.
+    #[test]
+    fn a_block_of_another_shape_is_refused() {
+        let prologue = [stmt(BPF_LD_W_ABS, 4), ret(0)];
+        let mismatch = ret(0x0005_0001);
+        let load = stmt(BPF_LD_W_ABS, SECCOMP_DATA_NR_OFFSET);
+        let good_jeq = jump(BPF_JMP_JEQ_K, 39, 0, 1);
+
+        let no_prologue = [load.clone(), good_jeq.clone(), mismatch.clone()];
+        let what = shape_of(block_of(&no_prologue, &prologue, &mismatch).err().unwrap());
+        assert!(what.contains("architecture check"), "{what}");
+
+        let no_load = [
+            prologue[0].clone(),
+            prologue[1].clone(),
+            good_jeq.clone(),
+            mismatch.clone(),
+        ];
+        let what = shape_of(block_of(&no_load, &prologue, &mismatch).err().unwrap());
+        assert!(what.contains("syscall number load"), "{what}");
+
+        let other_end = [
+            prologue[0].clone(),
+            prologue[1].clone(),
+            load.clone(),
+            good_jeq.clone(),
+            ret(7),
+        ];
+        let what = shape_of(block_of(&other_end, &prologue, &mismatch).err().unwrap());
+        assert!(what.contains("mismatch return"), "{what}");
+
+        let no_jeq = [
+            prologue[0].clone(),
+            prologue[1].clone(),
+            load.clone(),
+            ret(1),
+            mismatch.clone(),
+        ];
+        let what = shape_of(block_of(&no_jeq, &prologue, &mismatch).err().unwrap());
+        assert!(what.contains("JEQ nr"), "{what}");
+
+        let good = [
+            prologue[0].clone(),
+            prologue[1].clone(),
+            load,
+            good_jeq,
+            mismatch.clone(),
+        ];
+        assert_eq!(
+            block_of(&good, &prologue, &mismatch).ok().unwrap().number,
+            39
+        );
+    }
+
+    #[test]
+    fn a_filter_missing_from_the_policy_is_refused() {
+        let policy = serde_json::json!({ "other": { "filter": [] } });
+        assert!(matches!(
+            compile(&policy, "tool_allow"),
+            Err(SeccompError::MissingFilter { name: "tool_allow" })
+        ));
+    }
+}
