@@ -68,6 +68,28 @@ pub struct Loaded {
     pub catalog: Arc<Catalog>,
     /// `skillbox.toml` as it was at that load.
     pub config: Arc<Config>,
+    /// Each skill of the catalogue, shared, by name: a call takes a reference to its skill
+    /// instead of copying it.
+    skills: std::collections::HashMap<String, Arc<Skill>>,
+}
+
+impl Loaded {
+    /// The catalogue and the configuration of one load.
+    pub fn new(catalog: Catalog, config: Arc<Config>) -> Self {
+        let skills = (catalog.skills.iter())
+            .map(|s| (s.name.clone(), Arc::new(s.clone())))
+            .collect();
+        Self {
+            catalog: Arc::new(catalog),
+            config,
+            skills,
+        }
+    }
+
+    /// The skill `name`, shared.
+    pub fn skill(&self, name: &str) -> Option<Arc<Skill>> {
+        self.skills.get(name).map(Arc::clone)
+    }
 }
 
 /// Runs tool calls through the pipeline; holds the catalogue they are admitted against.
@@ -109,10 +131,7 @@ impl Dispatcher {
     /// A dispatcher from its parts; ids and tokens come from the operating system.
     pub fn new(parts: DispatcherParts) -> Self {
         Self {
-            loaded: RwLock::new(Arc::new(Loaded {
-                catalog: Arc::new(parts.catalog),
-                config: Arc::new(parts.config),
-            })),
+            loaded: RwLock::new(Arc::new(Loaded::new(parts.catalog, Arc::new(parts.config)))),
             transports: parts.transports,
             secrets: parts.secrets,
             approvals: parts.approvals,
@@ -164,10 +183,7 @@ impl Dispatcher {
     pub fn set_catalog(&self, catalog: Catalog, config: Option<Config>) {
         let config = config.map_or_else(|| self.config(), Arc::new);
         if let Ok(mut l) = self.loaded.write() {
-            *l = Arc::new(Loaded {
-                catalog: Arc::new(catalog),
-                config,
-            });
+            *l = Arc::new(Loaded::new(catalog, config));
         }
     }
 

@@ -107,12 +107,13 @@ impl Dispatcher {
             tool: tool_name,
         } = ToolRef::parse(full_name)?;
         let (skill_name, tool_name) = (skill_name.as_str(), tool_name.as_str());
-        let catalog = self.catalog();
-        let skill = match catalog.get(skill_name) {
-            Some(skill) => Arc::new(skill.clone()),
+        let loaded = self.loaded();
+        let catalog = &loaded.catalog;
+        let skill = match loaded.skill(skill_name) {
+            Some(skill) => skill,
             None => {
                 return Err(
-                    match crate::skills::install::disabled::reason(&catalog, skill_name) {
+                    match crate::skills::install::disabled::reason(catalog, skill_name) {
                         Some(why) => CallError::Disabled {
                             skill: skill_name.to_string(),
                             why,
