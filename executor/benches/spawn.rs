@@ -429,7 +429,7 @@ impl Bench<'_> {
         use tokio::io::AsyncReadExt;
         let start = Instant::now();
         let PreparedCall {
-            mut command,
+            launch,
             guard,
             timings,
         } = self.sandbox.prepare(LaunchSpec {
@@ -441,7 +441,7 @@ impl Bench<'_> {
             args_file: ArgsFile::Write(b"{}"),
         })?;
         let prepared = Instant::now();
-        let mut child = command.spawn().context("spawning in the sandbox")?;
+        let mut child = launch.spawn().context("spawning in the sandbox")?;
         let spawned = Instant::now();
         let pid = child.id();
         drop(child.stdin.take());

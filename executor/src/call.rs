@@ -212,9 +212,7 @@ async fn run<B: CapabilityBroker>(
             let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
             let mut env = call_env(skill, tool, &params.call_id);
             env.extend(values);
-            let PreparedCall {
-                mut command, guard, ..
-            } = sandbox.prepare(LaunchSpec {
+            let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
                 skill_dir: &skill.dir,
                 argv: &argv,
                 env,
@@ -225,7 +223,7 @@ async fn run<B: CapabilityBroker>(
                     None => ArgsFile::None,
                 },
             })?;
-            match command.spawn() {
+            match launch.spawn() {
                 Ok(child) => (child, guard),
                 Err(e) => {
                     guard.finish(None);

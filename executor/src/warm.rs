@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 use skillbox_protocol::skill::{Skill, Tool, ToolEntry, ToolProtocol};
 
 use crate::registry::{RegisteredSkill, Registry};
-use crate::sandbox::{ArgsFile, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::sandbox::{
+    ArgsFile, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild, SandboxError,
+};
 
 /// `SKILLBOX_CALL_ID` of a prestarted process.
 pub const PRESTARTED_CALL_ID: &str = "prestarted";
@@ -58,7 +60,7 @@ pub fn call_env(skill: &Skill, tool: &Tool, call_id: &str) -> Vec<(String, Strin
 #[derive(Debug)]
 pub struct WarmProcess {
     /// The process; stdin, stdout and stderr piped and untouched.
-    pub child: tokio::process::Child,
+    pub child: SandboxChild,
     /// Its user id and scratch dir.
     pub guard: CallGuard,
 }
@@ -124,9 +126,7 @@ impl WarmPool {
             return Err(SandboxError::TooManyPrestarted(total));
         }
         let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
-        let PreparedCall {
-            mut command, guard, ..
-        } = sandbox.prepare(LaunchSpec {
+        let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
             skill_dir: &skill.dir,
             argv: &argv,
             env: call_env(skill, tool, PRESTARTED_CALL_ID),
@@ -138,14 +138,13 @@ impl WarmPool {
                 ArgsFile::None
             },
         })?;
-        let child = match command.spawn() {
+        let child = match launch.spawn() {
             Ok(child) => child,
             Err(e) => {
                 guard.finish(None);
                 return Err(SandboxError::Spawn(e));
             }
         };
-        drop(command);
         let process = WarmProcess { child, guard };
         if self.closed.load(Ordering::SeqCst) {
             process.end();

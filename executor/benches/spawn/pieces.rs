@@ -232,7 +232,7 @@ pub fn child_steps(
                 .stdout(Stdio::null())
                 .stderr(Stdio::null());
             if step.pre_exec {
-                let mut setup = if step.setup {
+                let setup = if step.setup {
                     Some(ChildSetup {
                         limits: Limits::for_call(
                             512,
@@ -242,12 +242,13 @@ pub fn child_steps(
                         ),
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
-                        ruleset: if step.landlock {
-                            Some(landlock::build(skill_dir, scratch.path(), &runtime_paths)?)
+                        landlock: if step.landlock {
+                            let ruleset =
+                                landlock::build(skill_dir, scratch.path(), &runtime_paths)?;
+                            landlock::OwnProcRule::for_ruleset(&ruleset)?
                         } else {
                             None
                         },
-                        own_proc: None,
                         filters: step.seccomp.then(|| Arc::clone(&filters)),
                     })
                 } else {
@@ -256,7 +257,7 @@ pub fn child_steps(
                 // SAFETY: as in `Sandbox::prepare`: `ChildSetup::apply` only makes system
                 // calls with data prepared here; the empty step does nothing.
                 unsafe {
-                    command.pre_exec(move || match setup.as_mut() {
+                    command.pre_exec(move || match setup.as_ref() {
                         Some(setup) => setup.apply(),
                         None => Ok(()),
                     });

@@ -1,16 +1,15 @@
-//! The steps run in the forked child between fork and exec, in this order: new session,
-//! rlimits, fds above 2 closed (on exec), capabilities dropped (bounding set, securebits
-//! locked, user switched when the executor is root, effective/permitted/inheritable/
-//! ambient cleared), no_new_privs, Landlock (after adding the child's own `/proc/<pid>`),
-//! seccomp. Everything they need is prepared
-//! before the fork; these steps only make system calls (async-signal-safe, no allocation).
+//! The steps run in the tool's process between clone and exec ([`super::spawn`]), in this
+//! order: new session, rlimits, fds above 2 closed (on exec), capabilities dropped
+//! (bounding set, securebits locked, user switched when the executor is root,
+//! effective/permitted/inheritable/ambient cleared), no_new_privs, Landlock (after adding
+//! the child's own `/proc/<pid>`), seccomp. Everything they need is prepared before the
+//! clone; these steps only make system calls: no allocation, and no libc wrapper that keeps
+//! process-wide state (the child shares the executor's memory until it execs).
 
 use std::io;
 use std::sync::Arc;
 
-use landlock::RulesetCreated;
-
-use super::landlock::{is_enforced, OwnProcRule};
+use super::landlock::OwnProcRule;
 use super::limits::Limits;
 use super::seccomp::ToolFilters;
 
@@ -47,10 +46,9 @@ pub struct ChildSetup {
     pub cap_last: u32,
     /// User and group to switch to (when the executor is root).
     pub user: Option<(libc::uid_t, libc::gid_t)>,
-    /// The Landlock ruleset; taken when enforced. `None` only with `--insecure-no-sandbox`.
-    pub ruleset: Option<RulesetCreated>,
-    /// Adds the child's own `/proc/<pid>` to `ruleset` before it is enforced.
-    pub own_proc: Option<OwnProcRule>,
+    /// The call's Landlock ruleset: the child adds its own `/proc/<pid>` to it and
+    /// enforces it. `None` only with `--insecure-no-sandbox`.
+    pub landlock: Option<OwnProcRule>,
     /// seccomp filters. `None` only with `--insecure-no-sandbox`.
     pub filters: Option<Arc<ToolFilters>>,
 }
@@ -64,8 +62,8 @@ fn check(ret: libc::c_int) -> io::Result<()> {
 }
 
 impl ChildSetup {
-    /// Runs in the child after fork. Returns an error to make the spawn fail.
-    pub fn apply(&mut self) -> io::Result<()> {
+    /// Runs in the child before exec. Returns an error to make the spawn fail.
+    pub fn apply(&self) -> io::Result<()> {
         nix::unistd::setsid()?;
         self.limits.apply()?;
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors;
@@ -81,16 +79,9 @@ impl ChildSetup {
         self.drop_privileges()?;
         // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
-        if let Some(ruleset) = self.ruleset.take() {
-            if let Some(own_proc) = &self.own_proc {
-                own_proc.add_in_child()?;
-            }
-            let status = ruleset
-                .restrict_self()
-                .map_err(|_| io::Error::from_raw_os_error(libc::EPERM))?;
-            if !is_enforced(&status) {
-                return Err(io::Error::from_raw_os_error(libc::ENOSYS));
-            }
+        if let Some(landlock) = &self.landlock {
+            landlock.add_in_child()?;
+            landlock.restrict_in_child()?;
         }
         if let Some(filters) = &self.filters {
             filters.apply()?;
@@ -119,12 +110,18 @@ impl ChildSetup {
             check(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) })?;
         }
         if let Some((uid, gid)) = self.user {
+            // Raw system calls: glibc's wrappers would apply the change to every thread of
+            // the process it believes it is in, the executor's.
+            let (uid, gid) = (libc::c_long::from(uid), libc::c_long::from(gid));
             // SAFETY: setgroups with length 0 reads no memory.
-            check(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+            check(
+                unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) }
+                    as libc::c_int,
+            )?;
             // SAFETY: integer arguments only.
-            check(unsafe { libc::setresgid(gid, gid, gid) })?;
+            check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) } as libc::c_int)?;
             // SAFETY: integer arguments only.
-            check(unsafe { libc::setresuid(uid, uid, uid) })?;
+            check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) } as libc::c_int)?;
         }
         // SAFETY: integer arguments only.
         check(unsafe {

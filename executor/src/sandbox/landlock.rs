@@ -8,9 +8,8 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictionStatus,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
-    ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 
 /// The newest ABI whose rights we ask for; older kernels get what they support (the
@@ -84,9 +83,12 @@ pub fn build(
     Ok(ruleset)
 }
 
-/// The rule that lets a tool read its own `/proc/<pid>` and nothing else of `/proc`: the pid
-/// is known only after the fork, so the parent keeps a duplicate of the ruleset's fd and the
-/// child adds the rule with [`OwnProcRule::add_in_child`] before enforcing the ruleset.
+/// A call's ruleset as its child process uses it, by fd. The rule that lets a tool read
+/// its own `/proc/<pid>` and nothing else of `/proc` can be added only once the pid exists,
+/// so the parent keeps a duplicate of the ruleset's fd; the child adds the rule with
+/// [`OwnProcRule::add_in_child`] and enforces the ruleset with
+/// [`OwnProcRule::restrict_in_child`], both raw system calls (the child shares the
+/// executor's memory until exec, see `spawn.rs`).
 #[derive(Debug)]
 pub struct OwnProcRule {
     ruleset_fd: OwnedFd,
@@ -113,7 +115,7 @@ impl OwnProcRule {
     }
 
     /// Adds read access beneath `/proc/self` (the calling process's own `/proc/<pid>`).
-    /// Runs in the forked child: only system calls on a static path, no allocation.
+    /// Runs in the child before exec: only system calls on a static path, no allocation.
     pub fn add_in_child(&self) -> std::io::Result<()> {
         // SAFETY: the path is a NUL-terminated static string; the returned fd is owned
         // below and closed when this function returns.
@@ -148,12 +150,23 @@ impl OwnProcRule {
         }
         Ok(())
     }
-}
 
-/// Whether a restriction status is acceptable: enforced, fully or partially (a partial
-/// enforcement on a kernel at or above the minimum ABI lacks only newer rights).
-pub fn is_enforced(status: &RestrictionStatus) -> bool {
-    !matches!(status.ruleset, RulesetStatus::NotEnforced)
+    /// Enforces the ruleset on the calling process (no_new_privs must be set already).
+    /// Runs in the child before exec: one system call.
+    pub fn restrict_in_child(&self) -> std::io::Result<()> {
+        // SAFETY: landlock_restrict_self takes the ruleset fd, open here, and no flags.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset_fd.as_raw_fd(),
+                0u32,
+            )
+        };
+        if rc < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

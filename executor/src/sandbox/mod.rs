@@ -3,9 +3,11 @@
 //! [`Sandbox::new`] probes the kernel and compiles the seccomp policy once, refusing to
 //! start where the sandbox cannot be enforced (unless `insecure_no_sandbox`).
 //! [`Sandbox::prepare`] makes one call's scratch dir, user, Landlock ruleset, environment
-//! and command; [`child::ChildSetup`] applies the rest between fork and exec.
+//! and command; [`spawn::Launch::spawn`] starts it, and [`child::ChildSetup`] applies the
+//! rest between clone and exec.
 
 pub mod child;
+pub mod child_process;
 pub mod env;
 pub mod guard;
 pub mod landlock;
@@ -16,14 +18,15 @@ pub mod remove_tree;
 pub mod scratch;
 pub mod seccomp;
 pub mod slots;
+pub mod spawn;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use self::child::ChildSetup;
+pub use self::child_process::SandboxChild;
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
 use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
 use self::probe::KernelSupport;
@@ -31,6 +34,7 @@ use self::reaper::{CallUser, Releaser, UserPool, DEFAULT_UID_BASE};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
+pub use self::spawn::Launch;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
@@ -164,8 +168,8 @@ const NODE_RUNNER: &str = include_str!("../node_runner.mjs");
 /// One call, ready to spawn.
 #[derive(Debug)]
 pub struct PreparedCall {
-    /// The command, with stdio piped and the child setup installed.
-    pub command: tokio::process::Command,
+    /// The command and the child's setup; [`Launch::spawn`] starts it with stdio piped.
+    pub launch: Launch,
     /// What ends the call.
     pub guard: CallGuard,
     /// How long each step of `prepare` took.
@@ -349,22 +353,22 @@ impl Sandbox {
             ));
         }
         lap(&mut timings.args_file);
-        let ruleset = match self.filters {
-            Some(_) => Some(landlock::build(
-                spec.skill_dir,
-                scratch.path(),
-                &self.runtime_paths,
-            )?),
-            None => None,
-        };
-        let own_proc = match &ruleset {
-            Some(ruleset) => landlock::OwnProcRule::for_ruleset(ruleset).map_err(|source| {
-                SandboxError::Landlock(landlock::LandlockError::Duplicate { source })
-            })?,
+        // The ruleset is handed to the child by fd; a sandboxed call without one would run
+        // unconfined, so it fails here instead (Landlock is checked at start, too).
+        let landlock = match self.filters {
+            Some(_) => {
+                let ruleset = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_paths)?;
+                let child = landlock::OwnProcRule::for_ruleset(&ruleset).map_err(|source| {
+                    SandboxError::Landlock(landlock::LandlockError::Duplicate { source })
+                })?;
+                Some(child.ok_or_else(|| SandboxError::Unenforceable {
+                    problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
+                })?)
+            }
             None => None,
         };
         lap(&mut timings.landlock);
-        let mut setup = ChildSetup {
+        let setup = ChildSetup {
             limits: Limits::for_call(
                 spec.memory_mb,
                 spec.timeout_ms,
@@ -373,29 +377,20 @@ impl Sandbox {
             ),
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
-            ruleset,
-            own_proc,
+            landlock,
             filters: self.filters.clone(),
         };
-        let mut command = tokio::process::Command::new(program);
-        command
-            .args(&spec.argv[1..])
-            .env_clear()
-            .envs(env::base(scratch.path()))
-            .envs(env)
-            .current_dir(spec.skill_dir)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        // SAFETY: ChildSetup::apply only makes system calls with data prepared above; it
-        // allocates nothing and takes no locks, as required between fork and exec.
-        unsafe {
-            command.pre_exec(move || setup.apply());
-        }
+        let launch = Launch::new(
+            &program,
+            &spec.argv[1..],
+            env::base(scratch.path()).into_iter().chain(env),
+            spec.skill_dir,
+            setup,
+        )
+        .map_err(SandboxError::Spawn)?;
         lap(&mut timings.command);
         Ok(PreparedCall {
-            command,
+            launch,
             guard: CallGuard { user, scratch },
             timings,
         })

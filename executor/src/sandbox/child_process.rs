@@ -1,0 +1,159 @@
+//! A started tool process, held by its pidfd: piped stdio, waiting without a SIGCHLD
+//! handler (the pidfd turns readable when the process exits), killing without a pid-reuse
+//! race, and killed and reaped when dropped.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+
+use tokio::io::unix::AsyncFd;
+use tokio::net::unix::pipe;
+
+/// A tool process started by [`super::spawn::Launch::spawn`].
+#[derive(Debug)]
+pub struct SandboxChild {
+    pid: libc::pid_t,
+    pidfd: Option<AsyncFd<OwnedFd>>,
+    status: Option<ExitStatus>,
+    /// The tool's stdin.
+    pub stdin: Option<pipe::Sender>,
+    /// The tool's stdout.
+    pub stdout: Option<pipe::Receiver>,
+    /// The tool's stderr.
+    pub stderr: Option<pipe::Receiver>,
+}
+
+impl SandboxChild {
+    pub(super) fn new(
+        pid: libc::pid_t,
+        pidfd: OwnedFd,
+        stdin: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> io::Result<Self> {
+        // Owned from here: dropping on an error below kills and reaps the process.
+        let mut child = Self {
+            pid,
+            pidfd: None,
+            status: None,
+            stdin: None,
+            stdout: None,
+            stderr: None,
+        };
+        // SAFETY: an OwnedFd stays open and names the same pidfd until it is dropped with
+        // the AsyncFd.
+        let registered =
+            unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) };
+        child.pidfd = Some(registered.map_err(|e| e.into_parts().1)?);
+        child.stdin = Some(pipe::Sender::from_owned_fd(stdin)?);
+        child.stdout = Some(pipe::Receiver::from_owned_fd(stdout)?);
+        child.stderr = Some(pipe::Receiver::from_owned_fd(stderr)?);
+        Ok(child)
+    }
+
+    /// The process id while the process is not reaped.
+    pub fn id(&self) -> Option<u32> {
+        match self.status {
+            None => u32::try_from(self.pid).ok(),
+            Some(_) => None,
+        }
+    }
+
+    /// Sends SIGKILL (through the pidfd: never to a process that reused the pid).
+    pub fn start_kill(&mut self) -> io::Result<()> {
+        if self.status.is_some() {
+            return Ok(());
+        }
+        let Some(pidfd) = &self.pidfd else {
+            return Ok(());
+        };
+        send_kill(pidfd.get_ref())
+    }
+
+    /// The exit status if the process has ended (and reaps it), without waiting.
+    pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
+        if let Some(status) = self.status {
+            return Ok(Some(status));
+        }
+        let mut raw = 0;
+        // SAFETY: waits without blocking for our own child, which nothing else reaps.
+        let r = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
+        match r {
+            0 => Ok(None),
+            r if r < 0 => Err(io::Error::last_os_error()),
+            _ => {
+                let status = ExitStatus::from_raw(raw);
+                self.status = Some(status);
+                Ok(Some(status))
+            }
+        }
+    }
+
+    /// Waits for the process to end and reaps it.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        loop {
+            if let Some(status) = self.try_wait()? {
+                return Ok(status);
+            }
+            let Some(pidfd) = &self.pidfd else {
+                return Err(io::Error::other("the process has no pidfd"));
+            };
+            let mut ready = pidfd.readable().await?;
+            ready.clear_ready();
+        }
+    }
+}
+
+fn send_kill(pidfd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: pidfd_send_signal on a pidfd we own, with no siginfo.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0u32,
+        )
+    };
+    match r {
+        0 => Ok(()),
+        // Exited already (a zombie still accepts signals; ESRCH means it is gone).
+        _ if io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+impl Drop for SandboxChild {
+    /// Kills a process that was not waited for and reaps it: on the runtime when there is
+    /// one (when the pidfd turns readable), else on a thread of its own.
+    fn drop(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let _ = self.start_kill();
+        if matches!(self.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        let pid = self.pid;
+        let pidfd = self.pidfd.take();
+        let reap = move || {
+            let mut raw = 0;
+            // SAFETY: a blocking wait for our own child, which nothing else reaps.
+            unsafe { libc::waitpid(pid, &mut raw, 0) };
+        };
+        match (tokio::runtime::Handle::try_current(), pidfd) {
+            (Ok(runtime), Some(pidfd)) => {
+                runtime.spawn(async move {
+                    let _ = pidfd.readable().await;
+                    reap();
+                });
+            }
+            _ => {
+                let _ = std::thread::Builder::new()
+                    .name("skillbox-reap".into())
+                    .spawn(reap);
+            }
+        }
+    }
+}

@@ -1,0 +1,374 @@
+//! Starting a tool: `clone(CLONE_VM | CLONE_VFORK | CLONE_PIDFD)` instead of `fork`.
+//!
+//! A fork copies the executor's page tables (tens of megabytes of mappings on a busy
+//! executor) only for the child to throw them away at `execve`; docs/hot-path.md measured it
+//! as the largest piece of a call's spawn. Here the child borrows the executor's memory
+//! while the calling thread sleeps (CLONE_VFORK: it resumes once the child has exec'd or
+//! exited), runs [`ChildSetup::apply`] on a stack of its own and execs the tool. The kernel
+//! hands back a pidfd, so waiting and killing never race with pid reuse.
+//!
+//! Between clone and exec the child shares the executor's memory, so it may only make raw
+//! system calls on data prepared before the clone: no allocation, no lock, no libc wrapper
+//! that keeps state (glibc's `setresuid` would broadcast the change to the *executor's*
+//! threads; [`ChildSetup`] calls the kernel directly for that reason). std's and tokio's
+//! `Command` cannot be used: with `pre_exec` they fork.
+
+use std::ffi::{CString, OsString};
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::child::ChildSetup;
+use super::child_process::SandboxChild;
+
+/// Bytes of the child's stack (it runs `ChildSetup::apply`: a few frames of system calls).
+const STACK_BYTES: usize = 256 * 1024;
+
+/// The highest signal number (`_NSIG - 1` on Linux).
+const MAX_SIGNAL: libc::c_int = 64;
+
+/// A tool's command line, environment and setup, converted for `execve` ahead of the clone.
+pub struct Launch {
+    program: CString,
+    cwd: CString,
+    /// Owners of the strings `argv_ptrs` and `envp_ptrs` point into.
+    _strings: Vec<CString>,
+    argv_ptrs: Vec<*const libc::c_char>,
+    envp_ptrs: Vec<*const libc::c_char>,
+    setup: ChildSetup,
+}
+
+// SAFETY: the raw pointers point into `_strings`, owned by the same value and never
+// changed after `Launch::new`; nothing else aliases them.
+unsafe impl Send for Launch {}
+
+impl std::fmt::Debug for Launch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Launch")
+            .field("program", &self.program)
+            .field("cwd", &self.cwd)
+            .field("args", &self.argv_ptrs.len().saturating_sub(1))
+            .field("env", &self.envp_ptrs.len().saturating_sub(1))
+            .finish_non_exhaustive()
+    }
+}
+
+/// Which step of the child failed (reported with its errno).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+enum Step {
+    Stdio = 1,
+    Chdir = 2,
+    Setup = 3,
+    Exec = 4,
+}
+
+impl Step {
+    fn from_code(code: i64) -> &'static str {
+        match code {
+            1 => "connecting stdio",
+            2 => "entering the skill folder",
+            3 => "confining the process",
+            _ => "executing the program",
+        }
+    }
+}
+
+/// What the child reads: everything prepared, and where to report a failure.
+struct ChildContext<'a> {
+    launch: &'a mut Launch,
+    stdio: [RawFd; 3],
+    /// `step << 32 | errno`, 0 while nothing failed.
+    failure: &'a AtomicI64,
+}
+
+impl Launch {
+    /// Converts the command for `execve`. `program` is an absolute path (or one relative
+    /// to `cwd`); `env` is the whole environment.
+    pub fn new<'a>(
+        program: &Path,
+        args: impl IntoIterator<Item = &'a String>,
+        env: impl IntoIterator<Item = (String, String)>,
+        cwd: &Path,
+        setup: ChildSetup,
+    ) -> io::Result<Self> {
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| {
+                io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in the command")
+            })
+        };
+        let program = c(program.as_os_str().as_bytes())?;
+        let cwd = c(cwd.as_os_str().as_bytes())?;
+        let mut strings = vec![program.clone()];
+        for a in args {
+            strings.push(c(a.as_bytes())?);
+        }
+        let argc = strings.len();
+        // Later entries of a repeated name win, as with `Command::envs`.
+        let mut vars: Vec<(String, String)> = Vec::new();
+        for (k, v) in env {
+            if k.is_empty() || k.contains('=') {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("invalid environment variable name {k:?}"),
+                ));
+            }
+            match vars.iter_mut().find(|(name, _)| *name == k) {
+                Some(slot) => slot.1 = v,
+                None => vars.push((k, v)),
+            }
+        }
+        for (k, v) in vars {
+            let mut entry = OsString::from(k);
+            entry.push("=");
+            entry.push(v);
+            strings.push(c(entry.as_bytes())?);
+        }
+        let ptrs = |s: &[CString]| {
+            let mut p: Vec<*const libc::c_char> = s.iter().map(|s| s.as_ptr()).collect();
+            p.push(std::ptr::null());
+            p
+        };
+        let argv_ptrs = ptrs(&strings[..argc]);
+        let envp_ptrs = ptrs(&strings[argc..]);
+        Ok(Self {
+            program,
+            cwd,
+            _strings: strings,
+            argv_ptrs,
+            envp_ptrs,
+            setup,
+        })
+    }
+
+    /// Starts the tool with stdin, stdout and stderr piped. Needs a tokio runtime (the
+    /// pipes and the pidfd register with its reactor). A failure in the child before exec
+    /// (a sandbox step the kernel refused, a missing program) comes back as the error.
+    pub fn spawn(mut self) -> io::Result<SandboxChild> {
+        let (stdin_read, stdin_write) = pipe()?;
+        let (stdout_read, stdout_write) = pipe()?;
+        let (stderr_read, stderr_write) = pipe()?;
+        let failure = AtomicI64::new(0);
+        let mut context = ChildContext {
+            launch: &mut self,
+            stdio: [
+                stdin_read.as_raw_fd(),
+                stdout_write.as_raw_fd(),
+                stderr_write.as_raw_fd(),
+            ],
+            failure: &failure,
+        };
+        let mut pidfd: libc::c_int = -1;
+        let pid = STACK.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            let stack = match stack.as_mut() {
+                Some(s) => s,
+                None => stack.insert(ChildStack::new()?),
+            };
+            // SAFETY: every signal is blocked around the clone so that no handler of the
+            // executor runs on the child's stack before it reset them; clone runs
+            // `child_main` on `stack` (this thread's own, unused until the child has exec'd
+            // or exited, since CLONE_VFORK suspends this thread until then) with a pointer
+            // to `context`, which outlives the child's use of it for the same reason.
+            unsafe {
+                let mut all: libc::sigset_t = std::mem::zeroed();
+                let mut old: libc::sigset_t = std::mem::zeroed();
+                libc::sigfillset(&mut all);
+                libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+                let pid = libc::clone(
+                    child_main,
+                    stack.top(),
+                    libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
+                    (&mut context as *mut ChildContext).cast(),
+                    &mut pidfd as *mut libc::c_int,
+                );
+                let clone_error = io::Error::last_os_error();
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                if pid < 0 {
+                    Err(clone_error)
+                } else {
+                    Ok(pid)
+                }
+            }
+        })?;
+        // The child's ends, and with them the parent's copies, close here.
+        drop((stdin_read, stdout_write, stderr_write));
+        // SAFETY: CLONE_PIDFD stored a new pidfd (O_CLOEXEC) that nothing else owns.
+        let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
+        let reported = failure.load(Ordering::SeqCst);
+        if reported != 0 {
+            // The child exited without exec: reap it before reporting why.
+            let mut status = 0;
+            // SAFETY: waits for our own child, whose pid nothing else reaps.
+            unsafe { libc::waitpid(pid, &mut status, 0) };
+            let errno = (reported & 0xffff_ffff) as i32;
+            let step = Step::from_code(reported >> 32);
+            let os = io::Error::from_raw_os_error(errno);
+            return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
+        }
+        SandboxChild::new(pid, pidfd, stdin_write, stdout_read, stderr_read)
+    }
+}
+
+/// A pipe whose both ends close on exec.
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: pipe2 writes two new descriptors into `fds`, which we then own.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both are new descriptors owned by nothing else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The child's stack: an anonymous mapping with a guard page below it, kept per thread
+/// (a thread starts one child at a time and sleeps while it runs).
+struct ChildStack {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+thread_local! {
+    static STACK: std::cell::RefCell<Option<ChildStack>> = const { std::cell::RefCell::new(None) };
+}
+
+impl ChildStack {
+    fn new() -> io::Result<Self> {
+        let page = 4096;
+        let len = STACK_BYTES + page;
+        // SAFETY: a new private anonymous mapping; its lowest page becomes inaccessible so
+        // an overflow faults instead of writing into the executor's memory.
+        unsafe {
+            let base = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return Err(io::Error::last_os_error());
+            }
+            if libc::mprotect(base, page, libc::PROT_NONE) < 0 {
+                let e = io::Error::last_os_error();
+                libc::munmap(base, len);
+                return Err(e);
+            }
+            Ok(Self { base, len })
+        }
+    }
+
+    /// The 16-byte aligned top (the stack grows down).
+    fn top(&mut self) -> *mut libc::c_void {
+        ((self.base as usize + self.len) & !0xf) as *mut libc::c_void
+    }
+}
+
+impl Drop for ChildStack {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`, used by no child any more.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+/// The child's body: reset signals, connect stdio, enter the skill folder, confine, exec.
+/// Returns (and so exits) only on failure, after reporting the step and errno.
+extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the ChildContext `spawn` keeps alive until this child exec'd or
+    // exited; only raw system calls on prepared data follow.
+    let context = unsafe { &mut *(arg as *mut ChildContext) };
+    let (step, errno) = match run_child(context) {
+        Ok(never) => match never {},
+        Err(failed) => failed,
+    };
+    context.failure.store(
+        ((step as i64) << 32) | i64::from(errno.max(1)),
+        Ordering::SeqCst,
+    );
+    // SAFETY: ends this child process only (it is its own thread group).
+    unsafe { libc::_exit(127) }
+}
+
+/// The steps after clone; returns only on failure.
+fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (Step, i32)> {
+    let errno = || {
+        io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL)
+    };
+    // SAFETY (this block): raw system calls on integers and structures on this stack.
+    unsafe {
+        // Handlers are the executor's code: back to the default before anything can run
+        // them in this child; SIGPIPE too (the Rust runtime ignores it, a tool must not).
+        for signal in 1..=MAX_SIGNAL {
+            if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+                continue;
+            }
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                std::ptr::null::<libc::sigaction>(),
+                &mut old as *mut libc::sigaction,
+                8usize,
+            ) != 0
+            {
+                continue;
+            }
+            if old.sa_sigaction != libc::SIG_DFL
+                && (old.sa_sigaction != libc::SIG_IGN || signal == libc::SIGPIPE)
+            {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::syscall(
+                    libc::SYS_rt_sigaction,
+                    signal,
+                    &default as *const libc::sigaction,
+                    std::ptr::null_mut::<libc::sigaction>(),
+                    8usize,
+                );
+            }
+        }
+        let empty: libc::sigset_t = std::mem::zeroed();
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const libc::sigset_t,
+            std::ptr::null_mut::<libc::sigset_t>(),
+            8usize,
+        );
+        for (target, fd) in context.stdio.iter().enumerate() {
+            let target = target as libc::c_int;
+            let ret = if *fd == target {
+                // Already in place: only its close-on-exec flag must go.
+                libc::fcntl(target, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(*fd, target)
+            };
+            if ret < 0 {
+                return Err((Step::Stdio, errno()));
+            }
+        }
+        if libc::chdir(context.launch.cwd.as_ptr()) < 0 {
+            return Err((Step::Chdir, errno()));
+        }
+    }
+    if let Err(e) = context.launch.setup.apply() {
+        return Err((Step::Setup, e.raw_os_error().unwrap_or(libc::EPERM)));
+    }
+    // SAFETY: execve with NUL-terminated arrays of pointers to live C strings.
+    unsafe {
+        libc::execve(
+            context.launch.program.as_ptr(),
+            context.launch.argv_ptrs.as_ptr(),
+            context.launch.envp_ptrs.as_ptr(),
+        );
+    }
+    Err((Step::Exec, errno()))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! The clone-based spawn on its own, without a sandbox (`ChildSetup` with nothing to
+//! confine): stdio, environment, exit statuses, failures before exec, kill and drop.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::Launch;
+use crate::sandbox::child::ChildSetup;
+use crate::sandbox::limits::Limits;
+
+fn open_setup() -> ChildSetup {
+    ChildSetup {
+        limits: Limits::for_call(1024, 10_000, 4096, 1 << 30),
+        cap_last: crate::sandbox::child::cap_last(),
+        user: None,
+        landlock: None,
+        filters: None,
+    }
+}
+
+fn sh(script: &str, env: Vec<(String, String)>) -> Launch {
+    let args = vec!["-c".to_string(), script.to_string()];
+    Launch::new(
+        Path::new("/bin/sh"),
+        &args,
+        env,
+        Path::new("/tmp"),
+        open_setup(),
+    )
+    .unwrap()
+}
+
+#[tokio::test]
+async fn pipes_stdio_and_sets_exactly_the_given_environment() {
+    let env = vec![
+        ("ONLY".to_string(), "this".to_string()),
+        ("ONLY".to_string(), "last wins".to_string()),
+    ];
+    let mut child = sh(
+        "read line; echo \"$line|$ONLY|$(pwd)\"; env | wc -l; echo oops >&2; exit 3",
+        env,
+    )
+    .spawn()
+    .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"hello\n").await.unwrap();
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .await
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.code(), Some(3));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "hello|last wins|/tmp");
+    // ONLY, plus what sh itself sets (PWD, SHLVL, _ at most).
+    let count: usize = lines[1].trim().parse().unwrap();
+    assert!(count <= 4, "environment leaked: {count} variables");
+    assert_eq!(err, "oops\n");
+    assert_eq!(child.id(), None, "reaped");
+}
+
+#[tokio::test]
+async fn the_child_gets_default_signal_handling_and_an_empty_mask() {
+    // SIGPIPE is ignored in a Rust process; the tool must get the default back, and
+    // no signal blocked.
+    let mut child = sh("grep -E '^(SigBlk|SigIgn)' /proc/self/status", vec![])
+        .spawn()
+        .unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    child.wait().await.unwrap();
+    for line in out.lines() {
+        let mask = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
+        if line.starts_with("SigBlk") {
+            assert_eq!(mask, 0, "{line}");
+        } else {
+            assert_eq!(
+                mask & (1 << (libc::SIGPIPE - 1)),
+                0,
+                "SIGPIPE still ignored: {line}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_the_spawn_with_the_step_and_reason() {
+    let args: Vec<String> = vec![];
+    let launch = Launch::new(
+        Path::new("/nonexistent/tool"),
+        &args,
+        vec![],
+        Path::new("/tmp"),
+        open_setup(),
+    )
+    .unwrap();
+    let e = launch.spawn().unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
+    assert!(e.to_string().contains("executing the program"), "{e}");
+}
+
+#[tokio::test]
+async fn a_missing_working_folder_fails_before_exec() {
+    let args: Vec<String> = vec![];
+    let launch = Launch::new(
+        Path::new("/bin/true"),
+        &args,
+        vec![],
+        Path::new("/nonexistent-folder"),
+        open_setup(),
+    )
+    .unwrap();
+    let e = launch.spawn().unwrap_err();
+    assert!(e.to_string().contains("entering the skill folder"), "{e}");
+}
+
+#[test]
+fn nul_bytes_and_bad_variable_names_are_refused_before_any_clone() {
+    let args = vec!["a\0b".to_string()];
+    let e = Launch::new(
+        Path::new("/bin/true"),
+        &args,
+        vec![],
+        Path::new("/"),
+        open_setup(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("NUL"), "{e}");
+    let none: Vec<String> = vec![];
+    let e = Launch::new(
+        Path::new("/bin/true"),
+        &none,
+        vec![("A=B".to_string(), "x".to_string())],
+        Path::new("/"),
+        open_setup(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().contains("invalid environment variable name"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn kill_ends_the_process_and_wait_reports_the_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = sh("sleep 30", vec![]).spawn().unwrap();
+    child.start_kill().unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    // Killing an ended process is not an error.
+    child.start_kill().unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_running_child_kills_and_reaps_it() {
+    let child = sh("sleep 30", vec![]).spawn().unwrap();
+    let pid = child.id().unwrap();
+    drop(child);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    // Gone from /proc once reaped (a zombie would still be listed).
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "pid {pid} was not reaped"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn many_threads_spawning_at_once_each_get_their_own_child() {
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..32 {
+        let done = Arc::clone(&done);
+        tasks.push(tokio::spawn(async move {
+            let mut child = sh(&format!("echo {i}"), vec![]).spawn().unwrap();
+            let mut out = String::new();
+            child
+                .stdout
+                .take()
+                .unwrap()
+                .read_to_string(&mut out)
+                .await
+                .unwrap();
+            assert!(child.wait().await.unwrap().success());
+            assert_eq!(out.trim(), i.to_string());
+            done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(done.load(std::sync::atomic::Ordering::SeqCst), 32);
+}
