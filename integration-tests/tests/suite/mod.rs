@@ -11,6 +11,7 @@ mod containers;
 mod contexts;
 mod fetch;
 mod install;
+mod kubernetes;
 mod mcp;
 mod protocols;
 mod read_file;
