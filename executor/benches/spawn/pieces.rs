@@ -25,7 +25,7 @@ pub async fn components(
     n: usize,
 ) -> Result<Vec<(&'static str, Duration)>> {
     let root = sandbox.config().scratch_root.as_path();
-    let runtime_paths = landlock::runtime_paths();
+    let runtime_paths = landlock::RuntimeRules::open(&landlock::runtime_paths())?;
     let tiny = skill_dir.join("tiny");
     // A uid of the bench's own range, outside the pool: no process runs under it.
     let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
@@ -170,7 +170,7 @@ pub fn child_steps(
     let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
     let filters = Arc::new(seccomp::compile()?);
     let described = format!("{filters:?}");
-    let runtime_paths = landlock::runtime_paths();
+    let runtime_paths = landlock::RuntimeRules::open(&landlock::runtime_paths())?;
     let scratch = Scratch::create(&sandbox.config().scratch_root, root.then_some(idle_uid))?;
     let off = Step {
         name: "",

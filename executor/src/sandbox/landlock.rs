@@ -8,8 +8,9 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, CompatLevel, Compatible, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible,
+    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError,
+    Scope, ABI,
 };
 
 /// The newest ABI whose rights we ask for; older kernels get what they support (the
@@ -26,6 +27,14 @@ pub const WRITABLE_DEVICES: [&str; 3] = ["/dev/null", "/dev/zero", "/dev/full"];
 /// Why the ruleset could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum LandlockError {
+    /// A runtime path exists but could not be opened.
+    #[error("opening {path} for the Landlock ruleset failed: {source}")]
+    Open {
+        /// The path.
+        path: PathBuf,
+        /// Cause.
+        source: landlock::PathFdError,
+    },
     /// The kernel refused a step of building the ruleset.
     #[error("building the Landlock ruleset failed: {source}")]
     Build {
@@ -51,34 +60,67 @@ pub fn runtime_paths() -> Vec<PathBuf> {
         .collect()
 }
 
-/// Builds the ruleset of one call. Paths that do not exist are skipped.
+/// The paths every call's ruleset grants, opened once (`O_PATH`) when the executor starts:
+/// a call then adds a rule per fd instead of walking each path again (the walks were most
+/// of the ruleset's cost). Landlock rules name inodes, so a rule made from a kept fd is
+/// the rule a fresh open would make while the path names the same folder; these are
+/// system folders (`/usr`, `/lib`, ...), replaced only by an upgrade that restarts the
+/// executor anyway.
+#[derive(Debug)]
+pub struct RuntimeRules {
+    read_exec: Vec<PathFd>,
+    devices: Vec<PathFd>,
+}
+
+impl RuntimeRules {
+    /// Opens `runtime` (read and execute) and [`WRITABLE_DEVICES`]; paths that do not
+    /// exist are skipped, as before. Fails on a path that exists but cannot be opened.
+    pub fn open(runtime: &[PathBuf]) -> Result<Self, LandlockError> {
+        let open = |paths: &mut dyn Iterator<Item = &Path>| {
+            paths
+                .filter(|p| p.exists())
+                .map(|p| {
+                    PathFd::new(p).map_err(|source| LandlockError::Open {
+                        path: p.to_path_buf(),
+                        source,
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Self {
+            read_exec: open(&mut runtime.iter().map(PathBuf::as_path))?,
+            devices: open(&mut WRITABLE_DEVICES.iter().map(Path::new))?,
+        })
+    }
+}
+
+/// Builds the ruleset of one call: the runtime rules, the skill folder (read and
+/// execute) and the scratch dir (everything).
 pub fn build(
     skill_dir: &Path,
     scratch_dir: &Path,
-    runtime: &[PathBuf],
+    runtime: &RuntimeRules,
 ) -> Result<RulesetCreated, LandlockError> {
     let read_exec = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
-    let mut read_paths: Vec<&Path> = runtime
-        .iter()
-        .map(PathBuf::as_path)
-        .filter(|p| p.exists())
-        .collect();
-    read_paths.push(skill_dir);
+    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
+    fn kept(
+        fds: &[PathFd],
+        access: BitFlags<AccessFs>,
+    ) -> Vec<Result<PathBeneath<&PathFd>, RulesetError>> {
+        fds.iter()
+            .map(|fd| Ok(PathBeneath::new(fd, access)))
+            .collect()
+    }
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(TARGET_ABI))?
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
-        .add_rules(path_beneath_rules(read_paths, read_exec))?
-        .add_rules(path_beneath_rules(
-            WRITABLE_DEVICES
-                .iter()
-                .map(Path::new)
-                .filter(|p| p.exists()),
-            AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate,
-        ))?
+        .add_rules(kept(&runtime.read_exec, read_exec))?
+        .add_rules(path_beneath_rules([skill_dir], read_exec))?
+        .add_rules(kept(&runtime.devices, device))?
         .add_rules(path_beneath_rules([scratch_dir], all))?;
     Ok(ruleset)
 }

@@ -155,7 +155,7 @@ pub struct Sandbox {
     config: SandboxConfig,
     kernel: KernelSupport,
     filters: Option<Arc<ToolFilters>>,
-    runtime_paths: Vec<PathBuf>,
+    runtime_rules: Arc<landlock::RuntimeRules>,
     node_runner: PathBuf,
     cap_last: u32,
     users: Option<Arc<UserPool>>,
@@ -256,8 +256,9 @@ impl Sandbox {
             })?;
         let mut runtime_paths = landlock::runtime_paths();
         runtime_paths.extend(node_runner.parent().map(Path::to_path_buf));
+        let runtime_rules = Arc::new(landlock::RuntimeRules::open(&runtime_paths)?);
         Ok(Self {
-            runtime_paths,
+            runtime_rules,
             node_runner,
             cap_last: child::cap_last(),
             users,
@@ -357,7 +358,7 @@ impl Sandbox {
         // unconfined, so it fails here instead (Landlock is checked at start, too).
         let landlock = match self.filters {
             Some(_) => {
-                let ruleset = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_paths)?;
+                let ruleset = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_rules)?;
                 let child = landlock::OwnProcRule::for_ruleset(&ruleset).map_err(|source| {
                     SandboxError::Landlock(landlock::LandlockError::Duplicate { source })
                 })?;
