@@ -110,8 +110,9 @@ impl ChildSetup {
             check(unsafe { libc::prctl(libc::PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0) })?;
         }
         if let Some((uid, gid)) = self.user {
-            // Raw system calls: glibc's wrappers would apply the change to every thread of
-            // the process it believes it is in, the executor's.
+            // Raw system calls: glibc's wrappers run its all-threads protocol for the
+            // process it believes it is in, the executor's (its thread-list lock and a
+            // signal per thread); the raw call changes this process only.
             let (uid, gid) = (libc::c_long::from(uid), libc::c_long::from(gid));
             // SAFETY: setgroups with length 0 reads no memory.
             check(

@@ -6,6 +6,7 @@
 //! - `calls`: how `exec` reports protocol errors, bad arguments and unknown tools;
 //! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
 //! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
+//! - `spawn`: the clone-based spawn leaves the executor's own threads unchanged;
 //! - `warm`: prestarted processes (warm starts); the key `escape_*` attacks run against a
 //!   prestarted process too (`harness::Start`).
 //!
@@ -23,4 +24,5 @@ mod limits;
 mod relay;
 mod runs;
 mod scratch_cleanup;
+mod spawn;
 mod warm;

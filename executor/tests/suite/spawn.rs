@@ -1,0 +1,116 @@
+//! The clone-based spawn (`sandbox::spawn`) inside the executor's own process: the tool's
+//! process shares the executor's memory until it execs, so the confinement steps it takes
+//! must change the tool only. These run a sandbox in this test process, as `serve` does.
+
+use std::path::Path;
+
+use skillbox_executor::sandbox::{self, ArgsFile, LaunchSpec, Sandbox, SandboxConfig};
+use tokio::io::AsyncReadExt;
+
+use super::harness::{scratch_root, SkillRoot, Start};
+
+/// `Uid:` and `CapEff:` of every thread of this process.
+fn thread_credentials() -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue; // the thread ended meanwhile
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find(|l| l.starts_with(name))
+                .unwrap_or_default()
+                .split_whitespace()
+                .skip(1)
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        out.push((
+            task.file_name().to_string_lossy().into_owned(),
+            field("Uid:"),
+            field("CapEff:"),
+        ));
+    }
+    out
+}
+
+#[test]
+fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_alone() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED {}: needs root (per-call user ids)", module_path!());
+        return;
+    }
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, "who", "print('x')");
+    let skill_dir = root.skills().join("who");
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let before = thread_credentials();
+    assert!(
+        before.iter().all(|(_, uid, _)| uid == "0 0 0 0"),
+        "{before:?}"
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(4)
+        .enable_all()
+        .build()
+        .unwrap();
+    let tool_uids: Vec<String> = runtime.block_on(async {
+        let mut tasks = Vec::new();
+        for _ in 0..8 {
+            let (sandbox, skill_dir) = (sandbox.clone(), skill_dir.clone());
+            tasks.push(tokio::spawn(
+                async move { run_id(&sandbox, &skill_dir).await },
+            ));
+        }
+        let mut uids = Vec::new();
+        for t in tasks {
+            uids.push(t.await.unwrap());
+        }
+        uids
+    });
+    sandbox::wait_idle();
+    for uid in &tool_uids {
+        assert_ne!(uid.trim(), "0", "the tool ran as root");
+    }
+    // Every thread of this process (tokio workers that started the tools among them)
+    // keeps its user and its capabilities.
+    let after = thread_credentials();
+    for (tid, uid, caps) in &after {
+        assert_eq!(uid, "0 0 0 0", "thread {tid} changed user: {after:?}");
+        let expected = &before[0].2;
+        assert_eq!(caps, expected, "thread {tid} lost capabilities: {after:?}");
+    }
+}
+
+async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
+    let argv = ["/usr/bin/id".to_string(), "-u".to_string()];
+    let prepared = sandbox
+        .prepare(LaunchSpec {
+            skill_dir,
+            argv: &argv,
+            env: Vec::new(),
+            memory_mb: 256,
+            timeout_ms: 5000,
+            args_file: ArgsFile::None,
+        })
+        .unwrap();
+    let mut child = prepared.launch.spawn().unwrap();
+    let pid = child.id();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .await
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    prepared.guard.finish(pid);
+    assert!(status.success(), "id exited with {status}");
+    out
+}
