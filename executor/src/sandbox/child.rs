@@ -114,11 +114,10 @@ impl ChildSetup {
             // process it believes it is in, the executor's (its thread-list lock and a
             // signal per thread); the raw call changes this process only.
             let (uid, gid) = (libc::c_long::from(uid), libc::c_long::from(gid));
+            let no_groups = std::ptr::null::<libc::gid_t>();
             // SAFETY: setgroups with length 0 reads no memory.
-            check(
-                unsafe { libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>()) }
-                    as libc::c_int,
-            )?;
+            let r = unsafe { libc::syscall(libc::SYS_setgroups, 0, no_groups) };
+            check(r as libc::c_int)?;
             // SAFETY: integer arguments only.
             check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) } as libc::c_int)?;
             // SAFETY: integer arguments only.

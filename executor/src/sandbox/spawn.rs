@@ -299,7 +299,7 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             .raw_os_error()
             .unwrap_or(libc::EINVAL)
     };
-    // SAFETY (this block): raw system calls on integers and structures on this stack.
+    // SAFETY: raw system calls on integers and structures on this stack.
     unsafe {
         // Handlers are the executor's code: back to the default before anything can run
         // them in this child; SIGPIPE too (the Rust runtime ignores it, a tool must not).
