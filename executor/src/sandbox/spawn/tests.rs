@@ -104,34 +104,31 @@ async fn the_child_gets_default_signal_handling_and_an_empty_mask() {
     }
 }
 
-#[tokio::test]
-async fn a_missing_program_fails_the_spawn_with_the_step_and_reason() {
-    let args: Vec<String> = vec![];
-    let launch = Launch::new(
-        Path::new("/nonexistent/tool"),
-        &args,
+/// `program` with no arguments and no environment, in `cwd`.
+fn bare(program: &str, cwd: &str) -> Launch {
+    let none: Vec<String> = vec![];
+    Launch::new(
+        Path::new(program),
+        &none,
         vec![],
-        Path::new("/tmp"),
+        Path::new(cwd),
         open_setup(),
     )
-    .unwrap();
-    let e = launch.spawn().unwrap_err();
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_the_spawn_with_the_step_and_reason() {
+    let e = bare("/nonexistent/tool", "/tmp").spawn().unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::NotFound);
     assert!(e.to_string().contains("executing the program"), "{e}");
 }
 
 #[tokio::test]
 async fn a_missing_working_folder_fails_before_exec() {
-    let args: Vec<String> = vec![];
-    let launch = Launch::new(
-        Path::new("/bin/true"),
-        &args,
-        vec![],
-        Path::new("/nonexistent-folder"),
-        open_setup(),
-    )
-    .unwrap();
-    let e = launch.spawn().unwrap_err();
+    let e = bare("/bin/true", "/nonexistent-folder")
+        .spawn()
+        .unwrap_err();
     assert!(e.to_string().contains("entering the skill folder"), "{e}");
 }
 
