@@ -6,7 +6,9 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`
 //! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
-//! clients on the plain tool for S seconds and reports nothing, for a profiler).
+//! clients on the plain tool for S seconds and reports nothing, for a profiler;
+//! `ROUNDTRIP_EXECUTOR=PATH` runs another executor binary, e.g. an older build for an A/B
+//! comparison run after run).
 //!
 //! Series, interleaved round by round so that load from elsewhere falls on all alike:
 //! - `bare` — the static C tool spawned by `std::process::Command` with its arguments on

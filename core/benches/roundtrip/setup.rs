@@ -136,9 +136,15 @@ pub fn workspace() -> tempfile::TempDir {
         ),
         None,
     );
+    // ROUNDTRIP_EXECUTOR: another executor binary (an older build, for an A/B run).
+    let binary = std::env::var("ROUNDTRIP_EXECUTOR")
+        .map(|b| format!("binary = {b:?}\n"))
+        .unwrap_or_default();
     std::fs::write(
         ws.path().join("skillbox.toml"),
-        "[executor]\nlisten = \"127.0.0.1:0\"\ncallback_listen = \"127.0.0.1:0\"\n",
+        format!(
+            "[executor]\nlisten = \"127.0.0.1:0\"\ncallback_listen = \"127.0.0.1:0\"\n{binary}"
+        ),
     )
     .unwrap();
     ws
