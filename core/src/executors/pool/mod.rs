@@ -2,7 +2,14 @@
 //! host is resolved again on every health round ([`discovery`]), so the compose service
 //! name `executor` scaled to N containers gives N endpoints, and an endpoint whose address
 //! is gone is dropped. Every endpoint is asked `health` on a timer; calls go round-robin to
-//! the healthy ones, `skill.reload` goes to all of them.
+//! the healthy ones that are not draining, `skill.reload` goes to all of them.
+//!
+//! An executor that is stopping (an orchestrator scaling down or rolling an update) answers
+//! `health` with `draining` and refuses new calls with `EXECUTOR_DRAINING` before running
+//! anything; the pool stops routing to it and sends such a call elsewhere, as it does a
+//! call whose connection could not be made. A call whose request may have reached an
+//! executor is sent again only under [`Resend::AlsoDelivered`] (`read` tools): a `write`
+//! or `sign` tool never runs twice ([`ExecutorPool::call_with`]).
 
 pub mod discovery;
 
@@ -15,7 +22,8 @@ use serde::Serialize;
 use serde_json::{json, Value};
 use skillbox_channel::client::{ClientError, RpcClient};
 use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
-use skillbox_protocol::methods::{method, HealthResult, SandboxFacts};
+use skillbox_protocol::jsonrpc::code;
+use skillbox_protocol::methods::{method, HealthResult, SandboxFacts, HEALTH_DRAINING};
 
 use discovery::{ExecutorUrl, UrlError};
 
@@ -25,6 +33,52 @@ pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default pause between health rounds (`[executor] health_interval_ms`).
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
+/// Most executors one call is offered to (the first and up to three others).
+pub const MAX_ATTEMPTS: usize = 4;
+
+/// When a call that failed on one executor may be sent to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// Only when the request surely did not reach the executor: no connection could be
+    /// made, or the executor refused it as draining. For `write` and `sign` tools and for
+    /// every method but `tool.execute` of a `read` tool.
+    OnlyUndelivered,
+    /// Also when the connection broke after the request was sent (the tool may have run):
+    /// for `read` tools, which may run twice.
+    AlsoDelivered,
+}
+
+/// What one attempt's failure allows.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// The request did not reach the executor.
+    Undelivered,
+    /// It may have: the connection broke or the answer was unreadable.
+    MaybeDelivered,
+    /// Final: a timeout (sending again would double the wait) or the executor's own answer.
+    Final,
+}
+
+impl Failure {
+    fn of(e: &ClientError) -> Self {
+        match e {
+            ClientError::Connect { .. } => Failure::Undelivered,
+            ClientError::Rpc(o) if o.code == code::EXECUTOR_DRAINING => Failure::Undelivered,
+            ClientError::Unreachable { .. } | ClientError::BadAnswer { .. } => {
+                Failure::MaybeDelivered
+            }
+            _ => Failure::Final,
+        }
+    }
+
+    fn may_resend(&self, resend: Resend) -> bool {
+        match self {
+            Failure::Undelivered => true,
+            Failure::MaybeDelivered => resend == Resend::AlsoDelivered,
+            Failure::Final => false,
+        }
+    }
+}
 
 /// One executor address and what the core last saw of it.
 #[derive(Debug)]
@@ -44,6 +98,9 @@ struct EndpointState {
     /// The `sandbox` part of `health`, parsed once per health round (read on every call).
     facts: Option<Arc<SandboxFacts>>,
     calls: u64,
+    /// Said it is stopping (`health` status `draining`, or a call refused as draining):
+    /// no call is routed to it until a `health` answer says otherwise.
+    draining: bool,
     /// Has answered `health` at least once: before that (start-up), not answering is
     /// expected and logged at debug level, not warned about.
     answered: bool,
@@ -64,6 +121,7 @@ impl Endpoint {
                 health: None,
                 facts: None,
                 calls: 0,
+                draining: false,
                 answered: false,
             }),
         })
@@ -97,6 +155,11 @@ impl Endpoint {
             s.healthy = healthy;
             s.error = error;
             if let Some(health) = health {
+                let draining = health.get("status").and_then(Value::as_str) == Some(HEALTH_DRAINING);
+                if draining && !s.draining {
+                    tracing::info!(executor = %self.addr, "executor draining: no more calls go to it");
+                }
+                s.draining = draining;
                 s.facts = serde_json::from_value::<HealthResult>(health.clone())
                     .ok()
                     .and_then(|h| h.sandbox)
@@ -110,6 +173,21 @@ impl Endpoint {
     fn healthy_facts(&self) -> Option<Arc<SandboxFacts>> {
         let s = self.state.lock().ok()?;
         s.healthy.then(|| s.facts.clone()).flatten()
+    }
+
+    fn mark_draining(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            if !s.draining {
+                tracing::info!(executor = %self.addr, "executor refused a call as draining: no more calls go to it");
+            }
+            s.draining = true;
+        }
+    }
+
+    /// Takes calls: answered its last `health` question and is not draining.
+    fn routable(&self) -> bool {
+        let s = self.state();
+        s.healthy && !s.draining
     }
 
     fn count_call(&self) {
@@ -164,6 +242,8 @@ pub struct EndpointStatus {
     pub error: Option<String>,
     /// Calls sent to it.
     pub calls: u64,
+    /// It is stopping: finishes what it holds, takes no new calls.
+    pub draining: bool,
 }
 
 /// The executor endpoints and the round-robin over the healthy ones.
@@ -265,47 +345,79 @@ impl ExecutorPool {
         }
     }
 
-    /// The next endpoint round-robin among the healthy ones; when none is healthy, among
-    /// all (the call then fails as `unavailable` with the reason).
-    fn pick(&self) -> Option<Arc<Endpoint>> {
+    /// The next endpoint round-robin among the routable ones (healthy, not draining) not
+    /// in `tried`; when none is routable and nothing was tried yet, among all that are not
+    /// draining (the call then fails as `unavailable` with the reason).
+    fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let all = self.snapshot();
-        let healthy: Vec<&Arc<Endpoint>> = all.iter().filter(|e| e.state().healthy).collect();
+        let fresh: Vec<&Arc<Endpoint>> = all.iter().filter(|e| !tried.contains(&e.addr)).collect();
+        let routable: Vec<&Arc<Endpoint>> = fresh.iter().copied().filter(|e| e.routable()).collect();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        if healthy.is_empty() {
-            all.get(n % all.len().max(1)).cloned()
-        } else {
-            healthy.get(n % healthy.len()).map(|e| Arc::clone(e))
+        if !routable.is_empty() {
+            return routable.get(n % routable.len()).map(|e| Arc::clone(e));
         }
+        if !tried.is_empty() {
+            return None;
+        }
+        let standing: Vec<&Arc<Endpoint>> = fresh.iter().copied().filter(|e| !e.state().draining).collect();
+        standing.get(n % standing.len().max(1)).map(|e| Arc::clone(e))
     }
 
-    /// Calls `method` on one executor, picked round-robin among the healthy ones. An
-    /// executor that cannot be reached is marked unhealthy at once; when no connection
-    /// could be made (so the request was never sent) the call goes to the next healthy
-    /// executor, once. A request that was sent is never sent again: a `write` tool must
-    /// not run twice.
+    /// Calls `method` on one executor, sending it to another only when it surely did not
+    /// reach the first ([`Resend::OnlyUndelivered`]).
     pub async fn call(
         &self,
         method_name: &str,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        let first = self.pick().ok_or_else(|| ClientError::Unreachable {
-            url: self.describe(),
-            reason: "no executor address resolved (is an executor running?)".into(),
-        })?;
-        match self
-            .call_on(&first, method_name, params.clone(), timeout)
+        self.call_with(method_name, params, timeout, Resend::OnlyUndelivered)
             .await
-        {
-            Err(e @ ClientError::Connect { .. }) => match self.pick() {
-                Some(next) if next.addr != first.addr && next.state().healthy => {
-                    tracing::warn!(executor = %first.addr, next = %next.addr, "no connection; the call goes to the next executor");
-                    self.call_on(&next, method_name, params, timeout).await
-                }
-                _ => Err(e),
-            },
-            other => other,
+    }
+
+    /// Calls `method` on an executor picked round-robin among the routable ones. When the
+    /// attempt fails in a way `resend` allows (no connection, refused as draining; with
+    /// [`Resend::AlsoDelivered`] also a connection that broke after sending), the call goes
+    /// to another routable executor, at most [`MAX_ATTEMPTS`] in all. An executor that
+    /// cannot be reached is marked unhealthy at once, one that refuses as draining is
+    /// marked draining. A timeout is never sent again.
+    pub async fn call_with(
+        &self,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+        resend: Resend,
+    ) -> Result<Value, ClientError> {
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut last: Option<ClientError> = None;
+        while tried.len() < MAX_ATTEMPTS {
+            let Some(endpoint) = self.pick(&tried) else {
+                break;
+            };
+            tried.push(endpoint.addr);
+            let error = match self
+                .call_on(&endpoint, method_name, params.clone(), timeout)
+                .await
+            {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let failure = Failure::of(&error);
+            if !failure.may_resend(resend) {
+                return Err(error);
+            }
+            tracing::warn!(executor = %endpoint.addr, error = %error, "the call goes to another executor ({failure:?})");
+            last = Some(error);
         }
+        // Nothing was sent: `Connect`, which callers read as "never delivered".
+        Err(last.unwrap_or_else(|| ClientError::Connect {
+            url: self.describe(),
+            reason: if self.snapshot().is_empty() {
+                "no executor address resolved (is an executor running?)".into()
+            } else {
+                "every executor is draining (stopping); retry once a new one answers".into()
+            },
+        }))
     }
 
     async fn call_on(
@@ -317,8 +429,14 @@ impl ExecutorPool {
     ) -> Result<Value, ClientError> {
         endpoint.count_call();
         let result = endpoint.client.call(method_name, params, timeout).await;
-        if let Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) = &result {
-            endpoint.mark(false, Some(e.to_string()), None);
+        match &result {
+            Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) => {
+                endpoint.mark(false, Some(e.to_string()), None);
+            }
+            Err(ClientError::Rpc(o)) if o.code == code::EXECUTOR_DRAINING => {
+                endpoint.mark_draining();
+            }
+            _ => {}
         }
         result
     }
@@ -413,6 +531,7 @@ impl ExecutorPool {
                     for_ms: u64::try_from(s.since.elapsed().as_millis()).unwrap_or(u64::MAX),
                     error: s.error,
                     calls: s.calls,
+                    draining: s.draining,
                 }
             })
             .collect()
@@ -440,3 +559,5 @@ impl ExecutorPool {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod drain_tests;
