@@ -8,6 +8,7 @@ mod cli_verbs;
 mod compose;
 mod console;
 mod containers;
+mod drain;
 mod contexts;
 mod fetch;
 mod install;

@@ -107,6 +107,7 @@ async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
     let status = status_of(&pool, &s);
     assert!(status.draining && status.healthy, "{status:?}");
     assert_eq!(status.calls, 0, "no call is sent to a draining executor");
+    assert_eq!(pool.health().unwrap()["name"], "a", "health comes from one taking calls");
     assert_eq!(stopping.refused.load(SeqCst), 0);
 }
 
@@ -150,6 +151,8 @@ async fn pool_with_every_executor_draining_fails_the_call_as_unavailable_drainin
     assert_eq!(call_error.kind(), ErrorKind::Unavailable);
     assert!(call_error.to_string().contains("draining"), "{call_error}");
     assert!(call_error.to_string().contains("none ran the call"), "{call_error}");
+    pool.refresh().await;
+    assert!(pool.health().is_none(), "every executor draining: the executor is down");
     // The next call is not even sent: nothing is routable, and nothing was sent.
     let err = pool
         .call("whoami", json!({}), Duration::from_secs(5))

@@ -484,11 +484,12 @@ impl ExecutorPool {
         })
     }
 
-    /// The last `health` answer of a healthy endpoint, if any is healthy.
+    /// The last `health` answer of an endpoint that takes calls (healthy, not draining), if
+    /// any: with every executor draining, `/healthz` says the executor is down.
     pub fn health(&self) -> Option<Value> {
         self.snapshot().iter().find_map(|e| {
             let s = e.state();
-            s.healthy
+            (s.healthy && !s.draining)
                 .then_some(s.health)
                 .flatten()
                 .map(|h| (*h).clone())
