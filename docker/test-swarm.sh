@@ -29,10 +29,10 @@ fi
 export SKILLBOX_CORE_IMAGE=${SKILLBOX_CORE_IMAGE:-skillbox-core:latest}
 export SKILLBOX_EXECUTOR_IMAGE=${SKILLBOX_EXECUTOR_IMAGE:-skillbox-executor:latest}
 
+# shellcheck source=docker/swarm-node.sh
+. docker/swarm-node.sh
 stack="skillbox-e2e-$$"
 work=$(mktemp -d)
-joined=0
-had_gwbridge=1
 clients_pid=""
 failures=0
 pass() { echo "  ok    $1"; }
@@ -47,32 +47,13 @@ teardown() {
     echo "test-swarm: logs of $stack" >&2
     for s in core executor; do docker service logs --raw --tail 40 "${stack}_$s" >&2 2>&1; done
   fi
-  docker stack rm "$stack" >/dev/null 2>&1
-  # The stack's containers go first; then its volume and networks can go.
-  for _ in $(seq 1 120); do
-    [ -z "$(docker ps -aq --filter "label=com.docker.stack.namespace=$stack")" ] && break
-    sleep 0.5
-  done
-  for _ in $(seq 1 40); do
-    docker volume rm "${stack}_state" >/dev/null 2>&1
-    [ -z "$(docker network ls -q --filter "label=com.docker.stack.namespace=$stack")$(docker volume ls -q --filter "name=${stack}_")" ] && break
-    sleep 0.5
-  done
   local left
-  left=$(docker ps -aq --filter "label=com.docker.stack.namespace=$stack"
-    docker network ls -q --filter "label=com.docker.stack.namespace=$stack"
-    docker volume ls -q --filter "name=${stack}_"
-    docker secret ls -q --filter "label=com.docker.stack.namespace=$stack" 2>/dev/null
-    docker config ls -q --filter "label=com.docker.stack.namespace=$stack" 2>/dev/null)
+  left=$(stack_remove "$stack")
   if [ -n "$left" ]; then
     echo "test-swarm: FAIL the stack left resources behind: $left" >&2
     rc=1
   fi
-  if [ "$joined" = 1 ]; then
-    docker swarm leave --force >/dev/null 2>&1 || { echo "test-swarm: FAIL leaving the swarm we joined" >&2; rc=1; }
-    # `swarm init` made the bridge its overlay networks leave by; it was not there before.
-    [ "$had_gwbridge" = 1 ] || docker network rm docker_gwbridge >/dev/null 2>&1
-  fi
+  swarm_restore || rc=1
   rm -rf "$work"
   echo "test-swarm: $(($(date +%s) - suite_started)) s in all"
   exit "$rc"
@@ -81,22 +62,7 @@ trap teardown EXIT
 trap 'exit 130' INT TERM
 
 # --- a swarm -------------------------------------------------------------------------------
-state=$(docker info --format '{{.Swarm.LocalNodeState}}')
-had_gwbridge=0
-docker network inspect docker_gwbridge >/dev/null 2>&1 && had_gwbridge=1
-if [ "$state" = inactive ]; then
-  addr=$(ip -4 -o addr show scope global 2>/dev/null | awk '$2 != "docker0" && $2 !~ /^(br-|veth|docker_gwbridge)/ {sub(/\/.*/, "", $4); print $4; exit}')
-  docker swarm init ${addr:+--advertise-addr "$addr"} >/dev/null
-  joined=1
-  echo "test-swarm: joined a single-node swarm (advertise ${addr:-default}); will leave it"
-elif [ "$state" = active ]; then
-  [ "$(docker info --format '{{.Swarm.ControlAvailable}}')" = true ] ||
-    { echo "test-swarm: this node is a swarm worker; run the suite on a manager" >&2; exit 1; }
-  echo "test-swarm: the engine is already in a swarm; using it as found"
-else
-  echo "test-swarm: swarm state is $state; expected inactive or active" >&2
-  exit 1
-fi
+swarm_enter
 
 # --- deploy --------------------------------------------------------------------------------
 echo "test-swarm: stack $stack"
@@ -159,6 +125,11 @@ done
 [ "$(inspect "$executor" '{{.HostConfig.Init}}')" = true ] && pass "executor: init (reaper) in PID 1" || fail "executor: init"
 secopt=$(inspect "$executor" '{{json .HostConfig.SecurityOpt}}')
 echo "  note  executor SecurityOpt as applied: $secopt (Swarm does not set no-new-privileges; docs/swarm.md)"
+for c in "$executor" "$core"; do
+  name=$(inspect "$c" '{{index .Config.Labels "com.docker.swarm.service.name"}}')
+  setid=$(docker exec "$c" find / -xdev -perm /6000 -type f 2>/dev/null | tr '\n' ' ')
+  [ -z "$setid" ] && pass "$name: no setuid/setgid program in the image (what no-new-privileges would have guarded)" || fail "$name: setuid programs" "$setid"
+done
 core_secrets=$(docker exec "$core" ls /run/secrets | tr '\n' ' ')
 [ "$core_secrets" = "ca.pem skillbox-core.key skillbox-core.pem " ] && pass "core: only its own channel files in /run/secrets ($core_secrets)" || fail "core: secrets" "$core_secrets"
 exec_nets=$(inspect "$executor" '{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}')

@@ -245,7 +245,9 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<u8> {
             for f in &files {
                 println!("  {}", f.display());
             }
-            println!("the core needs ca.pem, skillbox-core.pem, skillbox-core.key ([executor] pki_dir);");
+            println!(
+                "the core needs ca.pem, skillbox-core.pem, skillbox-core.key ([executor] pki_dir);"
+            );
             println!("each executor needs ca.pem, skillbox-executor.pem, skillbox-executor.key (--pki DIR)");
         }
     }

@@ -8,8 +8,8 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::ToolRefError;
 
 use crate::approvals::ApprovalError;
-use crate::executors::pool::Resend;
 use crate::executors::docker::oneoff::OneOffError;
+use crate::executors::pool::Resend;
 use crate::random::RandomError;
 
 /// A failure of the call pipeline.

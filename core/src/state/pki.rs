@@ -291,8 +291,14 @@ mod tests {
         let state = tempfile::tempdir().unwrap();
         let err = configured_core_files(state.path(), dir.path().to_str().unwrap()).unwrap_err();
         assert!(matches!(err, PkiError::Missing { .. }), "{err}");
-        assert!(err.to_string().contains("skillbox certs channel --out DIR"), "{err}");
-        assert!(!pki_dir(state.path()).exists(), "nothing made in the state instead");
+        assert!(
+            err.to_string().contains("skillbox certs channel --out DIR"),
+            "{err}"
+        );
+        assert!(
+            !pki_dir(state.path()).exists(),
+            "nothing made in the state instead"
+        );
     }
 
     #[test]

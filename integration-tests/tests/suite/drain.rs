@@ -57,15 +57,25 @@ fn executor_on_sigterm_finishes_its_call_refuses_new_ones_as_draining_and_exits(
         "call_id": "late0000call", "capability_token": "t", "skill": "slow", "tool": "sleep",
         "args": {"seconds": 0}, "env": {}}});
     let refused = ask_executor(&sb, &execute).expect("the draining executor still answers");
-    assert_eq!(refused["error"]["code"], code::EXECUTOR_DRAINING, "{refused}");
+    assert_eq!(
+        refused["error"]["code"],
+        code::EXECUTOR_DRAINING,
+        "{refused}"
+    );
     let reason = refused["error"]["message"].as_str().unwrap();
     assert!(reason.contains("draining"), "{reason}");
-    assert!(reason.contains("ran nothing of call late0000call"), "{reason}");
+    assert!(
+        reason.contains("ran nothing of call late0000call"),
+        "{reason}"
+    );
     // ...and through the gateway that is a clean `unavailable` saying why.
     let late = sb.call("echo:echo", json!({"text": "during the drain"}));
     assert_eq!(late["success"], false, "{late}");
     assert_eq!(late["error_kind"], "unavailable", "{late}");
-    assert!(late["error"].as_str().unwrap().contains("draining"), "{late}");
+    assert!(
+        late["error"].as_str().unwrap().contains("draining"),
+        "{late}"
+    );
 
     // The call it held finishes as if nothing happened.
     let r = held.join().unwrap();
@@ -76,9 +86,16 @@ fn executor_on_sigterm_finishes_its_call_refuses_new_ones_as_draining_and_exits(
     poll("the drained executor gone", START_TIMEOUT, || {
         sb.executor_pid().filter(|p| *p != old)
     });
-    assert!(!sb.logs().contains("drain grace period over"), "{}", sb.logs());
+    assert!(
+        !sb.logs().contains("drain grace period over"),
+        "{}",
+        sb.logs()
+    );
     poll("the new executor healthy", START_TIMEOUT, || {
         (sb.health()["executor"] == "ok").then_some(())
     });
-    assert_eq!(sb.call_ok("echo:echo", json!({"text": "back"}))["echo"]["text"], "back");
+    assert_eq!(
+        sb.call_ok("echo:echo", json!({"text": "back"}))["echo"]["text"],
+        "back"
+    );
 }

@@ -78,10 +78,8 @@ impl RpcHandler for Runs {
                 return Ok(json!({"status": "ok", "name": "runs"}));
             }
             self.0.fetch_add(1, SeqCst);
-            let p: ToolExecuteParams =
-                serde_json::from_value(params.unwrap_or_default()).map_err(|e| {
-                    ErrorObject::new(code::INVALID_PARAMS, e.to_string())
-                })?;
+            let p: ToolExecuteParams = serde_json::from_value(params.unwrap_or_default())
+                .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, e.to_string()))?;
             serde_json::to_value(ToolResult::ok(p.call_id, json!({"ran": "runs"}), 1))
                 .map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))
         })
@@ -92,10 +90,15 @@ impl RpcHandler for Runs {
 async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
     let pki = pki();
     let stopping = Stopping::new(true);
-    let (s, _ts) = serve_on(&pki, "127.0.0.1", Arc::clone(&stopping) as Arc<dyn RpcHandler>).await;
+    let (s, _ts) = serve_on(
+        &pki,
+        "127.0.0.1",
+        Arc::clone(&stopping) as Arc<dyn RpcHandler>,
+    )
+    .await;
     let (a, _ta) = start(&pki, "127.0.0.2", "a").await;
-    let pool = ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state))
-        .unwrap();
+    let pool =
+        ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     for _ in 0..4 {
         let v = pool
@@ -107,7 +110,11 @@ async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
     let status = status_of(&pool, &s);
     assert!(status.draining && status.healthy, "{status:?}");
     assert_eq!(status.calls, 0, "no call is sent to a draining executor");
-    assert_eq!(pool.health().unwrap()["name"], "a", "health comes from one taking calls");
+    assert_eq!(
+        pool.health().unwrap()["name"],
+        "a",
+        "health comes from one taking calls"
+    );
     assert_eq!(stopping.refused.load(SeqCst), 0);
 }
 
@@ -116,21 +123,35 @@ async fn pool_resends_a_call_refused_as_draining_to_another_executor() {
     let pki = pki();
     // Healthy at the last health round, draining when the call arrives.
     let stopping = Stopping::new(false);
-    let (s, _ts) = serve_on(&pki, "127.0.0.1", Arc::clone(&stopping) as Arc<dyn RpcHandler>).await;
+    let (s, _ts) = serve_on(
+        &pki,
+        "127.0.0.1",
+        Arc::clone(&stopping) as Arc<dyn RpcHandler>,
+    )
+    .await;
     let (a, _ta) = start(&pki, "127.0.0.3", "a").await;
-    let pool = ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state))
-        .unwrap();
+    let pool =
+        ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     stopping.draining.store(true, SeqCst);
     for _ in 0..4 {
         // Even a call that must never be delivered twice: the refusal ran nothing.
         let v = pool
-            .call_with("whoami", json!({}), Duration::from_secs(5), Resend::OnlyUndelivered)
+            .call_with(
+                "whoami",
+                json!({}),
+                Duration::from_secs(5),
+                Resend::OnlyUndelivered,
+            )
             .await
             .unwrap();
         assert_eq!(v["name"], "a");
     }
-    assert_eq!(stopping.refused.load(SeqCst), 1, "refused once, then skipped");
+    assert_eq!(
+        stopping.refused.load(SeqCst),
+        1,
+        "refused once, then skipped"
+    );
     assert!(status_of(&pool, &s).draining);
 }
 
@@ -138,7 +159,12 @@ async fn pool_resends_a_call_refused_as_draining_to_another_executor() {
 async fn pool_with_every_executor_draining_fails_the_call_as_unavailable_draining() {
     let pki = pki();
     let stopping = Stopping::new(false);
-    let (s, _ts) = serve_on(&pki, "127.0.0.1", Arc::clone(&stopping) as Arc<dyn RpcHandler>).await;
+    let (s, _ts) = serve_on(
+        &pki,
+        "127.0.0.1",
+        Arc::clone(&stopping) as Arc<dyn RpcHandler>,
+    )
+    .await;
     let pool = ExecutorPool::new(&[s], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
     stopping.draining.store(true, SeqCst);
@@ -146,20 +172,32 @@ async fn pool_with_every_executor_draining_fails_the_call_as_unavailable_drainin
         .call("whoami", json!({}), Duration::from_secs(5))
         .await
         .unwrap_err();
-    assert!(matches!(&err, ClientError::Rpc(o) if o.code == code::EXECUTOR_DRAINING), "{err}");
+    assert!(
+        matches!(&err, ClientError::Rpc(o) if o.code == code::EXECUTOR_DRAINING),
+        "{err}"
+    );
     let call_error = CallError::from_pool(err, Resend::OnlyUndelivered);
     assert_eq!(call_error.kind(), ErrorKind::Unavailable);
     assert!(call_error.to_string().contains("draining"), "{call_error}");
-    assert!(call_error.to_string().contains("none ran the call"), "{call_error}");
+    assert!(
+        call_error.to_string().contains("none ran the call"),
+        "{call_error}"
+    );
     pool.refresh().await;
-    assert!(pool.health().is_none(), "every executor draining: the executor is down");
+    assert!(
+        pool.health().is_none(),
+        "every executor draining: the executor is down"
+    );
     // The next call is not even sent: nothing is routable, and nothing was sent.
     let err = pool
         .call("whoami", json!({}), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert!(matches!(&err, ClientError::Connect { .. }), "{err}");
-    assert!(err.to_string().contains("every executor is draining"), "{err}");
+    assert!(
+        err.to_string().contains("every executor is draining"),
+        "{err}"
+    );
     assert_eq!(stopping.refused.load(SeqCst), 1);
 }
 
@@ -200,7 +238,12 @@ fn only_read_tools_may_be_resent_after_delivery() {
 /// the call.
 async fn breaking_then_running(
     pki: &super::tests::Pki,
-) -> (ExecutorPool, Arc<Breaks>, Arc<Runs>, Vec<tokio::task::JoinHandle<()>>) {
+) -> (
+    ExecutorPool,
+    Arc<Breaks>,
+    Arc<Runs>,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
     let breaks = Arc::new(Breaks(AtomicUsize::new(0)));
     let runs = Arc::new(Runs(AtomicUsize::new(0)));
     let (b, tb) = serve_on(pki, "127.0.0.1", Arc::clone(&breaks) as Arc<dyn RpcHandler>).await;
@@ -216,7 +259,11 @@ async fn write_tool_whose_connection_broke_after_sending_is_not_sent_again() {
     let (_root, skill) = skill_with_read_and_write();
     let (pool, breaks, runs, _tasks) = breaking_then_running(&pki).await;
     let err = pool
-        .execute(Arc::clone(&skill), execute_params("append"), Duration::from_secs(5))
+        .execute(
+            Arc::clone(&skill),
+            execute_params("append"),
+            Duration::from_secs(5),
+        )
         .await
         .unwrap_err();
     assert_eq!(breaks.0.load(SeqCst), 1);
@@ -232,7 +279,11 @@ async fn read_tool_whose_connection_broke_after_sending_runs_on_another_executor
     let (_root, skill) = skill_with_read_and_write();
     let (pool, breaks, runs, _tasks) = breaking_then_running(&pki).await;
     let result = pool
-        .execute(Arc::clone(&skill), execute_params("balance"), Duration::from_secs(5))
+        .execute(
+            Arc::clone(&skill),
+            execute_params("balance"),
+            Duration::from_secs(5),
+        )
         .await
         .unwrap();
     assert!(result.success, "{result:?}");

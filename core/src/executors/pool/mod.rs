@@ -12,18 +12,20 @@
 //! or `sign` tool never runs twice ([`ExecutorPool::call_with`]).
 
 pub mod discovery;
+mod endpoint;
+
+pub use endpoint::{Endpoint, EndpointStatus};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::{json, Value};
-use skillbox_channel::client::{ClientError, RpcClient};
-use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
+use serde_json::Value;
+use skillbox_channel::client::ClientError;
+use skillbox_channel::TlsFiles;
 use skillbox_protocol::jsonrpc::code;
-use skillbox_protocol::methods::{method, HealthResult, SandboxFacts, HEALTH_DRAINING};
+use skillbox_protocol::methods::SandboxFacts;
 
 use discovery::{ExecutorUrl, UrlError};
 
@@ -78,172 +80,6 @@ impl Failure {
             Failure::Final => false,
         }
     }
-}
-
-/// One executor address and what the core last saw of it.
-#[derive(Debug)]
-pub struct Endpoint {
-    addr: SocketAddr,
-    source: String,
-    client: RpcClient,
-    state: Mutex<EndpointState>,
-}
-
-#[derive(Debug, Clone)]
-struct EndpointState {
-    healthy: bool,
-    since: Instant,
-    error: Option<String>,
-    health: Option<Arc<Value>>,
-    /// The `sandbox` part of `health`, parsed once per health round (read on every call).
-    facts: Option<Arc<SandboxFacts>>,
-    calls: u64,
-    /// Said it is stopping (`health` status `draining`, or a call refused as draining):
-    /// no call is routed to it until a `health` answer says otherwise.
-    draining: bool,
-    /// Has answered `health` at least once: before that (start-up), not answering is
-    /// expected and logged at debug level, not warned about.
-    answered: bool,
-}
-
-impl Endpoint {
-    fn new(addr: SocketAddr, source: &str, files: &TlsFiles) -> Result<Self, ClientError> {
-        Ok(Self {
-            addr,
-            source: source.to_string(),
-            client: RpcClient::new(&format!("https://{addr}"), EXECUTOR_IDENTITY, files)?,
-            // Optimistic until the first health answer, which comes before any call
-            // (`ExecutorPool::refresh` runs before the gateway serves).
-            state: Mutex::new(EndpointState {
-                healthy: true,
-                since: Instant::now(),
-                error: None,
-                health: None,
-                facts: None,
-                calls: 0,
-                draining: false,
-                answered: false,
-            }),
-        })
-    }
-
-    /// The endpoint's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    fn state(&self) -> EndpointState {
-        match self.state.lock() {
-            Ok(s) => s.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-
-    fn mark(&self, healthy: bool, error: Option<String>, health: Option<Value>) {
-        if let Ok(mut s) = self.state.lock() {
-            if s.healthy != healthy {
-                s.since = Instant::now();
-                if healthy {
-                    tracing::info!(executor = %self.addr, "executor healthy");
-                } else if s.answered {
-                    tracing::warn!(executor = %self.addr, error = ?error, "executor unhealthy");
-                } else {
-                    tracing::debug!(executor = %self.addr, error = ?error, "executor not answering yet (starting)");
-                }
-            }
-            s.answered |= healthy;
-            s.healthy = healthy;
-            s.error = error;
-            if let Some(health) = health {
-                let draining = health.get("status").and_then(Value::as_str) == Some(HEALTH_DRAINING);
-                if draining && !s.draining {
-                    tracing::info!(executor = %self.addr, "executor draining: no more calls go to it");
-                }
-                s.draining = draining;
-                s.facts = serde_json::from_value::<HealthResult>(health.clone())
-                    .ok()
-                    .and_then(|h| h.sandbox)
-                    .map(Arc::new);
-                s.health = Some(Arc::new(health));
-            }
-        }
-    }
-
-    /// The sandbox facts of the last `health` answer, when the endpoint is healthy.
-    fn healthy_facts(&self) -> Option<Arc<SandboxFacts>> {
-        let s = self.state.lock().ok()?;
-        s.healthy.then(|| s.facts.clone()).flatten()
-    }
-
-    fn mark_draining(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            if !s.draining {
-                tracing::info!(executor = %self.addr, "executor refused a call as draining: no more calls go to it");
-            }
-            s.draining = true;
-        }
-    }
-
-    /// Takes calls: answered its last `health` question and is not draining.
-    fn routable(&self) -> bool {
-        let s = self.state();
-        s.healthy && !s.draining
-    }
-
-    fn count_call(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            s.calls += 1;
-        }
-    }
-
-    /// Asks `health`. An endpoint that comes back from unhealthy first gets a
-    /// `skill.reload`, so it serves the skills as they are now even if it missed the
-    /// reload broadcast while it did not answer; it stays unhealthy until that succeeds.
-    async fn check(&self) {
-        let was_healthy = self.state().healthy;
-        let health = match self
-            .client
-            .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return self.mark(false, Some(e.to_string()), None),
-        };
-        if !was_healthy {
-            if let Err(e) = self
-                .client
-                .call(method::SKILL_RELOAD, json!({}), RELOAD_TIMEOUT)
-                .await
-            {
-                return self.mark(
-                    false,
-                    Some(format!("skill.reload on its return: {e}")),
-                    None,
-                );
-            }
-        }
-        self.mark(true, None, Some(health));
-    }
-}
-
-/// What `/healthz` shows of one endpoint.
-#[derive(Debug, Clone, Serialize)]
-pub struct EndpointStatus {
-    /// `ip:port`.
-    pub address: String,
-    /// The configured URL it was found from.
-    pub url: String,
-    /// Answered the last `health` question (or has not been asked yet).
-    pub healthy: bool,
-    /// Milliseconds in the current state.
-    pub for_ms: u64,
-    /// Why it is unhealthy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Calls sent to it.
-    pub calls: u64,
-    /// It is stopping: finishes what it holds, takes no new calls.
-    pub draining: bool,
 }
 
 /// The executor endpoints and the round-robin over the healthy ones.
@@ -351,7 +187,8 @@ impl ExecutorPool {
     fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let all = self.snapshot();
         let fresh: Vec<&Arc<Endpoint>> = all.iter().filter(|e| !tried.contains(&e.addr)).collect();
-        let routable: Vec<&Arc<Endpoint>> = fresh.iter().copied().filter(|e| e.routable()).collect();
+        let routable: Vec<&Arc<Endpoint>> =
+            fresh.iter().copied().filter(|e| e.routable()).collect();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         if !routable.is_empty() {
             return routable.get(n % routable.len()).map(|e| Arc::clone(e));
@@ -359,8 +196,14 @@ impl ExecutorPool {
         if !tried.is_empty() {
             return None;
         }
-        let standing: Vec<&Arc<Endpoint>> = fresh.iter().copied().filter(|e| !e.state().draining).collect();
-        standing.get(n % standing.len().max(1)).map(|e| Arc::clone(e))
+        let standing: Vec<&Arc<Endpoint>> = fresh
+            .iter()
+            .copied()
+            .filter(|e| !e.state().draining)
+            .collect();
+        standing
+            .get(n % standing.len().max(1))
+            .map(|e| Arc::clone(e))
     }
 
     /// Calls `method` on one executor, sending it to another only when it surely did not
@@ -559,6 +402,6 @@ impl ExecutorPool {
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod drain_tests;
+#[cfg(test)]
+mod tests;

@@ -60,7 +60,11 @@ pub(super) async fn serve_on(
     (format!("https://{addr}"), task)
 }
 
-pub(super) async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+pub(super) async fn start(
+    pki: &Pki,
+    ip: &str,
+    name: &'static str,
+) -> (String, tokio::task::JoinHandle<()>) {
     serve_on(pki, ip, Arc::new(Named(name))).await
 }
 
