@@ -9,6 +9,7 @@
 #
 #   docker/test-swarm.sh                        # build the images, then test
 #   SKILLBOX_SKIP_BUILD=1 docker/test-swarm.sh  # the images already built (.ci/run)
+#   SKILLBOX_SWARM_LOGS=DIR                     # keep the services' logs and the calls there
 #
 # Joins a single-node swarm only when the engine is in none (`docker swarm init`, on a
 # non-loopback address) and leaves it afterwards only then; always removes the stack, its
@@ -43,6 +44,12 @@ teardown() {
   local rc=$?
   set +e
   [ -z "$clients_pid" ] || { touch "$work/stop"; kill "$clients_pid" 2>/dev/null; wait "$clients_pid" 2>/dev/null; }
+  if [ -n "${SKILLBOX_SWARM_LOGS:-}" ]; then
+    mkdir -p "$SKILLBOX_SWARM_LOGS"
+    for s in core executor recorder; do docker service logs -t --no-trunc "${stack}_$s" >"$SKILLBOX_SWARM_LOGS/$s.log" 2>&1; done
+    cp "$work"/*.jsonl "$work"/*.txt "$SKILLBOX_SWARM_LOGS/" 2>/dev/null
+    echo "kill_start=${kill_start:-} kill_end=${kill_end:-}" >"$SKILLBOX_SWARM_LOGS/phases"
+  fi
   if [ "$rc" != 0 ] || [ "$failures" != 0 ]; then
     echo "test-swarm: logs of $stack" >&2
     for s in core executor; do docker service logs --raw --tail 40 "${stack}_$s" >&2 2>&1; done
@@ -127,7 +134,7 @@ secopt=$(inspect "$executor" '{{json .HostConfig.SecurityOpt}}')
 echo "  note  executor SecurityOpt as applied: $secopt (Swarm does not set no-new-privileges; docs/swarm.md)"
 for c in "$executor" "$core"; do
   name=$(inspect "$c" '{{index .Config.Labels "com.docker.swarm.service.name"}}')
-  setid=$(docker exec "$c" find / -xdev -perm /6000 -type f 2>/dev/null | tr '\n' ' ')
+  setid=$( (docker exec -u 0 "$c" find / -xdev -perm /6000 -type f 2>/dev/null || true) | tr '\n' ' ')
   [ -z "$setid" ] && pass "$name: no setuid/setgid program in the image (what no-new-privileges would have guarded)" || fail "$name: setuid programs" "$setid"
 done
 core_secrets=$(docker exec "$core" ls /run/secrets | tr '\n' ' ')
@@ -153,10 +160,14 @@ live_container() { # the container of the executor task meant to run (not one st
     xargs -r docker inspect -f '{{.Status.ContainerStatus.ContainerID}}'
 }
 victim=$(live_container)
+kill_start=$(date +%s.%N)
 docker kill "$victim" >/dev/null
 pass "killed the replica's container ${victim:0:12} (SIGKILL, no drain; calls on it or sent meanwhile answer unavailable)"
 replaced() { local now; now=$(live_container); [ -n "$now" ] && [ "$now" != "$victim" ] && executors_are 1 || echo no; }
 wait_for "the engine replaced it: the core routes to the new one" 90 replaced || exit 1
+# The core routes to the new executor now; calls that started a moment before may still
+# have found none. One second of margin.
+kill_end=$(python3 -c "import time; print(time.time() + 1)")
 docker service scale -d "${stack}_executor=2" >/dev/null
 wait_for "scaled 1 -> 2" 90 executors_are 2 || exit 1
 roll_started=$(now_ms)
@@ -173,7 +184,7 @@ clients_pid=""
 echo "test-swarm: judging the calls"
 recorder=$(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_recorder" | head -1)
 docker exec "$recorder" python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:8080/log").read().decode(), end="")' >"$work/recorded.txt"
-python3 integration-tests/swarm/check.py "$work/calls.jsonl" "$work/recorded.txt" || failures=$((failures + 1))
+python3 integration-tests/swarm/check.py "$work/calls.jsonl" "$work/recorded.txt" "$kill_start" "$kill_end" || failures=$((failures + 1))
 # 4 -> 1 stops three executors and the roll two. Swarm takes a stopping task out of
 # tasks.executor as it sends SIGTERM, so the core drops it at its next health round; a call
 # that still reaches it is refused as draining and goes elsewhere; the executor finishes

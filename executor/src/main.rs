@@ -125,6 +125,13 @@ struct ServeArgs {
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
+    /// First user id of the per-call pool when running as root. Executors in containers on
+    /// a host where executors also run directly (`skillbox up` as root) need a range of
+    /// their own: an executor in the host's PID namespace ends a call by killing every
+    /// process of its id, which reaches into containers.
+    #[arg(long, value_name = "UID", default_value_t = skillbox_executor::sandbox::reaper::DEFAULT_UID_BASE,
+          value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
+    uid_base: u32,
     /// On SIGTERM, how long the calls already held may take to finish before the executor
     /// exits anyway (keep it below the orchestrator's stop grace period).
     #[arg(long, value_name = "MS", default_value_t = duration_ms(skillbox_executor::drain::DEFAULT_DRAIN_GRACE))]
@@ -416,6 +423,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         insecure_no_sandbox: a.insecure_no_sandbox,
         max_concurrent_calls: a.max_concurrent,
         max_prestarted: a.max_prestarted,
+        uid_base: a.uid_base,
         ..SandboxConfig::default()
     };
     if let Some(root) = a.scratch_root {

@@ -6,7 +6,8 @@ CLIENTS threads (default 8) call until STOP_FILE exists, alternating the read to
 `ledger:balance` and the write tool `ledger:append` (a fresh nonce per call), each with a
 short random sleep inside the tool, so calls are in flight whenever an executor stops.
 Every call is one line of OUT_JSONL: client, tool, nonce, answered (an HTTP answer carrying
-a tool result came back), success, error_kind, error, host (the executor's container).
+a tool result came back), success, error_kind, error, host (the executor's container),
+uid (the tool's user id).
 """
 import json
 import os
@@ -62,6 +63,7 @@ def client(n):
             "error_kind": (result or {}).get("error_kind"),
             "error": (result or {}).get("error") or failure,
             "host": ((result or {}).get("data") or {}).get("host"),
+            "uid": ((result or {}).get("data") or {}).get("uid"),
             "ms": int((time.monotonic() - started) * 1000),
             "at": time.time(),
         }

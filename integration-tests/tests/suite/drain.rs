@@ -99,3 +99,20 @@ fn executor_on_sigterm_finishes_its_call_refuses_new_ones_as_draining_and_exits(
         "back"
     );
 }
+
+#[test]
+fn executor_refuses_a_uid_base_among_system_users() {
+    // Ids from the base up are the calls' users, and the end of a call kills every process
+    // of its id: a base among system users (root is 0) must never be taken.
+    for bad in ["0", "1000", "99999", "4000000001"] {
+        let out = std::process::Command::new(crate::harness::binary("skillbox-executor"))
+            .args(["serve", "--skills", "/nonexistent", "--pki", "/nonexistent"])
+            .args(["--core-url", "https://127.0.0.1:9", "--uid-base", bad])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--uid-base {bad}: {stderr}");
+        assert!(stderr.contains("--uid-base"), "{stderr}");
+        assert!(stderr.contains("100000..=4000000000"), "{stderr}");
+    }
+}
