@@ -24,6 +24,12 @@ export SKILLBOX_CORE_IMAGE=skillbox-core:bench SKILLBOX_EXECUTOR_IMAGE=skillbox-
 if [ "${SKILLBOX_SKIP_BUILD:-0}" != 1 ]; then
   SKILLBOX_PROFILE=$profile docker/build.sh
 fi
+for image in "$SKILLBOX_CORE_IMAGE" "$SKILLBOX_EXECUTOR_IMAGE"; do
+  docker image inspect "$image" >/dev/null 2>&1 || {
+    echo "bench-swarm: image $image is missing: run without SKILLBOX_SKIP_BUILD (the bench removes its images unless SKILLBOX_KEEP_BENCH_IMAGES=1)" >&2
+    exit 1
+  }
+done
 for bin in skillbox skillbox-executor; do
   [ -x "target/$profile/$bin" ] || { echo "bench-swarm: target/$profile/$bin is missing (cargo build --$profile?)" >&2; exit 1; }
 done
