@@ -12,13 +12,16 @@ ARG SKILLBOX_UID=10001
 # /workspace holds skillbox.toml and skills/ (bind mounts, read-only) and .skillbox/ (the
 # state volume, 0700). /executor-pki is the volume through which the executor gets its
 # certificate, its key and the CA certificate, and nothing else of the state.
+# No setuid/setgid program (su, passwd, mount...): where the engine cannot set
+# no-new-privileges (Swarm ignores security_opt), none can raise a process's ids.
 RUN groupadd --system --gid "${SKILLBOX_UID}" skillbox \
  && useradd --system --uid "${SKILLBOX_UID}" --gid "${SKILLBOX_UID}" --no-create-home \
       --home-dir /workspace --shell /usr/sbin/nologin skillbox \
  && mkdir -p /workspace/.skillbox /workspace/skills /executor-pki \
  && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /workspace/.skillbox /executor-pki \
  && chmod 0700 /workspace/.skillbox \
- && chmod 0755 /executor-pki
+ && chmod 0755 /executor-pki \
+ && find / -xdev -perm /6000 -type f -exec chmod a-s {} +
 
 # target/release (docker/build.sh); SKILLBOX_PROFILE=debug builds pass target/debug.
 ARG BIN_DIR=target/release

@@ -24,9 +24,12 @@ ARG SKILLBOX_UID=10001
 # /skills: the skills (read-only bind mount). /pki: the executor's certificate, key and the
 # CA certificate, written by the core (uid 10001) into a shared volume; the folder belongs
 # to that uid so the volume is right whichever container mounts it first.
+# No setuid/setgid program (su, passwd, mount...): where the engine cannot set
+# no-new-privileges (Swarm ignores security_opt), none can raise a process's ids.
 RUN mkdir -p /skills /pki \
  && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki \
- && chmod 0755 /pki
+ && chmod 0755 /pki \
+ && find / -xdev -perm /6000 -type f -exec chmod a-s {} +
 
 # target/release (docker/build.sh); SKILLBOX_PROFILE=debug builds pass target/debug.
 ARG BIN_DIR=target/release

@@ -75,6 +75,9 @@ pub enum ClientError {
     Rpc(ErrorObject),
 }
 
+/// Longest TCP connect to a peer before the attempt counts as "no connection".
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// A JSON-RPC client for one peer.
 #[derive(Debug)]
 pub struct RpcClient {
@@ -99,6 +102,9 @@ impl RpcClient {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false);
         tcp.set_nodelay(true);
+        // A peer whose address vanished (a container gone from an overlay network) may
+        // drop SYNs instead of refusing: give up soon, as a connect error (never sent).
+        tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
         let connector = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(config)
             .https_only()

@@ -43,6 +43,18 @@ pub enum CertsCommand {
     RetireRoot(RetireArgs),
     /// Sign a skill folder: writes DIR/SIGNATURE over its name, version and digest.
     Sign(SignArgs),
+    /// Make the core ↔ executor channel PKI in a folder, for orchestrator secrets (Swarm,
+    /// Kubernetes): ca.pem, skillbox-core.{pem,key}, skillbox-executor.{pem,key}.
+    Channel(ChannelArgs),
+}
+
+/// `certs channel`
+#[derive(Debug, Args)]
+pub struct ChannelArgs {
+    /// The folder to write the five files to (made 0700 when missing; an existing file
+    /// is never overwritten).
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 /// The workspace whose state holds the CA and the trust store.
@@ -227,6 +239,17 @@ pub fn run(cmd: CertsCommand) -> anyhow::Result<u8> {
             );
         }
         CertsCommand::Sign(a) => sign(a)?,
+        CertsCommand::Channel(a) => {
+            let files = skillbox_core::state::pki::write_channel_set(&a.out)?;
+            println!("channel PKI written (keys 0600; give each side only its own key):");
+            for f in &files {
+                println!("  {}", f.display());
+            }
+            println!(
+                "the core needs ca.pem, skillbox-core.pem, skillbox-core.key ([executor] pki_dir);"
+            );
+            println!("each executor needs ca.pem, skillbox-executor.pem, skillbox-executor.key (--pki DIR)");
+        }
     }
     Ok(0)
 }

@@ -88,12 +88,18 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let config = Config::load(ws.root())?;
     let skills_root = ws.skills_dir();
     let roots = config.skills_roots(ws.root())?;
-    pki::ensure(&state_dir)?;
+    if !config.executor.pki_dir.is_empty() && (embedded || !config.executor.pki_export.is_empty()) {
+        anyhow::bail!(
+            "[executor] pki_dir is for `skillbox serve` with executors that get their own files \
+             (orchestrator secrets); `up` and [executor] pki_export need the PKI the core makes \
+             in its state: remove pki_dir, or remove pki_export and use `skillbox serve`"
+        );
+    }
+    let core_files = pki::configured_core_files(&state_dir, &config.executor.pki_dir)?;
     if !config.executor.pki_export.is_empty() {
         pki::export_executor(&state_dir, Path::new(&config.executor.pki_export))?;
     }
     let token = ws.ensure_token()?;
-    let core_files = pki::core_files(&state_dir);
 
     let store = Store::open(&ws.db_file())?;
     let metrics = Arc::new(Metrics::new());

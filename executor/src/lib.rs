@@ -9,11 +9,13 @@
 //!   executor's own stdin/stdout (a one-off container the core attaches to).
 //! - [`registry`]: the skills this executor can run, with compiled argument schemas.
 //! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
+//! - [`drain`]: stopping without failing a call (SIGTERM: refuse new calls, finish held ones).
 //! - [`warm`]: prestarted tool processes (`execution.prestart`).
 
 pub mod availability;
 pub mod broker;
 pub mod call;
+pub mod drain;
 pub mod registry;
 pub mod relay;
 pub mod sandbox;

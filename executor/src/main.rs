@@ -125,6 +125,25 @@ struct ServeArgs {
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
+    /// First user id of the per-call pool when running as root. Executors in containers on
+    /// a host where executors also run directly (`skillbox up` as root) need a range of
+    /// their own: an executor in the host's PID namespace ends a call by killing every
+    /// process of its id, which reaches into containers.
+    #[arg(long, value_name = "UID", default_value_t = skillbox_executor::sandbox::reaper::DEFAULT_UID_BASE,
+          value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
+    uid_base: u32,
+    /// On SIGTERM, how long the calls already held may take to finish before the executor
+    /// exits anyway (keep it below the orchestrator's stop grace period).
+    #[arg(long, value_name = "MS", default_value_t = duration_ms(skillbox_executor::drain::DEFAULT_DRAIN_GRACE))]
+    drain_grace_ms: u64,
+    /// On SIGTERM, how long an idle executor keeps refusing new calls as `draining` when
+    /// the core has not asked `health` since (so the core learns it is going).
+    #[arg(long, value_name = "MS", default_value_t = duration_ms(skillbox_executor::drain::DEFAULT_DRAIN_LINGER))]
+    drain_linger_ms: u64,
+}
+
+const fn duration_ms(d: std::time::Duration) -> u64 {
+    d.as_millis() as u64
 }
 
 fn main() -> ExitCode {
@@ -404,6 +423,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         insecure_no_sandbox: a.insecure_no_sandbox,
         max_concurrent_calls: a.max_concurrent,
         max_prestarted: a.max_prestarted,
+        uid_base: a.uid_base,
         ..SandboxConfig::default()
     };
     if let Some(root) = a.scratch_root {
@@ -438,9 +458,28 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         };
         let service = std::sync::Arc::new(service);
         service.prestart();
+        let serving = server::serve(listener, tls, options, std::sync::Arc::clone(&service) as std::sync::Arc<dyn server::RpcHandler>);
+        tokio::pin!(serving);
         tokio::select! {
-            _ = server::serve(listener, tls, options, std::sync::Arc::clone(&service) as std::sync::Arc<dyn server::RpcHandler>) => {}
-            _ = shutdown_signal() => tracing::info!("executor shutting down"),
+            _ = &mut serving => {}
+            _ = shutdown_signal() => {
+                let grace = std::time::Duration::from_millis(a.drain_grace_ms);
+                let linger = std::time::Duration::from_millis(a.drain_linger_ms);
+                tracing::info!(grace_ms = a.drain_grace_ms, "executor draining: new calls are refused, held calls finish");
+                // The listener keeps serving while the drain runs: held calls answer on
+                // their connections and new ones get the draining refusal.
+                tokio::select! {
+                    outcome = service.drain(grace, linger) => {
+                        if outcome.abandoned == 0 {
+                            tracing::info!(took_ms = outcome.took.as_millis() as u64, "executor drained; shutting down");
+                        } else {
+                            tracing::warn!(abandoned = outcome.abandoned, grace_ms = a.drain_grace_ms, "drain grace period over; shutting down with calls still running");
+                        }
+                    }
+                    _ = &mut serving => {}
+                    _ = shutdown_signal() => tracing::warn!("second stop signal: shutting down without waiting for held calls"),
+                }
+            }
         }
         service.stop_prestarted();
         anyhow::Ok(())

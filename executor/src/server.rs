@@ -2,6 +2,8 @@
 //! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`;
 //! bounded concurrency with a bounded queue (`unavailable` when full); a call whose
 //! connection the core drops is cancelled (its processes killed, its scratch removed).
+//! On SIGTERM the service drains ([`crate::drain`]): new calls are refused as draining,
+//! `health` says `draining`, the calls it holds finish.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -14,12 +16,14 @@ use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
+    HEALTH_DRAINING,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use tokio::sync::Semaphore;
 
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
 use crate::call;
+use crate::drain::{Drain, DrainOutcome};
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 use crate::warm;
@@ -76,6 +80,7 @@ pub struct ExecutorService {
     max_queue: usize,
     waiting: AtomicUsize,
     in_flight: AtomicUsize,
+    drain: Drain,
 }
 
 impl ExecutorService {
@@ -99,7 +104,15 @@ impl ExecutorService {
             max_queue,
             waiting: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
+            drain: Drain::default(),
         }
+    }
+
+    /// Drains: refuses new calls as draining, reports `draining` in `health`, and returns
+    /// once the calls it holds have ended and the core knows (or `linger` passed), at most
+    /// after `grace` ([`crate::drain`]).
+    pub async fn drain(&self, grace: Duration, linger: Duration) -> DrainOutcome {
+        self.drain.run(grace, linger).await
     }
 
     /// Starts the prestarted processes of the skills that ask for them and keeps them
@@ -128,6 +141,7 @@ impl ExecutorService {
                 ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}"))
             })?;
         let call_id = params.call_id.clone();
+        let _held = self.drain.admit(&call_id)?;
         if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue
             && self.slots.available_permits() == 0
         {
@@ -206,7 +220,9 @@ impl RpcHandler for ExecutorService {
                     let k = self.sandbox.kernel();
                     let sandboxed = !self.sandbox.config().insecure_no_sandbox;
                     to_value(&HealthResult {
-                        status: if sandboxed {
+                        status: if self.drain.report() {
+                            HEALTH_DRAINING.into()
+                        } else if sandboxed {
                             "ok".into()
                         } else {
                             "degraded".into()

@@ -32,6 +32,9 @@ pub mod code {
     pub const APPROVAL_DENIED: i64 = -32002;
     /// The capability is unavailable (for example no core in one-shot mode).
     pub const CAPABILITY_UNAVAILABLE: i64 = -32003;
+    /// The executor is draining (it was told to stop): it refused a `tool.execute` before
+    /// running anything of it, so the core may send that call to another executor.
+    pub const EXECUTOR_DRAINING: i64 = -32004;
 }
 
 /// A request or response id: a number or a string (`null` only in error responses to

@@ -350,11 +350,17 @@ pub struct SkillReloadResult {
 #[serde(deny_unknown_fields)]
 pub struct HealthParams {}
 
+/// The `health` status of an executor that was told to stop: it refuses new
+/// `tool.execute` requests with [`crate::jsonrpc::code::EXECUTOR_DRAINING`] and finishes the
+/// calls it holds.
+pub const HEALTH_DRAINING: &str = "draining";
+
 /// `health` result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthResult {
-    /// `ok` or `degraded`.
+    /// `ok`, `degraded` (no kernel sandbox) or [`HEALTH_DRAINING`] (stopping: finishes the
+    /// calls it holds, takes no new ones).
     pub status: String,
     /// Landlock ABI in force, 0 when none.
     pub landlock_abi: u32,

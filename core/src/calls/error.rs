@@ -3,11 +3,13 @@
 //! pipeline becomes an `error_kind` (and, through it, an HTTP status or JSON-RPC code).
 
 use skillbox_channel::client::ClientError;
+use skillbox_protocol::jsonrpc::code;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::ToolRefError;
 
 use crate::approvals::ApprovalError;
 use crate::executors::docker::oneoff::OneOffError;
+use crate::executors::pool::Resend;
 use crate::random::RandomError;
 
 /// A failure of the call pipeline.
@@ -70,6 +72,16 @@ pub enum CallError {
     /// No executor could be reached, or the connection broke.
     #[error("the executor is unavailable ({0}); the call did not complete, retry once it is back")]
     ExecutorUnavailable(ClientError),
+    /// Every executor tried refused the call as draining (stopping); nothing of it ran.
+    #[error("every executor asked is draining (stopping) and none ran the call ({0}); retry once a new executor answers")]
+    ExecutorDraining(String),
+    /// The connection broke after the request of a tool that must not run twice was sent:
+    /// it may have run, so it was not sent to another executor.
+    #[error(
+        "the connection to the executor broke after the call was sent ({0}); the tool may have \
+         run, so it was not sent again (only `read` tools are): check its effect before retrying"
+    )]
+    MayHaveRun(ClientError),
 }
 
 impl CallError {
@@ -83,7 +95,9 @@ impl CallError {
             CallError::Unavailable { .. }
             | CallError::Random(_)
             | CallError::NoContainerEngine(_)
-            | CallError::ExecutorUnavailable(_) => ErrorKind::Unavailable,
+            | CallError::ExecutorUnavailable(_)
+            | CallError::ExecutorDraining(_)
+            | CallError::MayHaveRun(_) => ErrorKind::Unavailable,
             CallError::Approval(e) => e.error_kind(),
             CallError::Container(e) => e.error_kind(),
             CallError::ExecutorRefused(_) | CallError::BadAnswer(_) => ErrorKind::Protocol,
@@ -94,9 +108,26 @@ impl CallError {
     /// The error of an executor request that failed.
     pub fn from_client(e: ClientError) -> Self {
         match e {
+            ClientError::Rpc(e) if e.code == code::EXECUTOR_DRAINING => {
+                CallError::ExecutorDraining(e.message)
+            }
             ClientError::Rpc(e) => CallError::ExecutorRefused(e.message),
             e @ ClientError::Timeout { .. } => CallError::ExecutorTimeout(e),
             e => CallError::ExecutorUnavailable(e),
+        }
+    }
+
+    /// The error of a `tool.execute` the pool gave up on, sent under `resend`: a broken
+    /// connection after sending is [`CallError::MayHaveRun`] when the call was not resent
+    /// (the pool answers `Connect`, never `Unreachable`, when it sent nothing).
+    pub fn from_pool(e: ClientError, resend: Resend) -> Self {
+        match e {
+            e @ (ClientError::Unreachable { .. } | ClientError::BadAnswer { .. })
+                if resend == Resend::OnlyUndelivered =>
+            {
+                CallError::MayHaveRun(e)
+            }
+            e => CallError::from_client(e),
         }
     }
 }

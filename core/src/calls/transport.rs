@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use skillbox_protocol::methods::{method, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
-use skillbox_protocol::skill::Skill;
+use skillbox_protocol::skill::{Security, Skill};
 
 use super::CallError;
 use crate::executors::docker::oneoff::ContainerRunner;
+use crate::executors::pool::Resend;
 use crate::executors::ExecutorPool;
 
 /// A boxed future of a transport's answer.
@@ -31,22 +32,35 @@ pub trait ExecutorTransport: std::fmt::Debug + Send + Sync {
 }
 
 impl ExecutorTransport for ExecutorPool {
+    /// A call of a `read` tool may be sent to another executor even when the first may
+    /// have run it; any other tool's only when the first surely did not (draining, no
+    /// connection): a `write` tool never runs twice.
     fn execute(
         &self,
-        _skill: Arc<Skill>,
+        skill: Arc<Skill>,
         params: ToolExecuteParams,
         timeout: Duration,
     ) -> TransportFuture<'_> {
         Box::pin(async move {
+            let resend = resend_for(&skill, &params.tool);
             let params =
                 serde_json::to_value(params).map_err(|e| CallError::BadAnswer(e.to_string()))?;
             let answer = self
-                .call(method::TOOL_EXECUTE, params, timeout)
+                .call_with(method::TOOL_EXECUTE, params, timeout, resend)
                 .await
-                .map_err(CallError::from_client)?;
+                .map_err(|e| CallError::from_pool(e, resend))?;
             serde_json::from_value::<ToolResult>(answer)
                 .map_err(|e| CallError::BadAnswer(e.to_string()))
         })
+    }
+}
+
+/// How a call of `tool` of `skill` may be resent: [`Resend::AlsoDelivered`] only for a
+/// `read` tool the skill declares.
+pub fn resend_for(skill: &Skill, tool: &str) -> Resend {
+    match skill.tool(tool).map(|t| t.security) {
+        Some(Security::Read) => Resend::AlsoDelivered,
+        _ => Resend::OnlyUndelivered,
     }
 }
 

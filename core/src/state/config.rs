@@ -21,6 +21,9 @@
 //! binary = ""                      # skillbox-executor to start (default: next to skillbox)
 //! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
 //!                                  # CA certificate here (a volume the executor mounts)
+//! pki_dir = ""                     # `serve`: read ca.pem, skillbox-core.pem and skillbox-core.key
+//!                                  # from here (orchestrator secrets made by `skillbox certs
+//!                                  # channel --out DIR`) instead of making a PKI in <state>/pki
 //!
 //! [docker]                         # the Docker engine, when the core can reach one (crate::executors::docker)
 //! socket = "auto"                  # "auto": /var/run/docker.sock if it answers; "off"; or a socket path
@@ -206,6 +209,9 @@ pub struct ExecutorConfig {
     pub binary: String,
     /// A folder the executor's TLS files are copied to on start (containers); empty: none.
     pub pki_export: String,
+    /// `serve`: the folder holding the core's channel files (CA certificate, its own
+    /// certificate and key), e.g. orchestrator secrets; empty: `<state>/pki`, made on start.
+    pub pki_dir: String,
 }
 
 impl Default for ExecutorConfig {
@@ -221,6 +227,7 @@ impl Default for ExecutorConfig {
             max_concurrent: 16,
             binary: String::new(),
             pki_export: String::new(),
+            pki_dir: String::new(),
         }
     }
 }

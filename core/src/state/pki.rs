@@ -1,6 +1,11 @@
 //! The internal PKI of the core ↔ executor channel, separate from code-signing trust: a
 //! CA and one certificate for each side (`skillbox-core`, `skillbox-executor`), made with
 //! rcgen on first start in `<state>/pki/`. Keys are 0600; certificates 0644.
+//!
+//! On an orchestrator whose services run on several nodes (Swarm, Kubernetes) no folder is
+//! shared: the operator makes the set once with `skillbox certs channel --out DIR`
+//! ([`write_channel_set`]), stores the files as secrets, and points the core at them with
+//! `[executor] pki_dir` ([`configured_core_files`]); the core then never writes a PKI.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -20,6 +25,24 @@ pub enum PkiError {
     /// Certificate generation failed.
     #[error("generating the internal certificates: {0}")]
     Generate(#[from] rcgen::Error),
+    /// `certs channel --out DIR` would overwrite a channel PKI file.
+    #[error(
+        "{path} exists; `skillbox certs channel` never overwrites a channel PKI (the running \
+         core and executors trust it): choose an empty folder, or remove the five files first"
+    )]
+    Exists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// `[executor] pki_dir` lacks one of the core's files.
+    #[error(
+        "{path} is missing: [executor] pki_dir must hold ca.pem, skillbox-core.pem and \
+         skillbox-core.key (make them with `skillbox certs channel --out DIR`)"
+    )]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file could not be written.
     #[error("writing {path}: {source}")]
     Write {
@@ -55,6 +78,57 @@ pub fn ensure(state: &Path) -> Result<bool, PkiError> {
         source,
     })?;
     let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    generate(&dir)?;
+    Ok(true)
+}
+
+/// The five files of a channel PKI in `dir`: `ca.pem`, then certificate and key of each
+/// side.
+pub fn channel_set(dir: &Path) -> [PathBuf; 5] {
+    let core = TlsFiles::in_dir(dir, CORE_IDENTITY);
+    let exec = TlsFiles::in_dir(dir, EXECUTOR_IDENTITY);
+    [core.ca, core.cert, core.key, exec.cert, exec.key]
+}
+
+/// `skillbox certs channel --out DIR`: a fresh CA and both certificates in `dir` (made
+/// 0700 when new), for an orchestrator's secrets. Refuses when any of the five files
+/// exists: replacing a live PKI cuts every executor off. Returns the files written.
+pub fn write_channel_set(dir: &Path) -> Result<[PathBuf; 5], PkiError> {
+    let files = channel_set(dir);
+    if let Some(path) = files.iter().find(|p| p.exists()) {
+        return Err(PkiError::Exists { path: path.clone() });
+    }
+    if !dir.exists() {
+        std::fs::create_dir_all(dir).map_err(|source| PkiError::Write {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+    }
+    generate(dir)?;
+    Ok(files)
+}
+
+/// The core's TLS files from `[executor] pki_dir` when it is set (each must exist), else
+/// from `<state>/pki`, made there when missing ([`ensure`]).
+pub fn configured_core_files(state: &Path, pki_dir_key: &str) -> Result<TlsFiles, PkiError> {
+    if pki_dir_key.is_empty() {
+        ensure(state)?;
+        return Ok(core_files(state));
+    }
+    let files = TlsFiles::in_dir(Path::new(pki_dir_key), CORE_IDENTITY);
+    for path in [&files.ca, &files.cert, &files.key] {
+        if !path.exists() {
+            return Err(PkiError::Missing { path: path.clone() });
+        }
+    }
+    Ok(files)
+}
+
+/// Makes the CA and both certificates in `dir` (which exists).
+fn generate(dir: &Path) -> Result<(), PkiError> {
+    let core = TlsFiles::in_dir(dir, CORE_IDENTITY);
+    let exec = TlsFiles::in_dir(dir, EXECUTOR_IDENTITY);
     let ca_key = KeyPair::generate()?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -79,7 +153,7 @@ pub fn ensure(state: &Path) -> Result<bool, PkiError> {
     }
     write_atomic(&core.ca, ca_cert.pem().as_bytes(), 0o644)?;
     tracing::info!(dir = %dir.display(), "internal channel PKI created");
-    Ok(true)
+    Ok(())
 }
 
 /// Copies what an executor in another container needs (the CA certificate, its own
@@ -155,6 +229,75 @@ mod tests {
         assert_eq!(
             std::fs::metadata(&exec.key).unwrap().modified().unwrap(),
             before
+        );
+    }
+
+    #[test]
+    fn certs_channel_writes_the_five_files_a_core_and_an_executor_need() {
+        let out = tempfile::tempdir().unwrap();
+        let dir = out.path().join("channel");
+        let files = write_channel_set(&dir).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "ca.pem",
+                "skillbox-core.key",
+                "skillbox-core.pem",
+                "skillbox-executor.key",
+                "skillbox-executor.pem"
+            ]
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        assert_eq!(std::fs::metadata(&files[2]).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(std::fs::metadata(&files[4]).unwrap().mode() & 0o777, 0o600);
+        // The core reads them from there, and both sides' TLS configurations load.
+        let core = configured_core_files(out.path(), dir.to_str().unwrap()).unwrap();
+        skillbox_channel::tls::client_config(&core).unwrap();
+        let exec = TlsFiles::in_dir(&dir, EXECUTOR_IDENTITY);
+        skillbox_channel::tls::client_config(&exec).unwrap();
+        // ...and the state folder got no PKI of its own.
+        assert!(!pki_dir(out.path()).exists());
+    }
+
+    #[test]
+    fn certs_channel_refuses_to_overwrite_a_live_pki() {
+        let out = tempfile::tempdir().unwrap();
+        write_channel_set(out.path()).unwrap();
+        let before = std::fs::read(out.path().join("ca.pem")).unwrap();
+        let err = write_channel_set(out.path()).unwrap_err();
+        assert!(matches!(err, PkiError::Exists { .. }), "{err}");
+        assert!(err.to_string().contains("never overwrites"), "{err}");
+        assert_eq!(std::fs::read(out.path().join("ca.pem")).unwrap(), before);
+        // One file of a set is enough to refuse.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join("skillbox-executor.key"), "old").unwrap();
+        assert!(matches!(
+            write_channel_set(other.path()),
+            Err(PkiError::Exists { .. })
+        ));
+        assert!(!other.path().join("ca.pem").exists());
+    }
+
+    #[test]
+    fn pki_dir_missing_the_core_key_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        write_channel_set(dir.path()).unwrap();
+        std::fs::remove_file(dir.path().join("skillbox-core.key")).unwrap();
+        let state = tempfile::tempdir().unwrap();
+        let err = configured_core_files(state.path(), dir.path().to_str().unwrap()).unwrap_err();
+        assert!(matches!(err, PkiError::Missing { .. }), "{err}");
+        assert!(
+            err.to_string().contains("skillbox certs channel --out DIR"),
+            "{err}"
+        );
+        assert!(
+            !pki_dir(state.path()).exists(),
+            "nothing made in the state instead"
         );
     }
 

@@ -9,6 +9,7 @@ mod compose;
 mod console;
 mod containers;
 mod contexts;
+mod drain;
 mod fetch;
 mod install;
 mod kubernetes;

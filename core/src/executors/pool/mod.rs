@@ -2,20 +2,30 @@
 //! host is resolved again on every health round ([`discovery`]), so the compose service
 //! name `executor` scaled to N containers gives N endpoints, and an endpoint whose address
 //! is gone is dropped. Every endpoint is asked `health` on a timer; calls go round-robin to
-//! the healthy ones, `skill.reload` goes to all of them.
+//! the healthy ones that are not draining, `skill.reload` goes to all of them.
+//!
+//! An executor that is stopping (an orchestrator scaling down or rolling an update) answers
+//! `health` with `draining` and refuses new calls with `EXECUTOR_DRAINING` before running
+//! anything; the pool stops routing to it and sends such a call elsewhere, as it does a
+//! call whose connection could not be made. A call whose request may have reached an
+//! executor is sent again only under [`Resend::AlsoDelivered`] (`read` tools): a `write`
+//! or `sign` tool never runs twice ([`ExecutorPool::call_with`]).
 
 pub mod discovery;
+mod endpoint;
+
+pub use endpoint::{Endpoint, EndpointStatus};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
-use serde::Serialize;
-use serde_json::{json, Value};
-use skillbox_channel::client::{ClientError, RpcClient};
-use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
-use skillbox_protocol::methods::{method, HealthResult, SandboxFacts};
+use serde_json::Value;
+use skillbox_channel::client::ClientError;
+use skillbox_channel::TlsFiles;
+use skillbox_protocol::jsonrpc::code;
+use skillbox_protocol::methods::SandboxFacts;
 
 use discovery::{ExecutorUrl, UrlError};
 
@@ -25,145 +35,51 @@ pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default pause between health rounds (`[executor] health_interval_ms`).
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
+/// Most executors one call is offered to (the first and up to three others).
+pub const MAX_ATTEMPTS: usize = 4;
 
-/// One executor address and what the core last saw of it.
-#[derive(Debug)]
-pub struct Endpoint {
-    addr: SocketAddr,
-    source: String,
-    client: RpcClient,
-    state: Mutex<EndpointState>,
+/// When a call that failed on one executor may be sent to another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resend {
+    /// Only when the request surely did not reach the executor: no connection could be
+    /// made, or the executor refused it as draining. For `write` and `sign` tools and for
+    /// every method but `tool.execute` of a `read` tool.
+    OnlyUndelivered,
+    /// Also when the connection broke after the request was sent (the tool may have run):
+    /// for `read` tools, which may run twice.
+    AlsoDelivered,
 }
 
-#[derive(Debug, Clone)]
-struct EndpointState {
-    healthy: bool,
-    since: Instant,
-    error: Option<String>,
-    health: Option<Arc<Value>>,
-    /// The `sandbox` part of `health`, parsed once per health round (read on every call).
-    facts: Option<Arc<SandboxFacts>>,
-    calls: u64,
-    /// Has answered `health` at least once: before that (start-up), not answering is
-    /// expected and logged at debug level, not warned about.
-    answered: bool,
+/// What one attempt's failure allows.
+#[derive(Debug, PartialEq, Eq)]
+enum Failure {
+    /// The request did not reach the executor.
+    Undelivered,
+    /// It may have: the connection broke or the answer was unreadable.
+    MaybeDelivered,
+    /// Final: a timeout (sending again would double the wait) or the executor's own answer.
+    Final,
 }
 
-impl Endpoint {
-    fn new(addr: SocketAddr, source: &str, files: &TlsFiles) -> Result<Self, ClientError> {
-        Ok(Self {
-            addr,
-            source: source.to_string(),
-            client: RpcClient::new(&format!("https://{addr}"), EXECUTOR_IDENTITY, files)?,
-            // Optimistic until the first health answer, which comes before any call
-            // (`ExecutorPool::refresh` runs before the gateway serves).
-            state: Mutex::new(EndpointState {
-                healthy: true,
-                since: Instant::now(),
-                error: None,
-                health: None,
-                facts: None,
-                calls: 0,
-                answered: false,
-            }),
-        })
-    }
-
-    /// The endpoint's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    fn state(&self) -> EndpointState {
-        match self.state.lock() {
-            Ok(s) => s.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
-    }
-
-    fn mark(&self, healthy: bool, error: Option<String>, health: Option<Value>) {
-        if let Ok(mut s) = self.state.lock() {
-            if s.healthy != healthy {
-                s.since = Instant::now();
-                if healthy {
-                    tracing::info!(executor = %self.addr, "executor healthy");
-                } else if s.answered {
-                    tracing::warn!(executor = %self.addr, error = ?error, "executor unhealthy");
-                } else {
-                    tracing::debug!(executor = %self.addr, error = ?error, "executor not answering yet (starting)");
-                }
+impl Failure {
+    fn of(e: &ClientError) -> Self {
+        match e {
+            ClientError::Connect { .. } => Failure::Undelivered,
+            ClientError::Rpc(o) if o.code == code::EXECUTOR_DRAINING => Failure::Undelivered,
+            ClientError::Unreachable { .. } | ClientError::BadAnswer { .. } => {
+                Failure::MaybeDelivered
             }
-            s.answered |= healthy;
-            s.healthy = healthy;
-            s.error = error;
-            if let Some(health) = health {
-                s.facts = serde_json::from_value::<HealthResult>(health.clone())
-                    .ok()
-                    .and_then(|h| h.sandbox)
-                    .map(Arc::new);
-                s.health = Some(Arc::new(health));
-            }
+            _ => Failure::Final,
         }
     }
 
-    /// The sandbox facts of the last `health` answer, when the endpoint is healthy.
-    fn healthy_facts(&self) -> Option<Arc<SandboxFacts>> {
-        let s = self.state.lock().ok()?;
-        s.healthy.then(|| s.facts.clone()).flatten()
-    }
-
-    fn count_call(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            s.calls += 1;
+    fn may_resend(&self, resend: Resend) -> bool {
+        match self {
+            Failure::Undelivered => true,
+            Failure::MaybeDelivered => resend == Resend::AlsoDelivered,
+            Failure::Final => false,
         }
     }
-
-    /// Asks `health`. An endpoint that comes back from unhealthy first gets a
-    /// `skill.reload`, so it serves the skills as they are now even if it missed the
-    /// reload broadcast while it did not answer; it stays unhealthy until that succeeds.
-    async fn check(&self) {
-        let was_healthy = self.state().healthy;
-        let health = match self
-            .client
-            .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
-            .await
-        {
-            Ok(v) => v,
-            Err(e) => return self.mark(false, Some(e.to_string()), None),
-        };
-        if !was_healthy {
-            if let Err(e) = self
-                .client
-                .call(method::SKILL_RELOAD, json!({}), RELOAD_TIMEOUT)
-                .await
-            {
-                return self.mark(
-                    false,
-                    Some(format!("skill.reload on its return: {e}")),
-                    None,
-                );
-            }
-        }
-        self.mark(true, None, Some(health));
-    }
-}
-
-/// What `/healthz` shows of one endpoint.
-#[derive(Debug, Clone, Serialize)]
-pub struct EndpointStatus {
-    /// `ip:port`.
-    pub address: String,
-    /// The configured URL it was found from.
-    pub url: String,
-    /// Answered the last `health` question (or has not been asked yet).
-    pub healthy: bool,
-    /// Milliseconds in the current state.
-    pub for_ms: u64,
-    /// Why it is unhealthy.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    /// Calls sent to it.
-    pub calls: u64,
 }
 
 /// The executor endpoints and the round-robin over the healthy ones.
@@ -265,47 +181,86 @@ impl ExecutorPool {
         }
     }
 
-    /// The next endpoint round-robin among the healthy ones; when none is healthy, among
-    /// all (the call then fails as `unavailable` with the reason).
-    fn pick(&self) -> Option<Arc<Endpoint>> {
+    /// The next endpoint round-robin among the routable ones (healthy, not draining) not
+    /// in `tried`; when none is routable and nothing was tried yet, among all that are not
+    /// draining (the call then fails as `unavailable` with the reason).
+    fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let all = self.snapshot();
-        let healthy: Vec<&Arc<Endpoint>> = all.iter().filter(|e| e.state().healthy).collect();
+        let fresh: Vec<&Arc<Endpoint>> = all.iter().filter(|e| !tried.contains(&e.addr)).collect();
+        let routable: Vec<&Arc<Endpoint>> =
+            fresh.iter().copied().filter(|e| e.routable()).collect();
         let n = self.next.fetch_add(1, Ordering::Relaxed);
-        if healthy.is_empty() {
-            all.get(n % all.len().max(1)).cloned()
-        } else {
-            healthy.get(n % healthy.len()).map(|e| Arc::clone(e))
+        if !routable.is_empty() {
+            return routable.get(n % routable.len()).map(|e| Arc::clone(e));
         }
+        if !tried.is_empty() {
+            return None;
+        }
+        let standing: Vec<&Arc<Endpoint>> = fresh
+            .iter()
+            .copied()
+            .filter(|e| !e.state().draining)
+            .collect();
+        standing
+            .get(n % standing.len().max(1))
+            .map(|e| Arc::clone(e))
     }
 
-    /// Calls `method` on one executor, picked round-robin among the healthy ones. An
-    /// executor that cannot be reached is marked unhealthy at once; when no connection
-    /// could be made (so the request was never sent) the call goes to the next healthy
-    /// executor, once. A request that was sent is never sent again: a `write` tool must
-    /// not run twice.
+    /// Calls `method` on one executor, sending it to another only when it surely did not
+    /// reach the first ([`Resend::OnlyUndelivered`]).
     pub async fn call(
         &self,
         method_name: &str,
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        let first = self.pick().ok_or_else(|| ClientError::Unreachable {
-            url: self.describe(),
-            reason: "no executor address resolved (is an executor running?)".into(),
-        })?;
-        match self
-            .call_on(&first, method_name, params.clone(), timeout)
+        self.call_with(method_name, params, timeout, Resend::OnlyUndelivered)
             .await
-        {
-            Err(e @ ClientError::Connect { .. }) => match self.pick() {
-                Some(next) if next.addr != first.addr && next.state().healthy => {
-                    tracing::warn!(executor = %first.addr, next = %next.addr, "no connection; the call goes to the next executor");
-                    self.call_on(&next, method_name, params, timeout).await
-                }
-                _ => Err(e),
-            },
-            other => other,
+    }
+
+    /// Calls `method` on an executor picked round-robin among the routable ones. When the
+    /// attempt fails in a way `resend` allows (no connection, refused as draining; with
+    /// [`Resend::AlsoDelivered`] also a connection that broke after sending), the call goes
+    /// to another routable executor, at most [`MAX_ATTEMPTS`] in all. An executor that
+    /// cannot be reached is marked unhealthy at once, one that refuses as draining is
+    /// marked draining. A timeout is never sent again.
+    pub async fn call_with(
+        &self,
+        method_name: &str,
+        params: Value,
+        timeout: Duration,
+        resend: Resend,
+    ) -> Result<Value, ClientError> {
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut last: Option<ClientError> = None;
+        while tried.len() < MAX_ATTEMPTS {
+            let Some(endpoint) = self.pick(&tried) else {
+                break;
+            };
+            tried.push(endpoint.addr);
+            let error = match self
+                .call_on(&endpoint, method_name, params.clone(), timeout)
+                .await
+            {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            let failure = Failure::of(&error);
+            if !failure.may_resend(resend) {
+                return Err(error);
+            }
+            tracing::warn!(executor = %endpoint.addr, error = %error, "the call goes to another executor ({failure:?})");
+            last = Some(error);
         }
+        // Nothing was sent: `Connect`, which callers read as "never delivered".
+        Err(last.unwrap_or_else(|| ClientError::Connect {
+            url: self.describe(),
+            reason: if self.snapshot().is_empty() {
+                "no executor address resolved (is an executor running?)".into()
+            } else {
+                "every executor is draining (stopping); retry once a new one answers".into()
+            },
+        }))
     }
 
     async fn call_on(
@@ -317,8 +272,14 @@ impl ExecutorPool {
     ) -> Result<Value, ClientError> {
         endpoint.count_call();
         let result = endpoint.client.call(method_name, params, timeout).await;
-        if let Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) = &result {
-            endpoint.mark(false, Some(e.to_string()), None);
+        match &result {
+            Err(e @ (ClientError::Unreachable { .. } | ClientError::Connect { .. })) => {
+                endpoint.mark(false, Some(e.to_string()), None);
+            }
+            Err(ClientError::Rpc(o)) if o.code == code::EXECUTOR_DRAINING => {
+                endpoint.mark_draining();
+            }
+            _ => {}
         }
         result
     }
@@ -366,11 +327,12 @@ impl ExecutorPool {
         })
     }
 
-    /// The last `health` answer of a healthy endpoint, if any is healthy.
+    /// The last `health` answer of an endpoint that takes calls (healthy, not draining), if
+    /// any: with every executor draining, `/healthz` says the executor is down.
     pub fn health(&self) -> Option<Value> {
         self.snapshot().iter().find_map(|e| {
             let s = e.state();
-            s.healthy
+            (s.healthy && !s.draining)
                 .then_some(s.health)
                 .flatten()
                 .map(|h| (*h).clone())
@@ -413,6 +375,7 @@ impl ExecutorPool {
                     for_ms: u64::try_from(s.since.elapsed().as_millis()).unwrap_or(u64::MAX),
                     error: s.error,
                     calls: s.calls,
+                    draining: s.draining,
                 }
             })
             .collect()
@@ -438,5 +401,7 @@ impl ExecutorPool {
     }
 }
 
+#[cfg(test)]
+mod drain_tests;
 #[cfg(test)]
 mod tests;

@@ -26,12 +26,12 @@ impl RpcHandler for Named {
     }
 }
 
-struct Pki {
+pub(super) struct Pki {
     _dir: tempfile::TempDir,
-    state: std::path::PathBuf,
+    pub(super) state: std::path::PathBuf,
 }
 
-fn pki() -> Pki {
+pub(super) fn pki() -> Pki {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().to_path_buf();
     crate::state::pki::ensure(&state).unwrap();
@@ -39,7 +39,7 @@ fn pki() -> Pki {
 }
 
 /// A channel server on `ip` answering with `handler`; its URL.
-async fn serve_on(
+pub(super) async fn serve_on(
     pki: &Pki,
     ip: &str,
     handler: Arc<dyn RpcHandler>,
@@ -60,12 +60,16 @@ async fn serve_on(
     (format!("https://{addr}"), task)
 }
 
-async fn start(pki: &Pki, ip: &str, name: &'static str) -> (String, tokio::task::JoinHandle<()>) {
+pub(super) async fn start(
+    pki: &Pki,
+    ip: &str,
+    name: &'static str,
+) -> (String, tokio::task::JoinHandle<()>) {
     serve_on(pki, ip, Arc::new(Named(name))).await
 }
 
 /// What the pool shows of the endpoint at `url`.
-fn status_of(pool: &ExecutorPool, url: &str) -> super::EndpointStatus {
+pub(super) fn status_of(pool: &ExecutorPool, url: &str) -> super::EndpointStatus {
     pool.status()
         .into_iter()
         .find(|s| url.ends_with(&s.address))
