@@ -267,5 +267,30 @@ pub fn wiring(objects: &[Value]) -> Vec<String> {
     if grace * 1000 < timeout_ms {
         bad.push(format!("executor terminationGracePeriodSeconds {grace} is shorter than a call may run ({timeout_ms} ms): draining would cut calls"));
     }
+    // The executor's own drain must outlast a call and end before the kubelet's SIGKILL.
+    let args: Vec<&str> = exec_pod["containers"][0]["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str())
+        .collect();
+    let drain_ms = args
+        .iter()
+        .position(|a| *a == "--drain-grace-ms")
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse::<i64>().ok());
+    match drain_ms {
+        None => bad.push(
+            "the executor has no --drain-grace-ms: its default drain is shorter than a call may run"
+                .into(),
+        ),
+        Some(ms) if ms < timeout_ms => bad.push(format!(
+            "executor --drain-grace-ms {ms} is shorter than a call may run ({timeout_ms} ms)"
+        )),
+        Some(ms) if ms >= grace * 1000 => bad.push(format!(
+            "executor --drain-grace-ms {ms} does not end before terminationGracePeriodSeconds {grace}"
+        )),
+        Some(_) => {}
+    }
     bad
 }

@@ -274,3 +274,19 @@ fn kubernetes_executor_grace_shorter_than_a_call_is_refused() {
         "draining would cut calls",
     );
 }
+
+#[test]
+fn kubernetes_executor_drain_shorter_than_a_call_is_refused() {
+    holds_and_refuses(
+        "kubernetes_executor_drain_shorter_than_a_call_is_refused",
+        checks::wiring,
+        |o| {
+            let args = &mut get(o, "Deployment", EXECUTOR)["spec"]["template"]["spec"]
+                ["containers"][0]["args"];
+            let list = args.as_array_mut().unwrap();
+            let at = list.iter().position(|a| a == "--drain-grace-ms").unwrap();
+            list[at + 1] = json!("25000");
+        },
+        "--drain-grace-ms 25000 is shorter than a call may run",
+    );
+}
