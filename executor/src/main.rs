@@ -23,6 +23,8 @@ use skillbox_executor::relay;
 use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 
+mod serve_cmd;
+
 const EXIT_FAILED: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 
@@ -170,7 +172,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Probe { json } => run_probe(json),
         Command::Exec(args) => run_exec(args),
-        Command::Serve(args) => match run_serve(args) {
+        Command::Serve(args) => match serve_cmd::run_serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("skillbox-executor: {e:#}");
@@ -401,101 +403,4 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use skillbox_channel::{client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
-    use skillbox_executor::server::{CoreBroker, ExecutorService};
-    let files = TlsFiles::in_dir(&a.pki, EXECUTOR_IDENTITY);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(a.wait_pki);
-    while !(files.ca.exists() && files.cert.exists() && files.key.exists()) {
-        if std::time::Instant::now() > deadline {
-            anyhow::bail!(
-                "PKI files missing in {} after {} s; start the core first (it creates them)",
-                a.pki.display(),
-                a.wait_pki
-            );
-        }
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-    let mut config = SandboxConfig {
-        insecure_no_sandbox: a.insecure_no_sandbox,
-        max_concurrent_calls: a.max_concurrent,
-        max_prestarted: a.max_prestarted,
-        uid_base: a.uid_base,
-        ..SandboxConfig::default()
-    };
-    if let Some(root) = a.scratch_root {
-        config.scratch_root = root;
-    }
-    let mut sandbox = Sandbox::new(config)?;
-    sandbox.keep_ready(a.ready_slots);
-    let tls = std::sync::Arc::new(
-        server::ReloadingServerConfig::new(files.clone())
-            .context("loading the executor certificate")?,
-    );
-    let client =
-        RpcClient::new(&a.core_url, CORE_IDENTITY, &files).context("core callback client")?;
-    let service = ExecutorService::new(
-        sandbox,
-        a.skills,
-        CoreBroker::new(client),
-        a.max_concurrent,
-        a.max_queue,
-    );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&a.listen)
-            .await
-            .with_context(|| format!("binding {}", a.listen))?;
-        tracing::info!(listen = %listener.local_addr()?, "executor serving");
-        let options = server::ServerOptions {
-            expected_peer: CORE_IDENTITY.to_string(),
-            max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
-        };
-        let service = std::sync::Arc::new(service);
-        service.prestart();
-        let serving = server::serve(listener, tls, options, std::sync::Arc::clone(&service) as std::sync::Arc<dyn server::RpcHandler>);
-        tokio::pin!(serving);
-        tokio::select! {
-            _ = &mut serving => {}
-            _ = shutdown_signal() => {
-                let grace = std::time::Duration::from_millis(a.drain_grace_ms);
-                let linger = std::time::Duration::from_millis(a.drain_linger_ms);
-                tracing::info!(grace_ms = a.drain_grace_ms, "executor draining: new calls are refused, held calls finish");
-                // The listener keeps serving while the drain runs: held calls answer on
-                // their connections and new ones get the draining refusal.
-                tokio::select! {
-                    outcome = service.drain(grace, linger) => {
-                        if outcome.abandoned == 0 {
-                            tracing::info!(took_ms = outcome.took.as_millis() as u64, "executor drained; shutting down");
-                        } else {
-                            tracing::warn!(abandoned = outcome.abandoned, grace_ms = a.drain_grace_ms, "drain grace period over; shutting down with calls still running");
-                        }
-                    }
-                    _ = &mut serving => {}
-                    _ = shutdown_signal() => tracing::warn!("second stop signal: shutting down without waiting for held calls"),
-                }
-            }
-        }
-        service.stop_prestarted();
-        anyhow::Ok(())
-    })?;
-    // Ended calls' users and scratch dirs are released on threads of their own.
-    skillbox_executor::sandbox::wait_idle();
-    Ok(())
-}
-
-async fn shutdown_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
 }
