@@ -54,19 +54,42 @@ pub fn rotation_signed_bytes(old_fp: &str, new_fp: &str, issued_at: i64) -> Vec<
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RotationRefusal {
     #[error("rotation: statement is malformed ({reason}); remove it and run `skillbox certs rotate-root` again")]
-    Malformed { reason: String },
+    /// The statement does not parse or is not well-formed (wrong algorithm, bad PEM,
+    /// signature not base64, new root unusable as a trust anchor).
+    Malformed {
+        /// What is wrong with it.
+        reason: String,
+    },
     #[error("rotation: new_root_fingerprint does not match new_root_pem; the statement was altered, remove it")]
+    /// `new_root_fingerprint` is not the SHA-256 of `new_root_pem`.
     FingerprintMismatch,
     #[error("rotation: the new root is not a CA certificate; remove the statement")]
+    /// The new root certificate is not a CA.
     NewRootNotCa,
     #[error("rotation: signed for root {fingerprint}, which is not trusted here; only a trusted root can vouch for a new one, add it to roots/ or remove the statement")]
-    UnknownSigner { fingerprint: String },
+    /// The signing (old) root is not trusted by this store.
+    UnknownSigner {
+        /// SHA-256 (hex) of the signing root.
+        fingerprint: String,
+    },
     #[error("rotation: signed by root {fingerprint}, which is retired; a retired root vouches for nothing, add the new root to roots/ if you trust it")]
-    SignerRetired { fingerprint: String },
+    /// The signing root is trusted but retired.
+    SignerRetired {
+        /// SHA-256 (hex) of the signing root.
+        fingerprint: String,
+    },
     #[error("rotation: signed by root {fingerprint}, which is revoked; remove the statement")]
-    SignerRevoked { fingerprint: String },
+    /// The signing root is on the revocation list.
+    SignerRevoked {
+        /// SHA-256 (hex) of the signing root.
+        fingerprint: String,
+    },
     #[error("rotation: the signature does not verify with root {fingerprint}'s key (forged or corrupted); remove the statement")]
-    BadSignature { fingerprint: String },
+    /// The signature does not verify with the signing root's key.
+    BadSignature {
+        /// SHA-256 (hex) of the signing root.
+        fingerprint: String,
+    },
 }
 
 /// A statement whose shape checked out, with the new root's DER.

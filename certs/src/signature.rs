@@ -66,24 +66,43 @@ pub fn signed_bytes(name: &str, version: &str, digest: &str, signed_at: i64) -> 
 #[derive(Debug, thiserror::Error)]
 pub enum SignError {
     #[error("sign: the {field} {value:?} is {reason}; use the manifest's {field}")]
+    /// The name or version is empty, longer than 256 bytes or holds a control character.
     InvalidField {
+        /// Which field: `name` or `version`.
         field: &'static str,
+        /// The value given.
         value: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
     #[error("sign: the certificate chain is unusable: {reason}; pass the PEM written by `skillbox certs issue`")]
-    Chain { reason: String },
+    /// The certificate chain PEM does not parse, is empty, or its leaf key is not
+    /// ECDSA P-256.
+    Chain {
+        /// What is wrong with it.
+        reason: String,
+    },
     #[error("sign: the private key is unusable: {reason}; pass the .key written by `skillbox certs issue`")]
-    Key { reason: String },
+    /// The private key is not a usable PKCS#8 ECDSA P-256 key.
+    Key {
+        /// What is wrong with it.
+        reason: String,
+    },
     #[error("sign: the private key does not belong to the first certificate of the chain; pass the matching --cert and --key")]
+    /// The private key does not match the leaf certificate's public key.
     KeyMismatch,
     #[error(transparent)]
+    /// The package's files could not be hashed.
     Digest(#[from] DigestError),
     #[error("sign: the signing operation failed; try again")]
+    /// The ECDSA signing operation failed.
     Sign,
     #[error("sign: cannot write {}: {source}", path.display())]
+    /// `SIGNATURE` could not be serialised or written.
     Write {
+        /// The `SIGNATURE` file.
         path: PathBuf,
+        /// The I/O (or serialisation) error.
         #[source]
         source: io::Error,
     },

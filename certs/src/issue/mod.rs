@@ -48,6 +48,7 @@ pub struct IssuedCert {
     pub key_path: PathBuf,
     /// SHA-256 (hex) of the new certificate's DER.
     pub fingerprint: String,
+    /// Subject of the new certificate as text, e.g. `CN=…, O=…`.
     pub subject: String,
     /// notAfter, Unix seconds (never later than the issuer's).
     pub not_after: i64,
@@ -59,43 +60,90 @@ pub struct IssuedCert {
 #[derive(Debug, thiserror::Error)]
 pub enum IssueError {
     #[error("issue: the {what} {value:?} is {reason}")]
+    /// A name (root common name or publisher) is empty, too long, holds a control
+    /// character or, for a publisher, characters unfit for a file name.
     InvalidName {
+        /// Which name: `root common name` or `publisher`.
         what: &'static str,
+        /// The name given.
         value: String,
+        /// What is wrong with it.
         reason: &'static str,
     },
     #[error("issue: --days {days} is out of range; use 1 to {MAX_DAYS}")]
-    InvalidDays { days: u32 },
+    /// The validity in days is 0, above [`MAX_DAYS`], or gives an unrepresentable date.
+    InvalidDays {
+        /// The number of days given.
+        days: u32,
+    },
     #[error("issue: {} already exists; move it away first (keys are never overwritten)", path.display())]
-    AlreadyExists { path: PathBuf },
+    /// A certificate or key file to be created already exists.
+    AlreadyExists {
+        /// The existing file.
+        path: PathBuf,
+    },
     #[error("issue: no CA at {}; run `skillbox certs init-root` first", path.display())]
-    MissingCa { path: PathBuf },
+    /// The CA's certificate or key file does not exist.
+    MissingCa {
+        /// The missing file.
+        path: PathBuf,
+    },
     #[error("issue: {} is unusable ({reason}); restore it from a backup", path.display())]
-    ReadCa { path: PathBuf, reason: String },
+    /// A CA certificate or key file exists but cannot be used (unparsable, key not
+    /// matching the certificate, unsupported subject encoding, ...).
+    ReadCa {
+        /// The unusable file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     #[error("issue: generating the {step} failed: {source}")]
+    /// rcgen failed to generate a key or to build and sign a certificate.
     Generate {
+        /// What was being generated, e.g. `root key` or `developer certificate`.
         step: &'static str,
+        /// The rcgen error.
         #[source]
         source: rcgen::Error,
     },
     #[error("issue: the new certificate's issuer does not match the CA's subject; the CA certificate uses a name encoding this tool cannot reproduce")]
+    /// The issued certificate does not parse, or its issuer does not byte-match the
+    /// CA certificate's subject.
     IssuerMismatch,
     #[error("issue: signing failed; try again")]
+    /// Signing a rotation statement, or drawing random bytes for a serial, failed.
     Sign,
     #[error("issue: cannot write or read {}: {source}", path.display())]
+    /// Reading, writing or creating a file or folder failed.
     Io {
+        /// The file or folder.
         path: PathBuf,
+        /// The I/O error.
         #[source]
         source: io::Error,
     },
     #[error(transparent)]
+    /// The trust store could not be loaded or its lists could not be read.
     Trust(#[from] TrustError),
     #[error("issue: {input:?} is neither a PEM certificate, a SHA-256 fingerprint nor a certificate file")]
-    InvalidCertOrFingerprint { input: String },
+    /// The input is neither PEM certificate text, a SHA-256 fingerprint nor a readable
+    /// PEM certificate file.
+    InvalidCertOrFingerprint {
+        /// The input given (for revocation, its first 80 characters).
+        input: String,
+    },
     #[error("issue: no root with fingerprint {fingerprint} in the trust store; see `skillbox certs list`")]
-    UnknownRoot { fingerprint: String },
+    /// No root in the trust store has the fingerprint given.
+    UnknownRoot {
+        /// The normalised fingerprint looked for.
+        fingerprint: String,
+    },
     #[error("issue: retiring {fingerprint} would leave no current root; run `skillbox certs rotate-root` first")]
-    LastRoot { fingerprint: String },
+    /// Retiring the root would leave no root that is not retired.
+    LastRoot {
+        /// SHA-256 (hex) of the root to be retired.
+        fingerprint: String,
+    },
 }
 
 pub(crate) fn io_err(path: &Path) -> impl FnOnce(io::Error) -> IssueError + '_ {

@@ -22,6 +22,7 @@ pub const RETIRED_FILE: &str = "retired.json";
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RevocationList {
+    /// The revoked certificates.
     pub revoked: Vec<Revocation>,
 }
 
@@ -34,6 +35,7 @@ pub struct RevocationList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Revocation {
+    /// SHA-256 (hex) of the revoked certificate's DER.
     pub fingerprint: String,
     /// The issuer as `CN=…, O=…` (with `serial`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -44,8 +46,9 @@ pub struct Revocation {
     /// SHA-256 (hex) of the DER SubjectPublicKeyInfo: every certificate for this key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spki_sha256: Option<String>,
+    /// The operator's reason for revoking it.
     pub reason: String,
-    /// Unix seconds.
+    /// When it was revoked, Unix seconds.
     pub revoked_at: i64,
     /// The certificate's subject when it was revoked from a PEM (informative).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +145,7 @@ pub(crate) fn checked_revocation(path: &Path, mut r: Revocation) -> Result<Revoc
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RetiredList {
+    /// The retired roots.
     pub retired: Vec<Retirement>,
 }
 
@@ -149,8 +153,9 @@ pub struct RetiredList {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Retirement {
+    /// SHA-256 (hex) of the retired root's DER.
     pub fingerprint: String,
-    /// Unix seconds.
+    /// When it was retired, Unix seconds.
     pub retired_at: i64,
 }
 

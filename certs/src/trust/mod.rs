@@ -43,7 +43,10 @@ pub enum RootSource {
     /// A file in `<trust>/roots/`.
     Configured,
     /// Accepted through a rotation statement signed by the root `from`.
-    Rotated { from: String },
+    Rotated {
+        /// SHA-256 (hex) of the signing (old) root.
+        from: String,
+    },
 }
 
 /// A root known to the trust store.
@@ -55,6 +58,7 @@ pub struct RootInfo {
     pub subject: String,
     /// notAfter, Unix seconds.
     pub not_after: i64,
+    /// How it came to be trusted.
     pub source: RootSource,
     /// A successor root was accepted through a rotation statement signed by this one:
     /// it is going away, packages that chain to it should be re-signed.
@@ -66,7 +70,9 @@ pub struct RootInfo {
 /// A rotation statement the store refused (and ignored).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadWarning {
+    /// The refused statement file in `<trust>/rotations/`.
     pub file: PathBuf,
+    /// Why it was refused.
     pub refusal: RotationRefusal,
 }
 
