@@ -86,20 +86,43 @@ impl RpcHandler for Runs {
     }
 }
 
-#[tokio::test]
-async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
+/// A pool over a [`Stopping`] executor on 127.0.0.1 (`s`) and a plain one named `a` on
+/// `other_ip`, after one health round; the servers live as long as the value.
+struct Pair {
+    _pki: super::tests::Pki,
+    stopping: Arc<Stopping>,
+    s: String,
+    pool: ExecutorPool,
+    _servers: [tokio::task::JoinHandle<()>; 2],
+}
+
+async fn stopping_and_taking(draining: bool, other_ip: &str) -> Pair {
     let pki = pki();
-    let stopping = Stopping::new(true);
-    let (s, _ts) = serve_on(
+    let stopping = Stopping::new(draining);
+    let (s, ts) = serve_on(
         &pki,
         "127.0.0.1",
         Arc::clone(&stopping) as Arc<dyn RpcHandler>,
     )
     .await;
-    let (a, _ta) = start(&pki, "127.0.0.2", "a").await;
+    let (a, ta) = start(&pki, other_ip, "a").await;
     let pool =
         ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state)).unwrap();
     pool.refresh().await;
+    Pair {
+        _pki: pki,
+        stopping,
+        s,
+        pool,
+        _servers: [ts, ta],
+    }
+}
+
+#[tokio::test]
+async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
+    let Pair {
+        stopping, s, pool, ..
+    } = stopping_and_taking(true, "127.0.0.2").await;
     for _ in 0..4 {
         let v = pool
             .call("whoami", json!({}), Duration::from_secs(5))
@@ -120,19 +143,10 @@ async fn pool_stops_routing_to_an_executor_whose_health_says_draining() {
 
 #[tokio::test]
 async fn pool_resends_a_call_refused_as_draining_to_another_executor() {
-    let pki = pki();
     // Healthy at the last health round, draining when the call arrives.
-    let stopping = Stopping::new(false);
-    let (s, _ts) = serve_on(
-        &pki,
-        "127.0.0.1",
-        Arc::clone(&stopping) as Arc<dyn RpcHandler>,
-    )
-    .await;
-    let (a, _ta) = start(&pki, "127.0.0.3", "a").await;
-    let pool =
-        ExecutorPool::new(&[s.clone(), a], crate::state::pki::core_files(&pki.state)).unwrap();
-    pool.refresh().await;
+    let Pair {
+        stopping, s, pool, ..
+    } = stopping_and_taking(false, "127.0.0.3").await;
     stopping.draining.store(true, SeqCst);
     for _ in 0..4 {
         // Even a call that must never be delivered twice: the refusal ran nothing.
