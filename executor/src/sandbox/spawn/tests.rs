@@ -32,6 +32,14 @@ fn sh(script: &str, env: Vec<(String, String)>) -> Launch {
     .unwrap()
 }
 
+/// Everything the child writes to stdout, until it closes it.
+async fn stdout_of(child: &mut super::SandboxChild) -> String {
+    let mut out = String::new();
+    let mut stdout = child.stdout.take().unwrap();
+    stdout.read_to_string(&mut out).await.unwrap();
+    out
+}
+
 #[tokio::test]
 async fn pipes_stdio_and_sets_exactly_the_given_environment() {
     let env = vec![
@@ -47,14 +55,7 @@ async fn pipes_stdio_and_sets_exactly_the_given_environment() {
     let mut stdin = child.stdin.take().unwrap();
     stdin.write_all(b"hello\n").await.unwrap();
     drop(stdin);
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
+    let out = stdout_of(&mut child).await;
     let mut err = String::new();
     child
         .stderr
@@ -81,14 +82,7 @@ async fn the_child_gets_default_signal_handling_and_an_empty_mask() {
     let mut child = sh("grep -E '^(SigBlk|SigIgn)' /proc/self/status", vec![])
         .spawn()
         .unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .await
-        .unwrap();
+    let out = stdout_of(&mut child).await;
     child.wait().await.unwrap();
     for line in out.lines() {
         let mask = u64::from_str_radix(line.split_whitespace().nth(1).unwrap(), 16).unwrap();
@@ -194,14 +188,7 @@ async fn many_threads_spawning_at_once_each_get_their_own_child() {
         let done = Arc::clone(&done);
         tasks.push(tokio::spawn(async move {
             let mut child = sh(&format!("echo {i}"), vec![]).spawn().unwrap();
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .await
-                .unwrap();
+            let out = stdout_of(&mut child).await;
             assert!(child.wait().await.unwrap().success());
             assert_eq!(out.trim(), i.to_string());
             done.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
