@@ -1,8 +1,8 @@
 //! The steps run in the tool's process between clone and exec ([`super::spawn`]), in this
-//! order: new session, rlimits, fds above 2 closed (on exec), capabilities dropped
-//! (bounding set, securebits locked, user switched when the executor is root,
-//! effective/permitted/inheritable/ambient cleared), no_new_privs, Landlock (after adding
-//! the child's own `/proc/<pid>`), seccomp. Everything they need is prepared before the
+//! order: its own `/proc/<pid>` added to the Landlock ruleset, new session, rlimits, fds
+//! above 2 closed (on exec), capabilities dropped (bounding set, securebits locked, user
+//! switched when the executor is root, effective/permitted/inheritable/ambient cleared),
+//! no_new_privs, Landlock enforced, seccomp. Everything they need is prepared before the
 //! clone; these steps only make system calls: no allocation, and no libc wrapper that keeps
 //! process-wide state (the child shares the executor's memory until it execs).
 
@@ -64,6 +64,12 @@ fn check(ret: libc::c_int) -> io::Result<()> {
 impl ChildSetup {
     /// Runs in the child before exec. Returns an error to make the spawn fail.
     pub fn apply(&self) -> io::Result<()> {
+        // First, before RLIMIT_NOFILE is lowered: opening `/proc/self` takes the lowest
+        // free descriptor of the table this process copied from the executor, which under
+        // load has every number below the tool's limit in use (EMFILE).
+        if let Some(landlock) = &self.landlock {
+            landlock.add_in_child()?;
+        }
         nix::unistd::setsid()?;
         self.limits.apply()?;
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors;
@@ -80,7 +86,6 @@ impl ChildSetup {
         // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
         if let Some(landlock) = &self.landlock {
-            landlock.add_in_child()?;
             landlock.restrict_in_child()?;
         }
         if let Some(filters) = &self.filters {

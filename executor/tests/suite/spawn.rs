@@ -114,3 +114,30 @@ async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
     assert!(status.success(), "id exited with {status}");
     out
 }
+
+#[test]
+fn a_tool_starts_while_the_executor_holds_more_descriptors_than_a_tool_may_open() {
+    // The tool's process starts with a copy of the executor's descriptor table; under load
+    // every number below the tool's RLIMIT_NOFILE (256) is taken. Seen in the concurrency
+    // suite as "confining the process: Too many open files" before the child opened its
+    // `/proc/self` ahead of lowering the limit.
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, "fds", "print('x')");
+    let skill_dir = root.skills().join("fds");
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let held: Vec<std::fs::File> = (0..400)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let out = runtime.block_on(run_id(&sandbox, &skill_dir));
+    sandbox::wait_idle();
+    drop(held);
+    assert!(!out.trim().is_empty(), "id printed nothing");
+}
