@@ -213,6 +213,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
             pki: ws.pki_dir(),
             core_url: callback_url.clone(),
             max_concurrent: config.executor.max_concurrent,
+            scratch_tmpfs_mb: config.executor.scratch_tmpfs_mb,
             insecure: args.insecure_no_sandbox,
             log_json: config.log.format == skillbox_core::observe::log::LogFormat::Json,
         };
@@ -360,6 +361,8 @@ struct ExecutorSpec {
     pki: PathBuf,
     core_url: String,
     max_concurrent: usize,
+    /// `--scratch-tmpfs-mb` (0: scratch on disk).
+    scratch_tmpfs_mb: u64,
     insecure: bool,
     /// `[log] format = "json"`: the executor logs JSON lines too.
     log_json: bool,
@@ -393,6 +396,10 @@ async fn supervise(spec: ExecutorSpec) {
             .kill_on_drop(true);
         if spec.insecure {
             cmd.arg("--insecure-no-sandbox");
+        }
+        if spec.scratch_tmpfs_mb > 0 {
+            cmd.arg("--scratch-tmpfs-mb")
+                .arg(spec.scratch_tmpfs_mb.to_string());
         }
         if spec.log_json {
             cmd.env("SKILLBOX_LOG_FORMAT", "json");

@@ -8,7 +8,8 @@
 //! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
 //! clients on the plain tool for S seconds and reports nothing, for a profiler;
 //! `ROUNDTRIP_EXECUTOR=PATH` runs another executor binary, e.g. an older build for an A/B
-//! comparison run after run).
+//! comparison run after run; `ROUNDTRIP_EXECUTOR_TOML` adds `[executor]` lines, e.g.
+//! `scratch_tmpfs_mb = 0`).
 //!
 //! Series, interleaved round by round so that load from elsewhere falls on all alike:
 //! - `bare` — the static C tool spawned by `std::process::Command` with its arguments on

@@ -124,6 +124,11 @@ struct ServeArgs {
     /// Where per-call scratch dirs are made.
     #[arg(long, value_name = "DIR")]
     scratch_root: Option<PathBuf>,
+    /// Put the scratch root on a tmpfs of this many MiB, private to the executor and its
+    /// tools (needs root; without it the scratch stays on disk, with a warning). 0: on disk.
+    #[arg(long, value_name = "MIB", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
+    scratch_tmpfs_mb: u64,
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
@@ -171,7 +176,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Probe { json } => run_probe(json),
-        Command::Exec(args) => run_exec(args),
+        Command::Exec(args) => {
+            skillbox_executor::sandbox::drop_own_bounding_set();
+            run_exec(args)
+        }
         Command::Serve(args) => match serve_cmd::run_serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -33,6 +33,10 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(root) = a.scratch_root {
         config.scratch_root = root;
     }
+    if a.scratch_tmpfs_mb > 0 {
+        mount_scratch(&config.scratch_root, a.scratch_tmpfs_mb)?;
+    }
+    skillbox_executor::sandbox::drop_own_bounding_set();
     let mut sandbox = Sandbox::new(config)?;
     sandbox.keep_ready(a.ready_slots);
     let tls = std::sync::Arc::new(
@@ -91,6 +95,24 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     // Ended calls' users and scratch dirs are released on threads of their own.
     skillbox_executor::sandbox::wait_idle();
     Ok(())
+}
+
+/// Mounts the scratch tmpfs (still one thread: the runtime and the sandbox's threads start
+/// after it). Without the privilege for it the scratch stays on disk, with a warning: the
+/// tmpfs makes calls cheaper and bounds what tools write, it confines nothing.
+fn mount_scratch(root: &std::path::Path, size_mb: u64) -> anyhow::Result<()> {
+    use skillbox_executor::sandbox::scratch_mount::mount_private_tmpfs;
+    match mount_private_tmpfs(root, size_mb) {
+        Ok(()) => {
+            tracing::info!(root = %root.display(), size_mb, "scratch root on a private tmpfs");
+            Ok(())
+        }
+        Err(e) if e.is_permission() => {
+            tracing::warn!(root = %root.display(), error = %e, "scratch root stays on disk");
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 async fn shutdown_signal() {

@@ -137,9 +137,14 @@ pub fn workspace() -> tempfile::TempDir {
         None,
     );
     // ROUNDTRIP_EXECUTOR: another executor binary (an older build, for an A/B run).
-    let binary = std::env::var("ROUNDTRIP_EXECUTOR")
+    let mut binary = std::env::var("ROUNDTRIP_EXECUTOR")
         .map(|b| format!("binary = {b:?}\n"))
         .unwrap_or_default();
+    // ROUNDTRIP_EXECUTOR_TOML: more `[executor]` lines (e.g. `scratch_tmpfs_mb = 0`).
+    if let Ok(lines) = std::env::var("ROUNDTRIP_EXECUTOR_TOML") {
+        binary.push_str(&lines);
+        binary.push('\n');
+    }
     std::fs::write(
         ws.path().join("skillbox.toml"),
         format!(

@@ -18,6 +18,8 @@
 //! callback_url = ""                # how the executor reaches that listener (default https://<callback_listen>)
 //! call_timeout_ms = 300000         # a tool call's longest round trip through the channel
 //! max_concurrent = 16              # calls the executor runs at once
+//! scratch_tmpfs_mb = 512           # `up`: the executor's scratch dirs on a tmpfs of this size,
+//!                                  # private to it (needs root); 0: on disk under TMPDIR
 //! binary = ""                      # skillbox-executor to start (default: next to skillbox)
 //! pki_export = ""                  # `serve`: also copy the executor's certificate, key and the
 //!                                  # CA certificate here (a volume the executor mounts)
@@ -205,6 +207,8 @@ pub struct ExecutorConfig {
     pub call_timeout_ms: u64,
     /// Calls the executor runs at once.
     pub max_concurrent: usize,
+    /// `up`: MiB of the private tmpfs the executor puts its scratch root on; 0: on disk.
+    pub scratch_tmpfs_mb: u64,
     /// Executor binary for `up`.
     pub binary: String,
     /// A folder the executor's TLS files are copied to on start (containers); empty: none.
@@ -225,12 +229,16 @@ impl Default for ExecutorConfig {
             callback_url: String::new(),
             call_timeout_ms: 300_000,
             max_concurrent: 16,
+            scratch_tmpfs_mb: DEFAULT_SCRATCH_TMPFS_MB,
             binary: String::new(),
             pki_export: String::new(),
             pki_dir: String::new(),
         }
     }
 }
+
+/// MiB of the embedded executor's scratch tmpfs: what all calls at once may write.
+pub const DEFAULT_SCRATCH_TMPFS_MB: u64 = 512;
 
 /// The callback listener of `serve` when `[executor] callback_listen` is unset: a fixed port,
 /// since an executor started elsewhere is told `--core-url` by hand.
@@ -384,7 +392,13 @@ impl Config {
     fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
         let (e, d) = (&self.executor, &self.docker);
         // (key, value, allowed range): integers as f64 are exact at these sizes.
-        let checks: [(&'static str, f64, f64, f64); 7] = [
+        let checks: [(&'static str, f64, f64, f64); 8] = [
+            (
+                "executor.scratch_tmpfs_mb",
+                e.scratch_tmpfs_mb as f64,
+                0.0,
+                1_048_576.0,
+            ),
             (
                 "executor.health_interval_ms",
                 e.health_interval_ms as f64,

@@ -97,18 +97,17 @@ impl ChildSetup {
     fn drop_privileges(&self) -> io::Result<()> {
         let root = nix::unistd::geteuid().is_root();
         for cap in 0..=self.cap_last {
+            // Read first: a drop commits new credentials even for a capability that is
+            // already gone, and the executor emptied its own bounding set at start
+            // (`super::drop_own_bounding_set`), so normally nothing is left to drop.
             // SAFETY: integer arguments only.
-            let r = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-            if r < 0 {
-                // Without CAP_SETPCAP the drop fails; that is fine only if the capability
-                // is already gone from the bounding set.
-                // SAFETY: integer arguments only.
-                let present =
-                    unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) };
-                if present != 0 {
-                    return Err(io::Error::last_os_error());
-                }
+            let present =
+                unsafe { libc::prctl(libc::PR_CAPBSET_READ, cap as libc::c_ulong, 0, 0, 0) };
+            if present == 0 {
+                continue;
             }
+            // SAFETY: integer arguments only.
+            check(unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) })?;
         }
         if root {
             // SAFETY: integer arguments only.

@@ -16,6 +16,7 @@ pub mod probe;
 pub mod reaper;
 pub mod remove_tree;
 pub mod scratch;
+pub mod scratch_mount;
 pub mod seccomp;
 pub mod slots;
 pub mod spawn;
@@ -408,6 +409,18 @@ impl Sandbox {
                 return Err(SandboxError::Busy(self.config.max_concurrent_calls));
             }
         }
+    }
+}
+
+/// Empties this process's capability bounding set, when it may (`CAP_SETPCAP`). The
+/// executor starts nothing that should gain a capability at exec, and each tool's process
+/// then finds its bounding set already empty instead of dropping every capability itself
+/// (a credentials commit each). The executor's own effective and permitted sets are
+/// untouched. For the executor binary only: a test process that starts `skillbox up`
+/// afterwards would start it without capabilities.
+pub fn drop_own_bounding_set() {
+    if let Err(e) = caps::clear(None, caps::CapSet::Bounding) {
+        tracing::debug!(error = %e, "bounding set kept; each tool's process drops it");
     }
 }
 

@@ -88,7 +88,12 @@ fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_a
 }
 
 async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
-    let argv = ["/usr/bin/id".to_string(), "-u".to_string()];
+    run(sandbox, skill_dir, &["/usr/bin/id", "-u"]).await
+}
+
+/// Runs `argv` in the sandbox; its stdout (it must exit 0).
+async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
+    let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
     let prepared = sandbox
         .prepare(LaunchSpec {
             skill_dir,
@@ -111,8 +116,58 @@ async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
         .unwrap();
     let status = child.wait().await.unwrap();
     prepared.guard.finish(pid);
-    assert!(status.success(), "id exited with {status}");
+    assert!(status.success(), "{argv:?} exited with {status}");
     out
+}
+
+/// `CapBnd:` of a `/proc/<pid>/status`.
+fn bounding_set(status: &str) -> String {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn a_tool_started_by_a_process_with_a_full_bounding_set_drops_it_itself() {
+    // The executor binary empties its own bounding set at start, so the tool's process
+    // normally finds nothing to drop; this test process keeps its own, so the child's
+    // drop is what is checked here.
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED {}: needs root (CAP_SETPCAP)", module_path!());
+        return;
+    }
+    let mine = bounding_set(&std::fs::read_to_string("/proc/self/status").unwrap());
+    assert_ne!(
+        mine, "0000000000000000",
+        "this test needs a bounding set to drop"
+    );
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, "bnd", "print('x')");
+    let skill_dir = root.skills().join("bnd");
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(run(
+        &sandbox,
+        &skill_dir,
+        &["/bin/cat", "/proc/self/status"],
+    ));
+    sandbox::wait_idle();
+    assert_eq!(bounding_set(&status), "0000000000000000", "{status}");
+    let after = bounding_set(&std::fs::read_to_string("/proc/self/status").unwrap());
+    assert_eq!(
+        after, mine,
+        "the tool's drop reached the executor's process"
+    );
 }
 
 #[test]

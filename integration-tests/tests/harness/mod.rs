@@ -124,6 +124,8 @@ pub struct Options {
     pub extra_skills: Vec<(String, String)>,
     /// More of `skillbox.toml`, appended as written (new sections only).
     pub extra_toml: String,
+    /// More `[executor]` lines of `skillbox.toml`.
+    pub executor_toml: String,
     /// Run on the workspace folder after the test skills are written, before the start.
     pub prepare: Option<fn(&Path)>,
 }
@@ -141,6 +143,7 @@ impl Default for Options {
             core_path_prefix: None,
             extra_skills: Vec::new(),
             extra_toml: String::new(),
+            executor_toml: String::new(),
             prepare: None,
         }
     }
@@ -427,6 +430,7 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
     if let Some(url) = &options.executor_url {
         executor.push_str(&format!("url = \"{url}\"\n"));
     }
+    executor.push_str(&options.executor_toml);
     format!(
         "# written by the skillbox end-to-end suite\n\
          [gateway]\nmax_request_bytes = 1048576\n\n\

@@ -41,6 +41,10 @@ fn executor_and_docker_limits_out_of_range_are_refused_with_the_key() {
             "executor.health_interval_ms",
         ),
         (
+            "[executor]\nscratch_tmpfs_mb = 2000000\n",
+            "executor.scratch_tmpfs_mb",
+        ),
+        (
             "[docker]\nrestart_after_ms = 10\n",
             "docker.restart_after_ms",
         ),
