@@ -78,6 +78,72 @@ fn bare(argv: &[&str], dir: &Path) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+/// `GET /metrics`: each stage's (sum in seconds, count) of `skillbox_call_stage_seconds`.
+fn stage_totals(addr: &str, token: &str) -> Vec<(String, f64, f64)> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let value = |name: &str, stage: &str| {
+        let prefix = format!("skillbox_call_stage_seconds_{name}{{stage=\"{stage}\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    STAGES
+        .iter()
+        .map(|st| (st.to_string(), value("sum", st), value("count", st)))
+        .collect()
+}
+
+/// The core's stages of a call (`skillbox_call_stage_seconds`), in order.
+const STAGES: [&str; 7] = [
+    "gateway",
+    "pipeline",
+    "channel",
+    "executor_queue",
+    "executor_start",
+    "tool",
+    "executor_end",
+];
+
+/// `n` `plain` calls in a row, each stage's mean from the metrics' sums and counts before
+/// and after, and what the client saw beyond them; the bare spawn's mean beside.
+fn breakdown(addr: &str, token: &str, n: usize, bare_argv: &[&str], dir: &Path) -> String {
+    let before = stage_totals(addr, token);
+    let client: f64 = (0..n)
+        .map(|_| call(addr, token, "plain:run").0)
+        .sum::<f64>()
+        / n as f64;
+    let after = stage_totals(addr, token);
+    let bare_mean: f64 = (0..n).map(|_| bare(bare_argv, dir)).sum::<f64>() / n as f64;
+    let mut out = format!(
+        "\nWhere a `plain` call's time goes ({n} calls in a row, means from `skillbox_call_stage_seconds`):\n\n| stage | mean µs |\n|---|---|\n"
+    );
+    let mut staged = 0.0;
+    for ((stage, s0, c0), (_, s1, c1)) in before.iter().zip(&after) {
+        let mean_us = if c1 > c0 {
+            (s1 - s0) / (c1 - c0) * 1e6
+        } else {
+            0.0
+        };
+        staged += mean_us;
+        out.push_str(&format!("| {stage} | {mean_us:.0} |\n"));
+    }
+    let client_us = client * 1000.0;
+    out.push_str(&format!(
+        "| outside the stages (the bot's connection, HTTP parsing and writing, wake-ups) | {:.0} |\n| **the client's mean** | **{client_us:.0}** |\n| bare spawn of the same program, mean | {:.0} |\n",
+        client_us - staged,
+        bare_mean * 1000.0
+    ));
+    out
+}
+
 fn cores() -> f64 {
     std::thread::available_parallelism().map_or(1.0, |n| n.get() as f64)
 }
@@ -184,6 +250,8 @@ fn main() {
         "\n`plain` through skillbox: the executor's own duration_ms median {:.0} (1 ms resolution).\n",
         median(&mut executor_ms)
     ));
+
+    report.push_str(&breakdown(&addr, &token, n, &plain_argv, ws.path()));
 
     let threads = 16;
     let per = (n / threads).max(4);

@@ -441,7 +441,10 @@ impl Bench<'_> {
             args_file: ArgsFile::Write(b"{}"),
         })?;
         let prepared = Instant::now();
-        let mut child = launch.spawn().context("spawning in the sandbox")?;
+        let mut child = self
+            .sandbox
+            .spawn(launch)
+            .context("spawning in the sandbox")?;
         let spawned = Instant::now();
         let pid = child.id();
         drop(child.stdin.take());

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
-use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::result::{ErrorKind, ExecutorStages, ToolResult};
 use skillbox_protocol::skill::ToolProtocol;
 use tracing::Instrument;
 
@@ -103,12 +103,42 @@ impl From<SandboxError> for CallError {
     }
 }
 
-/// Runs one call and reports it; never panics on tool behaviour.
+/// When a call passed its stages (the rest of [`ExecutorStages`] is measured around it).
+#[derive(Debug, Default)]
+struct CallClock {
+    /// The tool's process started (or a prestarted one taken).
+    spawned: Option<Instant>,
+    /// Its answer read and the process exited, or the call given up.
+    answered: Option<Instant>,
+}
+
+impl CallClock {
+    /// The stages of a call that arrived at the handler at `arrived`, started at
+    /// `started` and ended now.
+    fn stages(&self, arrived: Instant, started: Instant) -> ExecutorStages {
+        let ended = Instant::now();
+        let us = |from: Instant, to: Instant| {
+            u64::try_from(to.saturating_duration_since(from).as_micros()).unwrap_or(u64::MAX)
+        };
+        let spawned = self.spawned.unwrap_or(ended);
+        let answered = self.answered.unwrap_or(ended).max(spawned);
+        ExecutorStages {
+            queue_us: us(arrived, started),
+            start_us: us(started, spawned),
+            tool_us: us(spawned, answered),
+            end_us: us(answered, ended),
+        }
+    }
+}
+
+/// Runs one call that arrived at the executor's handler at `arrived`, and reports it with
+/// its stages; never panics on tool behaviour.
 pub async fn execute<B: CapabilityBroker>(
     sandbox: &Sandbox,
     registry: &Registry,
     broker: &B,
     params: ToolExecuteParams,
+    arrived: Instant,
 ) -> ToolResult {
     let started = Instant::now();
     let call_id = params.call_id.clone();
@@ -120,8 +150,8 @@ pub async fn execute<B: CapabilityBroker>(
         call_id = %call_id,
         traceparent = %params.traceparent.as_deref().unwrap_or_default()
     );
-    let mut spawn_us = None;
-    let outcome = run(sandbox, registry, broker, params, &mut spawn_us)
+    let mut clock = CallClock::default();
+    let outcome = run(sandbox, registry, broker, params, &mut clock)
         .instrument(span.clone())
         .await;
     let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
@@ -132,7 +162,10 @@ pub async fn execute<B: CapabilityBroker>(
             ToolResult::failed(call_id, e.kind(), e.to_string(), ms)
         }
     };
-    result.spawn_us = spawn_us;
+    result.spawn_us = clock.spawned.map(|at| {
+        u64::try_from(at.saturating_duration_since(started).as_micros()).unwrap_or(u64::MAX)
+    });
+    result.stages = Some(clock.stages(arrived, started));
     result
 }
 
@@ -141,9 +174,8 @@ async fn run<B: CapabilityBroker>(
     registry: &Registry,
     broker: &B,
     params: ToolExecuteParams,
-    spawn_us: &mut Option<u64>,
+    clock: &mut CallClock,
 ) -> Result<Value, CallError> {
-    let arrived = Instant::now();
     let registered =
         registry
             .skill(&params.skill)
@@ -223,7 +255,7 @@ async fn run<B: CapabilityBroker>(
                     None => ArgsFile::None,
                 },
             })?;
-            match launch.spawn() {
+            match sandbox.spawn_async(launch).await {
                 Ok(child) => (child, guard),
                 Err(e) => {
                     guard.finish(None);
@@ -234,7 +266,7 @@ async fn run<B: CapabilityBroker>(
             }
         }
     };
-    *spawn_us = Some(u64::try_from(arrived.elapsed().as_micros()).unwrap_or(u64::MAX));
+    clock.spawned = Some(Instant::now());
     let pid = child.id();
     let call = CallInfo {
         call_id: params.call_id.clone(),
@@ -337,6 +369,7 @@ async fn run<B: CapabilityBroker>(
         Ok(Err(e)) => Err(e),
         Err(_) => Err(CallError::Timeout(timeout_ms)),
     };
+    clock.answered = Some(Instant::now());
     let _ = child.start_kill();
     guard.finish(pid);
     let _ = child.wait().await;

@@ -398,7 +398,14 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     };
     let result = runtime.block_on(async {
         prestart_one(&sandbox, &registry, &skill, &tool).await;
-        call::execute(&sandbox, &registry, &OneShotBroker, params).await
+        call::execute(
+            &sandbox,
+            &registry,
+            &OneShotBroker,
+            params,
+            std::time::Instant::now(),
+        )
+        .await
     });
     registry.warm().clear();
     // The scratch dir is removed on the sweeper's thread; let it finish before exiting.

@@ -136,6 +136,7 @@ impl ExecutorService {
     }
 
     async fn execute(&self, params: Option<Value>) -> Result<Value, ErrorObject> {
+        let arrived = std::time::Instant::now();
         let params: ToolExecuteParams = serde_json::from_value(params.unwrap_or(Value::Null))
             .map_err(|e| {
                 ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}"))
@@ -167,7 +168,7 @@ impl ExecutorService {
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let registry = self.registry();
-        let result = call::execute(&self.sandbox, &registry, &self.broker, params).await;
+        let result = call::execute(&self.sandbox, &registry, &self.broker, params, arrived).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         to_value(&result)
     }

@@ -138,7 +138,7 @@ impl WarmPool {
                 ArgsFile::None
             },
         })?;
-        let child = match launch.spawn() {
+        let child = match sandbox.spawn(launch) {
             Ok(child) => child,
             Err(e) => {
                 guard.finish(None);

@@ -62,6 +62,13 @@ duration = "skillbox_tool_call_duration_seconds_count"
 assert delta(before, after, duration, skill="echo", tool="echo") == 5
 # Only the calls that started a tool process report a spawn time (two fetches included).
 assert delta(before, after, "skillbox_executor_spawn_seconds_count") == 5, after
+# Every REST call's gateway and pipeline stages; the channel's and the executor's for the
+# 7 calls an executor answered (3 echoes, 2 refused by the argument schema, 2 fetches).
+stages = "skillbox_call_stage_seconds_count"
+for s in ("gateway", "pipeline"):
+    assert delta(before, after, stages, stage=s) == 8, (s, after)
+for s in ("channel", "executor_queue", "executor_start", "tool", "executor_end"):
+    assert delta(before, after, stages, stage=s) == 7, (s, after)
 routes = sum(
     delta(before, after, "skillbox_routes_total", outcome=o) for o in ("selected", "no_skill", "error")
 )

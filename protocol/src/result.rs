@@ -82,6 +82,34 @@ pub struct ToolResult {
     /// metrics; gateway answers never carry it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spawn_us: Option<u64>,
+    /// Executor → core only: where the executor's time on the call went. The core takes
+    /// it for its metrics; gateway answers never carry it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<ExecutorStages>,
+}
+
+/// Where an executor's time on one call went, in microseconds, stage after stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExecutorStages {
+    /// From the request's arrival at the handler to the call's start: parameters decoded,
+    /// a slot taken (waiting in the queue included).
+    pub queue_us: u64,
+    /// The arguments checked, the sandbox prepared and the tool's process started (or a
+    /// prestarted one taken).
+    pub start_us: u64,
+    /// The tool at work, until its answer was read and it exited.
+    pub tool_us: u64,
+    /// The call ended: its processes killed and reaped, its user and scratch dir queued
+    /// for release.
+    pub end_us: u64,
+}
+
+impl ExecutorStages {
+    /// The four stages together.
+    pub fn total_us(&self) -> u64 {
+        self.queue_us + self.start_us + self.tool_us + self.end_us
+    }
 }
 
 impl ToolResult {
@@ -96,6 +124,7 @@ impl ToolResult {
             duration_ms,
             approval_id: None,
             spawn_us: None,
+            stages: None,
         }
     }
 
@@ -115,6 +144,7 @@ impl ToolResult {
             duration_ms,
             approval_id: None,
             spawn_us: None,
+            stages: None,
         }
     }
 }

@@ -1,12 +1,13 @@
 //! The steps of one call: admit → approve → dispatch → record (see the module docs of
 //! [`super`]).
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
-use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::result::{ExecutorStages, ToolResult};
 use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
 use skillbox_protocol::ToolRef;
 use tracing::Instrument;
@@ -20,6 +21,27 @@ use crate::state::store::{unix_ms_now, CallRecord};
 
 /// The metrics label of a skill or tool the catalogue does not have.
 pub const UNKNOWN_LABEL: &str = "(unknown)";
+
+/// What a call waited on outside the pipeline's own work, for the stage metrics: an
+/// approval, and the transport (the channel and the executor).
+#[derive(Debug, Default)]
+struct Waits {
+    approval_us: AtomicU64,
+    transport_us: AtomicU64,
+}
+
+impl Waits {
+    fn add(counter: &AtomicU64, since: Instant) {
+        let us = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
+        counter.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn total(&self) -> Duration {
+        Duration::from_micros(
+            self.approval_us.load(Ordering::Relaxed) + self.transport_us.load(Ordering::Relaxed),
+        )
+    }
+}
 
 /// A call that passed admission: the skill and the tool it names.
 struct Admitted {
@@ -70,7 +92,10 @@ impl Dispatcher {
             }
         };
         let trail = ApprovalTrail::default();
-        let outcome = self.run(&call_id, full_name, args, &trail, trace).await;
+        let waits = Waits::default();
+        let outcome = self
+            .run(&call_id, full_name, args, &trail, trace, &waits)
+            .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match outcome {
             Ok(r) => r,
@@ -84,6 +109,8 @@ impl Dispatcher {
         }
         self.record(full_name, call_id, started_at, duration_ms, &result)
             .await;
+        let own = started.elapsed().saturating_sub(waits.total());
+        self.metrics.observe_stage("pipeline", own);
         result
     }
 
@@ -94,10 +121,15 @@ impl Dispatcher {
         args: Value,
         trail: &ApprovalTrail,
         trace: Option<TraceParent>,
+        waits: &Waits,
     ) -> Result<ToolResult, CallError> {
         let admitted = self.admit(full_name)?;
-        self.approve(&admitted, &args, trail).await?;
-        self.dispatch(call_id, admitted, args, trail, trace).await
+        let asked = Instant::now();
+        let approved = self.approve(&admitted, &args, trail).await;
+        Waits::add(&waits.approval_us, asked);
+        approved?;
+        self.dispatch(call_id, admitted, args, trail, trace, waits)
+            .await
     }
 
     /// The tool exists, its skill is not disabled, and it can run where tools run.
@@ -179,6 +211,7 @@ impl Dispatcher {
         args: Value,
         trail: &ApprovalTrail,
         trace: Option<TraceParent>,
+        waits: &Waits,
     ) -> Result<ToolResult, CallError> {
         let Admitted { skill, tool } = admitted;
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
@@ -206,12 +239,34 @@ impl Dispatcher {
                 .as_ref()
                 .ok_or_else(|| CallError::NoContainerEngine(skill.name.clone()))?;
             let timeout = Duration::from_millis(skill.timeout_ms(&tool));
-            return containers.execute(skill, params, timeout).await;
+            let sent = Instant::now();
+            let answer = containers.execute(skill, params, timeout).await;
+            Waits::add(&waits.transport_us, sent);
+            return answer;
         }
-        self.transports
+        let sent = Instant::now();
+        let mut answer = self
+            .transports
             .process
             .execute(skill, params, self.call_timeout)
-            .await
+            .await;
+        let round_trip = sent.elapsed();
+        Waits::add(&waits.transport_us, sent);
+        if let Some(stages) = answer.as_mut().ok().and_then(|r| r.stages.take()) {
+            self.observe_executor_stages(round_trip, stages);
+        }
+        answer
+    }
+
+    /// The executor's stages of a call, and the channel's: the round trip less them.
+    fn observe_executor_stages(&self, round_trip: Duration, stages: ExecutorStages) {
+        let us = Duration::from_micros;
+        let m = &self.metrics;
+        m.observe_stage("executor_queue", us(stages.queue_us));
+        m.observe_stage("executor_start", us(stages.start_us));
+        m.observe_stage("tool", us(stages.tool_us));
+        m.observe_stage("executor_end", us(stages.end_us));
+        m.observe_stage("channel", round_trip.saturating_sub(us(stages.total_us())));
     }
 
     /// Records the outcome in the metrics, and off the call's path in the store: its

@@ -144,3 +144,41 @@ async fn metrics_label_made_up_tools_as_unknown_so_a_bot_cannot_grow_them() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn executor_stages_go_to_the_metrics_and_never_into_the_answer() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = with_fake(ws.path(), |params| {
+        let mut r = ToolResult::ok(params.call_id.clone(), serde_json::json!({}), 3);
+        r.spawn_us = Some(200);
+        r.stages = Some(skillbox_protocol::result::ExecutorStages {
+            queue_us: 100,
+            start_us: 200,
+            tool_us: 3_000,
+            end_us: 50,
+        });
+        Ok(r)
+    });
+    let r = d.call("s:t", serde_json::json!({})).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!((r.stages, r.spawn_us), (None, None), "{r:?}");
+    let answer = serde_json::to_string(&r).unwrap();
+    assert!(
+        !answer.contains("stages") && !answer.contains("_us"),
+        "{answer}"
+    );
+    let text = d.metrics().encode(&crate::observe::Scrape::default());
+    for (stage, sum) in [
+        ("executor_queue", "0.0001"),
+        ("executor_start", "0.0002"),
+        ("tool", "0.003"),
+        ("executor_end", "0.00005"),
+    ] {
+        let line = format!("skillbox_call_stage_seconds_sum{{stage=\"{stage}\"}} {sum}");
+        assert!(text.contains(&line), "{line} missing: {text}");
+    }
+    for stage in ["pipeline", "channel"] {
+        let line = format!("skillbox_call_stage_seconds_count{{stage=\"{stage}\"}} 1");
+        assert!(text.contains(&line), "{line} missing: {text}");
+    }
+}

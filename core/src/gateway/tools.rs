@@ -2,6 +2,7 @@
 //! built-in disclosure tools, and one call, gated by the caller's context when it names one.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
@@ -44,6 +45,7 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
 
 /// `POST /v1/tools/call`: the call's result (a failed call is a 200 with its error kind).
 pub async fn call(gw: &Gateway, req: Req) -> Reply {
+    let entered = Instant::now();
     let trace = req.traceparent();
     let body: CallRequest = req.json().await?;
     let args = if body.args.is_null() {
@@ -51,9 +53,14 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
     } else {
         body.args
     };
-    Ok(ok_of(
-        &call_tool_traced(&gw.dispatcher, body.tool, args, body.context_id, trace).await,
-    ))
+    let called = Instant::now();
+    let result = call_tool_traced(&gw.dispatcher, body.tool, args, body.context_id, trace).await;
+    let in_call = called.elapsed();
+    let reply = ok_of(&result);
+    gw.dispatcher
+        .metrics()
+        .observe_stage("gateway", entered.elapsed().saturating_sub(in_call));
+    Ok(reply)
 }
 
 /// A built-in tool or a skill's tool, refused when a context is given and the tool is not

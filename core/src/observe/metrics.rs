@@ -48,6 +48,28 @@ pub struct OutcomeLabels {
     pub outcome: String,
 }
 
+/// One stage of a tool call's way through skillbox (docs/observability.md).
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StageLabels {
+    /// The stage: one of [`CALL_STAGES`].
+    pub stage: &'static str,
+}
+
+/// The stages of a call, in order: the gateway's own work (request body, response), the
+/// pipeline's (admission, token, record; an approval's wait excluded), the channel round
+/// trip less the executor's own time (TLS, HTTP, both sides' wake-ups), and the
+/// executor's stages (queue, start: arguments checked and sandbox prepared and process
+/// started, the tool at work, end: processes killed and reaped).
+pub const CALL_STAGES: [&str; 7] = [
+    "gateway",
+    "pipeline",
+    "channel",
+    "executor_queue",
+    "executor_start",
+    "tool",
+    "executor_end",
+];
+
 /// One executor's label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExecutorLabels {
@@ -60,6 +82,11 @@ type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 fn call_seconds() -> Histogram {
     // 5 ms .. ~80 s.
     Histogram::new(exponential_buckets(0.005, 2.0, 15))
+}
+
+fn stage_seconds() -> Histogram {
+    // 10 us .. ~10 s.
+    Histogram::new(exponential_buckets(0.000_01, 2.0, 21))
 }
 
 fn decision_seconds() -> Histogram {
@@ -86,6 +113,7 @@ pub struct Metrics {
     calls: Family<CallLabels, Counter>,
     call_duration: HistogramFamily<ToolLabels>,
     spawn: Histogram,
+    stages: HistogramFamily<StageLabels>,
     approvals_pending: Gauge,
     approval_decision: HistogramFamily<OutcomeLabels>,
     route_latency: Histogram,
@@ -124,6 +152,13 @@ impl Metrics {
             "executor_spawn_seconds",
             "Time the executor took to prepare the sandbox and start a tool process",
             spawn.clone(),
+        );
+        let stages: HistogramFamily<StageLabels> =
+            Family::new_with_constructor(stage_seconds as fn() -> Histogram);
+        registry.register(
+            "call_stage_seconds",
+            "Time a tool call spent in each stage of its way through skillbox (gateway, pipeline, channel, executor_queue, executor_start, tool, executor_end)",
+            stages.clone(),
         );
         let approvals_pending = Gauge::default();
         registry.register(
@@ -174,6 +209,7 @@ impl Metrics {
             calls,
             call_duration,
             spawn,
+            stages,
             approvals_pending,
             approval_decision,
             route_latency,
@@ -209,6 +245,13 @@ impl Metrics {
     /// Records the executor's time to start a tool process.
     pub fn observe_spawn(&self, took: Duration) {
         self.spawn.observe(took.as_secs_f64());
+    }
+
+    /// Records the time one call spent in `stage` (one of [`CALL_STAGES`]).
+    pub fn observe_stage(&self, stage: &'static str, took: Duration) {
+        self.stages
+            .get_or_create(&StageLabels { stage })
+            .observe(took.as_secs_f64());
     }
 
     /// Records an approval decided `after` its request; `outcome` is `approved`,

@@ -94,7 +94,14 @@ pub async fn timed_call(
         traceparent: None,
     };
     let start = Instant::now();
-    let result = call::execute(sandbox, registry, &OneShotBroker, params).await;
+    let result = call::execute(
+        sandbox,
+        registry,
+        &OneShotBroker,
+        params,
+        std::time::Instant::now(),
+    )
+    .await;
     let elapsed = start.elapsed();
     if !result.success {
         bail!("{skill}:{tool} failed: {result:?}");

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult};
-use skillbox_executor::sandbox::child::{self, ChildSetup};
+use skillbox_executor::sandbox::child::{self, ChildSetup, Seccomp};
 use skillbox_executor::sandbox::limits::Limits;
 use skillbox_executor::sandbox::scratch::Scratch;
 use skillbox_executor::sandbox::{landlock, reaper, seccomp, Sandbox};
@@ -249,7 +249,11 @@ pub fn child_steps(
                         } else {
                             None
                         },
-                        filters: step.seccomp.then(|| Arc::clone(&filters)),
+                        seccomp: if step.seccomp {
+                            Seccomp::Install(Arc::clone(&filters))
+                        } else {
+                            Seccomp::Off
+                        },
                     })
                 } else {
                     None

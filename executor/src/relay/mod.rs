@@ -147,7 +147,14 @@ where
     let out = Arc::new(LineWriter::new(output));
     let broker = RelayBroker::new(Arc::clone(&out), CALLBACK_TIMEOUT);
     let answers = tokio::spawn(broker.route_answers(input));
-    let result = call::execute(&sandbox, &registry, &broker, params).await;
+    let result = call::execute(
+        &sandbox,
+        &registry,
+        &broker,
+        params,
+        std::time::Instant::now(),
+    )
+    .await;
     answers.abort();
     let result =
         serde_json::to_value(&result).map_err(|source| RelayError::EncodeResult { source })?;

@@ -49,8 +49,22 @@ pub struct ChildSetup {
     /// The call's Landlock ruleset: the child adds its own `/proc/<pid>` to it and
     /// enforces it. `None` only with `--insecure-no-sandbox`.
     pub landlock: Option<OwnProcRule>,
-    /// seccomp filters. `None` only with `--insecure-no-sandbox`.
-    pub filters: Option<Arc<ToolFilters>>,
+    /// How the process comes under the seccomp filters.
+    pub seccomp: Seccomp,
+}
+
+/// How a tool's process comes under the seccomp filters.
+#[derive(Debug, Clone)]
+pub enum Seccomp {
+    /// No filter: only with `--insecure-no-sandbox` (and in tests of the spawn itself).
+    Off,
+    /// The process installs the filters itself before exec (the kernel converts and
+    /// JIT-compiles them for this one process).
+    Install(Arc<ToolFilters>),
+    /// The process inherits the filters of the thread that clones it, a spawner thread
+    /// that installed them once ([`super::spawner`]); a launch of this kind refuses to
+    /// start on any other thread.
+    Inherit,
 }
 
 fn check(ret: libc::c_int) -> io::Result<()> {
@@ -88,7 +102,7 @@ impl ChildSetup {
         if let Some(landlock) = &self.landlock {
             landlock.restrict_in_child()?;
         }
-        if let Some(filters) = &self.filters {
+        if let Seccomp::Install(filters) = &self.seccomp {
             filters.apply()?;
         }
         Ok(())

@@ -20,13 +20,14 @@ pub mod scratch_mount;
 pub mod seccomp;
 pub mod slots;
 pub mod spawn;
+pub mod spawner;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use self::child::ChildSetup;
+use self::child::{ChildSetup, Seccomp};
 pub use self::child_process::SandboxChild;
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
 use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
@@ -36,6 +37,7 @@ use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
 pub use self::spawn::Launch;
+use self::spawner::Spawner;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
@@ -156,6 +158,8 @@ pub struct Sandbox {
     config: SandboxConfig,
     kernel: KernelSupport,
     filters: Option<Arc<ToolFilters>>,
+    /// Threads with the filters installed that sandboxed tools are cloned from.
+    spawner: Option<Arc<Spawner>>,
     runtime_rules: Arc<landlock::RuntimeRules>,
     node_runner: PathBuf,
     cap_last: u32,
@@ -258,7 +262,14 @@ impl Sandbox {
         let mut runtime_paths = landlock::runtime_paths();
         runtime_paths.extend(node_runner.parent().map(Path::to_path_buf));
         let runtime_rules = Arc::new(landlock::RuntimeRules::open(&runtime_paths)?);
+        let spawner = match &filters {
+            Some(filters) => Some(Arc::new(
+                Spawner::start(filters, spawner::SPAWNER_THREADS).map_err(SandboxError::Spawn)?,
+            )),
+            None => None,
+        };
         Ok(Self {
+            spawner,
             runtime_rules,
             node_runner,
             cap_last: child::cap_last(),
@@ -289,6 +300,23 @@ impl Sandbox {
     pub fn stop_ready(&self) {
         if let Some(slots) = &self.slots {
             slots.stop();
+        }
+    }
+
+    /// Starts a prepared launch with stdio piped: a sandboxed one from a spawner thread
+    /// carrying the seccomp filters (`spawner`), tied to the calling thread's runtime.
+    pub fn spawn(&self, launch: Launch) -> std::io::Result<SandboxChild> {
+        match &self.spawner {
+            Some(spawner) if launch.inherits_seccomp() => spawner.spawn(launch),
+            _ => launch.spawn(),
+        }
+    }
+
+    /// [`Sandbox::spawn`] for a task: the runtime's worker runs other tasks meanwhile.
+    pub async fn spawn_async(&self, launch: Launch) -> std::io::Result<SandboxChild> {
+        match &self.spawner {
+            Some(spawner) if launch.inherits_seccomp() => spawner.spawn_async(launch).await,
+            _ => launch.spawn(),
         }
     }
 
@@ -380,7 +408,10 @@ impl Sandbox {
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
             landlock,
-            filters: self.filters.clone(),
+            seccomp: match self.filters {
+                Some(_) => Seccomp::Inherit,
+                None => Seccomp::Off,
+            },
         };
         let launch = Launch::new(
             &program,

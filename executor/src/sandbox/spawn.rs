@@ -20,7 +20,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use super::child::ChildSetup;
+use super::child::{ChildSetup, Seccomp};
 use super::child_process::SandboxChild;
 
 /// Bytes of the child's stack (it runs `ChildSetup::apply`: a few frames of system calls).
@@ -143,10 +143,28 @@ impl Launch {
         })
     }
 
+    /// Whether the process must inherit its seccomp filters from a spawner thread
+    /// ([`super::spawner`]).
+    pub fn inherits_seccomp(&self) -> bool {
+        matches!(self.setup.seccomp, Seccomp::Inherit)
+    }
+
     /// Starts the tool with stdin, stdout and stderr piped. Needs a tokio runtime (the
     /// pipes and the pidfd register with its reactor). A failure in the child before exec
     /// (a sandbox step the kernel refused, a missing program) comes back as the error.
-    pub fn spawn(mut self) -> io::Result<SandboxChild> {
+    pub fn spawn(self) -> io::Result<SandboxChild> {
+        self.start()?.into_child()
+    }
+
+    /// Starts the tool as [`Launch::spawn`] does, without a runtime: the process and the
+    /// executor's ends of its pipes, to hand to a runtime with [`Started::into_child`].
+    /// A launch that inherits its seccomp filters is refused on a thread without them.
+    pub fn start(mut self) -> io::Result<Started> {
+        if self.inherits_seccomp() && !super::spawner::on_filtered_thread() {
+            return Err(io::Error::other(
+                "refusing to start a sandboxed tool on a thread without the seccomp filters (it must go through the sandbox's spawner)",
+            ));
+        }
         let (stdin_read, stdin_write) = pipe()?;
         let (stdout_read, stdout_write) = pipe()?;
         let (stderr_read, stderr_write) = pipe()?;
@@ -208,7 +226,53 @@ impl Launch {
             let os = io::Error::from_raw_os_error(errno);
             return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
         }
-        SandboxChild::new(pid, pidfd, stdin_write, stdout_read, stderr_read)
+        Ok(Started {
+            pid: Some(pid),
+            pidfd: Some(pidfd),
+            stdio: Some([stdin_write, stdout_read, stderr_read]),
+        })
+    }
+}
+
+/// A started tool process not yet tied to a runtime: its pid, its pidfd and the executor's
+/// ends of its pipes. Dropped without [`Started::into_child`], it kills and reaps the
+/// process.
+#[derive(Debug)]
+pub struct Started {
+    pid: Option<libc::pid_t>,
+    pidfd: Option<OwnedFd>,
+    stdio: Option<[OwnedFd; 3]>,
+}
+
+impl Started {
+    /// Registers the pidfd and the pipes with the calling thread's tokio runtime.
+    pub fn into_child(mut self) -> io::Result<SandboxChild> {
+        let (Some(pid), Some(pidfd), Some([stdin, stdout, stderr])) =
+            (self.pid.take(), self.pidfd.take(), self.stdio.take())
+        else {
+            return Err(io::Error::other("a started process handed over twice"));
+        };
+        SandboxChild::new(pid, pidfd, stdin, stdout, stderr)
+    }
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let (Some(pid), Some(pidfd)) = (self.pid.take(), self.pidfd.take()) {
+            // SAFETY: signals and reaps our own child through its pidfd and pid, which
+            // nothing else reaps.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    pidfd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0,
+                );
+                let mut status = 0;
+                libc::waitpid(pid, &mut status, 0);
+            }
+        }
     }
 }
 

@@ -104,7 +104,7 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
             args_file: ArgsFile::None,
         })
         .unwrap();
-    let mut child = prepared.launch.spawn().unwrap();
+    let mut child = sandbox.spawn(prepared.launch).unwrap();
     let pid = child.id();
     let mut out = String::new();
     child

@@ -112,7 +112,14 @@ async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: 
         env: BTreeMap::new(),
         traceparent: None,
     };
-    let result = call::execute(sandbox, registry, &OneShotBroker, params).await;
+    let result = call::execute(
+        sandbox,
+        registry,
+        &OneShotBroker,
+        params,
+        std::time::Instant::now(),
+    )
+    .await;
     let result = serde_json::to_value(&result).unwrap();
     assert_eq!(result["success"], true, "{result}");
     result["data"].clone()

@@ -16,7 +16,7 @@ fn open_setup() -> ChildSetup {
         cap_last: crate::sandbox::child::cap_last(),
         user: None,
         landlock: None,
-        filters: None,
+        seccomp: crate::sandbox::child::Seccomp::Off,
     }
 }
 
