@@ -167,8 +167,8 @@ fn kill_once_as(uid: u32) {
 /// Starts a helper that switches to `uid` and calls `kill(-1, SIGKILL)` `passes` times,
 /// and waits for it.
 ///
-/// The helper is a `clone(CLONE_VM | CLONE_VFORK)` child, as `posix_spawn` starts its
-/// children: it shares the executor's memory instead of copying its page tables, so the
+/// The helper is a `clone(CLONE_VM | CLONE_VFORK | CLONE_FILES)` child, as `posix_spawn`
+/// starts its children (and sharing the descriptor table too): it shares the executor's memory instead of copying its page tables, so the
 /// executor pays neither the copy nor the copy-on-write faults a `fork` of a large,
 /// multi-threaded process costs on every call (docs/hot-path.md measured the releaser
 /// thread, which runs this, above the tool itself). The calling thread sleeps until the
@@ -193,7 +193,10 @@ fn kill_as(uid: u32, passes: usize) {
         let pid = libc::clone(
             kill_helper,
             top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            // CLONE_FILES: the helper opens and closes nothing, so it shares the
+            // executor's descriptor table instead of copying it at clone and closing
+            // every copy at exit (most of the helper's cost on a busy executor).
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_FILES | libc::SIGCHLD,
             (&mut args as *mut KillArgs).cast(),
         );
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
