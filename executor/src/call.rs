@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
-use skillbox_protocol::result::{ErrorKind, ExecutorStages, ToolResult};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::ToolProtocol;
 use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
+use crate::call_clock::CallClock;
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
 use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
@@ -99,34 +100,6 @@ impl From<SandboxError> for CallError {
             SandboxError::Busy(_) => CallError::Busy(e.to_string()),
             SandboxError::ProgramNotFound { .. } => CallError::NotFound(e.to_string()),
             _ => CallError::Sandbox(e.to_string()),
-        }
-    }
-}
-
-/// When a call passed its stages (the rest of [`ExecutorStages`] is measured around it).
-#[derive(Debug, Default)]
-struct CallClock {
-    /// The tool's process started (or a prestarted one taken).
-    spawned: Option<Instant>,
-    /// Its answer read and the process exited, or the call given up.
-    answered: Option<Instant>,
-}
-
-impl CallClock {
-    /// The stages of a call that arrived at the handler at `arrived`, started at
-    /// `started` and ended now.
-    fn stages(&self, arrived: Instant, started: Instant) -> ExecutorStages {
-        let ended = Instant::now();
-        let us = |from: Instant, to: Instant| {
-            u64::try_from(to.saturating_duration_since(from).as_micros()).unwrap_or(u64::MAX)
-        };
-        let spawned = self.spawned.unwrap_or(ended);
-        let answered = self.answered.unwrap_or(ended).max(spawned);
-        ExecutorStages {
-            queue_us: us(arrived, started),
-            start_us: us(started, spawned),
-            tool_us: us(spawned, answered),
-            end_us: us(answered, ended),
         }
     }
 }

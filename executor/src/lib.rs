@@ -15,6 +15,7 @@
 pub mod availability;
 pub mod broker;
 pub mod call;
+mod call_clock;
 pub mod drain;
 pub mod registry;
 pub mod relay;

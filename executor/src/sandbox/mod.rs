@@ -8,6 +8,7 @@
 
 pub mod child;
 pub mod child_process;
+mod config;
 pub mod env;
 pub mod guard;
 pub mod landlock;
@@ -29,10 +30,11 @@ use std::time::{Duration, Instant};
 
 use self::child::{ChildSetup, Seccomp};
 pub use self::child_process::SandboxChild;
+pub use self::config::{SandboxConfig, SandboxError};
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
-use self::limits::{Limits, DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
+use self::limits::Limits;
 use self::probe::KernelSupport;
-use self::reaper::{CallUser, Releaser, UserPool, DEFAULT_UID_BASE};
+use self::reaper::{CallUser, Releaser, UserPool};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
@@ -56,99 +58,6 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 pub fn wait_idle() {
     Releaser::global().wait_idle();
     remove_tree::Sweeper::global().wait_idle();
-}
-
-/// Executor-wide sandbox settings.
-#[derive(Debug, Clone)]
-pub struct SandboxConfig {
-    /// Where per-call scratch dirs are made.
-    pub scratch_root: PathBuf,
-    /// First user id of the per-call pool (used when the executor is root).
-    pub uid_base: u32,
-    /// Host-wide folder of the pool's lock files (shared by every executor on the host).
-    pub uid_lock_dir: PathBuf,
-    /// Calls in flight at most.
-    pub max_concurrent_calls: usize,
-    /// Prestarted processes (warm starts) kept at most, over all tools; each holds a user
-    /// id of its own, so the pool has `max_concurrent_calls + max_prestarted` ids.
-    pub max_prestarted: usize,
-    /// RLIMIT_NPROC of a call.
-    pub max_processes: u64,
-    /// RLIMIT_FSIZE of a call.
-    pub max_file_bytes: u64,
-    /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
-    pub insecure_no_sandbox: bool,
-}
-
-impl SandboxConfig {
-    /// How many per-call user ids the pool has (from `uid_base` up).
-    pub fn user_ids(&self) -> usize {
-        self.max_concurrent_calls + self.max_prestarted
-    }
-}
-
-impl Default for SandboxConfig {
-    fn default() -> Self {
-        Self {
-            scratch_root: std::env::temp_dir().join("skillbox-scratch"),
-            uid_base: DEFAULT_UID_BASE,
-            uid_lock_dir: default_uid_lock_dir(),
-            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
-            max_prestarted: DEFAULT_MAX_PRESTARTED,
-            max_processes: DEFAULT_MAX_PROCESSES,
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
-            insecure_no_sandbox: false,
-        }
-    }
-}
-
-/// Why the sandbox cannot start or prepare a call.
-#[derive(Debug, thiserror::Error)]
-pub enum SandboxError {
-    /// The kernel cannot enforce the sandbox.
-    #[error("the kernel cannot enforce the sandbox: {}; run on Linux 6.7+ with Landlock and seccomp, or pass --insecure-no-sandbox to run tools UNCONFINED", problems.join("; "))]
-    Unenforceable {
-        /// What is missing.
-        problems: Vec<String>,
-    },
-    /// The seccomp policy did not compile.
-    #[error("seccomp policy: {source}")]
-    Seccomp {
-        /// Cause.
-        #[from]
-        source: seccomp::SeccompError,
-    },
-    /// The Landlock ruleset could not be built.
-    #[error(transparent)]
-    Landlock(#[from] landlock::LandlockError),
-    /// The scratch directory could not be made.
-    #[error("cannot create a scratch dir under {root}: {source}")]
-    Scratch {
-        /// The scratch root.
-        root: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
-    /// Every per-call user id is in use.
-    #[error("all {0} sandbox users are busy; retry later or raise the concurrency limit")]
-    Busy(usize),
-    /// The sandbox user cannot read the skill folder.
-    #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
-    SkillNotReadable(PathBuf),
-    /// The executor keeps as many prestarted processes as it may.
-    #[error("{0} prestarted processes are waiting already, the most this executor holds; calls beyond them start cold (raise skillbox-executor serve --max-prestarted to keep more)")]
-    TooManyPrestarted(usize),
-    /// fork or exec of the tool failed.
-    #[error("the tool could not start in the sandbox: {0}")]
-    Spawn(std::io::Error),
-    /// The program is not on the sandbox PATH.
-    #[error("program {program:?} is not on the sandbox PATH ({path})")]
-    ProgramNotFound {
-        /// The argv[0].
-        program: String,
-        /// The PATH searched.
-        path: &'static str,
-    },
 }
 
 /// The sandbox of an executor: kernel support, the compiled seccomp policy, the user pool.
@@ -452,16 +361,6 @@ impl Sandbox {
 pub fn drop_own_bounding_set() {
     if let Err(e) = caps::clear(None, caps::CapSet::Bounding) {
         tracing::debug!(error = %e, "bounding set kept; each tool's process drops it");
-    }
-}
-
-/// `/run/skillbox/uids` when `/run` is writable (root), else `<tmp>/skillbox-uids`.
-fn default_uid_lock_dir() -> PathBuf {
-    let run = Path::new("/run");
-    if nix::unistd::geteuid().is_root() && run.is_dir() {
-        run.join("skillbox").join("uids")
-    } else {
-        std::env::temp_dir().join("skillbox-uids")
     }
 }
 
