@@ -33,6 +33,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use setup::{children, cpu_ms, sandbox_python, start_up, workspace, PY_SOURCE};
+use skillbox_core::observe::metrics::CALL_STAGES;
 
 /// One call through the gateway on a fresh connection: its wall time in ms and the result.
 fn call(addr: &str, token: &str, tool: &str) -> (f64, serde_json::Value) {
@@ -95,22 +96,11 @@ fn stage_totals(addr: &str, token: &str) -> Vec<(String, f64, f64)> {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    STAGES
+    CALL_STAGES
         .iter()
         .map(|st| (st.to_string(), value("sum", st), value("count", st)))
         .collect()
 }
-
-/// The core's stages of a call (`skillbox_call_stage_seconds`), in order.
-const STAGES: [&str; 7] = [
-    "gateway",
-    "pipeline",
-    "channel",
-    "executor_queue",
-    "executor_start",
-    "tool",
-    "executor_end",
-];
 
 /// `n` `plain` calls in a row, each stage's mean from the metrics' sums and counts before
 /// and after, and what the client saw beyond them; the bare spawn's mean beside.

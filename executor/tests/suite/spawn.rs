@@ -41,14 +41,7 @@ fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_a
         println!("SKIPPED {}: needs root (per-call user ids)", module_path!());
         return;
     }
-    let root = SkillRoot::new();
-    root.python_skill_as(Start::Cold, "who", "print('x')");
-    let skill_dir = root.skills().join("who");
-    let sandbox = Sandbox::new(SandboxConfig {
-        scratch_root: scratch_root(),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("who");
     let before = thread_credentials();
     assert!(
         before.iter().all(|(_, uid, _)| uid == "0 0 0 0"),
@@ -85,6 +78,20 @@ fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_a
         let expected = &before[0].2;
         assert_eq!(caps, expected, "thread {tid} lost capabilities: {after:?}");
     }
+}
+
+/// A skill folder named `name` (kept while the first value lives) and a sandbox in this
+/// test process, as `serve` has one.
+fn skill_and_sandbox(name: &str) -> (SkillRoot, std::path::PathBuf, Sandbox) {
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, name, "print('x')");
+    let skill_dir = root.skills().join(name);
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    (root, skill_dir, sandbox)
 }
 
 async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
@@ -144,14 +151,7 @@ fn a_tool_started_by_a_process_with_a_full_bounding_set_drops_it_itself() {
         mine, "0000000000000000",
         "this test needs a bounding set to drop"
     );
-    let root = SkillRoot::new();
-    root.python_skill_as(Start::Cold, "bnd", "print('x')");
-    let skill_dir = root.skills().join("bnd");
-    let sandbox = Sandbox::new(SandboxConfig {
-        scratch_root: scratch_root(),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("bnd");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -176,14 +176,7 @@ fn a_tool_starts_while_the_executor_holds_more_descriptors_than_a_tool_may_open(
     // every number below the tool's RLIMIT_NOFILE (256) is taken. Seen in the concurrency
     // suite as "confining the process: Too many open files" before the child opened its
     // `/proc/self` ahead of lowering the limit.
-    let root = SkillRoot::new();
-    root.python_skill_as(Start::Cold, "fds", "print('x')");
-    let skill_dir = root.skills().join("fds");
-    let sandbox = Sandbox::new(SandboxConfig {
-        scratch_root: scratch_root(),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("fds");
     let held: Vec<std::fs::File> = (0..400)
         .map(|_| std::fs::File::open("/dev/null").unwrap())
         .collect();
