@@ -5,7 +5,8 @@
 //! a temporary workspace; writes `target/roundtrip-bench.md`.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`
-//! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
+//! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_PER_CLIENT` calls per client of
+//! the 16-client run, default 64; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
 //! clients on the plain tool for S seconds and reports nothing, for a profiler;
 //! `ROUNDTRIP_EXECUTOR=PATH` runs another executor binary, e.g. an older build for an A/B
 //! comparison run after run; `ROUNDTRIP_EXECUTOR_TOML` adds `[executor]` lines, e.g.
@@ -244,7 +245,11 @@ fn main() {
     report.push_str(&breakdown(&addr, &token, n, &plain_argv, ws.path()));
 
     let threads = 16;
-    let per = (n / threads).max(4);
+    // Enough calls that the CPU times (10 ms ticks) and the rates settle: 1,024 by default.
+    let per: usize = std::env::var("ROUNDTRIP_PER_CLIENT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(64);
     let bin = plain_path.clone();
     let bare_rate = rate(threads, per, move || {
         bare(&[bin.as_str()], Path::new("/"));
