@@ -289,15 +289,25 @@ async fn run<B: CapabilityBroker>(
             ToolProtocol::Plain => {
                 // Written while stdout is read: a tool may answer before it has read all of
                 // a large argument (or never read it), and neither side may block the other.
-                let mut stdin = stdin;
+                // Arguments that fit the pipe's buffer (most) go in at once with one
+                // non-blocking write, straight to the fd (the runtime does not know the new
+                // pipe is writable yet), and stdin closes with the unused closure below;
+                // only the rest of a larger one needs a task of its own.
                 let input = plain_args.clone().unwrap_or_default();
-                let writer = tokio::spawn(async move {
-                    let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, input.as_bytes()).await;
+                let written = nix::unistd::write(&stdin, input.as_bytes()).unwrap_or(0);
+                let writer = (written < input.len()).then(|| {
+                    let mut stdin = stdin;
+                    tokio::spawn(async move {
+                        let rest = &input.as_bytes()[written..];
+                        let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, rest).await;
+                    })
                 });
                 let out = output::read_all(stdout, &budget)
                     .await
                     .ok_or(CallError::Output(budget.max()))?;
-                writer.abort();
+                if let Some(writer) = writer {
+                    writer.abort();
+                }
                 let status = child.wait().await.ok();
                 wait_for_stderr(stderr_task.as_mut(), &budget).await;
                 if budget.is_exceeded() {
