@@ -116,3 +116,22 @@ fn the_default_scratch_tmpfs_is_512_mib_and_zero_keeps_the_scratch_on_disk() {
     let total = disk.blocks() as u64 * disk.fragment_size() as u64;
     assert_eq!(r["total"], total, "{r}");
 }
+
+#[test]
+fn executor_refuses_a_scratch_tmpfs_beyond_a_tebibyte() {
+    for bad in ["1048577", "-1", "lots"] {
+        let out = std::process::Command::new(crate::harness::binary("skillbox-executor"))
+            .args(["serve", "--skills", "/nonexistent", "--pki", "/nonexistent"])
+            .args(["--core-url", "https://127.0.0.1:9"])
+            .arg(format!("--scratch-tmpfs-mb={bad}"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "--scratch-tmpfs-mb {bad}: {stderr}"
+        );
+        assert!(stderr.contains("--scratch-tmpfs-mb"), "{stderr}");
+    }
+}
