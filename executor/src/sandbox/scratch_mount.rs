@@ -28,7 +28,7 @@ pub enum ScratchMountError {
     #[error("the executor already runs {0} threads; the scratch tmpfs must be mounted before any other thread starts")]
     Threads(usize),
     /// No mount namespace of our own (not root, or no `CAP_SYS_ADMIN`).
-    #[error("cannot make a mount namespace of the executor's own: {0} (the scratch tmpfs needs root or CAP_SYS_ADMIN; --scratch-tmpfs-mb 0 keeps scratch on disk)")]
+    #[error("cannot make a mount namespace of the executor's own: {0} (the scratch tmpfs needs root or CAP_SYS_ADMIN; `[executor] scratch_tmpfs_mb = 0` under skillbox up, or --scratch-tmpfs-mb 0, keeps the scratch on disk without this warning; docs/sandbox.md)")]
     Unshare(Errno),
     /// The namespace's mounts could not be made private.
     #[error("cannot make the executor's mounts private: {0}")]
