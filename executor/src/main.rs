@@ -178,7 +178,7 @@ fn main() -> ExitCode {
         Command::Probe { json } => run_probe(json),
         Command::Exec(args) => {
             skillbox_executor::sandbox::drop_own_bounding_set();
-            run_exec(args)
+            skillbox_executor::sandbox::run_adopting_orphans(move || run_exec(args))
         }
         Command::Serve(args) => match serve_cmd::run_serve(args) {
             Ok(()) => ExitCode::SUCCESS,

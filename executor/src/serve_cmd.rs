@@ -2,15 +2,15 @@
 //! for the channel PKI, start the sandbox and the mTLS server, and on SIGTERM drain —
 //! refuse new calls, finish the held ones within `--drain-grace-ms` — before exiting.
 
+use anyhow::Context;
+use skillbox_channel::{client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
+use skillbox_executor::server::{CoreBroker, ExecutorService};
 
 use super::ServeArgs;
 
 /// Runs the daemon until a stop signal and the drain that follows it.
 pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use skillbox_channel::{client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
-    use skillbox_executor::server::{CoreBroker, ExecutorService};
     let files = TlsFiles::in_dir(&a.pki, EXECUTOR_IDENTITY);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(a.wait_pki);
     while !(files.ca.exists() && files.cert.exists() && files.key.exists()) {
@@ -30,13 +30,19 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         uid_base: a.uid_base,
         ..SandboxConfig::default()
     };
-    if let Some(root) = a.scratch_root {
+    if let Some(root) = a.scratch_root.clone() {
         config.scratch_root = root;
     }
     if a.scratch_tmpfs_mb > 0 {
         mount_scratch(&config.scratch_root, a.scratch_tmpfs_mb)?;
     }
     skillbox_executor::sandbox::drop_own_bounding_set();
+    // Threads start only from here on (the scratch mount above needs none running).
+    skillbox_executor::sandbox::run_adopting_orphans(move || serve(a, files, config))
+}
+
+/// Serves calls until a shutdown signal.
+fn serve(a: ServeArgs, files: TlsFiles, config: SandboxConfig) -> anyhow::Result<()> {
     let mut sandbox = Sandbox::new(config)?;
     sandbox.keep_ready(a.ready_slots);
     let tls = std::sync::Arc::new(

@@ -1,5 +1,6 @@
 //! The per-call scratch directory: the only writable place a tool has (`HOME`, `TMPDIR`),
-//! owned by the call's user, removed when the call ends: moved at once into
+//! owned by the call's user, removed when the call ends: in place when it holds nothing
+//! but the arguments file (an `unlink` and an `rmdir`), otherwise moved at once into
 //! `<scratch root>/.trash/` (one rename, so the name is free and the call ends without
 //! waiting) and removed there by the [`Sweeper`], whatever the tool built in it.
 
@@ -64,6 +65,27 @@ pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        // Most tools leave nothing but the arguments file: two system calls, in place,
+        // remove the dir then (no rename, no sweeper to wake, no walk). Neither follows a
+        // link the tool may have made: `unlink` removes the entry itself, and `rmdir`
+        // fails on anything but an empty directory. Anything else goes to the sweeper.
+        let gone = |r: std::io::Result<()>| match r {
+            Ok(()) => true,
+            Err(e) => e.kind() == std::io::ErrorKind::NotFound,
+        };
+        if gone(std::fs::remove_file(self.path.join(super::ARGS_FILE_NAME)))
+            && gone(std::fs::remove_dir(&self.path))
+        {
+            return;
+        }
+        self.sweep();
+    }
+}
+
+impl Scratch {
+    /// Moves the dir into the trash for the sweeper, or removes it in place when it cannot
+    /// be moved.
+    fn sweep(&self) {
         let (Some(root), Some(name)) = (self.path.parent(), self.path.file_name()) else {
             return;
         };
@@ -86,5 +108,72 @@ impl Drop for Scratch {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trash_entry(scratch: &Scratch) -> PathBuf {
+        let path = scratch.path();
+        path.parent()
+            .unwrap()
+            .join(TRASH_DIR)
+            .join(path.file_name().unwrap())
+    }
+
+    #[test]
+    fn a_dir_holding_only_the_arguments_file_is_removed_in_place() {
+        let root = tempfile::tempdir().unwrap();
+        let scratch = Scratch::create(root.path(), None).unwrap();
+        write_owned(
+            &scratch.path().join(super::super::ARGS_FILE_NAME),
+            b"{}",
+            None,
+        )
+        .unwrap();
+        let (path, trash) = (scratch.path().to_path_buf(), trash_entry(&scratch));
+        drop(scratch);
+        assert!(!path.exists(), "the scratch dir is left");
+        assert!(!trash.exists(), "the scratch dir went to the sweeper");
+        assert!(
+            !root.path().join(TRASH_DIR).exists(),
+            "the trash was made for a dir that needed none"
+        );
+    }
+
+    #[test]
+    fn an_arguments_file_turned_into_a_link_removes_the_link_not_its_target() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = root.path().join("precious");
+        std::fs::write(&outside, b"keep").unwrap();
+        let scratch = Scratch::create(&root.path().join("scratch"), None).unwrap();
+        std::os::unix::fs::symlink(&outside, scratch.path().join(super::super::ARGS_FILE_NAME))
+            .unwrap();
+        let path = scratch.path().to_path_buf();
+        drop(scratch);
+        assert!(!path.exists(), "the scratch dir is left");
+        assert_eq!(std::fs::read(&outside).unwrap(), b"keep");
+    }
+
+    #[test]
+    fn a_dir_with_more_than_the_arguments_file_goes_to_the_sweeper() {
+        let root = tempfile::tempdir().unwrap();
+        let scratch = Scratch::create(root.path(), None).unwrap();
+        // The arguments file replaced by a folder with content, and another file.
+        let args = scratch.path().join(super::super::ARGS_FILE_NAME);
+        std::fs::create_dir(&args).unwrap();
+        std::fs::write(args.join("inside"), b"x").unwrap();
+        std::fs::write(scratch.path().join("made-by-the-tool"), b"x").unwrap();
+        let (path, trash) = (scratch.path().to_path_buf(), trash_entry(&scratch));
+        drop(scratch);
+        assert!(!path.exists(), "the scratch dir is left in place");
+        Sweeper::global().wait_idle();
+        assert!(!trash.exists(), "the sweeper left the scratch dir");
+        assert!(
+            root.path().join(TRASH_DIR).is_dir(),
+            "it never went to the trash"
+        );
     }
 }

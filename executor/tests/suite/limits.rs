@@ -189,6 +189,90 @@ fn sandbox_kills_double_forked_setsid_grandchild() {
     }
 }
 
+/// A chain of processes that each fork and exit at once races the end-of-call kill: the
+/// kernel cancels a fork whose parent was signalled during the kill's walk of the process
+/// list, so one `kill(-1)` leaves nothing of the chain. (The executor reaps the chain's
+/// dead: left to this host's init, they held the user's process count for seconds, and
+/// the next call given that user, here another test's, could not fork.)
+#[test]
+fn sandbox_kills_a_fork_chain_racing_the_kill() {
+    if !running_as_root() {
+        // Without a user of its own, a chain that left the tree would outlive the test.
+        eprintln!("not root: a process outside the tool's tree is out of reach (documented limit)");
+        return;
+    }
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()
+            os.write(w, str(os.getpid()).encode())
+            os.close(w)
+            while True:
+                if os.fork() != 0:
+                    os._exit(0)
+        os.close(w)
+        sid = int(os.read(r, 32))
+        time.sleep(0.2)
+        reply({"sid": sid, "uid": os.getuid()})
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let data = outcome.data();
+    let (sid, uid) = (data["sid"].as_i64().unwrap(), uid_of(data));
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        let live = session_members(sid, uid);
+        if live.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() >= deadline {
+            // Stop the chain before failing, or it outlives the test.
+            while !session_members(sid, uid).is_empty() {
+                for pid in session_members(sid, uid) {
+                    // SAFETY: kill takes plain integers.
+                    unsafe { libc::kill(pid, libc::SIGKILL) };
+                }
+            }
+            panic!("the fork chain of session {sid} survived the call: {live:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Live processes of `uid` in session `sid`.
+fn session_members(sid: i64, uid: u32) -> Vec<i32> {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .parse::<i32>()
+                .ok()
+                .map(|pid| (pid, e))
+        })
+        .filter(|(_, e)| e.metadata().is_ok_and(|m| m.uid() == uid))
+        .filter(|(_, e)| {
+            let Ok(stat) = std::fs::read_to_string(e.path().join("stat")) else {
+                return false;
+            };
+            // After the command's closing parenthesis: state, ppid, pgrp, session.
+            let fields: Vec<&str> = stat
+                .rsplit_once(')')
+                .map(|(_, rest)| rest.split_whitespace().collect())
+                .unwrap_or_default();
+            fields.first().is_some_and(|s| *s != "Z" && *s != "X")
+                && fields.get(3).and_then(|s| s.parse::<i64>().ok()) == Some(sid)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
 fn timeout_skill(root: &SkillRoot, script: &str) {
     root.python_skill_with(
         "attack",
