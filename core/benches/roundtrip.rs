@@ -19,11 +19,16 @@
 //! - `jsonrpc` — a C tool speaking the JSON-RPC stdio protocol, through `skillbox up`.
 //! - `python bare` / `python cold` / `python warm` — `python3 -c` bare, as a plain tool
 //!   started cold, and with `execution.prestart: 2`.
+//! - `plain, kept connection` — `plain` by a bot that keeps its HTTP connection open.
 //!
 //! Then 16 clients at once: the bare spawn rate with 16 threads against the call rate of
-//! `plain` through `skillbox up` with 16 clients. Nothing here asserts a time.
+//! `plain` through `skillbox up` with 16 clients, first each call on a fresh connection,
+//! then each client on one kept connection (`ROUNDTRIP_LOAD_KEPT=1` does that in the
+//! profiling mode). Nothing here asserts a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "roundtrip/client.rs"]
+mod client;
 #[path = "roundtrip/setup.rs"]
 mod setup;
 
@@ -33,29 +38,9 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use client::{call, KeptBot};
 use setup::{children, cpu_ms, sandbox_python, start_up, workspace, PY_SOURCE};
 use skillbox_core::observe::metrics::CALL_STAGES;
-
-/// One call through the gateway on a fresh connection: its wall time in ms and the result.
-fn call(addr: &str, token: &str, tool: &str) -> (f64, serde_json::Value) {
-    let body = format!(r#"{{"tool":"{tool}","args":{{"n":1}}}}"#);
-    let t = Instant::now();
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_nodelay(true).unwrap();
-    write!(
-        s,
-        "POST /v1/tools/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let ms = t.elapsed().as_secs_f64() * 1000.0;
-    let json = out.split("\r\n\r\n").nth(1).unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(json).unwrap_or_default();
-    assert_eq!(v["success"], true, "{tool}: {out}");
-    (ms, v)
-}
 
 /// A bare spawn of `argv` with `{"n":1}` on stdin, stdout read, reaped; ms.
 fn bare(argv: &[&str], dir: &Path) -> f64 {
@@ -163,6 +148,51 @@ fn rate(threads: usize, per: usize, work: impl Fn() + Send + Sync + 'static) -> 
     (threads * per) as f64 / start.elapsed().as_secs_f64()
 }
 
+/// What one 16-client run reached: its call rate, and the CPU ms the core, the executor
+/// and the executor's reaped children spent during it.
+struct LoadRun {
+    rate: f64,
+    core: f64,
+    executor: f64,
+    children: f64,
+}
+
+/// Runs `load` (which returns its rate) and reads the CPU times around it.
+fn load_run(core: u32, executor: &[u32], load: impl FnOnce() -> f64) -> LoadRun {
+    let core_before = cpu_ms(core);
+    let exec_before: Vec<(f64, f64)> = executor.iter().map(|p| cpu_ms(*p)).collect();
+    let rate = load();
+    let core_after = cpu_ms(core);
+    let (mut executor_self, mut children) = (0.0, 0.0);
+    for (p, before) in executor.iter().zip(&exec_before) {
+        let after = cpu_ms(*p);
+        executor_self += after.0 - before.0;
+        children += after.1 - before.1;
+    }
+    LoadRun {
+        rate,
+        core: core_after.0 - core_before.0,
+        executor: executor_self,
+        children,
+    }
+}
+
+/// Calls per second with `threads` bots, each making `per` calls on one kept connection.
+fn rate_kept(threads: usize, per: usize, addr: &str, token: &str) -> f64 {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let mut bot = KeptBot::connect(addr, token);
+                (0..per).for_each(|_| {
+                    bot.call("plain:run");
+                });
+            });
+        }
+    });
+    (threads * per) as f64 / start.elapsed().as_secs_f64()
+}
+
 fn main() {
     let ws = workspace();
     let up = start_up(ws.path());
@@ -178,9 +208,14 @@ fn main() {
         // Profiling mode: 16 clients calling `plain:run` for that long, no report.
         let until = Instant::now() + std::time::Duration::from_secs(secs);
         let (a, t) = (addr.clone(), token.clone());
+        let kept = std::env::var("ROUNDTRIP_LOAD_KEPT").is_ok_and(|v| v == "1");
         let done = rate(16, 1, move || {
+            let mut bot = kept.then(|| KeptBot::connect(&a, &t));
             while Instant::now() < until {
-                call(&a, &t, "plain:run");
+                match bot.as_mut() {
+                    Some(bot) => bot.call("plain:run"),
+                    None => call(&a, &t, "plain:run"),
+                };
             }
         });
         println!("load ran ({done:.2} workers/s)");
@@ -204,7 +239,9 @@ fn main() {
         "python bare",
         "python cold",
         "python warm",
+        "plain, kept connection",
     ];
+    let mut kept = KeptBot::connect(&addr, &token);
     let mut series: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut executor_ms = Vec::new();
     for _ in 0..n {
@@ -216,9 +253,11 @@ fn main() {
         series[3].push(bare(&py_argv, ws.path()));
         series[4].push(call(&addr, &token, "pycold:cold").0);
         series[5].push(call(&addr, &token, "py:warm").0);
+        series[6].push(kept.call("plain:run").0);
     }
+    drop(kept);
     let mut report = String::from(
-        "# Round-trip benchmark\n\nOne client, each call on a fresh HTTP connection to the gateway; `bare` is the same program spawned directly.\n\n\
+        "# Round-trip benchmark\n\nOne client, each call on a fresh HTTP connection to the gateway (but `plain, kept connection`: one connection for all its calls, as a bot's HTTP client keeps); `bare` is the same program spawned directly.\n\n\
          | series | calls | median ms | p99 ms | median − bare ms |\n|---|---|---|---|---|\n",
     );
     let bare_med = median(&mut series[0]);
@@ -254,33 +293,36 @@ fn main() {
     let bare_rate = rate(threads, per, move || {
         bare(&[bin.as_str()], Path::new("/"));
     });
-    let (a, t) = (addr.clone(), token.clone());
     let executor = children(up.pid);
-    let cpu = |pid: u32| cpu_ms(pid);
-    let core_before = cpu(up.pid);
-    let exec_before: Vec<(f64, f64)> = executor.iter().map(|p| cpu(*p)).collect();
-    let up_rate = rate(threads, per, move || {
-        call(&a, &t, "plain:run");
-    });
-    let calls = (threads * per) as f64;
-    let core_after = cpu(up.pid);
-    let (mut exec_self, mut exec_children) = (0.0, 0.0);
-    for (p, before) in executor.iter().zip(&exec_before) {
-        let after = cpu(*p);
-        exec_self += after.0 - before.0;
-        exec_children += after.1 - before.1;
+    for kept in [false, true] {
+        let load = load_run(up.pid, &executor, || {
+            let (a, t) = (addr.clone(), token.clone());
+            if kept {
+                rate_kept(threads, per, &a, &t)
+            } else {
+                rate(threads, per, move || {
+                    call(&a, &t, "plain:run");
+                })
+            }
+        });
+        let calls = (threads * per) as f64;
+        let how = if kept {
+            "each client on one kept connection"
+        } else {
+            "each call on a fresh connection"
+        };
+        report.push_str(&format!(
+            "\n16 at once ({per} each, {how}): bare spawns {bare_rate:.0}/s, `plain` calls through skillbox {:.0}/s: ratio {:.2}.\n\n\
+             CPU per call in that run (ms, from /proc, 10 ms ticks): core {:.2}, executor {:.2}, \
+             the executor's reaped children (tools, kill helpers) {:.2}; the bare spawns used {:.2} ms of the machine's cores per spawn.\n",
+            load.rate,
+            load.rate / bare_rate,
+            load.core / calls,
+            load.executor / calls,
+            load.children / calls,
+            cores() * 1000.0 / bare_rate,
+        ));
     }
-    report.push_str(&format!(
-        "\n16 at once ({} each): bare spawns {bare_rate:.0}/s, `plain` calls through skillbox {up_rate:.0}/s: ratio {:.2}.\n\n\
-         CPU per call in that run (ms, from /proc, 10 ms ticks): core {:.2}, executor {:.2}, \
-         the executor's reaped children (tools, kill helpers) {:.2}; the bare spawns used {:.2} ms of the machine's cores per spawn.\n",
-        per,
-        up_rate / bare_rate,
-        (core_after.0 - core_before.0) / calls,
-        exec_self / calls,
-        exec_children / calls,
-        cores() * 1000.0 / bare_rate,
-    ));
     print!("{report}");
     let _ = std::fs::write(setup::target_dir().join("roundtrip-bench.md"), &report);
     drop(up);

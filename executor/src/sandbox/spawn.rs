@@ -82,6 +82,8 @@ struct ChildContext<'a> {
     stdio: [RawFd; 3],
     /// `step << 32 | errno`, 0 while nothing failed.
     failure: &'a AtomicI64,
+    /// This thread's bounding set, and so the child's, is empty: nothing to drop.
+    bounding_set_empty: bool,
 }
 
 impl Launch {
@@ -169,6 +171,7 @@ impl Launch {
         let (stdout_read, stdout_write) = pipe()?;
         let (stderr_read, stderr_write) = pipe()?;
         let failure = AtomicI64::new(0);
+        let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
         let mut context = ChildContext {
             launch: &mut self,
             stdio: [
@@ -177,6 +180,7 @@ impl Launch {
                 stderr_write.as_raw_fd(),
             ],
             failure: &failure,
+            bounding_set_empty,
         };
         let mut pidfd: libc::c_int = -1;
         let pid = STACK.with(|stack| {
@@ -420,7 +424,7 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             return Err((Step::Chdir, errno()));
         }
     }
-    if let Err(e) = context.launch.setup.apply() {
+    if let Err(e) = context.launch.setup.apply(context.bounding_set_empty) {
         return Err((Step::Setup, e.raw_os_error().unwrap_or(libc::EPERM)));
     }
     // SAFETY: execve with NUL-terminated arrays of pointers to live C strings.
