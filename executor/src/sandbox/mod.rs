@@ -24,9 +24,10 @@ pub mod slots;
 pub mod spawn;
 pub mod spawner;
 
+use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use self::child::{ChildSetup, Seccomp};
@@ -76,6 +77,8 @@ pub struct Sandbox {
     cap_last: u32,
     users: Option<Arc<UserPool>>,
     slots: Option<Arc<ReadySlots>>,
+    /// Skill folders found reachable by the call users ([`Sandbox::reachable_by_others`]).
+    reachable: Arc<Mutex<HashSet<PathBuf>>>,
 }
 
 /// The runner for JavaScript skills, written next to the scratch dirs at startup.
@@ -186,6 +189,7 @@ impl Sandbox {
             cap_last: child::cap_last(),
             users,
             slots: None,
+            reachable: Arc::default(),
             kernel,
             filters,
             config,
@@ -265,7 +269,7 @@ impl Sandbox {
             },
         };
         lap(&mut timings.user);
-        if user.is_some() && !others_can_read(spec.skill_dir) {
+        if user.is_some() && !self.reachable_by_others(spec.skill_dir) {
             return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
         }
         let scratch = match ready_scratch {
@@ -425,6 +429,33 @@ fn resolve_program(skill_dir: &Path, program: &str) -> Result<PathBuf, SandboxEr
             path: env::SANDBOX_PATH,
         })
 }
+
+impl Sandbox {
+    /// Whether the call's user can reach `skill_dir` ([`others_can_read`]), walked once
+    /// per folder: the walk canonicalizes the path and reads the mode of every parent, a
+    /// dozen system calls on every call otherwise. A folder found reachable is not walked
+    /// again; one closed later fails in the tool with "Permission denied" instead.
+    fn reachable_by_others(&self, skill_dir: &Path) -> bool {
+        let known = |set: &HashSet<PathBuf>| set.contains(skill_dir);
+        if self.reachable.lock().is_ok_and(|s| known(&s)) {
+            return true;
+        }
+        let reachable = others_can_read(skill_dir);
+        if reachable {
+            if let Ok(mut set) = self.reachable.lock() {
+                // Bounded: a long-running executor sees every installed version's folder.
+                if set.len() >= MAX_REMEMBERED_FOLDERS {
+                    set.clear();
+                }
+                set.insert(skill_dir.to_path_buf());
+            }
+        }
+        reachable
+    }
+}
+
+/// Most skill folders [`Sandbox::reachable_by_others`] remembers before starting over.
+const MAX_REMEMBERED_FOLDERS: usize = 4096;
 
 /// Whether a user other than the owner can reach `dir`: o+x on every ancestor, o+rx on it.
 fn others_can_read(dir: &Path) -> bool {

@@ -157,3 +157,21 @@ fn exec_refuses_skill_changed_after_install_as_permission_denied_not_not_found()
     assert_mentions(error, "reinstall it from its signed package");
     assert_mentions(error, "DELETE /v1/skills/attack");
 }
+
+/// A skill folder the call's user cannot reach is refused before the tool starts, saying
+/// what to change, not with the tool's own "Permission denied".
+#[test]
+fn exec_names_a_skill_folder_the_call_user_cannot_reach() {
+    if !super::harness::running_as_root() {
+        eprintln!("not root: calls run as the executor's own user, who owns the folder");
+        return;
+    }
+    let root = SkillRoot::new();
+    let dir = root.python_skill("closed", r#"reply("read")"#);
+    super::harness::chmod(&dir, 0o700);
+    let outcome = root.call("closed:run").run();
+    let error = outcome.failure("sandbox");
+    assert_mentions(error, "cannot reach");
+    assert_mentions(error, "o+rx");
+    assert_mentions(error, &dir.display().to_string());
+}
