@@ -243,9 +243,7 @@ pub fn child_steps(
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
                         landlock: if step.landlock {
-                            let ruleset =
-                                landlock::build(skill_dir, scratch.path(), &runtime_paths)?;
-                            landlock::OwnProcRule::for_ruleset(&ruleset)?
+                            landlock::build(skill_dir, scratch.path(), &runtime_paths)?
                         } else {
                             None
                         },

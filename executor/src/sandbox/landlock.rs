@@ -4,13 +4,12 @@
 //! scoped to the sandbox where the kernel offers it (ABI 6). Created in the parent; the
 //! child adds its own `/proc/<pid>` ([`OwnProcRule`]) and enforces it.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible,
-    PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError,
-    Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 
 /// The newest ABI whose rights we ask for; older kernels get what they support (the
@@ -42,6 +41,20 @@ pub enum LandlockError {
         #[from]
         source: RulesetError,
     },
+    /// The type of a runtime path could not be read.
+    #[error("reading the type of {path} for the Landlock ruleset failed: {source}")]
+    Type {
+        /// The path.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The kernel refused a runtime path's rule.
+    #[error("adding a runtime path's rule to the Landlock ruleset failed: {source}")]
+    Rule {
+        /// The OS error.
+        source: std::io::Error,
+    },
     /// The ruleset's fd could not be duplicated for the child's `/proc/<pid>` rule.
     #[error("duplicating the Landlock ruleset fd failed: {source}")]
     Duplicate {
@@ -66,10 +79,25 @@ pub fn runtime_paths() -> Vec<PathBuf> {
 /// the rule a fresh open would make while the path names the same folder; these are
 /// system folders (`/usr`, `/lib`, ...), replaced only by an upgrade that restarts the
 /// executor anyway.
+///
+/// Each path's type is read once too: a rule on a file may grant only file rights, and the
+/// crate would `fstat` every fd on every call to find out. The rules go in by raw system
+/// call with rights computed here as the crate computes them (the crate still builds the
+/// ruleset and the call's own rules).
 #[derive(Debug)]
 pub struct RuntimeRules {
-    read_exec: Vec<PathFd>,
-    devices: Vec<PathFd>,
+    read_exec: Vec<Kept>,
+    devices: Vec<Kept>,
+    /// The ABI the call's ruleset handles rights of: [`TARGET_ABI`], or the kernel's when
+    /// it is older (the crate's best effort).
+    abi: ABI,
+}
+
+/// A runtime path opened once, and whether it is a file rather than a folder.
+#[derive(Debug)]
+struct Kept {
+    fd: PathFd,
+    is_file: bool,
 }
 
 impl RuntimeRules {
@@ -80,49 +108,90 @@ impl RuntimeRules {
             paths
                 .filter(|p| p.exists())
                 .map(|p| {
-                    PathFd::new(p).map_err(|source| LandlockError::Open {
+                    let fd = PathFd::new(p).map_err(|source| LandlockError::Open {
                         path: p.to_path_buf(),
                         source,
-                    })
+                    })?;
+                    let is_file = is_file(&fd).map_err(|source| LandlockError::Type {
+                        path: p.to_path_buf(),
+                        source,
+                    })?;
+                    Ok(Kept { fd, is_file })
                 })
-                .collect::<Result<Vec<_>, _>>()
+                .collect::<Result<Vec<_>, LandlockError>>()
         };
+        // Built against the same ABI by the crate's own conversion; only ever lowers it.
+        let kernel = ABI::from(i32::try_from(super::probe::landlock_abi()).unwrap_or(0));
         Ok(Self {
             read_exec: open(&mut runtime.iter().map(PathBuf::as_path))?,
             devices: open(&mut WRITABLE_DEVICES.iter().map(Path::new))?,
+            abi: kernel.min(TARGET_ABI),
         })
+    }
+
+    /// Adds every kept path's rule to the ruleset behind `child`.
+    fn add_to(&self, child: &OwnProcRule) -> std::io::Result<()> {
+        let file_only = AccessFs::from_file(self.abi);
+        let device = device_access() & AccessFs::from_all(self.abi);
+        let rules = (self
+            .read_exec
+            .iter()
+            .map(|k| (k, AccessFs::from_read(self.abi))))
+        .chain(self.devices.iter().map(|k| (k, device)));
+        for (kept, access) in rules {
+            let access = if kept.is_file {
+                access & file_only
+            } else {
+                access
+            };
+            child.add_path_rule(kept.fd.as_fd().as_raw_fd(), access.bits())?;
+        }
+        Ok(())
     }
 }
 
-/// Builds the ruleset of one call: the runtime rules, the skill folder (read and
-/// execute) and the scratch dir (everything).
+/// What the writable devices are granted.
+fn device_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate
+}
+
+/// Whether `fd` is anything but a folder (what the crate asks of a rule's fd).
+fn is_file(fd: &PathFd) -> std::io::Result<bool> {
+    // SAFETY: fstat on an open fd into a zeroed local.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: see above.
+    if unsafe { libc::fstat(fd.as_fd().as_raw_fd(), &mut stat) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(stat.st_mode & libc::S_IFMT != libc::S_IFDIR)
+}
+
+/// Builds the ruleset of one call, ready for its child: the runtime rules, the skill
+/// folder (read and execute) and the scratch dir (everything). `None` when the kernel
+/// enforces no Landlock.
 pub fn build(
     skill_dir: &Path,
     scratch_dir: &Path,
     runtime: &RuntimeRules,
-) -> Result<RulesetCreated, LandlockError> {
+) -> Result<Option<OwnProcRule>, LandlockError> {
     let read_exec = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
-    let device = AccessFs::ReadFile | AccessFs::WriteFile | AccessFs::Truncate;
-    fn kept(
-        fds: &[PathFd],
-        access: BitFlags<AccessFs>,
-    ) -> Vec<Result<PathBeneath<&PathFd>, RulesetError>> {
-        fds.iter()
-            .map(|fd| Ok(PathBeneath::new(fd, access)))
-            .collect()
-    }
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?
         .handle_access(AccessNet::from_all(TARGET_ABI))?
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
-        .add_rules(kept(&runtime.read_exec, read_exec))?
         .add_rules(path_beneath_rules([skill_dir], read_exec))?
-        .add_rules(kept(&runtime.devices, device))?
         .add_rules(path_beneath_rules([scratch_dir], all))?;
-    Ok(ruleset)
+    let child =
+        OwnProcRule::for_ruleset(&ruleset).map_err(|source| LandlockError::Duplicate { source })?;
+    if let Some(child) = &child {
+        runtime
+            .add_to(child)
+            .map_err(|source| LandlockError::Rule { source })?;
+    }
+    Ok(child)
 }
 
 /// A call's ruleset as its child process uses it, by fd. The rule that lets a tool read
@@ -172,9 +241,15 @@ impl OwnProcRule {
         }
         // SAFETY: `proc_self` was just opened and nothing else owns it.
         let proc_self = unsafe { OwnedFd::from_raw_fd(proc_self) };
+        self.add_path_rule(proc_self.as_raw_fd(), PROC_ACCESS)
+    }
+
+    /// Grants `access` (Landlock's `LANDLOCK_ACCESS_FS_*` bits) beneath the file or folder
+    /// open as `parent`: one system call, no allocation (the child makes it too).
+    fn add_path_rule(&self, parent: RawFd, access: u64) -> std::io::Result<()> {
         let attr = PathBeneathAttr {
-            allowed_access: PROC_ACCESS,
-            parent_fd: proc_self.as_raw_fd(),
+            allowed_access: access,
+            parent_fd: parent,
         };
         // SAFETY: landlock_add_rule reads one packed landlock_path_beneath_attr from a live
         // local; both fds are open for the duration of the call.

@@ -302,10 +302,7 @@ impl Sandbox {
         // unconfined, so it fails here instead (Landlock is checked at start, too).
         let landlock = match self.filters {
             Some(_) => {
-                let ruleset = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_rules)?;
-                let child = landlock::OwnProcRule::for_ruleset(&ruleset).map_err(|source| {
-                    SandboxError::Landlock(landlock::LandlockError::Duplicate { source })
-                })?;
+                let child = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_rules)?;
                 Some(child.ok_or_else(|| SandboxError::Unenforceable {
                     problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
                 })?)

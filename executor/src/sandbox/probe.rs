@@ -61,7 +61,8 @@ pub fn probe() -> KernelSupport {
     }
 }
 
-fn landlock_abi() -> u32 {
+/// The kernel's Landlock ABI version, 0 without Landlock.
+pub fn landlock_abi() -> u32 {
     // SAFETY: landlock_create_ruleset with a null attr, size 0 and the VERSION flag only
     // returns the ABI version (or -1); it reads no memory and creates no fd.
     let v = unsafe {
