@@ -9,7 +9,7 @@
 //! the 16-client run, default 64; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
 //! clients on the plain tool for S seconds and reports nothing, for a profiler;
 //! `ROUNDTRIP_EXECUTOR=PATH` runs another executor binary, e.g. an older build for an A/B
-//! comparison run after run; `ROUNDTRIP_EXECUTOR_TOML` adds `[executor]` lines, e.g.
+//! comparison run after run, and `ROUNDTRIP_CORE=PATH` another `skillbox`; `ROUNDTRIP_EXECUTOR_TOML` adds `[executor]` lines, e.g.
 //! `scratch_tmpfs_mb = 0`).
 //!
 //! Series, interleaved round by round so that load from elsewhere falls on all alike:

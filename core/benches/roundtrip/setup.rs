@@ -225,7 +225,11 @@ fn executor_ok(addr: &str) -> bool {
 
 /// Starts `skillbox up` on `ws` and waits for its gateway.
 pub fn start_up(ws: &Path) -> Up {
-    let child = Command::new(binary("skillbox"))
+    // ROUNDTRIP_CORE: another `skillbox` binary (an older build, for an A/B run).
+    let core = std::env::var_os("ROUNDTRIP_CORE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| binary("skillbox"));
+    let child = Command::new(core)
         .args(["up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(ws)
         .stdout(Stdio::null())

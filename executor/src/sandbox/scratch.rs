@@ -25,16 +25,20 @@ impl Scratch {
     /// Creates a fresh directory under `root` (created 0711 if missing), mode 0700, owned
     /// by `owner` when given.
     pub fn create(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
-        if !root.exists() {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = root.join(format!("call-{}-{n}", std::process::id()));
+        let dir = std::fs::DirBuilder::new().mode(0o700).create(&path);
+        // The root is made on first need only, not looked up on every call.
+        if matches!(&dir, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o711)
                 .create(root)?;
             std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o711))?;
+            std::fs::DirBuilder::new().mode(0o700).create(&path)?;
+        } else {
+            dir?;
         }
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = root.join(format!("call-{}-{n}", std::process::id()));
-        std::fs::DirBuilder::new().mode(0o700).create(&path)?;
         if let Some(uid) = owner {
             std::os::unix::fs::chown(&path, Some(uid), Some(uid))?;
         }
@@ -121,6 +125,16 @@ mod tests {
             .unwrap()
             .join(TRASH_DIR)
             .join(path.file_name().unwrap())
+    }
+
+    #[test]
+    fn a_missing_root_is_made_0711() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("a/b");
+        let scratch = Scratch::create(&root, None).unwrap();
+        assert!(scratch.path().is_dir());
+        let mode = std::fs::metadata(&root).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o711);
     }
 
     #[test]
