@@ -9,6 +9,7 @@
 //! <ca>/intermediate-<fp>.pem, .key        intermediates replaced or orphaned by a rotation
 //! ```
 
+mod checks;
 mod revoke;
 mod rotate;
 
@@ -26,6 +27,7 @@ use ring::rand::SecureRandom;
 pub use revoke::{find_certificate, revoke};
 pub use rotate::{retire_root, rotate_root};
 
+use self::checks::{check_days, check_name, check_publisher};
 use crate::cert;
 use crate::fsutil::{create_dir, unix_seconds, write_new, KEY_MODE, PUBLIC_MODE};
 pub use crate::rotation::RotationStatement;
@@ -478,45 +480,4 @@ pub(crate) fn write_key(path: &Path, key: &KeyPair) -> Result<(), IssueError> {
 
 pub(crate) fn write_cert(path: &Path, pem: &str) -> Result<(), IssueError> {
     crate::fsutil::write_atomic(path, pem.as_bytes(), PUBLIC_MODE).map_err(io_err(path))
-}
-
-fn check_days(days: u32) -> Result<(), IssueError> {
-    if days == 0 || days > MAX_DAYS {
-        return Err(IssueError::InvalidDays { days });
-    }
-    Ok(())
-}
-
-fn check_name(what: &'static str, value: &str) -> Result<(), IssueError> {
-    let reason = if value.trim().is_empty() {
-        "empty"
-    } else if value.len() > 64 {
-        "longer than 64 bytes"
-    } else if value.chars().any(char::is_control) {
-        "holding a control character"
-    } else {
-        return Ok(());
-    };
-    Err(IssueError::InvalidName {
-        what,
-        value: value.to_string(),
-        reason,
-    })
-}
-
-/// Publisher names become file names: ASCII letters, digits, `.`, `_`, `-`, not starting
-/// with `.` or `-`, at most 64 bytes.
-fn check_publisher(publisher: &str) -> Result<(), IssueError> {
-    check_name("publisher", publisher)?;
-    let ok_chars = publisher
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
-    if !ok_chars || publisher.starts_with('.') || publisher.starts_with('-') {
-        return Err(IssueError::InvalidName {
-            what: "publisher",
-            value: publisher.to_string(),
-            reason: "not made of ASCII letters, digits, '.', '_' and '-' (not leading '.' or '-')",
-        });
-    }
-    Ok(())
 }
