@@ -230,10 +230,16 @@ impl Dispatcher {
         context_readiness(skill, &self.readiness()).1
     }
 
-    /// A fresh call id (24 hex digits), for results the gateway answers itself (built-in
-    /// tools, refusals before dispatch).
+    /// A fresh call id, 24 hex digits: the microseconds since the Unix epoch (12 digits)
+    /// and 48 random bits. Ids of later calls sort after earlier ones, so the store adds
+    /// each to the end of its index instead of to a random page of it (a 4 KiB page
+    /// written per call under load, where a batch of time-ordered ids shares its pages).
     pub fn new_call_id(&self) -> Result<String, random::RandomError> {
-        random::hex(self.rng.as_ref(), 12, "call id")
+        let micros = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros());
+        let random = random::hex(self.rng.as_ref(), 6, "call id")?;
+        Ok(format!("{:012x}{random}", micros & 0xffff_ffff_ffff))
     }
 }
 

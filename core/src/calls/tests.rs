@@ -182,3 +182,22 @@ async fn executor_stages_go_to_the_metrics_and_never_into_the_answer() {
         assert!(text.contains(&line), "{line} missing: {text}");
     }
 }
+
+#[test]
+fn call_ids_are_24_hex_digits_unique_and_in_the_order_they_were_made() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path(), usize::MAX);
+    let first = d.new_call_id().unwrap();
+    let many: Vec<String> = (0..1000).map(|_| d.new_call_id().unwrap()).collect();
+    std::thread::sleep(std::time::Duration::from_millis(2));
+    let later = d.new_call_id().unwrap();
+    for id in many.iter().chain([&first, &later]) {
+        assert!(
+            id.len() == 24 && id.bytes().all(|b| b.is_ascii_hexdigit()),
+            "{id}"
+        );
+    }
+    let distinct: std::collections::HashSet<&String> = many.iter().collect();
+    assert_eq!(distinct.len(), many.len(), "a call id came twice");
+    assert!(first < later, "{first} was made before {later}");
+}
