@@ -171,21 +171,20 @@ pub fn kill_user_until_gone(uid: u32) {
 /// thread, which runs this, above the tool itself). The calling thread sleeps until the
 /// helper exits. The helper makes raw system calls only — no libc wrapper that keeps state
 /// (glibc's `setresuid` would broadcast to the executor's threads), no allocation — on a
-/// stack allocated here, with every signal blocked (inherited from this thread's mask).
+/// stack allocated here, with every signal but SIGCHLD (which has no handler) blocked, inherited from this thread's mask.
 fn kill_as(uid: u32) {
     const STACK_BYTES: usize = 16 * 1024;
     let mut stack = vec![0u8; STACK_BYTES];
     let mut args = KillArgs { uid };
     // The stack grows down: pass its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + STACK_BYTES) & !0xf;
-    let mut all: libc::sigset_t = unsafe_zeroed_sigset();
+    let all = super::spawn::clone_window_mask();
     let mut old: libc::sigset_t = unsafe_zeroed_sigset();
-    // SAFETY: sigfillset/pthread_sigmask on sigsets owned here; clone runs `kill_helper`
+    // SAFETY: pthread_sigmask on sigsets owned here; clone runs `kill_helper`
     // on `stack`, which outlives the child (CLONE_VFORK: this thread resumes only after
     // the child exited), with a pointer to `args`, which lives until after that too; the
     // child touches nothing else of the shared memory.
     let pid = unsafe {
-        libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
         let pid = libc::clone(
             kill_helper,

@@ -189,15 +189,15 @@ impl Launch {
                 Some(s) => s,
                 None => stack.insert(ChildStack::new()?),
             };
-            // SAFETY: every signal is blocked around the clone so that no handler of the
-            // executor runs on the child's stack before it reset them; clone runs
+            // SAFETY: every signal but SIGCHLD is blocked around the clone so that no
+            // handler of the executor runs on the child's stack before it reset them
+            // ([`clone_window_mask`]); clone runs
             // `child_main` on `stack` (this thread's own, unused until the child has exec'd
             // or exited, since CLONE_VFORK suspends this thread until then) with a pointer
             // to `context`, which outlives the child's use of it for the same reason.
             unsafe {
-                let mut all: libc::sigset_t = std::mem::zeroed();
+                let all = clone_window_mask();
                 let mut old: libc::sigset_t = std::mem::zeroed();
-                libc::sigfillset(&mut all);
                 libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
                 let pid = libc::clone(
                     child_main,
@@ -277,6 +277,22 @@ impl Drop for Started {
                 libc::waitpid(pid, &mut status, 0);
             }
         }
+    }
+}
+
+/// The signal mask a thread holds while it clones a child that shares its memory: every
+/// signal but SIGCHLD. SIGCHLD has no handler in the executor (its default action is to
+/// ignore it), so it can run nothing on the child's stack; left blocked, the SIGCHLD of
+/// any child exiting meanwhile (a kill helper always exits inside its parent's window)
+/// was not discarded at once but queued for the process and woke some other thread of
+/// the executor to be discarded there, about two wake-ups per call.
+pub(super) fn clone_window_mask() -> libc::sigset_t {
+    // SAFETY: sigfillset and sigdelset on a set owned here.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::sigdelset(&mut set, libc::SIGCHLD);
+        set
     }
 }
 
