@@ -205,8 +205,20 @@ fn the_clone_window_blocks_every_signal_but_sigchld() {
     let mask = super::clone_window_mask();
     // SAFETY: sigismember reads a set owned here.
     let member = |sig| unsafe { libc::sigismember(&mask, sig) } == 1;
-    assert!(!member(libc::SIGCHLD), "SIGCHLD blocked: each exit would wake another thread");
-    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGSEGV, libc::SIGPIPE, libc::SIGUSR1] {
-        assert!(member(sig), "signal {sig} not blocked while a child shares the stack");
+    assert!(
+        !member(libc::SIGCHLD),
+        "SIGCHLD blocked: each exit would wake another thread"
+    );
+    for sig in [
+        libc::SIGTERM,
+        libc::SIGINT,
+        libc::SIGSEGV,
+        libc::SIGPIPE,
+        libc::SIGUSR1,
+    ] {
+        assert!(
+            member(sig),
+            "signal {sig} not blocked while a child shares the stack"
+        );
     }
 }
