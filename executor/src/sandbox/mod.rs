@@ -440,11 +440,7 @@ impl Sandbox {
         let reachable = others_can_read(skill_dir);
         if reachable {
             if let Ok(mut set) = self.reachable.lock() {
-                // Bounded: a long-running executor sees every installed version's folder.
-                if set.len() >= MAX_REMEMBERED_FOLDERS {
-                    set.clear();
-                }
-                set.insert(skill_dir.to_path_buf());
+                remember(&mut set, skill_dir, MAX_REMEMBERED_FOLDERS);
             }
         }
         reachable
@@ -453,6 +449,15 @@ impl Sandbox {
 
 /// Most skill folders [`Sandbox::reachable_by_others`] remembers before starting over.
 const MAX_REMEMBERED_FOLDERS: usize = 4096;
+
+/// Adds `folder` to `set`, which starts over once it holds `max` (a long-running executor
+/// sees the folder of every installed version of every skill).
+fn remember(set: &mut HashSet<PathBuf>, folder: &Path, max: usize) {
+    if set.len() >= max {
+        set.clear();
+    }
+    set.insert(folder.to_path_buf());
+}
 
 /// Whether a user other than the owner can reach `dir`: o+x on every ancestor, o+rx on it.
 fn others_can_read(dir: &Path) -> bool {
@@ -465,4 +470,19 @@ fn others_can_read(dir: &Path) -> bool {
             .unwrap_or(0)
     };
     dir.ancestors().skip(1).all(|a| mode(a) & 0o001 != 0) && mode(&dir) & 0o005 == 0o005
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remembered_folders_start_over_at_the_limit() {
+        let mut set = HashSet::new();
+        remember(&mut set, Path::new("/a"), 2);
+        remember(&mut set, Path::new("/b"), 2);
+        assert_eq!(set.len(), 2);
+        remember(&mut set, Path::new("/c"), 2);
+        assert_eq!(set, HashSet::from([PathBuf::from("/c")]));
+    }
 }

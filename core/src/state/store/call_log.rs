@@ -263,6 +263,22 @@ mod tests {
     }
 
     #[test]
+    fn a_full_batch_ends_the_linger_without_a_reader() {
+        let dir = tempfile::tempdir().unwrap();
+        // A linger far longer than the test: only a full batch can end it.
+        let store = lingering(dir.path(), Duration::from_secs(600));
+        for i in 0..LINGER_BATCH {
+            store.queue_call(record(i, true));
+        }
+        let log = &store.inner.call_log;
+        let mut state = log.lock();
+        while state.written < LINGER_BATCH as u64 {
+            state = log.wait(state);
+        }
+        assert_eq!(state.lingered_out, 0, "the writer waited out its linger");
+    }
+
+    #[test]
     fn a_linger_ends_by_itself_without_a_reader() {
         let dir = tempfile::tempdir().unwrap();
         let store = lingering(dir.path(), Duration::from_millis(1));
