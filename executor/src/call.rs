@@ -354,8 +354,11 @@ async fn run<B: CapabilityBroker>(
     };
     clock.answered = Some(Instant::now());
     let _ = child.start_kill();
-    guard.finish(pid);
+    guard.kill_now(pid);
+    // Reaped before the release, so that a call that left nothing behind needs no kill
+    // helper there (the tool itself would still count as a process of the call's user).
     let _ = child.wait().await;
+    guard.release();
     if let Some(task) = stderr_task {
         task.abort();
     }

@@ -40,27 +40,42 @@ pub struct CallGuard {
 }
 
 impl CallGuard {
-    /// Ends the call: kills the tool's process group at once, then hands the rest to the
-    /// [`Releaser`] thread, off the call's critical path: kill every process of the call's
-    /// user, unlock the user id, move the scratch dir aside for removal.
+    /// Ends the call: [`CallGuard::kill_now`], then [`CallGuard::release`]. Use the two
+    /// steps, with the tool reaped between them, where the caller can wait for it: the
+    /// release then finds no process left and skips the kill helper.
     pub fn finish(self, pid: Option<u32>) -> FinishTimings {
         let start = Instant::now();
+        self.kill_now(pid);
+        let killed = Instant::now();
+        self.release();
+        FinishTimings {
+            kill: killed - start,
+            hand_off: killed.elapsed(),
+        }
+    }
+
+    /// Kills at once what can be reached from the tool's pid `pid`, which must not be
+    /// reaped yet (the id cannot have been reused): its process group, or without a call
+    /// user its whole tree found through parent ids (a reaped tool's children are no
+    /// longer linked to it).
+    pub fn kill_now(&self, pid: Option<u32>) {
         match (&self.user, pid) {
             // The call's own user: its release kills everything of that user.
             (Some(_), Some(pid)) => reaper::kill_group(pid),
             (None, Some(pid)) => reaper::kill_tree(pid),
             _ => {}
         }
-        let killed = Instant::now();
+    }
+
+    /// Hands the rest of the call's end to the [`Releaser`] thread, off the call's
+    /// critical path: kill every process left under the call's user (nothing is started
+    /// when none is left), unlock the user id, remove the scratch dir.
+    pub fn release(self) {
         let CallGuard { user, scratch } = self;
         Releaser::global().release(move || {
             drop(user);
             drop(scratch);
         });
-        FinishTimings {
-            kill: killed - start,
-            hand_off: killed.elapsed(),
-        }
     }
 
     /// The call's scratch dir.

@@ -1,9 +1,9 @@
 //! Process lifetime: every process a call starts dies when the call ends.
 //!
 //! When the executor is root, each call in flight runs under its own user id from a pool
-//! ([`UserPool`]); at the end a short-lived helper switches to that id and sends SIGKILL to
-//! every process it may signal (`kill(-1)`), which reaches double-forked, `setsid`
-//! grandchildren too, and repeats until none is left. Without root, the process group and
+//! ([`UserPool`]); at the end, when any process of that id is left, a short-lived helper
+//! switches to that id and sends SIGKILL to every process it may signal (`kill(-1)`),
+//! which reaches double-forked, `setsid` grandchildren too. Without root, the process group and
 //! every descendant still linked to the tool by parent ids are killed; a process that
 //! double-forked out of the tree is not found then (documented limit of that mode).
 
@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -140,8 +140,35 @@ const MAX_SWEEP_PASSES: usize = 64;
 /// time per call, walking every process of the host again, and found nothing; the tests
 /// of forks racing the kill, in `tests/suite/escape*.rs`, run against one pass.)
 /// (`kill(-1)` reports success whenever any process exists, so its result proves nothing.)
+///
+/// Most calls leave nothing behind: when no process of `uid` exists ([`user_has_process`],
+/// one system call that usually returns at once) no helper is started, which saves a
+/// clone, a user switch, a walk of every host process and an exit per call.
 pub fn kill_user(uid: u32) {
-    kill_as(uid);
+    if user_has_process(uid) {
+        kill_as(uid);
+    }
+}
+
+/// Whether any process (a zombie or a dying one too) has real user id `uid`.
+///
+/// `getpriority(PRIO_USER, uid)` fails with ESRCH exactly when no task of that real user
+/// exists; the kernel answers at once when it holds no accounting record for the user and
+/// walks the task list otherwise. A call's processes cannot change their user ids (no
+/// capabilities, and `setresuid` without one only picks among the ids already held), so
+/// "none of real user `uid`" means none of the call is left; and none can appear later,
+/// since only a process of that user (there is none) or the executor could start one.
+/// Any other answer, an error included, counts as "some": the kill then runs.
+pub fn user_has_process(uid: u32) -> bool {
+    // SAFETY: getpriority takes two integers and touches no memory of ours.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getpriority,
+            libc::c_long::from(libc::PRIO_USER),
+            libc::c_long::from(uid),
+        )
+    };
+    !(r == -1 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH))
 }
 
 /// Kills every process of `uid` and checks `/proc` until none is left (startup sweep;
@@ -174,6 +201,7 @@ pub fn kill_user_until_gone(uid: u32) {
 /// stack allocated here, with every signal but SIGCHLD (which has no handler) blocked, inherited from this thread's mask.
 fn kill_as(uid: u32) {
     const STACK_BYTES: usize = 16 * 1024;
+    KILL_HELPERS.fetch_add(1, Ordering::Relaxed);
     let mut stack = vec![0u8; STACK_BYTES];
     let mut args = KillArgs { uid };
     // The stack grows down: pass its 16-byte aligned top.
@@ -205,6 +233,15 @@ fn kill_as(uid: u32) {
     }
     let _ = waitpid(Pid::from_raw(pid), None);
     drop(stack);
+}
+
+/// Kill helpers started by this process.
+static KILL_HELPERS: AtomicU64 = AtomicU64::new(0);
+
+/// How many kill helpers this process has started (tests and benches compare it around
+/// calls).
+pub fn kill_helpers_started() -> u64 {
+    KILL_HELPERS.load(Ordering::Relaxed)
 }
 
 /// What [`kill_helper`] reads: the user to become.
@@ -418,4 +455,39 @@ fn descendants(root: i32) -> Vec<i32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_with_no_process_has_none_and_the_caller_has_one() {
+        // An id far above any pool a test or the executor uses: nothing runs as it.
+        assert!(!user_has_process(4_190_000_001));
+        assert!(user_has_process(nix::unistd::getuid().as_raw()));
+    }
+
+    #[test]
+    fn a_user_with_a_live_or_dead_unreaped_process_has_one() {
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIPPED: needs root (a process of another user)");
+            return;
+        }
+        use std::os::unix::process::CommandExt;
+        let uid = 4_190_000_002;
+        let mut sleeper = std::process::Command::new("sleep")
+            .arg("30")
+            .uid(uid)
+            .gid(uid)
+            .spawn()
+            .unwrap();
+        assert!(user_has_process(uid), "a live process");
+        sleeper.kill().unwrap();
+        // Dead but not reaped: a zombie still counts, so the kill would run.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(user_has_process(uid), "a zombie");
+        sleeper.wait().unwrap();
+        assert!(!user_has_process(uid), "reaped");
+    }
 }

@@ -112,7 +112,6 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
         })
         .unwrap();
     let mut child = sandbox.spawn(prepared.launch).unwrap();
-    let pid = child.id();
     let mut out = String::new();
     child
         .stdout
@@ -122,9 +121,41 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
         .await
         .unwrap();
     let status = child.wait().await.unwrap();
-    prepared.guard.finish(pid);
+    // Exited and reaped: what it left is found through its user at the release.
+    prepared.guard.release();
     assert!(status.success(), "{argv:?} exited with {status}");
     out
+}
+
+/// The end of a call starts a kill helper only when a process of the call's user is left:
+/// none for a tool that exited alone, one for a tool that left a process in the
+/// background, which it kills.
+#[test]
+fn the_kill_helper_runs_only_when_the_call_left_a_process() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED {}: needs root (per-call user ids)", module_path!());
+        return;
+    }
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("leaver");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let helpers = sandbox::reaper::kill_helpers_started;
+    let before = helpers();
+    runtime.block_on(run_id(&sandbox, &skill_dir));
+    sandbox::wait_idle();
+    assert_eq!(
+        helpers(),
+        before,
+        "a call that left nothing started a helper"
+    );
+    let script = "sleep 30 >/dev/null 2>&1 </dev/null & echo $! $(id -u)";
+    let out = runtime.block_on(run(&sandbox, &skill_dir, &["/bin/sh", "-c", script]));
+    sandbox::wait_idle();
+    assert_eq!(helpers(), before + 1, "no helper killed the left process");
+    let (sleeper, uid) = out.trim().split_once(' ').unwrap();
+    super::harness::is_dead(sleeper.parse().unwrap(), uid.parse().unwrap()).unwrap();
 }
 
 /// `CapBnd:` of a `/proc/<pid>/status`.
