@@ -8,14 +8,16 @@
 //! double-forked out of the tree is not found then (documented limit of that mode).
 
 use std::collections::{HashMap, VecDeque};
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{openat, Flock, FlockArg, OFlag, AT_FDCWD};
+use nix::sys::stat::Mode;
 
 use nix::sys::signal::{kill, Signal};
 use nix::sys::wait::waitpid;
@@ -27,11 +29,17 @@ pub const DEFAULT_UID_BASE: u32 = 2_000_000;
 /// A pool of user ids, one per call in flight. Ids are claimed with an exclusive `flock`
 /// on `<lock_dir>/uid-<id>.lock` in a host-wide folder, so several executors (or test
 /// processes) on one host never share an id.
+///
+/// Whatever a holder left running under an id (an executor killed mid-call leaves its
+/// tools behind) is killed by the next holder when it takes the id: the check
+/// ([`user_has_process`]) costs one system call, so no mark in the lock file is needed.
 #[derive(Debug)]
 pub struct UserPool {
     base: u32,
     size: usize,
-    lock_dir: PathBuf,
+    /// The lock folder, opened once: each lock file is opened relative to it, with no
+    /// walk of the folder's path.
+    dir: OwnedFd,
     next: AtomicUsize,
 }
 
@@ -51,10 +59,16 @@ impl UserPool {
             .recursive(true)
             .mode(0o700)
             .create(&lock_dir)?;
+        let dir = openat(
+            AT_FDCWD,
+            &lock_dir,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
         Ok(Arc::new(Self {
             base,
             size,
-            lock_dir,
+            dir,
             next: AtomicUsize::new(0),
         }))
     }
@@ -66,22 +80,28 @@ impl UserPool {
             let uid = self.base + slot as u32;
             if let Some(lock) = self.try_lock(uid) {
                 kill_user_until_gone(uid);
-                let _ = lock.set_len(0);
                 drop(lock);
             }
         }
     }
 
-    /// The exclusive lock of `uid`, when no one else holds it.
+    /// The exclusive lock of `uid`, when no one else holds it. The file is opened without
+    /// `O_CREAT` first: creating takes the folder's lock, which every other claim and
+    /// release of an id waits on; only an id's first use creates its file.
     fn try_lock(&self, uid: u32) -> Option<Flock<File>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(self.lock_dir.join(format!("uid-{uid}.lock")))
-            .ok()?;
-        Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()
+        let name = format!("uid-{uid}.lock");
+        let flags = OFlag::O_RDWR | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+        let fd = match openat(&self.dir, name.as_str(), flags, Mode::empty()) {
+            Err(nix::errno::Errno::ENOENT) => openat(
+                &self.dir,
+                name.as_str(),
+                flags | OFlag::O_CREAT,
+                Mode::from_bits_truncate(0o600),
+            ),
+            other => other,
+        }
+        .ok()?;
+        Flock::lock(File::from(fd), FlockArg::LockExclusiveNonblock).ok()
     }
 
     /// Takes a free id, killing any process left under it. `None` when all are in use.
@@ -92,14 +112,9 @@ impl UserPool {
             let Some(lock) = self.try_lock(uid) else {
                 continue;
             };
-            // A holder that ended its call cleanly emptied the file after killing its
-            // processes; anything else (a crashed executor) is cleaned up now.
-            if lock.metadata().map(|m| m.len() > 0).unwrap_or(true) {
-                kill_user(uid);
-            }
-            // Marked held by its length alone: a one-byte hole, no data block to allocate
-            // and free again on each call (the lock folder is on disk outside containers).
-            let _ = lock.set_len(1);
+            // A holder that ended its call cleanly killed what was left; a crashed one did
+            // not. Either way, anything still running as this id dies now.
+            kill_user(uid);
             return Some(CallUser {
                 uid,
                 lock: Some(lock),
@@ -119,11 +134,7 @@ impl CallUser {
 impl Drop for CallUser {
     fn drop(&mut self) {
         kill_user(self.uid);
-        if let Some(lock) = self.lock.take() {
-            // Marks the id clean for the next holder.
-            let _ = lock.set_len(0);
-            drop(lock);
-        }
+        drop(self.lock.take());
     }
 }
 
@@ -489,5 +500,40 @@ mod tests {
         assert!(user_has_process(uid), "a zombie");
         sleeper.wait().unwrap();
         assert!(!user_has_process(uid), "reaped");
+    }
+
+    #[test]
+    fn an_id_held_elsewhere_is_not_handed_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
+        let second = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
+        let held = first.acquire().expect("a free id");
+        assert!(second.acquire().is_none(), "one id handed out twice");
+        drop(held);
+        assert_eq!(second.acquire().map(|u| u.uid), Some(4_190_000_020));
+    }
+
+    #[test]
+    fn taking_an_id_kills_what_a_crashed_holder_left_under_it() {
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIPPED: needs root (a process of another user)");
+            return;
+        }
+        use std::os::unix::process::{CommandExt, ExitStatusExt};
+        let uid = 4_190_000_030;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = UserPool::new(uid, 1, dir.path().to_path_buf()).unwrap();
+        // What an executor killed mid-call leaves: a tool still running as the id, whose
+        // lock went with the executor.
+        let mut left = std::process::Command::new("sleep")
+            .arg("30")
+            .uid(uid)
+            .gid(uid)
+            .spawn()
+            .unwrap();
+        let user = pool.acquire().expect("a free id");
+        assert_eq!(user.uid, uid);
+        let status = left.wait().unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
     }
 }
