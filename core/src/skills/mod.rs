@@ -6,4 +6,5 @@
 pub mod install;
 pub mod reload;
 pub mod roots;
+pub mod tree_watch;
 pub mod watch;

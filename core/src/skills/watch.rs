@@ -3,9 +3,10 @@
 //! /v1/skills/reload`). Calls are never blocked: a reload swaps the catalog, and calls in
 //! flight keep the one they started with.
 //!
-//! Changes come from the `notify` crate (inotify on Linux: watches added as folders
-//! appear, a queue overflow reported so we rescan); reads are ignored, so a reload
-//! reading the skills does not cause another. Events are debounced: the reload runs once
+//! Changes come from an inotify watch of the whole tree ([`TreeWatch`]: watches added as
+//! folders appear, a queue overflow reported so we rescan); opens and reads are not
+//! watched, so neither a reload reading the skills nor a call running a skill's tool
+//! causes one. Events are debounced: the reload runs once
 //! the tree has been quiet for [`DEBOUNCE`], and at most [`MAX_DELAY`] after the first
 //! change even if writes go on. When the watch cannot be set up (a skills root missing, no
 //! inotify instances left) the roots are polled every [`POLL_INTERVAL`] instead.
@@ -15,11 +16,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode, Watcher};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::time::Instant;
 
 use crate::skills::reload::{Cause, Reloader};
+use crate::skills::tree_watch::TreeWatch;
 
 /// Quiet time after the last change before reloading.
 pub const DEBOUNCE: Duration = Duration::from_millis(300);
@@ -37,39 +38,29 @@ const POLL_MAX_DEPTH: usize = 6;
 /// is dropped.
 pub async fn watch_skills(reloader: Arc<Reloader>) {
     let roots = reloader.policy().roots.clone();
-    let (tx, rx) = unbounded_channel();
-    match start_notify(&roots, tx) {
-        Ok(watcher) => {
-            tracing::info!(roots = ?roots, "watching the skills roots");
-            debounce(rx, || reloader.reload_logged(Cause::SkillsChanged)).await;
-            drop(watcher);
+    let reload = || reloader.reload_logged(Cause::SkillsChanged);
+    match TreeWatch::start(&roots) {
+        Ok(mut watch) => {
+            tracing::info!(roots = ?roots, folders = watch.folders(), "watching the skills roots");
+            let (tx, rx) = unbounded_channel();
+            let forward = async move {
+                loop {
+                    if let Err(e) = watch.changed().await {
+                        tracing::warn!(error = %e, "the watch of the skills roots broke; polling them every {POLL_INTERVAL:?}");
+                        return;
+                    }
+                    if tx.send(()).is_err() {
+                        return;
+                    }
+                }
+            };
+            tokio::join!(forward, debounce(rx, reload));
         }
         Err(e) => {
             tracing::warn!(roots = ?roots, error = %e, "cannot watch the skills roots; polling them every {POLL_INTERVAL:?}");
-            poll(&roots, || reloader.reload_logged(Cause::SkillsChanged)).await;
         }
     }
-}
-
-/// A recursive watch of every root that sends one `()` per relevant event.
-fn start_notify(
-    roots: &[PathBuf],
-    tx: UnboundedSender<()>,
-) -> notify::Result<notify::RecommendedWatcher> {
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let relevant = match &res {
-            Ok(event) => !matches!(event.kind, EventKind::Access(_)),
-            // Lost events (queue overflow): a reload rescans everything.
-            Err(_) => true,
-        };
-        if relevant {
-            let _ = tx.send(());
-        }
-    })?;
-    for root in roots {
-        watcher.watch(root, RecursiveMode::Recursive)?;
-    }
-    Ok(watcher)
+    poll(&roots, reload).await;
 }
 
 /// Calls `act` once per burst of events on `rx` (see the module doc); returns when the
