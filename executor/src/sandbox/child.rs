@@ -7,9 +7,10 @@
 //! process-wide state (the child shares the executor's memory until it execs).
 
 use std::io;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 
-use super::landlock::OwnProcRule;
+use super::landlock::{self, OwnProcRule};
 use super::limits::Limits;
 use super::seccomp::ToolFilters;
 
@@ -101,12 +102,15 @@ impl ChildSetup {
     /// Runs in the child before exec. Returns an error to make the spawn fail.
     /// `bounding_set_empty`: the parent saw its (so this process's) bounding set empty
     /// ([`bounding_set_empty`]), so there is nothing to drop from it.
-    pub fn apply(&self, bounding_set_empty: bool) -> io::Result<()> {
+    /// `ruleset_fd`: where this process holds the Landlock ruleset, when not at the
+    /// number of [`ChildSetup::landlock`] (the spawn moved it).
+    pub fn apply(&self, bounding_set_empty: bool, ruleset_fd: Option<RawFd>) -> io::Result<()> {
+        let ruleset = (self.landlock.as_ref()).map(|own| ruleset_fd.unwrap_or(own.as_raw_fd()));
         // First, before RLIMIT_NOFILE is lowered: opening `/proc/self` takes the lowest
-        // free descriptor of the table this process copied from the executor, which under
-        // load has every number below the tool's limit in use (EMFILE).
-        if let Some(landlock) = &self.landlock {
-            landlock.add_in_child()?;
+        // free descriptor, and a process that copied the executor's whole table has every
+        // number below the tool's limit in use under load (EMFILE).
+        if let Some(ruleset) = ruleset {
+            landlock::add_own_proc_rule(ruleset)?;
         }
         nix::unistd::setsid()?;
         self.limits.apply()?;
@@ -123,8 +127,8 @@ impl ChildSetup {
         self.drop_privileges(bounding_set_empty)?;
         // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
-        if let Some(landlock) = &self.landlock {
-            landlock.restrict_in_child()?;
+        if let Some(ruleset) = ruleset {
+            landlock::restrict_self(ruleset)?;
         }
         if let Seccomp::Install(filters) = &self.seccomp {
             filters.apply()?;

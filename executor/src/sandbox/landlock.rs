@@ -197,9 +197,8 @@ pub fn build(
 /// A call's ruleset as its child process uses it, by fd. The rule that lets a tool read
 /// its own `/proc/<pid>` and nothing else of `/proc` can be added only once the pid exists,
 /// so the parent keeps a duplicate of the ruleset's fd; the child adds the rule with
-/// [`OwnProcRule::add_in_child`] and enforces the ruleset with
-/// [`OwnProcRule::restrict_in_child`], both raw system calls (the child shares the
-/// executor's memory until exec, see `spawn.rs`).
+/// [`add_own_proc_rule`] and enforces the ruleset with [`restrict_self`], both raw system
+/// calls (the child shares the executor's memory until exec, see `spawn.rs`).
 #[derive(Debug)]
 pub struct OwnProcRule {
     ruleset_fd: OwnedFd,
@@ -225,65 +224,73 @@ impl OwnProcRule {
         Ok(fd.map(|ruleset_fd| Self { ruleset_fd }))
     }
 
-    /// Adds read access beneath `/proc/self` (the calling process's own `/proc/<pid>`).
-    /// Runs in the child before exec: only system calls on a static path, no allocation.
-    pub fn add_in_child(&self) -> std::io::Result<()> {
-        // SAFETY: the path is a NUL-terminated static string; the returned fd is owned
-        // below and closed when this function returns.
-        let proc_self = unsafe {
-            libc::open(
-                c"/proc/self".as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if proc_self < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `proc_self` was just opened and nothing else owns it.
-        let proc_self = unsafe { OwnedFd::from_raw_fd(proc_self) };
-        self.add_path_rule(proc_self.as_raw_fd(), PROC_ACCESS)
-    }
-
     /// Grants `access` (Landlock's `LANDLOCK_ACCESS_FS_*` bits) beneath the file or folder
-    /// open as `parent`: one system call, no allocation (the child makes it too).
+    /// open as `parent`: one system call, no allocation.
     fn add_path_rule(&self, parent: RawFd, access: u64) -> std::io::Result<()> {
-        let attr = PathBeneathAttr {
-            allowed_access: access,
-            parent_fd: parent,
-        };
-        // SAFETY: landlock_add_rule reads one packed landlock_path_beneath_attr from a live
-        // local; both fds are open for the duration of the call.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_add_rule,
-                self.ruleset_fd.as_raw_fd(),
-                LANDLOCK_RULE_PATH_BENEATH,
-                &attr as *const PathBeneathAttr,
-                0u32,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        add_path_rule(self.ruleset_fd.as_raw_fd(), parent, access)
     }
+}
 
-    /// Enforces the ruleset on the calling process (no_new_privs must be set already).
-    /// Runs in the child before exec: one system call.
-    pub fn restrict_in_child(&self) -> std::io::Result<()> {
-        // SAFETY: landlock_restrict_self takes the ruleset fd, open here, and no flags.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset_fd.as_raw_fd(),
-                0u32,
-            )
-        };
-        if rc < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+impl AsRawFd for OwnProcRule {
+    fn as_raw_fd(&self) -> RawFd {
+        self.ruleset_fd.as_raw_fd()
     }
+}
+
+/// Adds read access beneath `/proc/self` (the calling process's own `/proc/<pid>`) to the
+/// ruleset open as `ruleset` in this process. Runs in the child before exec: only system
+/// calls on a static path, no allocation.
+pub fn add_own_proc_rule(ruleset: RawFd) -> std::io::Result<()> {
+    // SAFETY: the path is a NUL-terminated static string; the returned fd is owned
+    // below and closed when this function returns.
+    let proc_self = unsafe {
+        libc::open(
+            c"/proc/self".as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if proc_self < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `proc_self` was just opened and nothing else owns it.
+    let proc_self = unsafe { OwnedFd::from_raw_fd(proc_self) };
+    add_path_rule(ruleset, proc_self.as_raw_fd(), PROC_ACCESS)
+}
+
+/// Grants `access` (Landlock's `LANDLOCK_ACCESS_FS_*` bits) beneath the file or folder open
+/// as `parent` in the ruleset open as `ruleset`: one system call, no allocation (the child
+/// makes it too).
+fn add_path_rule(ruleset: RawFd, parent: RawFd, access: u64) -> std::io::Result<()> {
+    let attr = PathBeneathAttr {
+        allowed_access: access,
+        parent_fd: parent,
+    };
+    // SAFETY: landlock_add_rule reads one packed landlock_path_beneath_attr from a live
+    // local; both fds are open for the duration of the call.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_landlock_add_rule,
+            ruleset,
+            LANDLOCK_RULE_PATH_BENEATH,
+            &attr as *const PathBeneathAttr,
+            0u32,
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Enforces the ruleset open as `ruleset` on the calling process (no_new_privs must be
+/// set already). Runs in the child before exec: one system call.
+pub fn restrict_self(ruleset: RawFd) -> std::io::Result<()> {
+    // SAFETY: landlock_restrict_self takes the ruleset fd, open here, and no flags.
+    let rc = unsafe { libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32) };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! as the largest piece of a call's spawn. Here the child borrows the executor's memory
 //! while the calling thread sleeps (CLONE_VFORK: it resumes once the child has exec'd or
 //! exited), runs [`ChildSetup::apply`] on a stack of its own and execs the tool. The kernel
-//! hands back a pidfd, so waiting and killing never race with pid reuse.
+//! hands back a pidfd, so waiting and killing never race with pid reuse. The child shares
+//! the executor's descriptor table too (CLONE_FILES) and, first thing, unshares only its
+//! bottom, where the spawning thread put the descriptors the child needs ([`child_fds`]).
 //!
 //! Between clone and exec the child shares the executor's memory, so it may only make raw
 //! system calls on data prepared before the clone: no allocation, no lock, no libc wrapper
@@ -79,7 +81,13 @@ impl Step {
 /// What the child reads: everything prepared, and where to report a failure.
 struct ChildContext<'a> {
     launch: &'a mut Launch,
+    /// The pipe ends to put on 0, 1 and 2, as numbered in the child's table.
     stdio: [RawFd; 3],
+    /// The Landlock ruleset as numbered in the child's table, when the spawn moved it.
+    ruleset: Option<RawFd>,
+    /// The child shares the executor's table at clone and unshares it first thing,
+    /// keeping the descriptors below this number ([`child_fds`]).
+    unshare_below: Option<RawFd>,
     /// `step << 32 | errno`, 0 while nothing failed.
     failure: &'a AtomicI64,
     /// This thread's bounding set, and so the child's, is empty: nothing to drop.
@@ -172,48 +180,69 @@ impl Launch {
         let (stderr_read, stderr_write) = pipe()?;
         let failure = AtomicI64::new(0);
         let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
-        let mut context = ChildContext {
-            launch: &mut self,
-            stdio: [
-                stdin_read.as_raw_fd(),
-                stdout_write.as_raw_fd(),
-                stderr_write.as_raw_fd(),
-            ],
-            failure: &failure,
-            bounding_set_empty,
-        };
+        let ruleset = self.setup.landlock.as_ref().map(|l| l.as_raw_fd());
+        let own = [
+            stdin_read.as_raw_fd(),
+            stdout_write.as_raw_fd(),
+            stderr_write.as_raw_fd(),
+            ruleset.unwrap_or(-1),
+        ];
+        let needed = if ruleset.is_some() { 4 } else { 3 };
         let mut pidfd: libc::c_int = -1;
-        let pid = STACK.with(|stack| {
-            let mut stack = stack.borrow_mut();
-            let stack = match stack.as_mut() {
-                Some(s) => s,
-                None => stack.insert(ChildStack::new()?),
+        let pid = child_fds::with(|kept| {
+            // The child's descriptors on this thread's kept numbers, or (none kept) where
+            // they are, for a child that copies the whole table.
+            let placed = kept.and_then(|k| k.place(&own[..needed]).ok().map(|p| (k.end(), p)));
+            let mut context = ChildContext {
+                launch: &mut self,
+                stdio: [own[0], own[1], own[2]],
+                ruleset: None,
+                unshare_below: None,
+                failure: &failure,
+                bounding_set_empty,
             };
-            // SAFETY: every signal but SIGCHLD is blocked around the clone so that no
-            // handler of the executor runs on the child's stack before it reset them
-            // ([`clone_window_mask`]); clone runs
-            // `child_main` on `stack` (this thread's own, unused until the child has exec'd
-            // or exited, since CLONE_VFORK suspends this thread until then) with a pointer
-            // to `context`, which outlives the child's use of it for the same reason.
-            unsafe {
-                let all = clone_window_mask();
-                let mut old: libc::sigset_t = std::mem::zeroed();
-                libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-                let pid = libc::clone(
-                    child_main,
-                    stack.top(),
-                    libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD,
-                    (&mut context as *mut ChildContext).cast(),
-                    &mut pidfd as *mut libc::c_int,
-                );
-                let clone_error = io::Error::last_os_error();
-                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-                if pid < 0 {
-                    Err(clone_error)
-                } else {
-                    Ok(pid)
-                }
+            let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
+            if let Some((end, placed)) = &placed {
+                context.stdio = [placed.number(0), placed.number(1), placed.number(2)];
+                context.ruleset = ruleset.map(|_| placed.number(3));
+                context.unshare_below = Some(*end);
+                flags |= libc::CLONE_FILES;
             }
+            STACK.with(|stack| {
+                let mut stack = stack.borrow_mut();
+                let stack = match stack.as_mut() {
+                    Some(s) => s,
+                    None => stack.insert(ChildStack::new()?),
+                };
+                // SAFETY: every signal but SIGCHLD is blocked around the clone so that no
+                // handler of the executor runs on the child's stack before it reset them
+                // ([`clone_window_mask`]); clone runs `child_main` on `stack` (this
+                // thread's own, unused until the child has exec'd or exited, since
+                // CLONE_VFORK suspends this thread until then) with a pointer to
+                // `context`, which outlives the child's use of it for the same reason.
+                // With CLONE_FILES the child changes no descriptor before it unshared the
+                // table ([`run_child`]).
+                unsafe {
+                    let all = clone_window_mask();
+                    let mut old: libc::sigset_t = std::mem::zeroed();
+                    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+                    let pid = libc::clone(
+                        child_main,
+                        stack.top(),
+                        flags,
+                        (&mut context as *mut ChildContext).cast(),
+                        &mut pidfd as *mut libc::c_int,
+                    );
+                    let clone_error = io::Error::last_os_error();
+                    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                    if pid < 0 {
+                        Err(clone_error)
+                    } else {
+                        Ok(pid)
+                    }
+                }
+            })
+            // `placed` drops here: the kept numbers go back to their placeholders.
         })?;
         // The child's ends, and with them the parent's copies, close here.
         drop((stdin_read, stdout_write, stderr_write));
@@ -385,6 +414,18 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
     };
     // SAFETY: raw system calls on integers and structures on this stack.
     unsafe {
+        // Cloned sharing the executor's descriptor table: a private copy of its bottom
+        // (the kept numbers among them) before any descriptor is touched.
+        if let Some(end) = context.unshare_below {
+            let r = libc::close_range(
+                end as libc::c_uint,
+                libc::c_uint::MAX,
+                libc::CLOSE_RANGE_UNSHARE as libc::c_int,
+            );
+            if r != 0 {
+                return Err((Step::Stdio, errno()));
+            }
+        }
         // Handlers are the executor's code: back to the default before anything can run
         // them in this child; SIGPIPE too (the Rust runtime ignores it, a tool must not).
         for signal in 1..=MAX_SIGNAL {
@@ -440,7 +481,7 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             return Err((Step::Chdir, errno()));
         }
     }
-    if let Err(e) = context.launch.setup.apply(context.bounding_set_empty) {
+    if let Err(e) = (context.launch.setup).apply(context.bounding_set_empty, context.ruleset) {
         return Err((Step::Setup, e.raw_os_error().unwrap_or(libc::EPERM)));
     }
     // SAFETY: execve with NUL-terminated arrays of pointers to live C strings.
@@ -453,6 +494,8 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
     }
     Err((Step::Exec, errno()))
 }
+
+pub mod child_fds;
 
 #[cfg(test)]
 mod tests;

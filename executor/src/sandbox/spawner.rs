@@ -125,6 +125,11 @@ fn ended() -> io::Error {
 /// A spawner thread: installs the filters on itself, reports, then starts jobs until the
 /// queue closes.
 fn serve(filters: &ToolFilters, queue: &Mutex<Receiver<Job>>, ready: &SyncSender<io::Result<()>>) {
+    // Low numbers for the children's descriptors, kept while the table is still small
+    // (a thread without them starts children that copy the whole table).
+    if let Err(e) = super::spawn::child_fds::reserve() {
+        tracing::warn!(error = %e, "a tool spawner keeps no descriptors for its children");
+    }
     let installed = filters.apply();
     let ok = installed.is_ok();
     let _ = ready.send(installed);

@@ -220,3 +220,39 @@ fn a_tool_starts_while_the_executor_holds_more_descriptors_than_a_tool_may_open(
     drop(held);
     assert!(!out.trim().is_empty(), "id printed nothing");
 }
+
+/// A tool's process copies only the bottom of the executor's descriptor table (the
+/// spawning thread's kept numbers among it), not the whole table, and keeps only its
+/// stdio at exec.
+#[test]
+fn a_tool_copies_only_the_bottom_of_the_executor_descriptor_table() {
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("table");
+    let held: Vec<std::fs::File> = (0..700)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let status = runtime.block_on(run(
+        &sandbox,
+        &skill_dir,
+        &["/bin/cat", "/proc/self/status"],
+    ));
+    let fds = runtime.block_on(run(&sandbox, &skill_dir, &["/bin/ls", "/proc/self/fd"]));
+    sandbox::wait_idle();
+    drop(held);
+    let size: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("FDSize:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    // A copy of the whole table holds at least the 700 held here.
+    assert!(
+        size < 700,
+        "the tool's table has room for {size} descriptors"
+    );
+    // ls's own listing of the folder is the fourth.
+    let listed: Vec<&str> = fds.split_whitespace().collect();
+    assert_eq!(listed, ["0", "1", "2", "3"], "{fds}");
+}
