@@ -260,7 +260,7 @@ pub fn child_steps(
                 // calls with data prepared here; the empty step does nothing.
                 unsafe {
                     command.pre_exec(move || match setup.as_ref() {
-                        Some(setup) => setup.apply(false),
+                        Some(setup) => setup.apply(false, None),
                         None => Ok(()),
                     });
                 }
