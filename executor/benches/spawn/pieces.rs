@@ -252,6 +252,7 @@ pub fn child_steps(
                         } else {
                             Seccomp::Off
                         },
+                        new_session: true,
                     })
                 } else {
                     None

@@ -52,6 +52,9 @@ pub struct ChildSetup {
     pub landlock: Option<OwnProcRule>,
     /// How the process comes under the seccomp filters.
     pub seccomp: Seccomp,
+    /// Start a session of its own (`setsid`) rather than only a process group: needed
+    /// while the executor has a controlling terminal ([`super::terminal`]).
+    pub new_session: bool,
 }
 
 /// How a tool's process comes under the seccomp filters.
@@ -112,7 +115,12 @@ impl ChildSetup {
         if let Some(ruleset) = ruleset {
             landlock::add_own_proc_rule(ruleset)?;
         }
-        nix::unistd::setsid()?;
+        if self.new_session {
+            nix::unistd::setsid()?;
+        } else {
+            // SAFETY: setpgid takes integers: this process leads a new group.
+            check(unsafe { libc::setpgid(0, 0) })?;
+        }
         self.limits.apply()?;
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors;
         // every fd above 2 closes at exec, including ones the std spawn machinery needs

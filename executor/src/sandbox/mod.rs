@@ -23,6 +23,7 @@ pub mod seccomp;
 pub mod slots;
 pub mod spawn;
 pub mod spawner;
+pub mod terminal;
 
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
@@ -75,6 +76,8 @@ pub struct Sandbox {
     runtime_rules: Arc<landlock::RuntimeRules>,
     node_runner: PathBuf,
     cap_last: u32,
+    /// Tools start a session of their own ([`terminal::tools_need_own_session`]).
+    new_session: bool,
     users: Option<Arc<UserPool>>,
     slots: Option<Arc<ReadySlots>>,
     /// Skill folders found reachable by the call users ([`Sandbox::reachable_by_others`]).
@@ -187,6 +190,7 @@ impl Sandbox {
             runtime_rules,
             node_runner,
             cap_last: child::cap_last(),
+            new_session: terminal::tools_need_own_session(),
             users,
             slots: None,
             reachable: Arc::default(),
@@ -324,6 +328,7 @@ impl Sandbox {
                 Some(_) => Seccomp::Inherit,
                 None => Seccomp::Off,
             },
+            new_session: self.new_session,
         };
         let launch = Launch::new(
             &program,

@@ -256,3 +256,26 @@ fn a_tool_copies_only_the_bottom_of_the_executor_descriptor_table() {
     let listed: Vec<&str> = fds.split_whitespace().collect();
     assert_eq!(listed, ["0", "1", "2", "3"], "{fds}");
 }
+
+/// A tool leads a process group of its own (the end of a call kills it as one) and has no
+/// controlling terminal, whether or not it also got a session of its own.
+#[test]
+fn a_tool_leads_its_own_process_group_without_a_terminal() {
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("group");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let stat = runtime.block_on(run(&sandbox, &skill_dir, &["/bin/cat", "/proc/self/stat"]));
+    sandbox::wait_idle();
+    let (pid, rest) = stat.split_once(' ').unwrap();
+    let fields: Vec<&str> = rest
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // state, ppid, pgrp, session, tty_nr
+    assert_eq!(fields[2], pid, "not its own process group: {stat}");
+    assert_eq!(fields[4], "0", "a controlling terminal: {stat}");
+}

@@ -17,6 +17,7 @@ fn open_setup() -> ChildSetup {
         user: None,
         landlock: None,
         seccomp: crate::sandbox::child::Seccomp::Off,
+        new_session: true,
     }
 }
 

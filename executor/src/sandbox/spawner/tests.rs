@@ -20,6 +20,7 @@ fn cat_own_status(seccomp: Seccomp) -> Launch {
         user: None,
         landlock: None,
         seccomp,
+        new_session: true,
     };
     let args = vec!["/proc/self/status".to_string()];
     Launch::new(
