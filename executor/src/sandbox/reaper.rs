@@ -41,7 +41,14 @@ pub struct UserPool {
     /// walk of the folder's path.
     dir: OwnedFd,
     next: AtomicUsize,
+    /// Ids this executor still holds the lock of, no call using them (last released
+    /// first): taking one again needs no open, lock and close of its file. At most
+    /// [`MAX_IDLE_IDS`], and never more than were in use at once.
+    idle: Mutex<Vec<(u32, Flock<File>)>>,
 }
+
+/// Most ids kept locked while no call uses them.
+pub const MAX_IDLE_IDS: usize = 64;
 
 /// A user id held by one call; returned to the pool on drop, after its processes are
 /// killed.
@@ -50,6 +57,7 @@ pub struct CallUser {
     /// The user (and group) id.
     pub uid: u32,
     lock: Option<Flock<File>>,
+    pool: Arc<UserPool>,
 }
 
 impl UserPool {
@@ -70,6 +78,7 @@ impl UserPool {
             size,
             dir,
             next: AtomicUsize::new(0),
+            idle: Mutex::new(Vec::new()),
         }))
     }
 
@@ -106,6 +115,16 @@ impl UserPool {
 
     /// Takes a free id, killing any process left under it. `None` when all are in use.
     pub fn acquire(self: &Arc<Self>) -> Option<CallUser> {
+        let kept = self.idle.lock().ok().and_then(|mut idle| idle.pop());
+        if let Some((uid, lock)) = kept {
+            // Its last call's release killed what was left; anything still dying dies.
+            kill_user(uid);
+            return Some(CallUser {
+                uid,
+                lock: Some(lock),
+                pool: Arc::clone(self),
+            });
+        }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.size {
             let uid = self.base + ((start + i) % self.size) as u32;
@@ -118,6 +137,7 @@ impl UserPool {
             return Some(CallUser {
                 uid,
                 lock: Some(lock),
+                pool: Arc::clone(self),
             });
         }
         None
@@ -134,7 +154,13 @@ impl CallUser {
 impl Drop for CallUser {
     fn drop(&mut self) {
         kill_user(self.uid);
-        drop(self.lock.take());
+        let Some(lock) = self.lock.take() else { return };
+        // Kept locked for the next call, unless enough are.
+        if let Ok(mut idle) = self.pool.idle.lock() {
+            if idle.len() < MAX_IDLE_IDS {
+                idle.push((self.uid, lock));
+            }
+        }
     }
 }
 
@@ -469,71 +495,4 @@ fn descendants(root: i32) -> Vec<i32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_user_with_no_process_has_none_and_the_caller_has_one() {
-        // An id far above any pool a test or the executor uses: nothing runs as it.
-        assert!(!user_has_process(4_190_000_001));
-        assert!(user_has_process(nix::unistd::getuid().as_raw()));
-    }
-
-    #[test]
-    fn a_user_with_a_live_or_dead_unreaped_process_has_one() {
-        if !nix::unistd::geteuid().is_root() {
-            println!("SKIPPED: needs root (a process of another user)");
-            return;
-        }
-        use std::os::unix::process::CommandExt;
-        let uid = 4_190_000_002;
-        let mut sleeper = std::process::Command::new("sleep")
-            .arg("30")
-            .uid(uid)
-            .gid(uid)
-            .spawn()
-            .unwrap();
-        assert!(user_has_process(uid), "a live process");
-        sleeper.kill().unwrap();
-        // Dead but not reaped: a zombie still counts, so the kill would run.
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(user_has_process(uid), "a zombie");
-        sleeper.wait().unwrap();
-        assert!(!user_has_process(uid), "reaped");
-    }
-
-    #[test]
-    fn an_id_held_elsewhere_is_not_handed_out() {
-        let dir = tempfile::tempdir().unwrap();
-        let first = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
-        let second = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
-        let held = first.acquire().expect("a free id");
-        assert!(second.acquire().is_none(), "one id handed out twice");
-        drop(held);
-        assert_eq!(second.acquire().map(|u| u.uid), Some(4_190_000_020));
-    }
-
-    #[test]
-    fn taking_an_id_kills_what_a_crashed_holder_left_under_it() {
-        if !nix::unistd::geteuid().is_root() {
-            println!("SKIPPED: needs root (a process of another user)");
-            return;
-        }
-        use std::os::unix::process::{CommandExt, ExitStatusExt};
-        let uid = 4_190_000_030;
-        let dir = tempfile::tempdir().unwrap();
-        let pool = UserPool::new(uid, 1, dir.path().to_path_buf()).unwrap();
-        // What an executor killed mid-call leaves: a tool still running as the id, whose
-        // lock went with the executor.
-        let mut left = std::process::Command::new("sleep")
-            .arg("30")
-            .uid(uid)
-            .gid(uid)
-            .spawn()
-            .unwrap();
-        let user = pool.acquire().expect("a free id");
-        assert_eq!(user.uid, uid);
-        let status = left.wait().unwrap();
-        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
-    }
-}
+mod tests;

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::child::{ChildSetup, Seccomp};
 use super::child_process::SandboxChild;
+use stack::{ChildStack, STACK};
 
 /// Bytes of the child's stack (it runs `ChildSetup::apply`: a few frames of system calls).
 const STACK_BYTES: usize = 256 * 1024;
@@ -336,57 +337,6 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
 }
 
-/// The child's stack: an anonymous mapping with a guard page below it, kept per thread
-/// (a thread starts one child at a time and sleeps while it runs).
-struct ChildStack {
-    base: *mut libc::c_void,
-    len: usize,
-}
-
-thread_local! {
-    static STACK: std::cell::RefCell<Option<ChildStack>> = const { std::cell::RefCell::new(None) };
-}
-
-impl ChildStack {
-    fn new() -> io::Result<Self> {
-        let page = 4096;
-        let len = STACK_BYTES + page;
-        // SAFETY: a new private anonymous mapping; its lowest page becomes inaccessible so
-        // an overflow faults instead of writing into the executor's memory.
-        unsafe {
-            let base = libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
-                -1,
-                0,
-            );
-            if base == libc::MAP_FAILED {
-                return Err(io::Error::last_os_error());
-            }
-            if libc::mprotect(base, page, libc::PROT_NONE) < 0 {
-                let e = io::Error::last_os_error();
-                libc::munmap(base, len);
-                return Err(e);
-            }
-            Ok(Self { base, len })
-        }
-    }
-
-    /// The 16-byte aligned top (the stack grows down).
-    fn top(&mut self) -> *mut libc::c_void {
-        ((self.base as usize + self.len) & !0xf) as *mut libc::c_void
-    }
-}
-
-impl Drop for ChildStack {
-    fn drop(&mut self) {
-        // SAFETY: unmaps exactly the mapping made in `new`, used by no child any more.
-        unsafe { libc::munmap(self.base, self.len) };
-    }
-}
-
 /// The child's body: reset signals, connect stdio, enter the skill folder, confine, exec.
 /// Returns (and so exits) only on failure, after reporting the step and errno.
 extern "C" fn child_main(arg: *mut libc::c_void) -> libc::c_int {
@@ -496,6 +446,7 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
 }
 
 pub mod child_fds;
+mod stack;
 
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,90 @@
+//! The user pool and the kill check.
+
+use super::*;
+
+#[test]
+fn a_user_with_no_process_has_none_and_the_caller_has_one() {
+    // An id far above any pool a test or the executor uses: nothing runs as it.
+    assert!(!user_has_process(4_190_000_001));
+    assert!(user_has_process(nix::unistd::getuid().as_raw()));
+}
+
+#[test]
+fn a_user_with_a_live_or_dead_unreaped_process_has_one() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED: needs root (a process of another user)");
+        return;
+    }
+    use std::os::unix::process::CommandExt;
+    let uid = 4_190_000_002;
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("30")
+        .uid(uid)
+        .gid(uid)
+        .spawn()
+        .unwrap();
+    assert!(user_has_process(uid), "a live process");
+    sleeper.kill().unwrap();
+    // Dead but not reaped: a zombie still counts, so the kill would run.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(user_has_process(uid), "a zombie");
+    sleeper.wait().unwrap();
+    assert!(!user_has_process(uid), "reaped");
+}
+
+#[test]
+fn an_id_held_elsewhere_is_not_handed_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
+    let second = UserPool::new(4_190_000_020, 1, dir.path().to_path_buf()).unwrap();
+    let held = first.acquire().expect("a free id");
+    assert!(second.acquire().is_none(), "one id handed out twice");
+    // Released, the id stays locked by its pool for that pool's next call.
+    drop(held);
+    assert!(
+        second.acquire().is_none(),
+        "an id kept by its pool handed out"
+    );
+    assert_eq!(first.acquire().map(|u| u.uid), Some(4_190_000_020));
+    drop(first);
+    assert_eq!(second.acquire().map(|u| u.uid), Some(4_190_000_020));
+}
+
+#[test]
+fn taking_an_id_kills_what_a_crashed_holder_left_under_it() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED: needs root (a process of another user)");
+        return;
+    }
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let uid = 4_190_000_030;
+    let dir = tempfile::tempdir().unwrap();
+    let pool = UserPool::new(uid, 1, dir.path().to_path_buf()).unwrap();
+    // What an executor killed mid-call leaves: a tool still running as the id, whose
+    // lock went with the executor.
+    let mut left = std::process::Command::new("sleep")
+        .arg("30")
+        .uid(uid)
+        .gid(uid)
+        .spawn()
+        .unwrap();
+    let user = pool.acquire().expect("a free id");
+    assert_eq!(user.uid, uid);
+    let status = left.wait().unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+}
+
+#[test]
+fn at_most_max_idle_ids_stay_locked_after_their_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = MAX_IDLE_IDS + 2;
+    let base = 4_190_000_100;
+    let pool = UserPool::new(base, size, dir.path().to_path_buf()).unwrap();
+    let users: Vec<CallUser> = (0..size).map(|_| pool.acquire().unwrap()).collect();
+    drop(users);
+    assert_eq!(pool.idle.lock().unwrap().len(), MAX_IDLE_IDS);
+    // The two beyond the limit were unlocked: another pool can take them.
+    let other = UserPool::new(base, size, dir.path().to_path_buf()).unwrap();
+    let taken: Vec<CallUser> = std::iter::from_fn(|| other.acquire()).collect();
+    assert_eq!(taken.len(), 2);
+}
