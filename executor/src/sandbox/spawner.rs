@@ -17,9 +17,10 @@
 //! thread, blocks ([`Spawner::spawn`]).
 
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::io;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::child_process::SandboxChild;
 use super::seccomp::ToolFilters;
@@ -52,10 +53,69 @@ struct Job {
     reply: Reply,
 }
 
+/// The jobs waiting for a spawner thread. A job wakes one waiting thread: std's channel
+/// receiver cannot be shared, and sharing it behind a mutex woke a second thread per job
+/// (the next in line for the mutex) only for it to wait again.
+#[derive(Default)]
+struct Queue {
+    state: Mutex<QueueState>,
+    ready: Condvar,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: VecDeque<Job>,
+    closed: bool,
+}
+
+impl Queue {
+    /// Queues `job` for one thread; gives it back when the queue is closed.
+    fn push(&self, job: Job) -> Result<(), Job> {
+        {
+            let Ok(mut state) = self.state.lock() else {
+                return Err(job);
+            };
+            if state.closed {
+                return Err(job);
+            }
+            state.jobs.push_back(job);
+        }
+        self.ready.notify_one();
+        Ok(())
+    }
+
+    /// The next job, waiting for one; `None` once the queue is closed and empty.
+    fn pop(&self) -> Option<Job> {
+        let mut state = self.state.lock().ok()?;
+        loop {
+            if let Some(job) = state.jobs.pop_front() {
+                return Some(job);
+            }
+            if state.closed {
+                return None;
+            }
+            state = self.ready.wait(state).ok()?;
+        }
+    }
+
+    fn close(&self) {
+        if let Ok(mut state) = self.state.lock() {
+            state.closed = true;
+        }
+        self.ready.notify_all();
+    }
+}
+
 /// The spawner threads of one sandbox; dropping the last handle ends them.
 pub struct Spawner {
-    jobs: Sender<Job>,
+    queue: Arc<Queue>,
     threads: usize,
+}
+
+impl Drop for Spawner {
+    fn drop(&mut self) {
+        self.queue.close();
+    }
 }
 
 impl std::fmt::Debug for Spawner {
@@ -72,11 +132,14 @@ impl Spawner {
     /// filters: the sandbox does not start without them.
     pub fn start(filters: &Arc<ToolFilters>, threads: usize) -> io::Result<Self> {
         let threads = threads.clamp(1, MAX_SPAWNER_THREADS);
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let queue = Arc::new(Mutex::new(queue));
+        // Made first: returning early drops it, which ends the threads already started.
+        let spawner = Self {
+            queue: Arc::new(Queue::default()),
+            threads,
+        };
         for _ in 0..threads {
             let (ready, installed) = mpsc::sync_channel::<io::Result<()>>(1);
-            let (filters, queue) = (Arc::clone(filters), Arc::clone(&queue));
+            let (filters, queue) = (Arc::clone(filters), Arc::clone(&spawner.queue));
             std::thread::Builder::new()
                 .name("tool-spawner".into())
                 .spawn(move || serve(&filters, &queue, &ready))?;
@@ -90,7 +153,7 @@ impl Spawner {
                     )
                 })?;
         }
-        Ok(Self { jobs, threads })
+        Ok(spawner)
     }
 
     /// Starts `launch` on a spawner thread, blocking the calling thread until it ran, and
@@ -112,8 +175,8 @@ impl Spawner {
     }
 
     fn send(&self, launch: Launch, reply: Reply) -> io::Result<()> {
-        self.jobs
-            .send(Job { launch, reply })
+        self.queue
+            .push(Job { launch, reply })
             .map_err(|_| io::Error::other("the tool spawner threads are gone"))
     }
 }
@@ -124,7 +187,7 @@ fn ended() -> io::Error {
 
 /// A spawner thread: installs the filters on itself, reports, then starts jobs until the
 /// queue closes.
-fn serve(filters: &ToolFilters, queue: &Mutex<Receiver<Job>>, ready: &SyncSender<io::Result<()>>) {
+fn serve(filters: &ToolFilters, queue: &Queue, ready: &SyncSender<io::Result<()>>) {
     // Low numbers for the children's descriptors, kept while the table is still small
     // (a thread without them starts children that copy the whole table).
     if let Err(e) = super::spawn::child_fds::reserve() {
@@ -137,14 +200,7 @@ fn serve(filters: &ToolFilters, queue: &Mutex<Receiver<Job>>, ready: &SyncSender
         return;
     }
     FILTERED.with(|f| f.set(true));
-    loop {
-        let job = {
-            let Ok(queue) = queue.lock() else { return };
-            match queue.recv() {
-                Ok(job) => job,
-                Err(_) => return,
-            }
-        };
+    while let Some(job) = queue.pop() {
         let started = job.launch.start();
         // A caller that is gone drops the process, which kills and reaps it.
         match job.reply {

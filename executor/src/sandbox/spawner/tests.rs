@@ -92,3 +92,44 @@ async fn the_filters_are_installed_on_the_spawner_threads_only() {
         assert_eq!(mode, expected, "thread {name}: {by_name:?}");
     }
 }
+
+/// Threads of this process named `tool-spawner`.
+fn spawner_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "tool-spawner")
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn every_queued_launch_runs_and_dropping_the_spawner_ends_its_threads() {
+    let filters = Arc::new(seccomp::compile().unwrap());
+    let spawner = Arc::new(Spawner::start(&filters, 3).unwrap());
+    assert_eq!(spawner_threads(), 3);
+    let launches: Vec<_> = (0..12)
+        .map(|_| {
+            let spawner = Arc::clone(&spawner);
+            tokio::spawn(async move {
+                let mut child = spawner
+                    .spawn_async(cat_own_status(Seccomp::Inherit))
+                    .await?;
+                child.wait().await
+            })
+        })
+        .collect();
+    for launch in launches {
+        assert!(launch.await.unwrap().unwrap().success());
+    }
+    drop(spawner);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while spawner_threads() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "spawner threads outlived it"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
