@@ -69,19 +69,19 @@ struct QueueState {
 }
 
 impl Queue {
-    /// Queues `job` for one thread; gives it back when the queue is closed.
-    fn push(&self, job: Job) -> Result<(), Job> {
+    /// Queues `job` for one thread; false (the job dropped) when the queue is closed.
+    fn push(&self, job: Job) -> bool {
         {
             let Ok(mut state) = self.state.lock() else {
-                return Err(job);
+                return false;
             };
             if state.closed {
-                return Err(job);
+                return false;
             }
             state.jobs.push_back(job);
         }
         self.ready.notify_one();
-        Ok(())
+        true
     }
 
     /// The next job, waiting for one; `None` once the queue is closed and empty.
@@ -175,9 +175,11 @@ impl Spawner {
     }
 
     fn send(&self, launch: Launch, reply: Reply) -> io::Result<()> {
-        self.queue
-            .push(Job { launch, reply })
-            .map_err(|_| io::Error::other("the tool spawner threads are gone"))
+        if self.queue.push(Job { launch, reply }) {
+            Ok(())
+        } else {
+            Err(io::Error::other("the tool spawner threads are gone"))
+        }
     }
 }
 
