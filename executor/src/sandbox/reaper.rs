@@ -117,8 +117,9 @@ impl UserPool {
     pub fn acquire(self: &Arc<Self>) -> Option<CallUser> {
         let kept = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         if let Some((uid, lock)) = kept {
-            // Its last call's release killed what was left; anything still dying dies.
-            kill_user(uid);
+            // No check here: its last call's release found nothing left, or sent what it
+            // found SIGKILL in one pass that no fork escapes (see `kill_user`), and no
+            // process of the id can start after that.
             return Some(CallUser {
                 uid,
                 lock: Some(lock),
