@@ -80,6 +80,21 @@ fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_a
     }
 }
 
+/// A runtime on the calling thread, for one test's calls.
+fn current_thread() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `n` more open descriptors in this process, until dropped.
+fn hold_descriptors(n: usize) -> Vec<std::fs::File> {
+    (0..n)
+        .map(|_| std::fs::File::open("/dev/null").unwrap())
+        .collect()
+}
+
 /// A skill folder named `name` (kept while the first value lives) and a sandbox in this
 /// test process, as `serve` has one.
 fn skill_and_sandbox(name: &str) -> (SkillRoot, std::path::PathBuf, Sandbox) {
@@ -137,10 +152,7 @@ fn the_kill_helper_runs_only_when_the_call_left_a_process() {
         return;
     }
     let (_root, skill_dir, sandbox) = skill_and_sandbox("leaver");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let helpers = sandbox::reaper::kill_helpers_started;
     let before = helpers();
     runtime.block_on(run_id(&sandbox, &skill_dir));
@@ -183,10 +195,7 @@ fn a_tool_started_by_a_process_with_a_full_bounding_set_drops_it_itself() {
         "this test needs a bounding set to drop"
     );
     let (_root, skill_dir, sandbox) = skill_and_sandbox("bnd");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let status = runtime.block_on(run(
         &sandbox,
         &skill_dir,
@@ -208,13 +217,8 @@ fn a_tool_starts_while_the_executor_holds_more_descriptors_than_a_tool_may_open(
     // suite as "confining the process: Too many open files" before the child opened its
     // `/proc/self` ahead of lowering the limit.
     let (_root, skill_dir, sandbox) = skill_and_sandbox("fds");
-    let held: Vec<std::fs::File> = (0..400)
-        .map(|_| std::fs::File::open("/dev/null").unwrap())
-        .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let held = hold_descriptors(400);
+    let runtime = current_thread();
     let out = runtime.block_on(run_id(&sandbox, &skill_dir));
     sandbox::wait_idle();
     drop(held);
@@ -227,13 +231,8 @@ fn a_tool_starts_while_the_executor_holds_more_descriptors_than_a_tool_may_open(
 #[test]
 fn a_tool_copies_only_the_bottom_of_the_executor_descriptor_table() {
     let (_root, skill_dir, sandbox) = skill_and_sandbox("table");
-    let held: Vec<std::fs::File> = (0..700)
-        .map(|_| std::fs::File::open("/dev/null").unwrap())
-        .collect();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let held = hold_descriptors(700);
+    let runtime = current_thread();
     let status = runtime.block_on(run(
         &sandbox,
         &skill_dir,
@@ -262,10 +261,7 @@ fn a_tool_copies_only_the_bottom_of_the_executor_descriptor_table() {
 #[test]
 fn a_tool_leads_its_own_process_group_without_a_terminal() {
     let (_root, skill_dir, sandbox) = skill_and_sandbox("group");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = current_thread();
     let stat = runtime.block_on(run(&sandbox, &skill_dir, &["/bin/cat", "/proc/self/stat"]));
     sandbox::wait_idle();
     let (pid, rest) = stat.split_once(' ').unwrap();

@@ -2,6 +2,22 @@
 
 use super::*;
 
+/// A `sleep 30` running as `uid`; `None` (the test skipped) when not root.
+fn sleep_as(uid: u32) -> Option<std::process::Child> {
+    use std::os::unix::process::CommandExt;
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED: needs root (a process of another user)");
+        return None;
+    }
+    let child = std::process::Command::new("sleep")
+        .arg("30")
+        .uid(uid)
+        .gid(uid)
+        .spawn()
+        .unwrap();
+    Some(child)
+}
+
 #[test]
 fn a_user_with_no_process_has_none_and_the_caller_has_one() {
     // An id far above any pool a test or the executor uses: nothing runs as it.
@@ -11,18 +27,10 @@ fn a_user_with_no_process_has_none_and_the_caller_has_one() {
 
 #[test]
 fn a_user_with_a_live_or_dead_unreaped_process_has_one() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED: needs root (a process of another user)");
-        return;
-    }
-    use std::os::unix::process::CommandExt;
     let uid = 4_190_000_002;
-    let mut sleeper = std::process::Command::new("sleep")
-        .arg("30")
-        .uid(uid)
-        .gid(uid)
-        .spawn()
-        .unwrap();
+    let Some(mut sleeper) = sleep_as(uid) else {
+        return;
+    };
     assert!(user_has_process(uid), "a live process");
     sleeper.kill().unwrap();
     // Dead but not reaped: a zombie still counts, so the kill would run.
@@ -52,22 +60,15 @@ fn an_id_held_elsewhere_is_not_handed_out() {
 
 #[test]
 fn taking_an_id_kills_what_a_crashed_holder_left_under_it() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED: needs root (a process of another user)");
-        return;
-    }
-    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    use std::os::unix::process::ExitStatusExt;
     let uid = 4_190_000_030;
     let dir = tempfile::tempdir().unwrap();
     let pool = UserPool::new(uid, 1, dir.path().to_path_buf()).unwrap();
     // What an executor killed mid-call leaves: a tool still running as the id, whose
     // lock went with the executor.
-    let mut left = std::process::Command::new("sleep")
-        .arg("30")
-        .uid(uid)
-        .gid(uid)
-        .spawn()
-        .unwrap();
+    let Some(mut left) = sleep_as(uid) else {
+        return;
+    };
     let user = pool.acquire().expect("a free id");
     assert_eq!(user.uid, uid);
     let status = left.wait().unwrap();
