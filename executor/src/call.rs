@@ -240,7 +240,6 @@ async fn run<B: CapabilityBroker>(
         }
     };
     clock.spawned = Some(Instant::now());
-    let pid = child.id();
     let call = CallInfo {
         call_id: params.call_id.clone(),
         skill: skill.name.clone(),
@@ -354,10 +353,13 @@ async fn run<B: CapabilityBroker>(
     };
     clock.answered = Some(Instant::now());
     let _ = child.start_kill();
-    guard.kill_now(pid);
+    // The tool is not reaped yet (waiting above only observed its exit), so its pid and
+    // process group id are still its own.
+    guard.kill_now(child.id());
+    let _ = child.wait().await;
     // Reaped before the release, so that a call that left nothing behind needs no kill
     // helper there (the tool itself would still count as a process of the call's user).
-    let _ = child.wait().await;
+    child.reap();
     guard.release();
     if let Some(task) = stderr_task {
         task.abort();

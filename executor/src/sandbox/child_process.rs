@@ -1,6 +1,10 @@
 //! A started tool process, held by its pidfd: piped stdio, waiting without a SIGCHLD
 //! handler (the pidfd turns readable when the process exits), killing without a pid-reuse
 //! race, and killed and reaped when dropped.
+//!
+//! Waiting observes the exit without reaping (`WNOWAIT`): the exited process stays a
+//! zombie until [`SandboxChild::reap`], so its pid, and the process group id the call's
+//! end kills by, cannot be given to another process meanwhile.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -15,7 +19,10 @@ use tokio::net::unix::pipe;
 pub struct SandboxChild {
     pid: libc::pid_t,
     pidfd: Option<AsyncFd<OwnedFd>>,
+    /// The exit, once observed.
     status: Option<ExitStatus>,
+    /// Whether the exited process was reaped (its pid free for reuse).
+    reaped: bool,
     /// The tool's stdin.
     pub stdin: Option<pipe::Sender>,
     /// The tool's stdout.
@@ -37,6 +44,7 @@ impl SandboxChild {
             pid,
             pidfd: None,
             status: None,
+            reaped: false,
             stdin: None,
             stdout: None,
             stderr: None,
@@ -52,12 +60,13 @@ impl SandboxChild {
         Ok(child)
     }
 
-    /// The process id while the process is not reaped.
+    /// The process id while the process is not reaped: while it is `Some`, no other
+    /// process can have this id (or a process group by it).
     pub fn id(&self) -> Option<u32> {
-        match self.status {
-            None => u32::try_from(self.pid).ok(),
-            Some(_) => None,
+        if self.reaped {
+            return None;
         }
+        u32::try_from(self.pid).ok()
     }
 
     /// Sends SIGKILL (through the pidfd: never to a process that reused the pid).
@@ -71,26 +80,55 @@ impl SandboxChild {
         send_kill(pidfd.get_ref())
     }
 
-    /// The exit status if the process has ended (and reaps it), without waiting.
+    /// The exit status if the process has ended, without waiting and without reaping it.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Some(status) = self.status {
             return Ok(Some(status));
         }
-        let mut raw = 0;
-        // SAFETY: waits without blocking for our own child, which nothing else reaps.
-        let r = unsafe { libc::waitpid(self.pid, &mut raw, libc::WNOHANG) };
-        match r {
-            0 => Ok(None),
-            r if r < 0 => Err(io::Error::last_os_error()),
-            _ => {
-                let status = ExitStatus::from_raw(raw);
-                self.status = Some(status);
-                Ok(Some(status))
-            }
+        // SAFETY: all zeroes is a valid siginfo_t.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid fills `info` for our own child and leaves it waitable (WNOWAIT).
+        let r = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                self.pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
         }
+        // SAFETY: waitid filled `info` for a child state change (si_pid 0: none yet).
+        let (pid, code, value) = unsafe { (info.si_pid(), info.si_code, info.si_status()) };
+        if pid == 0 {
+            return Ok(None);
+        }
+        let raw = match code {
+            libc::CLD_EXITED => (value & 0xff) << 8,
+            libc::CLD_DUMPED => value | 0x80,
+            _ => value,
+        };
+        let status = ExitStatus::from_raw(raw);
+        self.status = Some(status);
+        Ok(Some(status))
     }
 
-    /// Waits for the process to end and reaps it.
+    /// Reaps the process once its exit was observed ([`SandboxChild::wait`],
+    /// [`SandboxChild::try_wait`]); its pid is free for reuse after this. Does nothing
+    /// before that.
+    pub fn reap(&mut self) {
+        if self.reaped || self.status.is_none() {
+            return;
+        }
+        let mut raw = 0;
+        // SAFETY: our own child, exited (observed above), which nothing else reaps: the
+        // wait returns at once.
+        unsafe { libc::waitpid(self.pid, &mut raw, 0) };
+        self.reaped = true;
+    }
+
+    /// Waits for the process to end (without reaping it: [`SandboxChild::reap`]).
     pub async fn wait(&mut self) -> io::Result<ExitStatus> {
         loop {
             if let Some(status) = self.try_wait()? {
@@ -128,11 +166,12 @@ impl Drop for SandboxChild {
     /// Kills a process that was not waited for and reaps it: on the runtime when there is
     /// one (when the pidfd turns readable), else on a thread of its own.
     fn drop(&mut self) {
-        if self.status.is_some() {
-            return;
+        if self.status.is_none() {
+            let _ = self.start_kill();
+            let _ = self.try_wait();
         }
-        let _ = self.start_kill();
-        if matches!(self.try_wait(), Ok(Some(_))) {
+        if self.status.is_some() {
+            self.reap();
             return;
         }
         let pid = self.pid;

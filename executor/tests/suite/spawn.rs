@@ -136,6 +136,7 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
         .await
         .unwrap();
     let status = child.wait().await.unwrap();
+    child.reap();
     // Exited and reaped: what it left is found through its user at the release.
     prepared.guard.release();
     assert!(status.success(), "{argv:?} exited with {status}");
@@ -274,4 +275,41 @@ fn a_tool_leads_its_own_process_group_without_a_terminal() {
     // state, ppid, pgrp, session, tty_nr
     assert_eq!(fields[2], pid, "not its own process group: {stat}");
     assert_eq!(fields[4], "0", "a controlling terminal: {stat}");
+}
+
+/// Waiting for a tool observes its exit without reaping it: until the call reaps it, the
+/// exited tool keeps its pid (a zombie), so the process group kill at the end of the call
+/// cannot reach a process that was given the same id.
+#[test]
+fn an_exited_tool_keeps_its_pid_until_the_call_reaps_it() {
+    let (_root, skill_dir, sandbox) = skill_and_sandbox("zombie");
+    let runtime = current_thread();
+    runtime.block_on(async {
+        let argv = ["/bin/true".to_string()];
+        let prepared = sandbox
+            .prepare(LaunchSpec {
+                skill_dir: &skill_dir,
+                argv: &argv,
+                env: Vec::new(),
+                memory_mb: 256,
+                timeout_ms: 5000,
+                args_file: ArgsFile::None,
+            })
+            .unwrap();
+        let mut child = sandbox.spawn(prepared.launch).unwrap();
+        assert!(child.wait().await.unwrap().success());
+        let pid = child.id().expect("an exited, unreaped tool has its pid");
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let state = stat.rsplit_once(')').unwrap().1.split_whitespace().next();
+        assert_eq!(state, Some("Z"), "{stat}");
+        child.reap();
+        assert_eq!(child.id(), None);
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists()
+                || std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap() != stat,
+            "still there after the reap"
+        );
+        prepared.guard.release();
+    });
+    sandbox::wait_idle();
 }

@@ -73,6 +73,8 @@ async fn pipes_stdio_and_sets_exactly_the_given_environment() {
     let count: usize = lines[1].trim().parse().unwrap();
     assert!(count <= 4, "environment leaked: {count} variables");
     assert_eq!(err, "oops\n");
+    assert!(child.id().is_some(), "waiting reaped the process");
+    child.reap();
     assert_eq!(child.id(), None, "reaped");
 }
 
@@ -222,4 +224,14 @@ fn the_clone_window_blocks_every_signal_but_sigchld() {
             "signal {sig} not blocked while a child shares the stack"
         );
     }
+}
+
+#[tokio::test]
+async fn an_exit_by_signal_is_reported_as_that_signal() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = sh("kill -9 $$", Vec::new()).spawn().unwrap();
+    let status = child.wait().await.unwrap();
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    assert_eq!(status.code(), None);
+    child.reap();
 }
