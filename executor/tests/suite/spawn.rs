@@ -37,8 +37,7 @@ fn thread_credentials() -> Vec<(String, String, String)> {
 
 #[test]
 fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_alone() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED {}: needs root (per-call user ids)", module_path!());
+    if skipped_unless_root("per-call user ids") {
         return;
     }
     let (_root, skill_dir, sandbox) = skill_and_sandbox("who");
@@ -80,6 +79,16 @@ fn a_tool_switching_user_and_dropping_capabilities_leaves_the_executor_threads_a
     }
 }
 
+/// True (the test is skipped, saying so) when this process is not root; `why` says what
+/// needs root.
+fn skipped_unless_root(why: &str) -> bool {
+    if nix::unistd::geteuid().is_root() {
+        return false;
+    }
+    println!("SKIPPED {}: needs root ({why})", module_path!());
+    true
+}
+
 /// A runtime on the calling thread, for one test's calls.
 fn current_thread() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -113,10 +122,10 @@ async fn run_id(sandbox: &Sandbox, skill_dir: &Path) -> String {
     run(sandbox, skill_dir, &["/usr/bin/id", "-u"]).await
 }
 
-/// Runs `argv` in the sandbox; its stdout (it must exit 0).
-async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
+/// A call of `argv` prepared in the sandbox (256 MB, 5 s, no arguments file).
+fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::PreparedCall {
     let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
-    let prepared = sandbox
+    sandbox
         .prepare(LaunchSpec {
             skill_dir,
             argv: &argv,
@@ -125,7 +134,12 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
             timeout_ms: 5000,
             args_file: ArgsFile::None,
         })
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs `argv` in the sandbox; its stdout (it must exit 0).
+async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
+    let prepared = prepare(sandbox, skill_dir, argv);
     let mut child = sandbox.spawn(prepared.launch).unwrap();
     let mut out = String::new();
     child
@@ -148,8 +162,7 @@ async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
 /// background, which it kills.
 #[test]
 fn the_kill_helper_runs_only_when_the_call_left_a_process() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED {}: needs root (per-call user ids)", module_path!());
+    if skipped_unless_root("per-call user ids") {
         return;
     }
     let (_root, skill_dir, sandbox) = skill_and_sandbox("leaver");
@@ -186,8 +199,7 @@ fn a_tool_started_by_a_process_with_a_full_bounding_set_drops_it_itself() {
     // The executor binary empties its own bounding set at start, so the tool's process
     // normally finds nothing to drop; this test process keeps its own, so the child's
     // drop is what is checked here.
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED {}: needs root (CAP_SETPCAP)", module_path!());
+    if skipped_unless_root("CAP_SETPCAP") {
         return;
     }
     let mine = bounding_set(&std::fs::read_to_string("/proc/self/status").unwrap());
@@ -285,17 +297,7 @@ fn an_exited_tool_keeps_its_pid_until_the_call_reaps_it() {
     let (_root, skill_dir, sandbox) = skill_and_sandbox("zombie");
     let runtime = current_thread();
     runtime.block_on(async {
-        let argv = ["/bin/true".to_string()];
-        let prepared = sandbox
-            .prepare(LaunchSpec {
-                skill_dir: &skill_dir,
-                argv: &argv,
-                env: Vec::new(),
-                memory_mb: 256,
-                timeout_ms: 5000,
-                args_file: ArgsFile::None,
-            })
-            .unwrap();
+        let prepared = prepare(&sandbox, &skill_dir, &["/bin/true"]);
         let mut child = sandbox.spawn(prepared.launch).unwrap();
         assert!(child.wait().await.unwrap().success());
         let pid = child.id().expect("an exited, unreaped tool has its pid");
