@@ -50,6 +50,8 @@ pub struct TreeWatch {
     /// The watched folders by watch (one path per folder, the first found).
     folders: HashMap<WatchDescriptor, PathBuf>,
     roots: Vec<PathBuf>,
+    /// Most folders watched ([`MAX_WATCHED_FOLDERS`]).
+    max_folders: usize,
     warned_full: bool,
 }
 
@@ -57,11 +59,16 @@ impl TreeWatch {
     /// Watches every folder under `roots`. Needs a tokio runtime. Fails when a root cannot
     /// be watched: missing, not a folder, or no inotify instance or watch left.
     pub fn start(roots: &[PathBuf]) -> io::Result<Self> {
+        Self::start_with_limit(roots, MAX_WATCHED_FOLDERS)
+    }
+
+    fn start_with_limit(roots: &[PathBuf], max_folders: usize) -> io::Result<Self> {
         let events = Inotify::init()?.into_event_stream(vec![0u8; EVENT_BUFFER_BYTES])?;
         let mut watch = Self {
             events,
             folders: HashMap::new(),
             roots: roots.to_vec(),
+            max_folders,
             warned_full: false,
         };
         for root in roots {
@@ -133,12 +140,13 @@ impl TreeWatch {
             if !walked.insert((meta.dev(), meta.ino())) {
                 continue;
             }
-            if self.folders.len() >= MAX_WATCHED_FOLDERS {
+            if self.folders.len() >= self.max_folders {
                 if !self.warned_full {
                     self.warned_full = true;
                     tracing::warn!(
                         folder = %dir.display(),
-                        "more than {MAX_WATCHED_FOLDERS} folders under the skills roots; changes in the rest are not picked up until a reload"
+                        "more than {} folders under the skills roots; changes in the rest are not picked up until a reload (POST /v1/skills/reload)",
+                        self.max_folders
                     );
                 }
                 return Ok(());
@@ -255,5 +263,20 @@ mod tests {
         assert!(reported(&mut watch).await, "the removal was not reported");
         while reported(&mut watch).await {}
         assert_eq!(watch.folders(), 1);
+    }
+
+    #[tokio::test]
+    async fn at_most_the_limit_of_folders_is_watched() {
+        let root = tempfile::tempdir().unwrap();
+        for i in 0..10 {
+            std::fs::create_dir(root.path().join(format!("skill-{i}"))).unwrap();
+        }
+        let mut watch = TreeWatch::start_with_limit(&[root.path().to_path_buf()], 4).unwrap();
+        assert_eq!(watch.folders(), 4);
+        assert!(watch.warned_full);
+        // A folder made later is not watched either; the change itself is still seen.
+        std::fs::create_dir(root.path().join("late")).unwrap();
+        assert!(reported(&mut watch).await);
+        assert_eq!(watch.folders(), 4);
     }
 }
