@@ -12,6 +12,7 @@ mod mcp;
 mod route;
 mod skill;
 mod table;
+mod tokens;
 pub mod up;
 
 use std::process::ExitCode;
@@ -48,6 +49,10 @@ pub enum Command {
     /// List, approve or deny calls waiting for approval (talks to the running core).
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Make, list and revoke bot tokens (docs/http-api.md, "Roles"); through the running
+    /// core when there is one, so a revocation acts at once.
+    #[command(subcommand)]
+    Tokens(tokens::TokensCommand),
     /// Code-signing CA and trust store: roots, developer certificates, revocation,
     /// rotation, signing (docs/signing-runbook.md).
     #[command(subcommand)]
@@ -77,6 +82,7 @@ pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Skill(cmd) => skill::run(cmd),
         Command::Approvals(cmd) => approvals::run(cmd),
+        Command::Tokens(cmd) => tokens::run(cmd),
         Command::Certs(cmd) => certs::run(cmd),
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),

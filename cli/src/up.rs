@@ -268,8 +268,10 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let skills_watch_task = tokio::spawn(skillbox_core::skills::watch::watch_skills(Arc::clone(
         &reloader,
     )));
+    let bots = Arc::new(skillbox_core::auth::BotTokens::load(store.clone())?);
     let gateway = Arc::new(Gateway {
         dispatcher,
+        bots,
         token,
         token_file: ws.token_file(),
         max_request_bytes: config.gateway.max_request_bytes,

@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use self::grants::{GrantLimits, Grants};
+use crate::auth::Caller;
 use crate::observe::Metrics;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
@@ -59,6 +60,10 @@ pub struct ApprovalRequest {
     pub args: Value,
     /// The tool's declared security.
     pub security: Security,
+    /// Who asked for the call (a bot's name or `operator`): only its calls use the approval.
+    pub requested_by: String,
+    /// The context the call was made in, if any.
+    pub context_id: Option<String>,
 }
 
 /// Why a call may run.
@@ -139,6 +144,9 @@ pub enum ApprovalError {
         /// Its current status.
         status: ApprovalStatus,
     },
+    /// A bot may not decide this approval.
+    #[error("{0}")]
+    NotYours(String),
     /// The operating system's random source failed while making an approval id.
     #[error("could not draw a random approval id from the operating system")]
     RandomId,
@@ -186,6 +194,7 @@ impl ApprovalError {
             | ApprovalError::AlreadyUsed { .. } => ErrorKind::ApprovalDenied,
             ApprovalError::NotFound { .. } => ErrorKind::NotFound,
             ApprovalError::NotPending { .. } => ErrorKind::InvalidArgs,
+            ApprovalError::NotYours(_) => ErrorKind::PermissionDenied,
             ApprovalError::RandomId | ApprovalError::Store(_) | ApprovalError::StoreTask { .. } => {
                 ErrorKind::Unavailable
             }
@@ -257,6 +266,8 @@ impl Approvals {
             tool,
             args,
             security,
+            requested_by,
+            context_id,
         } = req;
         if security == Security::Read {
             return Ok(ApprovalGrant::NotRequired);
@@ -274,7 +285,8 @@ impl Approvals {
         let args_hash = args_hash(&args);
         let claimed = {
             let (skill, tool, hash) = (skill.clone(), tool.clone(), args_hash.clone());
-            self.blocking(move |s| s.claim_usable_approval(&skill, &tool, &hash))
+            let by = requested_by.clone();
+            self.blocking(move |s| s.claim_usable_approval(&skill, &tool, &hash, &by))
                 .await?
         };
         if let Some(record) = claimed {
@@ -294,6 +306,9 @@ impl Approvals {
             created_at: unix_ms_now(),
             decided_at: None,
             reason: None,
+            requested_by,
+            context_id,
+            decided_by: None,
         };
         let waiter = self.register(&id);
         tracing::info!(
@@ -301,6 +316,7 @@ impl Approvals {
             skill = %record.skill,
             tool = %record.tool,
             security = ?security,
+            requested_by = %record.requested_by,
             timeout_ms = self.policy.timeout_ms,
             "call waits for approval: approve it with `skillbox approvals approve {id}` or POST /v1/approvals/{id}"
         );
@@ -336,15 +352,62 @@ impl Approvals {
         decision: Decision,
         reason: Option<String>,
     ) -> Result<ApprovalRecord, ApprovalError> {
-        let record = self
-            .store
-            .decide_approval(id, decision, reason.as_deref())?;
-        tracing::info!(approval_id = %id, skill = %record.skill, tool = %record.tool, decision = %record.status, "approval decided");
+        self.decide_as(&Caller::Operator, id, decision, reason)
+    }
+
+    /// [`Approvals::decide`] by `caller`. The operator decides any approval. A bot decides
+    /// none, unless `[approvals] bots_confirm_write` lets it relay its own user's
+    /// confirmation of a `write` call that the same bot made; a `sign` approval is never
+    /// a bot's to decide.
+    pub fn decide_as(
+        &self,
+        caller: &Caller,
+        id: &str,
+        decision: Decision,
+        reason: Option<String>,
+    ) -> Result<ApprovalRecord, ApprovalError> {
+        if let Caller::Bot(bot) = caller {
+            let asked = self.get(id)?;
+            if let Some(why) = self.bot_may_not_decide(&bot.name, &asked) {
+                tracing::warn!(approval_id = %id, bot = %bot.name, "a bot's decision refused");
+                return Err(ApprovalError::NotYours(why));
+            }
+        }
+        let record =
+            self.store
+                .decide_approval_by(id, decision, reason.as_deref(), caller.name())?;
+        tracing::info!(approval_id = %id, skill = %record.skill, tool = %record.tool, decision = %record.status, decided_by = %caller.name(), "approval decided");
         self.observe_decision(&record);
         if let Some(bell) = self.lock_waiters().get(id) {
             bell.send_replace(());
         }
         Ok(record)
+    }
+
+    /// Why bot `bot` may not decide `asked`, if it may not.
+    fn bot_may_not_decide(&self, bot: &str, asked: &ApprovalRecord) -> Option<String> {
+        let operator_only = "deciding approvals needs the operator role: approve it in the \
+            console or with the operator token (`skillbox approvals approve ID`)";
+        if asked.security == Security::Sign {
+            return Some(format!(
+                "approval {} is of a sign call: {operator_only}; a bot never decides a signature",
+                asked.id
+            ));
+        }
+        if !self.policy.bots_confirm_write {
+            return Some(format!(
+                "{operator_only}; [approvals] bots_confirm_write = true lets a bot relay its \
+                 own user's confirmation of its write calls"
+            ));
+        }
+        if asked.requested_by != bot {
+            return Some(format!(
+                "approval {} is of a call another caller made; a bot relays confirmations of \
+                 its own write calls only ({operator_only})",
+                asked.id
+            ));
+        }
+        None
     }
 
     /// Waits until approval `id` is decided or the timeout runs out.

@@ -3,6 +3,7 @@
 //! binary crate `skillbox-cli` over this library.
 //!
 //! The layers, outside in:
+//! - [`auth`]: the operator and bot roles, bot tokens, who asked for a call.
 //! - [`gateway`]: HTTP for bots, agents and operators (a route table, one file per resource;
 //!   the operator console under `/console/`).
 //! - [`router`] and [`contexts`]: which skills a query activates; what a conversation pinned.
@@ -16,6 +17,7 @@
 //! - [`observe`]: the metrics every layer counts into, the log format, trace context.
 
 pub mod approvals;
+pub mod auth;
 pub mod calls;
 pub mod contexts;
 pub mod executors;

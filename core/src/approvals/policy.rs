@@ -20,6 +20,9 @@ pub struct ApprovalPolicy {
     pub allow_max_minutes: u64,
     /// Such allowances in force at once.
     pub allow_max_entries: usize,
+    /// Whether a bot may decide an approval of a `write` call it made itself (relaying
+    /// its user's confirmation). Never a `sign` call.
+    pub bots_confirm_write: bool,
 }
 
 impl Default for ApprovalPolicy {
@@ -29,6 +32,7 @@ impl Default for ApprovalPolicy {
             timeout_ms: DEFAULT_TIMEOUT_MS,
             allow_max_minutes: grants::DEFAULT_MAX_MINUTES,
             allow_max_entries: grants::DEFAULT_MAX_ENTRIES,
+            bots_confirm_write: false,
         }
     }
 }

@@ -22,6 +22,8 @@ fn send_mail(args: Value) -> ApprovalRequest {
         tool: "send".to_owned(),
         args,
         security: Security::Write,
+        requested_by: "operator".to_owned(),
+        context_id: None,
     }
 }
 

@@ -135,6 +135,8 @@ impl Callbacks {
                         tool: call.tool.clone(),
                         args: serde_json::json!({"sign": {"type": req.kind, "data": req.data}}),
                         security: Security::Sign,
+                        requested_by: call.origin.caller.name().to_owned(),
+                        context_id: call.origin.context_id.clone(),
                     })
                     .await;
                 if let Some(id) = match &asked {

@@ -18,6 +18,9 @@ pub enum CallError {
     /// The tool name is not `skill:tool`.
     #[error(transparent)]
     NotAToolName(#[from] ToolRefError),
+    /// The caller may not use the skill (a bot token limited to other skills).
+    #[error("{0}")]
+    NotPermitted(String),
     /// No skill of that name.
     #[error("no skill named {0:?}")]
     NoSuchSkill(String),
@@ -91,7 +94,7 @@ impl CallError {
             CallError::NotAToolName(_)
             | CallError::NoSuchSkill(_)
             | CallError::NoSuchTool { .. } => ErrorKind::NotFound,
-            CallError::Disabled { .. } => ErrorKind::PermissionDenied,
+            CallError::Disabled { .. } | CallError::NotPermitted(_) => ErrorKind::PermissionDenied,
             CallError::Unavailable { .. }
             | CallError::Random(_)
             | CallError::NoContainerEngine(_)

@@ -18,6 +18,8 @@ pub struct ActiveCall {
     pub tool: String,
     /// The tool's security level.
     pub security: Security,
+    /// Who asked for the call, and in which context (a signature's approval names them).
+    pub origin: crate::auth::CallOrigin,
     pub(super) token: SecretValue,
     pub(super) approvals: ApprovalTrail,
 }

@@ -247,6 +247,39 @@ impl Dispatcher {
 /// listening (for tests here and in the gateway).
 #[cfg(test)]
 pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatcher {
+    let state = crate::state::Workspace::new(ws).ensure_state_dir().unwrap();
+    let store = Store::open(&Store::db_path(&state)).unwrap();
+    let approvals = Arc::new(Approvals::new(
+        store,
+        crate::approvals::ApprovalPolicy {
+            auto_approve: Vec::new(),
+            timeout_ms: 1000,
+            ..crate::approvals::ApprovalPolicy::default()
+        },
+    ));
+    test_dispatcher_over(ws, catalog, approvals)
+}
+
+/// [`test_dispatcher`] over the skills of `<ws>/skills`, with `approvals`.
+#[cfg(test)]
+pub(crate) fn test_dispatcher_with_approvals(
+    ws: &std::path::Path,
+    approvals: Arc<Approvals>,
+) -> Dispatcher {
+    let skills = ws.join("skills");
+    let catalog = skillbox_protocol::skill::discover(
+        std::slice::from_ref(&skills),
+        skillbox_protocol::skill::DiscoveryOptions::default(),
+    );
+    test_dispatcher_over(ws, catalog, approvals)
+}
+
+#[cfg(test)]
+fn test_dispatcher_over(
+    ws: &std::path::Path,
+    catalog: Catalog,
+    approvals: Arc<Approvals>,
+) -> Dispatcher {
     let ws = crate::state::Workspace::new(ws);
     let state = ws.ensure_state_dir().unwrap();
     crate::state::pki::ensure(&state).unwrap();
@@ -258,14 +291,6 @@ pub(crate) fn test_dispatcher(ws: &std::path::Path, catalog: Catalog) -> Dispatc
         .unwrap(),
     );
     let store = Store::open(&ws.db_file()).unwrap();
-    let approvals = Arc::new(Approvals::new(
-        store.clone(),
-        crate::approvals::ApprovalPolicy {
-            auto_approve: Vec::new(),
-            timeout_ms: 1000,
-            ..crate::approvals::ApprovalPolicy::default()
-        },
-    ));
     Dispatcher::new(DispatcherParts {
         catalog,
         config: Config::default(),

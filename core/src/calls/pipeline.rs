@@ -15,6 +15,7 @@ use tracing::Instrument;
 use super::inflight::{ActiveCall, ApprovalTrail};
 use super::{CallError, Dispatcher};
 use crate::approvals::ApprovalRequest;
+use crate::auth::{CallOrigin, Caller};
 use crate::observe::TraceParent;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallRecord};
@@ -50,15 +51,20 @@ struct Admitted {
 }
 
 impl Dispatcher {
-    /// Runs `skill:tool` with `args` through the pipeline and records the outcome.
+    /// Runs `skill:tool` with `args` through the pipeline as the operator, outside any
+    /// context, and records the outcome.
     pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
-        self.call_traced(full_name, args, None).await
+        self.call_as(&CallOrigin::operator(), full_name, args, None)
+            .await
     }
 
-    /// [`Dispatcher::call`] with the bot's W3C trace context: on the core's log lines of
-    /// the call and, as a field of `tool.execute`, on the executor's.
-    pub async fn call_traced(
+    /// Runs `skill:tool` for `origin` (its caller's skills admit it; its approvals, record
+    /// and callbacks name the caller and context), with the bot's W3C trace context: on
+    /// the core's log lines of the call and, as a field of `tool.execute`, on the
+    /// executor's.
+    pub async fn call_as(
         &self,
+        origin: &CallOrigin,
         full_name: &str,
         args: Value,
         trace: Option<TraceParent>,
@@ -68,15 +74,17 @@ impl Dispatcher {
         let span = tracing::error_span!(
             "call",
             tool = %full_name,
+            caller = %origin.caller.name(),
             traceparent = %trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
         );
-        self.call_in_span(full_name, args, trace)
+        self.call_in_span(origin, full_name, args, trace)
             .instrument(span)
             .await
     }
 
     async fn call_in_span(
         &self,
+        origin: &CallOrigin,
         full_name: &str,
         args: Value,
         trace: Option<TraceParent>,
@@ -94,7 +102,7 @@ impl Dispatcher {
         let trail = ApprovalTrail::default();
         let waits = Waits::default();
         let outcome = self
-            .run(&call_id, full_name, args, &trail, trace, &waits)
+            .run(origin, &call_id, full_name, args, &trail, trace, &waits)
             .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match outcome {
@@ -107,15 +115,17 @@ impl Dispatcher {
         if let Some(us) = result.spawn_us.take() {
             self.metrics.observe_spawn(Duration::from_micros(us));
         }
-        self.record(full_name, call_id, started_at, duration_ms, &result)
+        self.record(origin, full_name, call_id, started_at, duration_ms, &result)
             .await;
         let own = started.elapsed().saturating_sub(waits.total());
         self.metrics.observe_stage("pipeline", own);
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run(
         &self,
+        origin: &CallOrigin,
         call_id: &str,
         full_name: &str,
         args: Value,
@@ -123,22 +133,27 @@ impl Dispatcher {
         trace: Option<TraceParent>,
         waits: &Waits,
     ) -> Result<ToolResult, CallError> {
-        let admitted = self.admit(full_name)?;
+        let admitted = self.admit(&origin.caller, full_name)?;
         let asked = Instant::now();
-        let approved = self.approve(&admitted, &args, trail).await;
+        let approved = self.approve(origin, &admitted, &args, trail).await;
         Waits::add(&waits.approval_us, asked);
         approved?;
-        self.dispatch(call_id, admitted, args, trail, trace, waits)
+        self.dispatch(origin, call_id, admitted, args, trail, trace, waits)
             .await
     }
 
-    /// The tool exists, its skill is not disabled, and it can run where tools run.
-    fn admit(&self, full_name: &str) -> Result<Admitted, CallError> {
+    /// The caller may use the skill, the tool exists, its skill is not disabled, and it
+    /// can run where tools run. A bot's skills are judged first, so a bot learns nothing
+    /// of skills it may not use.
+    fn admit(&self, caller: &Caller, full_name: &str) -> Result<Admitted, CallError> {
         let ToolRef {
             skill: skill_name,
             tool: tool_name,
         } = ToolRef::parse(full_name)?;
         let (skill_name, tool_name) = (skill_name.as_str(), tool_name.as_str());
+        if let Some(why) = caller.skill_refusal(skill_name) {
+            return Err(CallError::NotPermitted(why));
+        }
         let loaded = self.loaded();
         let catalog = &loaded.catalog;
         let skill = match loaded.skill(skill_name) {
@@ -176,6 +191,7 @@ impl Dispatcher {
     /// asking twice for one signature would only train operators to click through.
     async fn approve(
         &self,
+        origin: &CallOrigin,
         admitted: &Admitted,
         args: &Value,
         trail: &ApprovalTrail,
@@ -190,6 +206,8 @@ impl Dispatcher {
                 tool: admitted.tool.name.clone(),
                 args: args.clone(),
                 security: admitted.tool.security,
+                requested_by: origin.caller.name().to_owned(),
+                context_id: origin.context_id.clone(),
             })
             .await;
         if let Some(id) = match &asked {
@@ -204,8 +222,10 @@ impl Dispatcher {
 
     /// Issues the capability token, registers the call for its callbacks while it runs,
     /// and hands it to the transport of the skill's sandbox.
+    #[allow(clippy::too_many_arguments)]
     async fn dispatch(
         &self,
+        origin: &CallOrigin,
         call_id: &str,
         admitted: Admitted,
         args: Value,
@@ -228,6 +248,7 @@ impl Dispatcher {
             skill: Arc::clone(&skill),
             tool: tool.name.clone(),
             security: tool.security,
+            origin: origin.clone(),
             token,
             approvals: trail.clone(),
         });
@@ -274,6 +295,7 @@ impl Dispatcher {
     /// clean stop flushes it.
     async fn record(
         &self,
+        origin: &CallOrigin,
         full_name: &str,
         call_id: String,
         started_at: i64,
@@ -294,6 +316,7 @@ impl Dispatcher {
         self.metrics.observe_call(
             skill_label,
             tool_label,
+            origin.caller.name(),
             result,
             Duration::from_millis(duration_ms),
         );
@@ -305,6 +328,7 @@ impl Dispatcher {
             duration_ms,
             success: result.success,
             error_kind: result.error_kind,
+            caller: origin.caller.name().to_owned(),
         };
         self.store.queue_call(record);
     }

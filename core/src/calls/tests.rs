@@ -133,13 +133,13 @@ async fn metrics_label_made_up_tools_as_unknown_so_a_bot_cannot_grow_them() {
     assert!(!text.contains("nope-"), "{text}");
     assert!(
         text.contains(
-            "skillbox_tool_calls_total{skill=\"(unknown)\",tool=\"(unknown)\",outcome=\"not_found\"} 20"
+            "skillbox_tool_calls_total{skill=\"(unknown)\",tool=\"(unknown)\",outcome=\"not_found\",bot=\"operator\"} 20"
         ),
         "{text}"
     );
     assert!(
         text.contains(
-            "skillbox_tool_calls_total{skill=\"s\",tool=\"(unknown)\",outcome=\"not_found\"} 20"
+            "skillbox_tool_calls_total{skill=\"s\",tool=\"(unknown)\",outcome=\"not_found\",bot=\"operator\"} 20"
         ),
         "{text}"
     );
@@ -200,4 +200,48 @@ fn call_ids_are_24_hex_digits_unique_and_in_the_order_they_were_made() {
     let distinct: std::collections::HashSet<&String> = many.iter().collect();
     assert_eq!(distinct.len(), many.len(), "a call id came twice");
     assert!(first < later, "{first} was made before {later}");
+}
+
+fn limited_bot(skills: &[&str]) -> crate::auth::CallOrigin {
+    crate::auth::CallOrigin::new(
+        crate::auth::Caller::Bot(std::sync::Arc::new(crate::auth::Bot {
+            name: "tg".into(),
+            skills: Some(skills.iter().map(|s| s.to_string()).collect()),
+        })),
+        Some("chat-1".into()),
+    )
+}
+
+#[tokio::test]
+async fn a_bot_limited_to_other_skills_is_refused_before_the_skill_is_looked_up() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path(), usize::MAX);
+    let bot = limited_bot(&["other"]);
+    for tool in ["s:nope", "made-up:x"] {
+        let r = d.call_as(&bot, tool, Value::Null, None).await;
+        assert_eq!(
+            r.error_kind,
+            Some(ErrorKind::PermissionDenied),
+            "{tool}: {r:?}"
+        );
+        let why = r.error.unwrap_or_default();
+        assert!(
+            why.contains("may not use skill") && why.contains("only other"),
+            "{why}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_call_is_recorded_with_the_bot_that_asked() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path(), usize::MAX);
+    let r = d
+        .call_as(&limited_bot(&["s"]), "s:nope", Value::Null, None)
+        .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::NotFound), "{r:?}");
+    let recorded = d.store().get_call(&r.call_id).unwrap().unwrap();
+    assert_eq!(recorded.caller, "tg");
+    let text = d.metrics().encode(&crate::observe::Scrape::default());
+    assert!(text.contains("bot=\"tg\""), "{text}");
 }

@@ -19,6 +19,7 @@ use serde::Serialize;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill};
 
+use crate::auth::Caller;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
 /// The built-in tools every context keeps (progressive disclosure, [`disclosure`]).
@@ -46,6 +47,14 @@ pub enum ContextError {
         /// The name given.
         name: String,
     },
+    /// The context belongs to another caller (a bot sees only the contexts it made).
+    #[error("no context {id:?} for bot {bot:?}: the id is taken by another caller; contexts are per bot, pick another id")]
+    NotYours {
+        /// The context id.
+        id: String,
+        /// The bot that asked.
+        bot: String,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -56,7 +65,9 @@ impl ContextError {
     pub fn error_kind(&self) -> ErrorKind {
         match self {
             ContextError::InvalidId { .. } => ErrorKind::InvalidArgs,
-            ContextError::UnknownSkill { .. } => ErrorKind::NotFound,
+            ContextError::UnknownSkill { .. } | ContextError::NotYours { .. } => {
+                ErrorKind::NotFound
+            }
             ContextError::Store(_) => ErrorKind::Unavailable,
         }
     }
@@ -102,6 +113,25 @@ impl ContextView {
             self.context_id,
             self.active_tools.join(", ")
         )
+    }
+}
+
+/// Lets `caller` into context `id`: a bot's first use makes the context its own, and a
+/// context that another bot made is refused as not found. The operator enters every
+/// context without taking it (its pins stay for the bot that uses the context).
+pub fn enter(store: &Store, caller: &Caller, id: &str) -> Result<(), ContextError> {
+    validate_id(id)?;
+    let Caller::Bot(bot) = caller else {
+        return Ok(());
+    };
+    let owner = store.claim_context(id, &bot.name, unix_ms_now())?;
+    if owner == bot.name {
+        Ok(())
+    } else {
+        Err(ContextError::NotYours {
+            id: id.to_owned(),
+            bot: bot.name.clone(),
+        })
     }
 }
 

@@ -29,14 +29,22 @@ pub async fn unpin(gw: &Gateway, req: Req) -> Reply {
 async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Reply {
     let d = Arc::clone(&gw.dispatcher);
     let id = req.param("id")?.to_string();
+    let caller = req.caller.clone();
+    if let Some(why) = change.as_ref().and_then(|(_, n)| caller.skill_refusal(n)) {
+        return Err(super::ApiError::new(
+            skillbox_protocol::result::ErrorKind::PermissionDenied,
+            why,
+        ));
+    }
     let (changed, view) = tokio::task::spawn_blocking(move || {
         let catalog = d.catalog();
+        contexts::enter(d.store(), &caller, &id)?;
         let changed = match &change {
             Some((true, name)) => Some(contexts::pin(d.store(), &catalog, &id, name)?),
             Some((false, name)) => Some(contexts::unpin(d.store(), &id, name)?),
             None => None,
         };
-        let view = crate::router::context_view(&d, &catalog, &id)?;
+        let view = crate::router::context_view(&d, &catalog, &caller, &id)?;
         Ok::<_, contexts::ContextError>((changed, view))
     })
     .await??;

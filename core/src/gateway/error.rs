@@ -84,6 +84,34 @@ impl ApiError {
         }
     }
 
+    /// A bearer token that was recognised and refused (an expired bot token): 401 with why.
+    pub fn unauthorized_because(message: String) -> Self {
+        Self {
+            transport: Transport::Unauthorized,
+            ..Self::new(ErrorKind::PermissionDenied, message)
+        }
+    }
+
+    /// A route the caller's role does not reach: 403 `permission_denied` naming the role
+    /// it needs.
+    pub fn needs_role(
+        method: &http::Method,
+        path: &str,
+        needs: crate::auth::Role,
+        caller: &crate::auth::Caller,
+    ) -> Self {
+        Self::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{method} {path} needs the {} role; this token belongs to bot {:?}. Use the \
+                 operator token (<workspace>/.skillbox/api-token) or the console \
+                 (docs/http-api.md, \"Roles\")",
+                needs.as_str(),
+                caller.name()
+            ),
+        )
+    }
+
     /// A request body over `limit` bytes: `resource_limit`, 413.
     pub fn body_too_large(limit: usize) -> Self {
         Self::new(

@@ -19,6 +19,7 @@ mod request;
 mod route;
 mod skills;
 mod table;
+mod tokens;
 mod tools;
 
 pub use error::ApiError;
@@ -37,6 +38,7 @@ use skillbox_protocol::methods::SecretValue;
 use subtle::ConstantTimeEq;
 use tokio::net::TcpListener;
 
+use crate::auth::Caller;
 use crate::calls::Dispatcher;
 
 /// What the gateway serves.
@@ -44,8 +46,10 @@ use crate::calls::Dispatcher;
 pub struct Gateway {
     /// The dispatcher.
     pub dispatcher: Arc<Dispatcher>,
-    /// The bearer token (`Debug` prints `***`; compared in constant time).
+    /// The operator's bearer token (`Debug` prints `***`; compared in constant time).
     pub token: SecretValue,
+    /// The bots' tokens.
+    pub bots: Arc<crate::auth::BotTokens>,
     /// The file holding the token (`<state>/api-token`), named in the 401 answer.
     pub token_file: std::path::PathBuf,
     /// Largest request body.
@@ -65,14 +69,23 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    fn authorized(&self, req: &Request<Incoming>) -> bool {
-        let Some(value) = req.headers().get(http::header::AUTHORIZATION) else {
-            return false;
+    /// Who the request's bearer token says it is: the operator, a bot, or a 401.
+    fn authenticate(&self, headers: &http::HeaderMap) -> Result<Caller, ApiError> {
+        let presented = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let Some(presented) = presented else {
+            return Err(ApiError::unauthorized(&self.token_file));
         };
-        let Some(presented) = value.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")) else {
-            return false;
-        };
-        bool::from(presented.as_bytes().ct_eq(self.token.0.as_bytes()))
+        if bool::from(presented.as_bytes().ct_eq(self.token.0.as_bytes())) {
+            return Ok(Caller::Operator);
+        }
+        match self.bots.authenticate(presented) {
+            Some(Ok(bot)) => Ok(Caller::Bot(bot)),
+            Some(Err(e)) => Err(ApiError::unauthorized_because(e.to_string())),
+            None => Err(ApiError::unauthorized(&self.token_file)),
+        }
     }
 
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
@@ -92,14 +105,24 @@ impl Gateway {
             )
             .await;
         }
-        if path != "/healthz" && !self.authorized(&req) {
-            return ApiError::unauthorized(&self.token_file).into_response();
-        }
+        let caller = if path == "/healthz" {
+            None
+        } else {
+            match self.authenticate(req.headers()) {
+                Ok(caller) => Some(caller),
+                Err(e) => return e.into_response(),
+            }
+        };
         let (parts, body) = req.into_parts();
         let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
         let query = parts.uri.query().map(str::to_string);
         let path = parts.uri.path();
-        match table::dispatch(&self, &parts.method, path, query, parts.headers, body).await {
+        let asked = table::Asked {
+            method: &parts.method,
+            path,
+            caller,
+        };
+        match table::dispatch(&self, asked, query, parts.headers, body).await {
             Ok(r) => r,
             Err(e) => e.into_response(),
         }
@@ -135,6 +158,8 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
 }
 
 #[cfg(test)]
+mod roles_tests;
+#[cfg(test)]
 mod tests;
 
 /// A gateway for handler tests: a dispatcher over `catalog` with its state in
@@ -152,7 +177,11 @@ pub(crate) fn test_gateway(
     let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, catalog));
     let workspace = crate::state::Workspace::new(ws);
     let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
+    let bots = Arc::new(
+        crate::auth::BotTokens::load(dispatcher.store().clone()).expect("bot tokens load"),
+    );
     Gateway {
+        bots,
         reloader: Arc::new(crate::skills::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),

@@ -75,6 +75,8 @@ fn store_error(e: StoreError) -> ApiError {
 pub async fn calls(gw: &Gateway, req: Req) -> Reply {
     let limit = limit(gw, &req)?;
     let filter = CallFilter {
+        // A bot reads its own calls only.
+        caller: (!req.caller.is_operator()).then(|| req.caller.name().to_owned()),
         skill: req.query_param("skill").filter(|s| !s.is_empty()),
         outcome: match req.query_param("outcome").as_deref() {
             None | Some("") => None,
@@ -107,7 +109,8 @@ pub fn parse_outcome(outcome: &str) -> Result<Option<ErrorKind>, ApiError> {
 pub async fn routes(gw: &Gateway, req: Req) -> Reply {
     let limit = limit(gw, &req)?;
     let store = gw.dispatcher.store().clone();
-    let routes = tokio::task::spawn_blocking(move || store.recent_routes(limit))
+    let caller = (!req.caller.is_operator()).then(|| req.caller.name().to_owned());
+    let routes = tokio::task::spawn_blocking(move || store.recent_routes(caller.as_deref(), limit))
         .await?
         .map_err(store_error)?;
     Ok(ok_of(&RouteList { routes }))
@@ -125,6 +128,7 @@ pub async fn route(gw: &Gateway, req: Req) -> Reply {
     })
     .await?
     .map_err(store_error)?;
+    let found = found.filter(|(r, _)| req.caller.sees(&r.caller));
     let Some((route, events)) = found else {
         let id = req.param("route_id")?;
         return Err(ApiError::new(

@@ -41,6 +41,8 @@ pub struct Req {
     pub max_body: usize,
     /// The request's headers (the MCP handlers read `Origin` and the MCP routing headers).
     pub headers: http::HeaderMap,
+    /// Who asked (the operator for `/healthz`, which takes no token and reads nothing).
+    pub caller: crate::auth::Caller,
 }
 
 impl Req {

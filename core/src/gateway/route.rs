@@ -12,17 +12,19 @@ use super::Gateway;
 
 /// `POST /v1/route`.
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
+    let caller = req.caller.clone();
     let body: RouteRequest = req.json().await?;
-    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), body)
+    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), caller, body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
-        .map_err(|e| ApiError::new(ErrorKind::Unavailable, e.to_string()))?;
+        .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
     Ok(ok_of(&plan))
 }
 
 /// `POST /v1/route/execute`.
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
+    let caller = req.caller.clone();
     let body: ExecuteRequest = req.json().await?;
-    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), body).await?;
+    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), caller, body).await?;
     Ok(ok_of(&run))
 }

@@ -12,14 +12,19 @@ use super::Gateway;
 use crate::contexts::disclosure;
 use crate::skills::install::{disabled, verify};
 
-/// `GET /v1/skills`.
-pub async fn list(gw: &Gateway, _req: Req) -> Reply {
-    Ok(ok_of(&SkillList { skills: skills(gw) }))
+/// `GET /v1/skills`: those the caller may use.
+pub async fn list(gw: &Gateway, req: Req) -> Reply {
+    let mut skills = skills(gw);
+    skills.retain(|s| req.caller.may_use_skill(&s.name));
+    Ok(ok_of(&SkillList { skills }))
 }
 
 /// `GET /v1/skills/{name}`: the summary, body, files, permissions and triggers.
 pub async fn get(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?;
+    if !req.caller.may_use_skill(name) {
+        return Err(not_found(name));
+    }
     let catalog = gw.dispatcher.catalog();
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     let Some(s) = catalog.get(name) else {
@@ -41,7 +46,9 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
 pub async fn file(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?;
     let catalog = gw.dispatcher.catalog();
-    let skill = catalog.get(name).ok_or_else(|| not_found(name))?;
+    let skill = (catalog.get(name))
+        .filter(|_| req.caller.may_use_skill(name))
+        .ok_or_else(|| not_found(name))?;
     Ok(ok(&disclosure::file_response(skill, req.param("path")?)?))
 }
 

@@ -1,7 +1,9 @@
-//! The route table: every route of the gateway as method + path pattern → handler
-//! (docs/http-api.md describes each). Dispatch takes the first route whose method and
-//! pattern match; a path some route's pattern matches under other methods is answered 405
-//! with an `Allow` header derived from the same table, any other path 404.
+//! The route table: every route of the gateway as method + path pattern → the role it
+//! needs and its handler (docs/http-api.md describes each, with a table by role). Dispatch
+//! takes the first route whose method and pattern match and refuses a caller without its
+//! role (403 `permission_denied` naming the role); a path some route's pattern matches
+//! under other methods is answered 405 with an `Allow` header derived from the same table,
+//! any other path 404.
 
 use http::Method;
 
@@ -9,13 +11,15 @@ use super::error::ApiError;
 use super::request::{Handled, Reply, Req};
 use super::Gateway;
 use super::{
-    approvals, contexts, health, install, mcp, observe, reload, repairs, route, skills, tools,
+    approvals, contexts, health, install, mcp, observe, reload, repairs, route, skills, tokens,
+    tools,
 };
+use crate::auth::{Caller, Role};
 
 /// A route handler.
 pub type Handler = for<'a> fn(&'a Gateway, Req) -> Handled<'a>;
 
-/// One route: a method, a path pattern and its handler.
+/// One route: a method, a path pattern, the role it needs and its handler.
 #[derive(Debug)]
 pub struct Route {
     /// The method it takes.
@@ -23,50 +27,73 @@ pub struct Route {
     /// The path, `/`-separated: literal segments, `{name}` for one segment, `{*name}` for
     /// one or more trailing segments.
     pub pattern: &'static str,
+    /// The role a caller needs; `None` for a route without a token (`/healthz`).
+    pub role: Option<Role>,
     /// What answers it.
     pub handler: Handler,
 }
 
 macro_rules! routes {
-    ($($method:ident $pattern:literal => $handler:path),* $(,)?) => {
+    ($($method:ident $pattern:literal $role:ident => $handler:path),* $(,)?) => {
         [$(Route {
             method: Method::$method,
             pattern: $pattern,
+            role: routes!(@role $role),
             handler: |gw, req| Box::pin($handler(gw, req)),
         }),*]
     };
+    (@role anyone) => { None };
+    (@role bot) => { Some(Role::Bot) };
+    (@role operator) => { Some(Role::Operator) };
 }
 
-/// Every route. Order matters only between patterns that match the same path with the
-/// same method (none do today).
-pub fn routes() -> [Route; 25] {
+/// Every route with the role it needs: `bot` routes are open to bots and the operator
+/// (the handler limits a bot to its skills, contexts and records), `operator` routes to
+/// the operator only. Order matters only between patterns that match the same path with
+/// the same method (none do today).
+pub fn routes() -> [Route; 28] {
     routes![
-        GET "/healthz" => health::healthz,
-        GET "/v1/skills" => skills::list,
-        GET "/v1/skills/{name}" => skills::get,
-        GET "/v1/skills/{name}/files/{*path}" => skills::file,
-        POST "/v1/skills/reload" => reload::skills,
-        POST "/v1/skills/install" => install::install,
-        DELETE "/v1/skills/{name}" => install::remove,
-        POST "/v1/skills/{name}/repairs" => repairs::propose,
-        POST "/v1/trust/reload" => reload::trust,
-        GET "/v1/tools" => tools::list,
-        POST "/v1/tools/call" => tools::call,
-        POST "/v1/route" => route::plan,
-        POST "/v1/route/execute" => route::execute,
-        GET "/v1/contexts/{id}" => contexts::get,
-        PUT "/v1/contexts/{id}/skills/{name}" => contexts::pin,
-        DELETE "/v1/contexts/{id}/skills/{name}" => contexts::unpin,
-        GET "/v1/approvals" => approvals::list,
-        POST "/v1/approvals/{id}" => approvals::decide,
-        GET "/metrics" => observe::metrics,
-        GET "/v1/calls" => observe::calls,
-        GET "/v1/routes" => observe::routes,
-        GET "/v1/routes/{route_id}" => observe::route,
-        GET "/v1/skills/{name}/repairs" => observe::repairs,
-        POST "/mcp" => mcp::serve,
-        POST "/mcp/{context_id}" => mcp::serve_in_context,
+        GET "/healthz" anyone => health::healthz,
+        GET "/v1/skills" bot => skills::list,
+        GET "/v1/skills/{name}" bot => skills::get,
+        GET "/v1/skills/{name}/files/{*path}" bot => skills::file,
+        POST "/v1/skills/reload" operator => reload::skills,
+        POST "/v1/skills/install" operator => install::install,
+        DELETE "/v1/skills/{name}" operator => install::remove,
+        POST "/v1/skills/{name}/repairs" operator => repairs::propose,
+        POST "/v1/trust/reload" operator => reload::trust,
+        GET "/v1/tools" bot => tools::list,
+        POST "/v1/tools/call" bot => tools::call,
+        POST "/v1/route" bot => route::plan,
+        POST "/v1/route/execute" bot => route::execute,
+        GET "/v1/contexts/{id}" bot => contexts::get,
+        PUT "/v1/contexts/{id}/skills/{name}" bot => contexts::pin,
+        DELETE "/v1/contexts/{id}/skills/{name}" bot => contexts::unpin,
+        GET "/v1/approvals" bot => approvals::list,
+        POST "/v1/approvals/{id}" bot => approvals::decide,
+        GET "/metrics" operator => observe::metrics,
+        GET "/v1/calls" bot => observe::calls,
+        GET "/v1/routes" bot => observe::routes,
+        GET "/v1/routes/{route_id}" bot => observe::route,
+        GET "/v1/skills/{name}/repairs" operator => observe::repairs,
+        GET "/v1/tokens" operator => tokens::list,
+        POST "/v1/tokens" operator => tokens::create,
+        DELETE "/v1/tokens/{name}" operator => tokens::revoke,
+        POST "/mcp" bot => mcp::serve,
+        POST "/mcp/{context_id}" bot => mcp::serve_in_context,
     ]
+}
+
+/// What a request asks: its method and path, and who asks (`None` before authentication,
+/// for the routes that need none).
+#[derive(Debug)]
+pub struct Asked<'a> {
+    /// The method.
+    pub method: &'a Method,
+    /// The path.
+    pub path: &'a str,
+    /// The authenticated caller.
+    pub caller: Option<Caller>,
 }
 
 /// The segments of `path` (split at `/`, without empty ends).
@@ -109,32 +136,58 @@ pub fn allowed(path: &str) -> Vec<Method> {
         .collect()
 }
 
-/// Answers `method path` with its route, or 405/404 when no route takes it.
+/// Answers `method path` with its route when the caller holds the route's role, or
+/// 401/403 when it does not, or 405/404 when no route takes it.
 pub async fn dispatch(
     gw: &Gateway,
-    method: &Method,
-    path: &str,
+    asked: Asked<'_>,
     query: Option<String>,
     headers: http::HeaderMap,
     body: super::request::Body,
 ) -> Reply {
+    let Asked {
+        method,
+        path,
+        caller,
+    } = asked;
     let segments = segments(path);
     for route in routes() {
         if route.method != *method {
             continue;
         }
         if let Some(params) = captures(route.pattern, &segments) {
+            let caller = admit(&route, method, path, caller, gw)?;
             let req = Req {
                 body,
                 query,
                 params,
                 max_body: gw.max_request_bytes,
                 headers,
+                caller,
             };
             return (route.handler)(gw, req).await;
         }
     }
     Err(no_route(method, path))
+}
+
+/// The caller a route runs for, when it holds the route's role.
+fn admit(
+    route: &Route,
+    method: &Method,
+    path: &str,
+    caller: Option<Caller>,
+    gw: &Gateway,
+) -> Result<Caller, ApiError> {
+    match (route.role, caller) {
+        (None, caller) => Ok(caller.unwrap_or(Caller::Operator)),
+        (Some(_), None) => Err(ApiError::unauthorized(&gw.token_file)),
+        (Some(role), Some(caller)) if caller.has(role) => Ok(caller),
+        (Some(role), Some(caller)) => {
+            tracing::warn!(bot = %caller.name(), %method, %path, "refused: the route needs the {} role", role.as_str());
+            Err(ApiError::needs_role(method, path, role, &caller))
+        }
+    }
 }
 
 /// The refusal of a request no route took: 405 with `Allow` when the path is known, else 404.
@@ -166,7 +219,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 26] = [
+    const ROUTES: [Sample; 29] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -205,6 +258,9 @@ mod tests {
         ("GET", "/v1/skills/echo/repairs", &[("name", "echo")]),
         ("POST", "/mcp", &[]),
         ("POST", "/mcp/c1", &[("context_id", "c1")]),
+        ("GET", "/v1/tokens", &[]),
+        ("POST", "/v1/tokens", &[]),
+        ("DELETE", "/v1/tokens/tg", &[("name", "tg")]),
     ];
 
     fn route_of(method: &str, path: &str) -> Option<(&'static str, Vec<(&'static str, String)>)> {
@@ -279,6 +335,8 @@ mod tests {
             ["v1", "contexts", _] => vec![M::GET],
             ["v1", "contexts", _, "skills", _] => vec![M::PUT, M::DELETE],
             ["mcp"] | ["mcp", _] => vec![M::POST],
+            ["v1", "tokens"] => vec![M::GET, M::POST],
+            ["v1", "tokens", _] => vec![M::DELETE],
             _ => Vec::new(),
         }
     }

@@ -37,7 +37,12 @@ async fn send(
         Some((p, q)) => (p, Some(q.to_string())),
         None => (path, None),
     };
-    let r = match table::dispatch(gw, &method, path, query, http::HeaderMap::new(), body).await {
+    let asked = table::Asked {
+        method: &method,
+        path,
+        caller: Some(crate::auth::Caller::Operator),
+    };
+    let r = match table::dispatch(gw, asked, query, http::HeaderMap::new(), body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
@@ -60,6 +65,9 @@ fn pending(gw: &Gateway, id: &str) {
             created_at: crate::state::store::unix_ms_now(),
             decided_at: None,
             reason: None,
+            requested_by: "operator".into(),
+            context_id: None,
+            decided_by: None,
         })
         .unwrap();
 }

@@ -11,15 +11,18 @@ use skillbox_protocol::ToolRef;
 use super::api::{CallRequest, ToolEntry, ToolList};
 use super::request::{ok_of, Reply, Req};
 use super::Gateway;
+use crate::auth::CallOrigin;
 use crate::calls::Dispatcher;
 use crate::contexts::disclosure;
 
-/// `GET /v1/tools`.
-pub async fn list(gw: &Gateway, _req: Req) -> Reply {
+/// `GET /v1/tools`: those of the skills the caller may use.
+pub async fn list(gw: &Gateway, req: Req) -> Reply {
     let catalog = gw.dispatcher.catalog();
+    let caller = &req.caller;
     let mut out: Vec<Value> = catalog
         .skills
         .iter()
+        .filter(|s| caller.may_use_skill(&s.name))
         .flat_map(|s| {
             s.tools.iter().map(move |t| {
                 serde_json::to_value(ToolEntry {
@@ -36,6 +39,7 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
     let available: Vec<String> = catalog
         .skills
         .iter()
+        .filter(|s| caller.may_use_skill(&s.name))
         .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
         .map(|s| s.name.clone())
         .collect();
@@ -47,6 +51,7 @@ pub async fn list(gw: &Gateway, _req: Req) -> Reply {
 pub async fn call(gw: &Gateway, req: Req) -> Reply {
     let entered = Instant::now();
     let trace = req.traceparent();
+    let caller = req.caller.clone();
     let body: CallRequest = req.json().await?;
     let args = if body.args.is_null() {
         json!({})
@@ -54,7 +59,8 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
         body.args
     };
     let called = Instant::now();
-    let result = call_tool_traced(&gw.dispatcher, body.tool, args, body.context_id, trace).await;
+    let origin = CallOrigin::new(caller, body.context_id);
+    let result = call_tool_traced(&gw.dispatcher, &origin, body.tool, args, trace).await;
     let in_call = called.elapsed();
     let reply = ok_of(&result);
     gw.dispatcher
@@ -63,23 +69,24 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
     Ok(reply)
 }
 
-/// A built-in tool or a skill's tool, refused when a context is given and the tool is not
-/// among its active tools.
+/// A built-in tool or a skill's tool for `origin`, refused when its caller may not use the
+/// skill, or a context is given that the caller may not enter or whose active tools do
+/// not hold the tool.
 pub(super) async fn call_tool(
     dispatcher: &Arc<Dispatcher>,
+    origin: &CallOrigin,
     tool: String,
     args: Value,
-    context_id: Option<String>,
 ) -> ToolResult {
-    call_tool_traced(dispatcher, tool, args, context_id, None).await
+    call_tool_traced(dispatcher, origin, tool, args, None).await
 }
 
 /// [`call_tool`] with the caller's W3C trace context, carried into the executor.
 pub(super) async fn call_tool_traced(
     dispatcher: &Arc<Dispatcher>,
+    origin: &CallOrigin,
     tool: String,
     args: Value,
-    context_id: Option<String>,
     trace: Option<crate::observe::TraceParent>,
 ) -> ToolResult {
     // Results answered here (built-ins, refusals) get an id of their own, as dispatched
@@ -92,12 +99,15 @@ pub(super) async fn call_tool_traced(
         ToolResult::failed(call_id.clone(), kind, e.to_string(), 0)
     };
     let catalog = dispatcher.catalog();
-    let view = match context_id {
+    let view = match origin.context_id.clone() {
         Some(id) => {
             let d = Arc::clone(dispatcher);
             let c = Arc::clone(&catalog);
-            match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &c, &id))
-                .await
+            let caller = origin.caller.clone();
+            match tokio::task::spawn_blocking(move || {
+                crate::router::context_view(&d, &c, &caller, &id)
+            })
+            .await
             {
                 Ok(Ok(v)) => Some(v),
                 Ok(Err(e)) => return refused(&e, e.error_kind()),
@@ -108,6 +118,13 @@ pub(super) async fn call_tool_traced(
     };
     if let Some(v) = view.as_ref().filter(|v| !v.allows(&tool)) {
         return refused(&v.refusal(&tool), ErrorKind::PermissionDenied);
+    }
+    // The built-ins name their skill in `name`: a bot's skills bound them too.
+    if tool == disclosure::LOAD_SKILL || tool == disclosure::RUN_SKILL_SCRIPT {
+        let named = args.get("name").and_then(Value::as_str).unwrap_or_default();
+        if let Some(why) = origin.caller.skill_refusal(named) {
+            return refused(&why, ErrorKind::PermissionDenied);
+        }
     }
     match tool.as_str() {
         disclosure::LOAD_SKILL => match disclosure::load_skill(&catalog, &args) {
@@ -124,10 +141,10 @@ pub(super) async fn call_tool_traced(
                 {
                     return refused(&v.refusal(&full), ErrorKind::PermissionDenied);
                 }
-                dispatcher.call_traced(&full, call_args, trace).await
+                dispatcher.call_as(origin, &full, call_args, trace).await
             }
             Err(e) => refused(&e, e.error_kind()),
         },
-        _ => dispatcher.call_traced(&tool, args, trace).await,
+        _ => dispatcher.call_as(origin, &tool, args, trace).await,
     }
 }

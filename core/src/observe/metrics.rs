@@ -21,7 +21,8 @@ use skillbox_protocol::result::ToolResult;
 /// The content type of the answer of `GET /metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// A tool call's labels: its skill, tool and outcome (`success` or the error kind).
+/// A tool call's labels: its skill, tool, outcome (`success` or the error kind) and the
+/// bot that asked (`operator` for the operator; bounded by the number of bot tokens).
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CallLabels {
     /// The skill.
@@ -30,6 +31,8 @@ pub struct CallLabels {
     pub tool: String,
     /// `success`, or the call's `error_kind`.
     pub outcome: String,
+    /// The bot's name, or `operator`.
+    pub bot: String,
 }
 
 /// A tool's labels.
@@ -228,7 +231,14 @@ impl Metrics {
     }
 
     /// Counts one finished tool call and its duration.
-    pub fn observe_call(&self, skill: &str, tool: &str, result: &ToolResult, took: Duration) {
+    pub fn observe_call(
+        &self,
+        skill: &str,
+        tool: &str,
+        bot: &str,
+        result: &ToolResult,
+        took: Duration,
+    ) {
         let outcome = match (result.success, result.error_kind) {
             (true, _) => "success".to_string(),
             (false, Some(kind)) => kind.as_str().to_string(),
@@ -239,6 +249,7 @@ impl Metrics {
                 skill: skill.to_string(),
                 tool: tool.to_string(),
                 outcome,
+                bot: bot.to_string(),
             })
             .inc();
         self.call_duration
@@ -330,19 +341,29 @@ mod tests {
         let m = Metrics::new();
         let ok = ToolResult::ok("c1", serde_json::json!({}), 3);
         let denied = ToolResult::failed("c2", ErrorKind::ApprovalDenied, "no", 1);
-        m.observe_call("notes", "add", &ok, Duration::from_millis(3));
-        m.observe_call("notes", "add", &ok, Duration::from_millis(4));
-        m.observe_call("notes", "add", &denied, Duration::from_millis(1));
+        m.observe_call("notes", "add", "operator", &ok, Duration::from_millis(3));
+        m.observe_call("notes", "add", "tg", &ok, Duration::from_millis(4));
+        m.observe_call(
+            "notes",
+            "add",
+            "operator",
+            &denied,
+            Duration::from_millis(1),
+        );
         let text = m.encode(&Scrape::default());
+        let ok_of = |bot: &str| {
+            format!("skillbox_tool_calls_total{{skill=\"notes\",tool=\"add\",outcome=\"success\",bot=\"{bot}\"}}")
+        };
         assert_eq!(
-            line(
-                &text,
-                "skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"}"
-            ),
-            Some("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"} 2")
+            line(&text, &ok_of("operator")),
+            Some(format!("{} 1", ok_of("operator")).as_str())
+        );
+        assert_eq!(
+            line(&text, &ok_of("tg")),
+            Some(format!("{} 1", ok_of("tg")).as_str())
         );
         assert!(
-            text.contains("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"approval_denied\"} 1"),
+            text.contains("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"approval_denied\",bot=\"operator\"} 1"),
             "{text}"
         );
         assert!(

@@ -19,6 +19,7 @@ use skillbox_protocol::skill::{Catalog, Skill};
 
 use super::execute::{self, Run, Stage, Target};
 use super::{route_for_gateway, ActivationPlan, FallbackStep};
+use crate::auth::{CallOrigin, Caller};
 use crate::calls::Dispatcher;
 use crate::contexts::{self, ContextView};
 use crate::state::store::{unix_ms_now, RouteEvent};
@@ -115,12 +116,15 @@ pub fn stages(
     out
 }
 
-/// Reads a context for the dispatcher's catalogue (blocking).
+/// Reads a context for the dispatcher's catalogue (blocking), once `caller` is let in
+/// ([`contexts::enter`]: a bot's own contexts only).
 pub fn context_view(
     dispatcher: &Dispatcher,
     catalog: &Catalog,
+    caller: &Caller,
     context_id: &str,
 ) -> Result<ContextView, contexts::ContextError> {
+    contexts::enter(dispatcher.store(), caller, context_id)?;
     contexts::view(
         dispatcher.store(),
         catalog,
@@ -157,33 +161,37 @@ impl ExecuteError {
 /// the context id is invalid or routing could not run.
 pub async fn execute_request(
     dispatcher: Arc<Dispatcher>,
+    caller: Caller,
     params: ExecuteParams,
 ) -> Result<Execution, ExecuteError> {
     let d = Arc::clone(&dispatcher);
     let p = params.clone();
+    let c = caller.clone();
     let (plan, chain, context) = tokio::task::spawn_blocking(move || {
         let catalog = d.catalog();
         let context = match p.context_id.as_deref() {
-            Some(id) => Some(context_view(&d, &catalog, id)?),
+            Some(id) => Some(context_view(&d, &catalog, &c, id)?),
             None => None,
         };
-        let plan = route_for_gateway(&d, &p.query, p.context_id.as_deref())?;
+        let plan = route_for_gateway(&d, &c, &p.query, p.context_id.as_deref())?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
         Ok::<_, ExecuteError>((plan, chain, context))
     })
     .await??;
     let args = params.args.unwrap_or_else(|| json!({}));
     let context = context.map(Arc::new);
+    let origin = Arc::new(CallOrigin::new(caller, params.context_id.clone()));
     let run = execute::run(&plan.route_id, chain, &args, |skill, tool, args| {
         let dispatcher = Arc::clone(&dispatcher);
         let context = context.clone();
+        let origin = Arc::clone(&origin);
         async move {
             let full = ToolRef::new(skill, tool).to_string();
             match context {
                 Some(c) if !c.allows(&full) => {
                     ToolResult::failed("", ErrorKind::PermissionDenied, c.refusal(&full), 0)
                 }
-                _ => dispatcher.call(&full, args).await,
+                _ => dispatcher.call_as(&origin, &full, args, None).await,
             }
         }
     })

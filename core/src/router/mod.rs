@@ -37,7 +37,7 @@ pub use score::{
     context_readiness, host_os, AssumeReady, Breakdown, CallCounts, HostReadiness, Readiness,
     RoutingConfig, StatsMap, Weights,
 };
-pub use serve::{route_for_gateway, route_request, RouteParams};
+pub use serve::{route_for_gateway, route_request, RouteError, RouteParams};
 
 /// A router over one catalogue; rebuild it when the catalogue changes.
 #[derive(Debug)]

@@ -5,6 +5,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
+use skillbox_protocol::skill::Catalog;
+
+use crate::auth::Caller;
 use crate::calls::Dispatcher;
 use crate::calls::Loaded;
 use crate::random::RandomError;
@@ -12,6 +15,29 @@ use crate::state::store::{unix_ms_now, RouteRecord};
 
 /// The router of the latest load; holding the `Arc` keeps pointer identity sound.
 static CACHE: Mutex<Option<(Arc<Loaded>, Arc<Router>)>> = Mutex::new(None);
+
+/// The router `caller` routes with: the load's, or for a bot limited to some skills, one
+/// over those skills only (built per request: the plan never names a skill the bot may
+/// not use).
+fn router_for_caller(loaded: Arc<Loaded>, caller: &Caller) -> Arc<Router> {
+    let Caller::Bot(bot) = caller else {
+        return router_for(loaded);
+    };
+    if bot.skills.is_none() {
+        return router_for(loaded);
+    }
+    let catalog = Catalog {
+        skills: (loaded.catalog.skills.iter())
+            .filter(|s| caller.may_use_skill(&s.name))
+            .cloned()
+            .collect(),
+        ..Catalog::default()
+    };
+    Arc::new(Router::new(
+        Arc::new(catalog),
+        loaded.config.routing.clone(),
+    ))
+}
 
 fn router_for(loaded: Arc<Loaded>) -> Arc<Router> {
     let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
@@ -33,11 +59,12 @@ fn router_for(loaded: Arc<Loaded>) -> Arc<Router> {
 /// (kept to `[observe] routes_kept`) for `GET /v1/routes`.
 pub fn route_for_gateway(
     dispatcher: &Dispatcher,
+    caller: &Caller,
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
     let started = std::time::Instant::now();
-    let plan = route_unrecorded(dispatcher, query, context_id);
+    let plan = route_unrecorded(dispatcher, caller, query, context_id);
     let outcome = match &plan {
         Ok(p) if p.primary.is_some() => "selected",
         Ok(_) => "no_skill",
@@ -54,6 +81,7 @@ pub fn route_for_gateway(
             context_id: plan.context_id.clone(),
             primary: plan.primary.clone(),
             plan: serde_json::to_value(plan).unwrap_or_default(),
+            caller: caller.name().to_owned(),
         };
         let keep = dispatcher.config().observe.routes_kept;
         if let Err(e) = dispatcher.store().record_route(&record, keep) {
@@ -65,10 +93,11 @@ pub fn route_for_gateway(
 
 fn route_unrecorded(
     dispatcher: &Dispatcher,
+    caller: &Caller,
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
-    let router = router_for(dispatcher.loaded());
+    let router = router_for_caller(dispatcher.loaded(), caller);
     let stats: StatsMap = match dispatcher.store().all_skill_stats() {
         Ok(all) => all
             .into_iter()
@@ -108,14 +137,46 @@ pub struct RouteParams {
     pub context_id: Option<String>,
 }
 
-/// `POST /v1/route`: [`route_for_gateway`] off the async threads.
+/// `POST /v1/route`: [`route_for_gateway`] off the async threads, in a context `caller`
+/// may enter.
 pub async fn route_request(
     dispatcher: Arc<Dispatcher>,
+    caller: Caller,
     params: RouteParams,
-) -> Option<Result<ActivationPlan, RandomError>> {
+) -> Option<Result<ActivationPlan, RouteError>> {
     tokio::task::spawn_blocking(move || {
-        route_for_gateway(&dispatcher, &params.query, params.context_id.as_deref())
+        if let Some(id) = params.context_id.as_deref() {
+            crate::contexts::enter(dispatcher.store(), &caller, id)?;
+        }
+        let plan = route_for_gateway(
+            &dispatcher,
+            &caller,
+            &params.query,
+            params.context_id.as_deref(),
+        )?;
+        Ok(plan)
     })
     .await
     .ok()
+}
+
+/// Why `POST /v1/route` gave no plan.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The caller may not enter the context, or its id is not valid.
+    #[error(transparent)]
+    Context(#[from] crate::contexts::ContextError),
+    /// No route id could be drawn.
+    #[error(transparent)]
+    Random(#[from] RandomError),
+}
+
+impl RouteError {
+    /// The docs/http-api.md kind of the refusal.
+    pub fn error_kind(&self) -> skillbox_protocol::result::ErrorKind {
+        match self {
+            RouteError::Context(e) => e.error_kind(),
+            RouteError::Random(_) => skillbox_protocol::result::ErrorKind::Unavailable,
+        }
+    }
 }

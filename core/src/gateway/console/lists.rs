@@ -94,6 +94,7 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
     let filter = CallFilter {
         skill: skill.clone(),
         outcome,
+        caller: None,
     };
     let calls = match gw
         .dispatcher
@@ -164,7 +165,7 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
 
 /// `GET /console/routes`.
 pub async fn routes(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
-    let routes = match gw.dispatcher.store().recent_routes(DEFAULT_LIMIT) {
+    let routes = match gw.dispatcher.store().recent_routes(None, DEFAULT_LIMIT) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };

@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::errors::McpError;
 use crate::approvals::{args_hash, ApprovalRecord};
+use crate::auth::CallOrigin;
 use crate::contexts::disclosure;
 use crate::gateway::Gateway;
 
@@ -37,11 +38,13 @@ struct Target {
     skill: String,
     tool: String,
     args_hash: String,
+    requested_by: String,
 }
 
 impl Target {
     fn matches(&self, r: &ApprovalRecord) -> bool {
-        r.skill == self.skill
+        r.requested_by == self.requested_by
+            && r.skill == self.skill
             && r.tool == self.tool
             && (r.security == Security::Sign || r.args_hash == self.args_hash)
     }
@@ -50,6 +53,7 @@ impl Target {
 /// One call running in the core on behalf of an MCP request.
 #[derive(Debug)]
 pub struct Waiting {
+    origin: CallOrigin,
     name: String,
     args: Value,
     target: Option<Target>,
@@ -72,12 +76,19 @@ impl WaitingCalls {
         self.calls.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The waiting call `state` names, when it is the same tool and arguments.
-    pub fn take(&self, state: &str, name: &str, args: &Value) -> Option<Waiting> {
+    /// The waiting call `state` names, when it is the same caller, context, tool and
+    /// arguments (a state is never another caller's way into a call).
+    pub fn take(
+        &self,
+        state: &str,
+        origin: &CallOrigin,
+        name: &str,
+        args: &Value,
+    ) -> Option<Waiting> {
         let mut calls = self.lock();
         let same = calls
             .get(state)
-            .is_some_and(|w| w.name == name && w.args == *args);
+            .is_some_and(|w| w.origin == *origin && w.name == name && w.args == *args);
         if same {
             calls.remove(state)
         } else {
@@ -102,13 +113,7 @@ impl WaitingCalls {
 }
 
 /// Starts `name` (`full` in the pipeline's terms) in the core, detached from the request.
-pub fn start(
-    gw: &Gateway,
-    context_id: Option<&str>,
-    name: &str,
-    full: String,
-    args: Value,
-) -> Waiting {
+pub fn start(gw: &Gateway, origin: &CallOrigin, name: &str, full: String, args: Value) -> Waiting {
     let catalog = gw.dispatcher.catalog();
     let (pipeline_name, pipeline_args) = if full == disclosure::RUN_SKILL_SCRIPT {
         disclosure::resolve_script(&catalog, &args).unwrap_or_default()
@@ -119,18 +124,20 @@ pub fn start(
         skill: r.skill,
         tool: r.tool,
         args_hash: args_hash(&pipeline_args),
+        requested_by: origin.caller.name().to_owned(),
     });
     // Subscribed before the call starts: its first approval cannot be missed.
     let asked = gw.dispatcher.approvals().watch_asked();
     let (tx, result) = watch::channel(None);
     let dispatcher = Arc::clone(&gw.dispatcher);
-    let context = context_id.map(str::to_string);
+    let call_origin = origin.clone();
     let call_args = args.clone();
     tokio::spawn(async move {
-        let r = crate::gateway::tools::call_tool(&dispatcher, full, call_args, context).await;
+        let r = crate::gateway::tools::call_tool(&dispatcher, &call_origin, full, call_args).await;
         let _ = tx.send(Some(r));
     });
     Waiting {
+        origin: origin.clone(),
         name: name.to_string(),
         args,
         target,
@@ -231,6 +238,7 @@ mod tests {
         }
         let (_asked_tx, asked) = broadcast::channel(1);
         let w = Waiting {
+            origin: CallOrigin::operator(),
             name: "notes.edit".into(),
             args: json!({"text": "a"}),
             target: None,
@@ -269,23 +277,44 @@ mod tests {
         let calls = WaitingCalls::default();
         let (w, _t) = waiting(false);
         calls.put("s1".into(), w, Duration::from_secs(1));
+        let op = CallOrigin::operator();
         assert!(calls
-            .take("s1", "notes.edit", &json!({"text": "b"}))
+            .take("s1", &op, "notes.edit", &json!({"text": "b"}))
             .is_none());
         assert!(calls
-            .take("s1", "notes.search", &json!({"text": "a"}))
+            .take("s1", &op, "notes.search", &json!({"text": "a"}))
             .is_none());
         assert!(calls
-            .take("s2", "notes.edit", &json!({"text": "a"}))
+            .take("s2", &op, "notes.edit", &json!({"text": "a"}))
             .is_none());
         assert!(calls
-            .take("s1", "notes.edit", &json!({"text": "a"}))
+            .take("s1", &op, "notes.edit", &json!({"text": "a"}))
             .is_some());
         assert!(
             calls
-                .take("s1", "notes.edit", &json!({"text": "a"}))
+                .take("s1", &op, "notes.edit", &json!({"text": "a"}))
                 .is_none(),
             "taken once"
         );
+    }
+
+    #[test]
+    fn another_caller_cannot_resume_a_waiting_call_with_its_state() {
+        let calls = WaitingCalls::default();
+        let (w, _t) = waiting(false);
+        calls.put("s1".into(), w, Duration::from_secs(1));
+        let bot = crate::auth::Caller::Bot(std::sync::Arc::new(crate::auth::Bot {
+            name: "mallory".into(),
+            skills: None,
+        }));
+        let args = json!({"text": "a"});
+        let as_bot = CallOrigin::new(bot, None);
+        assert!(calls.take("s1", &as_bot, "notes.edit", &args).is_none());
+        let other_context = CallOrigin::new(crate::auth::Caller::Operator, Some("c2".into()));
+        assert!(calls
+            .take("s1", &other_context, "notes.edit", &args)
+            .is_none());
+        let op = CallOrigin::operator();
+        assert!(calls.take("s1", &op, "notes.edit", &args).is_some());
     }
 }

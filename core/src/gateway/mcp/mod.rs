@@ -30,6 +30,7 @@ use self::errors::McpError;
 use self::transport::Incoming;
 use super::request::{Reply, Req};
 use super::Gateway;
+use crate::auth::CallOrigin;
 
 pub use self::elicitation::WaitingCalls;
 
@@ -64,17 +65,20 @@ pub fn classify_message(bytes: &[u8], headers: &[(&str, &str)]) -> Result<Option
 
 /// `POST /mcp`.
 pub async fn serve(gw: &Gateway, req: Req) -> Reply {
-    Ok(handle(gw, None, req).await)
+    let origin = CallOrigin::new(req.caller.clone(), None);
+    Ok(handle(gw, origin, req).await)
 }
 
 /// `POST /mcp/{context_id}`: only the context's active tools, listed and callable.
 pub async fn serve_in_context(gw: &Gateway, req: Req) -> Reply {
     let context_id = req.param("context_id")?.to_string();
-    Ok(handle(gw, Some(&context_id), req).await)
+    let origin = CallOrigin::new(req.caller.clone(), Some(context_id));
+    Ok(handle(gw, origin, req).await)
 }
 
-/// One POST: origin, body, message, answer.
-async fn handle(gw: &Gateway, context_id: Option<&str>, req: Req) -> Response<Full<Bytes>> {
+/// One POST for `origin` (the caller, and the endpoint's context): origin header, body,
+/// message, answer.
+async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Bytes>> {
     let config = gw.dispatcher.config();
     if let Err(e) = transport::check_origin(&req.headers, &config.mcp.allowed_origins) {
         tracing::warn!(error = %e, "MCP request refused");
@@ -96,7 +100,7 @@ async fn handle(gw: &Gateway, context_id: Option<&str>, req: Req) -> Response<Fu
     let outcome = match eras::classify(&method, &params, Some(&headers)) {
         Ok(era) => {
             let console = console_base(&headers);
-            call(gw, context_id, &era, &method, &params, &console).await
+            call(gw, &origin, &era, &method, &params, &console).await
         }
         Err(e) => Err(e),
     };
@@ -109,27 +113,28 @@ async fn handle(gw: &Gateway, context_id: Option<&str>, req: Req) -> Response<Fu
 /// Runs `method` of `era`.
 async fn call(
     gw: &Gateway,
-    context_id: Option<&str>,
+    origin: &CallOrigin,
     era: &Era,
     method: &str,
     params: &Map<String, Value>,
     console_base: &str,
 ) -> Result<Value, McpError> {
     let modern = era.is_modern();
+    let caller = &origin.caller;
     let (result, cacheable) = match method {
         "initialize" => (initialize(params)?, false),
         "ping" if !modern => (json!({}), false),
         "server/discover" => (discover(), true),
-        "tools/list" => (tools::list(gw, context_id).await?, true),
+        "tools/list" => (tools::list(gw, origin).await?, true),
         "tools/call" => (
-            tools::call(gw, context_id, era, params, console_base).await?,
+            tools::call(gw, origin, era, params, console_base).await?,
             false,
         ),
-        "resources/list" => (skills::list_resources(gw).await?, true),
+        "resources/list" => (skills::list_resources(gw, caller).await?, true),
         "resources/templates/list" => (json!({"resourceTemplates": []}), true),
-        "resources/read" => (skills::read_resource(gw, params).await?, true),
-        "skills/list" if modern => (skills::list(gw).await?, true),
-        "skills/get" if modern => (skills::get(gw, params).await?, true),
+        "resources/read" => (skills::read_resource(gw, caller, params).await?, true),
+        "skills/list" if modern => (skills::list(gw, caller).await?, true),
+        "skills/get" if modern => (skills::get(gw, caller, params).await?, true),
         _ => return Err(no_such_method(method, modern)),
     };
     Ok(era.decorate(result, cacheable))

@@ -13,6 +13,7 @@ use serde_json::{json, Map, Value};
 use skillbox_protocol::skill::{self, frontmatter, InstallLock, Skill};
 
 use super::errors::McpError;
+use crate::auth::Caller;
 use crate::contexts::disclosure;
 use crate::gateway::Gateway;
 
@@ -106,12 +107,13 @@ fn read(skill: &Skill, path: &str) -> Result<Vec<u8>, McpError> {
     })
 }
 
-/// The skills served, sorted by name.
-fn served(gw: &Gateway) -> Vec<Skill> {
+/// The skills served to `caller` (a bot's own skills), sorted by name.
+fn served(gw: &Gateway, caller: &Caller) -> Vec<Skill> {
     let catalog = gw.dispatcher.catalog();
     let mut out: Vec<Skill> = catalog
         .skills
         .iter()
+        .filter(|s| caller.may_use_skill(&s.name))
         .filter(|s| has_skill_md(s))
         .cloned()
         .collect();
@@ -129,8 +131,8 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// `skills/list`.
-pub async fn list(gw: &Gateway) -> Result<Value, McpError> {
-    let skills = served(gw);
+pub async fn list(gw: &Gateway, caller: &Caller) -> Result<Value, McpError> {
+    let skills = served(gw, caller);
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     blocking(move || {
         let listed = skills
@@ -143,7 +145,11 @@ pub async fn list(gw: &Gateway) -> Result<Value, McpError> {
 }
 
 /// `skills/get {uri}`: an unknown uri is -32602.
-pub async fn get(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, McpError> {
+pub async fn get(
+    gw: &Gateway,
+    caller: &Caller,
+    params: &Map<String, Value>,
+) -> Result<Value, McpError> {
     let Some(asked) = params.get("uri").and_then(Value::as_str) else {
         return Err(McpError::BadParams(
             "skills/get needs \"uri\" (a string)".into(),
@@ -151,7 +157,7 @@ pub async fn get(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, Mcp
     };
     let skill = parse_uri(asked)
         .filter(|(_, path)| *path == SKILL_MD)
-        .and_then(|(name, _)| served(gw).into_iter().find(|s| s.name == name))
+        .and_then(|(name, _)| served(gw, caller).into_iter().find(|s| s.name == name))
         .ok_or_else(|| McpError::UnknownSkill {
             uri: asked.to_string(),
         })?;
@@ -160,8 +166,8 @@ pub async fn get(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, Mcp
 }
 
 /// `resources/list`: each skill's `SKILL.md`.
-pub async fn list_resources(gw: &Gateway) -> Result<Value, McpError> {
-    let resources: Vec<Value> = served(gw)
+pub async fn list_resources(gw: &Gateway, caller: &Caller) -> Result<Value, McpError> {
+    let resources: Vec<Value> = served(gw, caller)
         .iter()
         .map(|s| {
             json!({
@@ -177,7 +183,11 @@ pub async fn list_resources(gw: &Gateway) -> Result<Value, McpError> {
 
 /// `resources/read {uri}`: a file of a skill, verbatim (text, or base64 `blob` when it is
 /// not UTF-8).
-pub async fn read_resource(gw: &Gateway, params: &Map<String, Value>) -> Result<Value, McpError> {
+pub async fn read_resource(
+    gw: &Gateway,
+    caller: &Caller,
+    params: &Map<String, Value>,
+) -> Result<Value, McpError> {
     let Some(asked) = params.get("uri").and_then(Value::as_str) else {
         return Err(McpError::BadParams(
             "resources/read needs \"uri\" (a string)".into(),
@@ -187,7 +197,7 @@ pub async fn read_resource(gw: &Gateway, params: &Map<String, Value>) -> Result<
         uri: asked.to_string(),
     };
     let (name, path) = parse_uri(asked).ok_or_else(unknown)?;
-    let skill = served(gw)
+    let skill = served(gw, caller)
         .into_iter()
         .find(|s| s.name == name)
         .ok_or_else(unknown)?;

@@ -13,6 +13,7 @@ use skillbox_protocol::ToolRef;
 use super::elicitation::{self, Next};
 use super::eras::Era;
 use super::errors::McpError;
+use crate::auth::{CallOrigin, Caller};
 use crate::contexts::{disclosure, ContextView};
 use crate::gateway::Gateway;
 
@@ -22,14 +23,18 @@ pub fn mcp_name(skill: &str, tool: &str) -> String {
 }
 
 /// The tool an MCP name names: a built-in's own name, or `skill:tool` for `skill.tool`
-/// (split at the last dot: tool names have none). `Err` says what is missing.
-pub fn resolve(catalog: &Catalog, name: &str) -> Result<String, String> {
+/// (split at the last dot: tool names have none). `Err` says what is missing, or that the
+/// caller may not use the skill (before anything about the skill is looked up).
+pub fn resolve(catalog: &Catalog, caller: &Caller, name: &str) -> Result<String, String> {
     if name == disclosure::LOAD_SKILL || name == disclosure::RUN_SKILL_SCRIPT {
         return Ok(name.to_string());
     }
     let Some((skill, tool)) = name.rsplit_once('.') else {
         return Err("tool names are <skill>.<tool> (or load_skill, run_skill_script)".into());
     };
+    if let Some(why) = caller.skill_refusal(skill) {
+        return Err(why);
+    }
     let Some(s) = catalog.get(skill) else {
         return Err(format!("no skill named {skill:?}"));
     };
@@ -50,12 +55,20 @@ pub fn annotations(skill: &Skill, tool: &Tool) -> Value {
     })
 }
 
-/// The context `context_id` as it is now (a blocking store read).
-pub async fn context(gw: &Gateway, context_id: &str) -> Result<ContextView, McpError> {
+/// The context `context_id` as it is now, once `caller` is let in (a blocking store read).
+pub async fn context(
+    gw: &Gateway,
+    caller: &Caller,
+    context_id: &str,
+) -> Result<ContextView, McpError> {
     let d = Arc::clone(&gw.dispatcher);
     let catalog = gw.dispatcher.catalog();
     let id = context_id.to_string();
-    match tokio::task::spawn_blocking(move || crate::router::context_view(&d, &catalog, &id)).await
+    let caller = caller.clone();
+    match tokio::task::spawn_blocking(move || {
+        crate::router::context_view(&d, &catalog, &caller, &id)
+    })
+    .await
     {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(McpError::BadParams(e.to_string())),
@@ -63,17 +76,18 @@ pub async fn context(gw: &Gateway, context_id: &str) -> Result<ContextView, McpE
     }
 }
 
-/// `tools/list`: every tool (or the context's active ones), sorted by name, the built-ins
-/// last.
-pub async fn list(gw: &Gateway, context_id: Option<&str>) -> Result<Value, McpError> {
-    let view = match context_id {
-        Some(id) => Some(context(gw, id).await?),
+/// `tools/list`: every tool of the caller's skills (or the context's active ones), sorted
+/// by name, the built-ins last.
+pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> {
+    let caller = &origin.caller;
+    let view = match origin.context_id.as_deref() {
+        Some(id) => Some(context(gw, caller, id).await?),
         None => None,
     };
     let allowed = |full: &str| view.as_ref().is_none_or(|v| v.allows(full));
     let catalog = gw.dispatcher.catalog();
     let mut tools: Vec<Value> = Vec::new();
-    for skill in &catalog.skills {
+    for skill in (catalog.skills.iter()).filter(|s| caller.may_use_skill(&s.name)) {
         for tool in &skill.tools {
             if !allowed(&ToolRef::new(&skill.name, &tool.name).to_string()) {
                 continue;
@@ -95,6 +109,7 @@ pub async fn list(gw: &Gateway, context_id: Option<&str>) -> Result<Value, McpEr
     let available: Vec<String> = catalog
         .skills
         .iter()
+        .filter(|s| caller.may_use_skill(&s.name))
         .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
         .map(|s| s.name.clone())
         .collect();
@@ -158,26 +173,27 @@ pub fn call_params(params: &Map<String, Value>) -> Result<(String, Value), McpEr
 /// elicitation gets each approval the call waits for as a link first ([`elicitation`]).
 pub async fn call(
     gw: &Gateway,
-    context_id: Option<&str>,
+    origin: &CallOrigin,
     era: &Era,
     params: &Map<String, Value>,
     console_base: &str,
 ) -> Result<Value, McpError> {
     let (name, args) = call_params(params)?;
-    let full = resolve(&gw.dispatcher.catalog(), &name).map_err(|why| McpError::UnknownTool {
+    let catalog = gw.dispatcher.catalog();
+    let full = resolve(&catalog, &origin.caller, &name).map_err(|why| McpError::UnknownTool {
         name: name.clone(),
         why,
     })?;
     if !era.client_takes_url_elicitation() {
-        let context = context_id.map(str::to_string);
-        let result = crate::gateway::tools::call_tool(&gw.dispatcher, full, args, context).await;
+        let result = crate::gateway::tools::call_tool(&gw.dispatcher, origin, full, args).await;
         return Ok(call_result(&result));
     }
+    // A waiting call is resumed only by the caller that started it, in the same context.
     let resumed = params
         .get("requestState")
         .and_then(Value::as_str)
-        .and_then(|state| gw.mcp_waiting.take(state, &name, &args));
-    let waiting = resumed.unwrap_or_else(|| elicitation::start(gw, context_id, &name, full, args));
+        .and_then(|state| gw.mcp_waiting.take(state, origin, &name, &args));
+    let waiting = resumed.unwrap_or_else(|| elicitation::start(gw, origin, &name, full, args));
     match elicitation::next(waiting).await {
         Next::Done(result) => Ok(call_result(&result)),
         Next::Asked(record, waiting) => {

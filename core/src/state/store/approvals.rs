@@ -118,6 +118,13 @@ pub struct ApprovalRecord {
     pub decided_at: Option<i64>,
     /// The operator's reason, if one was given.
     pub reason: Option<String>,
+    /// Who asked for the call: a bot's name, or `operator`. Only a call of the same
+    /// caller can use the approval.
+    pub requested_by: String,
+    /// The context the call was made in, if any.
+    pub context_id: Option<String>,
+    /// Who decided: `operator`, or the bot that relayed its user's confirmation.
+    pub decided_by: Option<String>,
 }
 
 /// A stored name this build does not know.
@@ -142,8 +149,8 @@ fn security_from_name(name: &str) -> Option<Security> {
         .find(|s| security_name(*s) == name)
 }
 
-const COLUMNS: &str =
-    "id, skill, tool, args_hash, args_json, security, status, created_at, decided_at, reason";
+const COLUMNS: &str = "id, skill, tool, args_hash, args_json, security, status, created_at, \
+     decided_at, reason, requested_by, context_id, decided_by";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let args_json: String = row.get(4)?;
@@ -171,6 +178,9 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ApprovalRecord> {
         created_at: row.get(7)?,
         decided_at: row.get(8)?,
         reason: row.get(9)?,
+        requested_by: row.get(10)?,
+        context_id: row.get(11)?,
+        decided_by: row.get(12)?,
     })
 }
 
@@ -188,7 +198,7 @@ impl Store {
     pub fn insert_approval(&self, record: &ApprovalRecord) -> Result<(), StoreError> {
         self.conn()
             .execute(
-                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
+                &format!("INSERT INTO approvals ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)"),
                 params![
                     record.id,
                     record.skill,
@@ -200,6 +210,9 @@ impl Store {
                     record.created_at,
                     record.decided_at,
                     record.reason,
+                    record.requested_by,
+                    record.context_id,
+                    record.decided_by,
                 ],
             )
             .map(drop)
@@ -231,7 +244,7 @@ impl Store {
         read().map_err(|source| StoreError::ReadApprovals { source })
     }
 
-    /// Decides a pending approval. Anything but `pending` is refused with
+    /// Decides a pending approval as the operator. Anything but `pending` is refused with
     /// [`StoreError::NotPending`], which carries the current status.
     pub fn decide_approval(
         &self,
@@ -239,12 +252,24 @@ impl Store {
         decision: Decision,
         reason: Option<&str>,
     ) -> Result<ApprovalRecord, StoreError> {
+        self.decide_approval_by(id, decision, reason, crate::auth::OPERATOR)
+    }
+
+    /// [`Store::decide_approval`], recording who decided (`operator` or a bot's name).
+    pub fn decide_approval_by(
+        &self,
+        id: &str,
+        decision: Decision,
+        reason: Option<&str>,
+        decided_by: &str,
+    ) -> Result<ApprovalRecord, StoreError> {
         self.transition(
             id,
             ApprovalStatus::Pending,
             decision.status(),
             Some(unix_ms_now()),
             reason,
+            Some(decided_by),
         )
     }
 
@@ -256,17 +281,20 @@ impl Store {
             ApprovalStatus::Expired,
             Some(unix_ms_now()),
             None,
+            None,
         )
     }
 
-    /// The oldest approved, unused approval of this exact call (skill, tool, args hash).
+    /// The oldest approved, unused approval of this exact call (skill, tool, args hash)
+    /// asked for by `requested_by`.
     pub fn find_usable_approval(
         &self,
         skill: &str,
         tool: &str,
         args_hash: &str,
+        requested_by: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        find_usable(&self.conn(), skill, tool, args_hash)
+        find_usable(&self.conn(), skill, tool, args_hash, requested_by)
             .map_err(|source| StoreError::ReadApprovals { source })
     }
 
@@ -279,21 +307,24 @@ impl Store {
             ApprovalStatus::Used,
             None,
             None,
+            None,
         )
     }
 
     /// [`Store::find_usable_approval`] and [`Store::mark_used`] in one transaction: the
-    /// approval returned (now `used`) was taken by this caller only.
+    /// approval returned (now `used`) was taken by this caller only. An approval given
+    /// for one bot's call is never used by another's identical call.
     pub fn claim_usable_approval(
         &self,
         skill: &str,
         tool: &str,
         args_hash: &str,
+        requested_by: &str,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
         let mut conn = self.conn();
         let mut claim = || -> rusqlite::Result<Option<ApprovalRecord>> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let Some(mut record) = find_usable(&tx, skill, tool, args_hash)? else {
+            let Some(mut record) = find_usable(&tx, skill, tool, args_hash, requested_by)? else {
                 return Ok(None);
             };
             tx.execute(
@@ -319,6 +350,7 @@ impl Store {
         to: ApprovalStatus,
         decided_at: Option<i64>,
         reason: Option<&str>,
+        decided_by: Option<&str>,
     ) -> Result<ApprovalRecord, StoreError> {
         let mut conn = self.conn();
         let failed = |source| StoreError::UpdateApproval {
@@ -343,9 +375,11 @@ impl Store {
         record.status = to;
         record.decided_at = decided_at.or(record.decided_at);
         record.reason = reason.map(str::to_owned).or(record.reason);
+        record.decided_by = decided_by.map(str::to_owned).or(record.decided_by);
         tx.execute(
-            "UPDATE approvals SET status = ?2, decided_at = ?3, reason = ?4 WHERE id = ?1",
-            params![id, to, record.decided_at, record.reason],
+            "UPDATE approvals SET status = ?2, decided_at = ?3, reason = ?4, decided_by = ?5 \
+             WHERE id = ?1",
+            params![id, to, record.decided_at, record.reason, record.decided_by],
         )
         .map_err(failed)?;
         tx.commit().map_err(failed)?;
@@ -358,14 +392,16 @@ fn find_usable(
     skill: &str,
     tool: &str,
     args_hash: &str,
+    requested_by: &str,
 ) -> rusqlite::Result<Option<ApprovalRecord>> {
     conn.query_row(
         &format!(
             "SELECT {COLUMNS} FROM approvals \
              WHERE skill = ?1 AND tool = ?2 AND args_hash = ?3 AND status = 'approved' \
+               AND requested_by = ?4 \
              ORDER BY decided_at, id LIMIT 1"
         ),
-        params![skill, tool, args_hash],
+        params![skill, tool, args_hash, requested_by],
         from_row,
     )
     .optional()

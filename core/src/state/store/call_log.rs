@@ -197,6 +197,7 @@ mod tests {
             duration_ms: 2,
             success,
             error_kind: None,
+            caller: "operator".into(),
         }
     }
 

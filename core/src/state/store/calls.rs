@@ -24,6 +24,13 @@ pub struct CallRecord {
     pub success: bool,
     /// Why it failed (docs/http-api.md), when it did.
     pub error_kind: Option<ErrorKind>,
+    /// Who asked: a bot's name, or `operator`.
+    #[serde(default = "operator_name")]
+    pub caller: String,
+}
+
+fn operator_name() -> String {
+    crate::auth::OPERATOR.to_string()
 }
 
 /// A skill's running counts.
@@ -101,8 +108,8 @@ impl Store {
         self.flush_calls();
         self.conn()
             .query_row(
-                "SELECT call_id, skill, tool, started_at, duration_ms, success, error_kind \
-                 FROM calls WHERE call_id = ?1",
+                "SELECT call_id, skill, tool, started_at, duration_ms, success, error_kind, \
+                 caller FROM calls WHERE call_id = ?1",
                 [call_id],
                 |row| {
                     let error_kind: Option<String> = row.get(6)?;
@@ -116,6 +123,7 @@ impl Store {
                         // A kind this build does not know reads as none rather than
                         // hiding the call.
                         error_kind: error_kind.as_deref().and_then(error_kind_from_name),
+                        caller: row.get(7)?,
                     })
                 },
             )
@@ -165,8 +173,8 @@ fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::R
     .execute(params![call.skill, successes, failures, call.started_at])?;
     tx.prepare_cached(
         "INSERT INTO calls \
-         (call_id, skill, tool, started_at, duration_ms, success, error_kind) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+         (call_id, skill, tool, started_at, duration_ms, success, error_kind, caller) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?
     .execute(params![
         call.call_id,
@@ -176,6 +184,7 @@ fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::R
         call.duration_ms,
         call.success,
         call.error_kind.map(ErrorKind::as_str),
+        call.caller,
     ])?;
     Ok(())
 }
@@ -193,6 +202,7 @@ mod tests {
             duration_ms: 12,
             success,
             error_kind: (!success).then_some(ErrorKind::ToolError),
+            caller: "operator".to_owned(),
         }
     }
 

@@ -24,6 +24,8 @@ pub struct RouteRecord {
     pub primary: Option<String>,
     /// The whole activation plan, as `POST /v1/route` answered it.
     pub plan: Value,
+    /// Who asked: a bot's name, or `operator`.
+    pub caller: String,
 }
 
 /// Which recent calls to list.
@@ -33,6 +35,8 @@ pub struct CallFilter {
     pub skill: Option<String>,
     /// Only successes (`Some(None)`), or only failures of this kind (`Some(Some(kind))`).
     pub outcome: Option<Option<ErrorKind>>,
+    /// Only the calls of this caller (a bot's name, or `operator`).
+    pub caller: Option<String>,
 }
 
 /// A skill pinned in a context.
@@ -57,10 +61,11 @@ fn route_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<RouteRecord> {
         context_id: row.get(3)?,
         primary: row.get(4)?,
         plan: serde_json::from_str(&plan).unwrap_or(Value::Null),
+        caller: row.get(6)?,
     })
 }
 
-const ROUTE_COLUMNS: &str = "route_id, at, query, context_id, primary_skill, plan_json";
+const ROUTE_COLUMNS: &str = "route_id, at, query, context_id, primary_skill, plan_json, caller";
 
 impl Store {
     /// Stores a routing decision and drops all but the `keep` newest (with the events
@@ -71,7 +76,9 @@ impl Store {
         let mut write = || -> rusqlite::Result<()> {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
             tx.execute(
-                &format!("INSERT INTO routes ({ROUTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"),
+                &format!(
+                    "INSERT INTO routes ({ROUTE_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"
+                ),
                 params![
                     route.route_id,
                     route.at,
@@ -79,6 +86,7 @@ impl Store {
                     route.context_id,
                     route.primary,
                     route.plan.to_string(),
+                    route.caller,
                 ],
             )?;
             let dropped = tx.execute(
@@ -100,15 +108,20 @@ impl Store {
         })
     }
 
-    /// The `limit` newest routing decisions, newest first.
-    pub fn recent_routes(&self, limit: usize) -> Result<Vec<RouteRecord>, StoreError> {
+    /// The `limit` newest routing decisions, newest first: all, or those of one caller.
+    pub fn recent_routes(
+        &self,
+        caller: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RouteRecord>, StoreError> {
         let conn = self.conn();
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let read = || -> rusqlite::Result<Vec<RouteRecord>> {
             let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {ROUTE_COLUMNS} FROM routes ORDER BY at DESC, rowid DESC LIMIT ?1"
+                "SELECT {ROUTE_COLUMNS} FROM routes WHERE ?1 IS NULL OR caller = ?1 \
+                 ORDER BY at DESC, rowid DESC LIMIT ?2"
             ))?;
-            let rows = stmt.query_map([limit], route_from_row)?;
+            let rows = stmt.query_map(params![caller, limit], route_from_row)?;
             rows.collect()
         };
         read().map_err(read_failed("routes"))
@@ -146,10 +159,18 @@ impl Store {
                 "SELECT call_id FROM calls \
                  WHERE (?1 IS NULL OR skill = ?1) \
                    AND (?2 = 0 OR (success = ?3 AND (?4 IS NULL OR error_kind = ?4))) \
+                   AND (?6 IS NULL OR caller = ?6) \
                  ORDER BY started_at DESC, rowid DESC LIMIT ?5",
             )?;
             let ids = stmt.query_map(
-                params![filter.skill, outcome_set, success, kind, limit],
+                params![
+                    filter.skill,
+                    outcome_set,
+                    success,
+                    kind,
+                    limit,
+                    filter.caller
+                ],
                 |row| row.get::<_, String>(0),
             )?;
             ids.collect()
@@ -204,6 +225,7 @@ mod tests {
             context_id: None,
             primary: Some("notes".into()),
             plan: json!({"route_id": id, "candidates": []}),
+            caller: if at % 2 == 0 { "bot-a" } else { "operator" }.into(),
         }
     }
 
@@ -216,7 +238,7 @@ mod tests {
                 .unwrap();
         }
         let ids: Vec<String> = store
-            .recent_routes(10)
+            .recent_routes(None, 10)
             .unwrap()
             .into_iter()
             .map(|r| r.route_id)
@@ -225,7 +247,12 @@ mod tests {
         assert!(store.get_route("rt_0").unwrap().is_none());
         let kept = store.get_route("rt_3").unwrap().unwrap();
         assert_eq!(kept.plan["route_id"], "rt_3");
-        assert_eq!(store.recent_routes(1).unwrap().len(), 1);
+        assert_eq!(store.recent_routes(None, 1).unwrap().len(), 1);
+        let of_bot: Vec<String> = (store.recent_routes(Some("bot-a"), 10).unwrap())
+            .into_iter()
+            .map(|r| r.route_id)
+            .collect();
+        assert_eq!(of_bot, ["rt_4", "rt_2"]);
     }
 
     #[test]
@@ -259,6 +286,7 @@ mod tests {
             duration_ms: 1,
             success: kind.is_none(),
             error_kind: kind,
+            caller: if skill == "mail" { "bot-a" } else { "operator" }.into(),
         };
         store.record_call(&call("c1", "notes", 1, None)).unwrap();
         store
@@ -277,19 +305,27 @@ mod tests {
         };
         assert_eq!(ids(CallFilter::default(), 10), ["c3", "c2", "c1"]);
         assert_eq!(ids(CallFilter::default(), 2), ["c3", "c2"]);
+        let of_bot = CallFilter {
+            caller: Some("bot-a".into()),
+            ..CallFilter::default()
+        };
+        assert_eq!(ids(of_bot, 10), ["c3"]);
         let notes = CallFilter {
             skill: Some("notes".into()),
             outcome: None,
+            caller: None,
         };
         assert_eq!(ids(notes, 10), ["c2", "c1"]);
         let ok = CallFilter {
             skill: None,
             outcome: Some(None),
+            caller: None,
         };
         assert_eq!(ids(ok, 10), ["c1"]);
         let denied = CallFilter {
             skill: None,
             outcome: Some(Some(ErrorKind::ApprovalDenied)),
+            caller: None,
         };
         assert_eq!(ids(denied, 10), ["c3"]);
     }

@@ -1,7 +1,7 @@
 //! The core's state in SQLite, `<state>/skillbox.db`: approvals of `write`/`sign` tool
 //! calls, one row per finished call, per-skill success counts, skills pinned per context,
-//! every routing decision (bounded), the transitions of executed activation plans and the
-//! records of skill repairs.
+//! every routing decision (bounded), the transitions of executed activation plans, the
+//! records of skill repairs, bot tokens (hashed) and which caller each context belongs to.
 //!
 //! The database runs in WAL mode with `synchronous=NORMAL` and foreign keys on; its schema
 //! version is `PRAGMA user_version`, and [`Store::open`] applies the missing migrations in
@@ -16,6 +16,7 @@ mod contexts;
 mod history;
 mod repairs;
 mod schema;
+mod tokens;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,6 +29,7 @@ pub use calls::{CallRecord, SkillStats};
 pub use contexts::{Pin, RouteEvent};
 pub use history::{CallFilter, ContextPin, RouteRecord};
 pub use repairs::{RepairOutcome, RepairRecord};
+pub use tokens::BotTokenRow;
 
 /// The database's file name inside the state directory.
 pub use crate::state::workspace::DB_FILE;
@@ -238,6 +240,20 @@ pub enum StoreError {
         skill: String,
         /// SQLite's error.
         source: rusqlite::Error,
+    },
+    /// A step on bot tokens or context owners failed.
+    #[error("could not {step} in the bot tokens: {source}")]
+    Tokens {
+        /// What was being done.
+        step: &'static str,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A bot token with this name exists.
+    #[error("a bot token named {name:?} exists; revoke it first (`skillbox tokens revoke {name}`) or pick another name")]
+    TokenNameTaken {
+        /// The name.
+        name: String,
     },
 }
 

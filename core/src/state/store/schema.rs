@@ -87,6 +87,27 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX routes_by_time ON routes (at);
     CREATE INDEX calls_by_time ON calls (started_at);",
+    // 5: roles. Bot tokens (stored hashed), which bot (or the operator) asked for each
+    // call, approval and route, who decided an approval, and which bot a context belongs to.
+    "CREATE TABLE bot_tokens (
+        name         TEXT PRIMARY KEY NOT NULL,
+        token_hash   TEXT NOT NULL UNIQUE,
+        skills_json  TEXT,
+        created_at   INTEGER NOT NULL,
+        expires_at   INTEGER,
+        last_used_at INTEGER
+    ) STRICT;
+    CREATE TABLE context_owners (
+        context_id TEXT PRIMARY KEY NOT NULL,
+        owner      TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+    ) STRICT;
+    ALTER TABLE approvals ADD COLUMN requested_by TEXT NOT NULL DEFAULT 'operator';
+    ALTER TABLE approvals ADD COLUMN context_id TEXT;
+    ALTER TABLE approvals ADD COLUMN decided_by TEXT;
+    ALTER TABLE calls ADD COLUMN caller TEXT NOT NULL DEFAULT 'operator';
+    CREATE INDEX calls_by_caller ON calls (caller, started_at);
+    ALTER TABLE routes ADD COLUMN caller TEXT NOT NULL DEFAULT 'operator';",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two

@@ -96,6 +96,9 @@ pub(super) fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
             created_at: unix_ms_now(),
             decided_at: None,
             reason: None,
+            requested_by: "tg".into(),
+            context_id: Some("chat-1".into()),
+            decided_by: None,
         })
         .unwrap();
 }

@@ -130,7 +130,12 @@ async fn post_raw(gw: &Gateway, path: &str, headers: &[(&str, &str)], body: &str
     let body: Body = Full::new(Bytes::from(body.to_string()))
         .map_err(|never| match never {})
         .boxed();
-    let r = match table::dispatch(gw, &Method::POST, path, None, map, body).await {
+    let asked = table::Asked {
+        method: &Method::POST,
+        path,
+        caller: Some(crate::auth::Caller::Operator),
+    };
+    let r = match table::dispatch(gw, asked, None, map, body).await {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };

@@ -15,6 +15,9 @@ fn pending(id: &str, args: Value) -> ApprovalRecord {
         created_at: unix_ms_now(),
         decided_at: None,
         reason: None,
+        requested_by: "operator".to_owned(),
+        context_id: None,
+        decided_by: None,
     }
 }
 
@@ -122,24 +125,30 @@ fn usable_approval_is_single_use() {
     let hash = record.args_hash.clone();
     store.insert_approval(&record).unwrap();
     assert_eq!(
-        store.find_usable_approval("mail", "send", &hash).unwrap(),
+        store
+            .find_usable_approval("mail", "send", &hash, "operator")
+            .unwrap(),
         None
     );
     store
         .decide_approval("a1", Decision::Approve, None)
         .unwrap();
     assert_eq!(
-        store.find_usable_approval("mail", "other", &hash).unwrap(),
+        store
+            .find_usable_approval("mail", "other", &hash, "operator")
+            .unwrap(),
         None
     );
     let found = store
-        .find_usable_approval("mail", "send", &hash)
+        .find_usable_approval("mail", "send", &hash, "operator")
         .unwrap()
         .unwrap();
     assert_eq!(found.id, "a1");
     assert_eq!(store.mark_used("a1").unwrap().status, ApprovalStatus::Used);
     assert_eq!(
-        store.find_usable_approval("mail", "send", &hash).unwrap(),
+        store
+            .find_usable_approval("mail", "send", &hash, "operator")
+            .unwrap(),
         None
     );
     let err = store.mark_used("a1").unwrap_err();
@@ -162,20 +171,24 @@ fn claim_takes_an_approval_once() {
     let hash = record.args_hash.clone();
     store.insert_approval(&record).unwrap();
     assert_eq!(
-        store.claim_usable_approval("mail", "send", &hash).unwrap(),
+        store
+            .claim_usable_approval("mail", "send", &hash, "operator")
+            .unwrap(),
         None
     );
     store
         .decide_approval("a1", Decision::Approve, None)
         .unwrap();
     let claimed = store
-        .claim_usable_approval("mail", "send", &hash)
+        .claim_usable_approval("mail", "send", &hash, "operator")
         .unwrap()
         .unwrap();
     assert_eq!(claimed.status, ApprovalStatus::Used);
     assert_eq!(store.get_approval("a1").unwrap(), Some(claimed));
     assert_eq!(
-        store.claim_usable_approval("mail", "send", &hash).unwrap(),
+        store
+            .claim_usable_approval("mail", "send", &hash, "operator")
+            .unwrap(),
         None
     );
 }
@@ -202,4 +215,43 @@ fn reopening_keeps_approvals() {
     }
     let store = Store::open(&path).unwrap();
     assert_eq!(store.get_approval("a1").unwrap(), Some(record));
+}
+
+#[test]
+fn approval_of_one_bot_is_never_used_by_another_callers_identical_call() {
+    let (_dir, store) = open();
+    let mut record = pending("a1", json!({"x": 1}));
+    record.requested_by = "bot-a".to_owned();
+    let hash = record.args_hash.clone();
+    store.insert_approval(&record).unwrap();
+    let decided = store
+        .decide_approval("a1", Decision::Approve, None)
+        .unwrap();
+    assert_eq!(decided.decided_by.as_deref(), Some("operator"));
+    for other in ["bot-b", "operator"] {
+        assert_eq!(
+            store
+                .claim_usable_approval("mail", "send", &hash, other)
+                .unwrap(),
+            None,
+            "{other} took bot-a's approval"
+        );
+    }
+    let claimed = store
+        .claim_usable_approval("mail", "send", &hash, "bot-a")
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, "a1");
+    assert_eq!(claimed.requested_by, "bot-a");
+}
+
+#[test]
+fn decision_by_a_bot_is_recorded() {
+    let (_dir, store) = open();
+    store.insert_approval(&pending("a1", json!({}))).unwrap();
+    let r = store
+        .decide_approval_by("a1", Decision::Approve, None, "bot-a")
+        .unwrap();
+    assert_eq!(r.decided_by.as_deref(), Some("bot-a"));
+    assert_eq!(store.get_approval("a1").unwrap().unwrap(), r);
 }
