@@ -74,6 +74,11 @@ impl CoreClient {
         Ok(Self { addr, token })
     }
 
+    /// The same core, asked with `token` (a bot's) instead of the operator token.
+    pub fn with_token(self, token: String) -> Self {
+        Self { token, ..self }
+    }
+
     /// The gateway address (`host:port`).
     pub fn addr(&self) -> &str {
         &self.addr

@@ -1,8 +1,10 @@
-//! `skillbox mcp [--workspace DIR] [--context ID]`: the MCP server on stdin/stdout, for
-//! clients that start MCP servers as a command (desktop agents). Each newline-delimited
-//! JSON-RPC message is POSTed to the running core's `/mcp` (or `/mcp/{context}`) with the
-//! workspace's API token, and each answer is written back as one line. Requests run
-//! concurrently (a call waiting for an approval does not hold the others back).
+//! `skillbox mcp [--workspace DIR] [--context ID] [--token-file FILE]`: the MCP server on
+//! stdin/stdout, for clients that start MCP servers as a command (desktop agents). Each
+//! newline-delimited JSON-RPC message is POSTed to the running core's `/mcp` (or
+//! `/mcp/{context}`) with a bot token (`--token-file`, else `SKILLBOX_TOKEN`), and each
+//! answer is written back as one line. Without either it falls back to the workspace's
+//! operator token and says on stderr that the agent then acts as the operator. Requests
+//! run concurrently (a call waiting for an approval does not hold the others back).
 //!
 //! The stdio transport has no HTTP headers, so the forwarder writes the ones the body
 //! implies: for a 2026-07-28 request `MCP-Protocol-Version` (from its `_meta`),
@@ -38,12 +40,48 @@ pub struct McpArgs {
     /// `[gateway] max_request_bytes` as well.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
+    /// A file holding the agent's bot token (`skillbox tokens create NAME`); the
+    /// environment variable SKILLBOX_TOKEN is read when this is not given.
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+}
+
+/// The environment variable holding a bot token for `skillbox mcp`.
+pub const TOKEN_ENV: &str = "SKILLBOX_TOKEN";
+
+/// The bot token the agent presents: from `file`, else from [`TOKEN_ENV`]; `None` when
+/// neither gives one.
+fn bot_token(file: Option<&std::path::Path>) -> anyhow::Result<Option<String>> {
+    if let Some(path) = file {
+        let token = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading the token file {}: {e}", path.display()))?;
+        let token = token.trim().to_string();
+        if token.is_empty() {
+            anyhow::bail!("the token file {} is empty; put the bot token from `skillbox tokens create NAME` in it", path.display());
+        }
+        return Ok(Some(token));
+    }
+    Ok(std::env::var(TOKEN_ENV)
+        .ok()
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty()))
 }
 
 /// Runs `skillbox mcp` until stdin closes.
 pub fn run(a: McpArgs) -> anyhow::Result<u8> {
     let ws = workspace(a.workspace.as_deref())?;
     let core = CoreClient::for_workspace(&ws)?;
+    let core = match bot_token(a.token_file.as_deref())? {
+        Some(token) => core.with_token(token),
+        None => {
+            eprintln!(
+                "skillbox mcp: no bot token (--token-file or {TOKEN_ENV}); using the workspace's \
+                 operator token, so this agent may do everything the operator may. Make one with \
+                 `skillbox tokens create NAME --skills ...` (docs/mcp.md)"
+            );
+            core
+        }
+    };
     let path = match &a.context {
         Some(c) => format!("/mcp/{c}"),
         None => "/mcp".to_string(),

@@ -33,6 +33,7 @@ def parse_args():
     p.add_argument("--skillbox")
     p.add_argument("--decision", default="approve")
     p.add_argument("--elicit", action="store_true")
+    p.add_argument("--bot-token-file")
     return p.parse_args()
 
 
@@ -44,7 +45,10 @@ BASE = f"http://{ARGS.addr}"
 
 def client(**kwargs):
     if ARGS.stdio:
-        server = StdioServerParameters(command=ARGS.skillbox, args=["mcp", "--workspace", ARGS.stdio])
+        args = ["mcp", "--workspace", ARGS.stdio]
+        if ARGS.bot_token_file:
+            args += ["--token-file", ARGS.bot_token_file]
+        server = StdioServerParameters(command=ARGS.skillbox, args=args)
         return Client(server, mode=ARGS.mode, **kwargs)
     http = httpx2.AsyncClient(headers=AUTH, timeout=httpx2.Timeout(30.0, read=300.0))
     return Client(streamable_http_client(BASE + ARGS.path, http_client=http), mode=ARGS.mode, **kwargs)
@@ -197,8 +201,22 @@ async def output_schema():
         }
 
 
+async def bot_scope():
+    """Over `skillbox mcp --token-file BOT`: what a bot limited to some skills sees."""
+    async with client() as c:
+        tools = await c.list_tools()
+        echo = await c.call_tool("echo.echo", {"text": "from a bot"})
+        other = await refused(c.call_tool("signer.write_note", {"text": "x"}))
+        return {
+            "tools": sorted(t.name for t in tools.tools),
+            "echo": outcome(echo),
+            "other": other,
+        }
+
+
 async def main():
     scenario = {
+        "bot_scope": bot_scope,
         "list_call": list_call,
         "approval": approval,
         "context": context,

@@ -531,3 +531,33 @@ async fn bots_confirm_write_lets_a_bot_confirm_its_own_write_calls_only_never_a_
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["decided_by"], "operator");
 }
+
+#[test]
+fn the_docs_table_of_routes_gives_each_route_the_role_the_table_enforces() {
+    let docs = include_str!("../../../docs/http-api.md");
+    for route in table::routes() {
+        let pattern = route.pattern.replace("{*path}", "{path}");
+        let row = docs
+            .lines()
+            .find(|l| {
+                l.starts_with(&format!("| `{} {pattern}", route.method))
+                    && l[2..].split('`').nth(1).is_some_and(|p| {
+                        let p = p.split_once('[').map_or(p, |(a, _)| a);
+                        p.trim_end_matches(" (no token)") == format!("{} {pattern}", route.method)
+                    })
+            })
+            .unwrap_or_else(|| {
+                panic!("docs/http-api.md has no row for {} {pattern}", route.method)
+            });
+        let role = row.split(" | ").nth(1).unwrap_or_default();
+        let want = match route.role {
+            None => "anyone",
+            Some(r) => r.as_str(),
+        };
+        assert!(
+            role.starts_with(want),
+            "{} {pattern}: docs say {role:?}, the table {want}",
+            route.method
+        );
+    }
+}

@@ -20,6 +20,40 @@ impl Skillbox {
         .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.logs()))
     }
 
+    /// A gateway request with `token` (a bot's) as the bearer.
+    pub fn request_as(
+        &self,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Response {
+        let auth = format!("Bearer {token}");
+        http::request(
+            &self.addr,
+            method,
+            path,
+            &[("Authorization", auth.as_str())],
+            body,
+        )
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.logs()))
+    }
+
+    /// A bot token made with `skillbox tokens create NAME [ARGS]` on this workspace.
+    pub fn bot_token(&self, name: &str, args: &[&str]) -> String {
+        let mut all = vec!["tokens", "create", name];
+        all.extend_from_slice(args);
+        let out = self.cli(&all);
+        assert!(
+            out.status.success(),
+            "tokens create {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert!(token.starts_with("sbx_bot_"), "{token}");
+        token
+    }
+
     /// `GET /healthz` (no token), `{}` when the gateway does not answer.
     pub fn health(&self) -> Value {
         http::request(&self.addr, "GET", "/healthz", &[], None)
@@ -42,8 +76,18 @@ impl Skillbox {
 
     /// Starts `POST /v1/tools/call` on another thread (for calls that wait).
     pub fn call_in_background(&self, tool: &str, args: Value) -> std::thread::JoinHandle<Value> {
+        self.call_in_background_as(&self.token.clone(), tool, args)
+    }
+
+    /// [`Skillbox::call_in_background`] with `token` (a bot's) as the bearer.
+    pub fn call_in_background_as(
+        &self,
+        token: &str,
+        tool: &str,
+        args: Value,
+    ) -> std::thread::JoinHandle<Value> {
         let addr = self.addr.clone();
-        let auth = format!("Bearer {}", self.token);
+        let auth = format!("Bearer {token}");
         let body = json!({"tool": tool, "args": args});
         std::thread::spawn(move || {
             let r = http::request(

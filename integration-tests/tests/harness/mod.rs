@@ -108,6 +108,8 @@ pub struct Options {
     pub approvals_timeout_ms: u64,
     /// `[approvals] auto_approve`.
     pub auto_approve: Vec<String>,
+    /// `[approvals] bots_confirm_write`.
+    pub bots_confirm_write: bool,
     /// `[executor] max_concurrent` (the product default when `None`).
     pub max_concurrent: Option<usize>,
     /// Put the callback listener on a port picked here (so a test can connect to it).
@@ -135,6 +137,7 @@ impl Default for Options {
         Self {
             approvals_timeout_ms: 60_000,
             auto_approve: Vec::new(),
+            bots_confirm_write: false,
             max_concurrent: None,
             fixed_callback_port: false,
             secrets: Vec::new(),
@@ -436,10 +439,11 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
          [gateway]\nmax_request_bytes = 1048576\n\n\
          [executor]\n{executor}\n\
          [fetch]\nallow_private = [\"127.0.0.1:{allowed_port}\"]\nmax_response_bytes = {MAX_RESPONSE_BYTES}\ntimeout_ms = 10000\n\n\
-         [approvals]\ntimeout_ms = {}\nauto_approve = {}\n\n\
+         [approvals]\ntimeout_ms = {}\nauto_approve = {}\nbots_confirm_write = {}\n\n\
          [docker]\nsocket = {:?}\n\n{}",
         options.approvals_timeout_ms,
         toml_list(&options.auto_approve),
+        options.bots_confirm_write,
         options.docker_socket,
         options.extra_toml,
     )

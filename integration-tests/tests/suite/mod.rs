@@ -18,6 +18,7 @@ mod protocols;
 mod read_file;
 mod repairs;
 mod resilience;
+mod roles;
 mod scratch_tmpfs;
 mod secrets;
 mod signing;
