@@ -43,11 +43,24 @@ pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
         Err(e) => return failed(e),
     }
     let gone = disabled::list(&catalog);
+    let bots = gw.bots.list();
+    // The bots whose token reaches a skill (those without `--skills` reach every one).
+    let bots_of = |skill: &str| -> String {
+        let names: Vec<&str> = (bots.iter())
+            .filter(|b| {
+                b.skills
+                    .as_ref()
+                    .is_none_or(|s| s.iter().any(|x| x == skill))
+            })
+            .map(|b| b.name.as_str())
+            .collect();
+        names.join(", ")
+    };
     let body = html! {
         h1 { "Skills" }
         table #skills {
             thead { tr { th { "Skill" } th { "Version" } th { "Trust" } th { "Publisher" }
-                th { "Available" } th { "Pinned in contexts" } } }
+                th { "Available" } th { "Bots" } th { "Pinned in contexts" } } }
             tbody {
                 @for s in &catalog.skills {
                     @let reason = gw.dispatcher.unavailable_reason(s);
@@ -63,6 +76,7 @@ pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
                                 Some(r) => { span.label.failed { "unavailable" } br; span.meta { (r) } }
                             }
                         }
+                        td.bots { (bots_of(&s.name)) }
                         td { (pins.get(&s.name).map(|c| c.join(", ")).unwrap_or_default()) }
                     }
                 }
@@ -73,6 +87,7 @@ pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
                         td { span.label { (verify::trust_label(lock.as_ref(), &d.name)) } }
                         td {}
                         td { span.label.failed { "disabled" } br; span.meta { (d.reason) } }
+                        td {}
                         td { (pins.get(&d.name).map(|c| c.join(", ")).unwrap_or_default()) }
                     }
                 }
@@ -139,12 +154,13 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
         @if calls.is_empty() { p.empty { "No calls match." } }
         @else {
             table #calls {
-                thead { tr { th { "Started" } th { "Call" } th { "Skill" } th { "Tool" } th { "Outcome" } th { "Duration" } } }
+                thead { tr { th { "Started" } th { "Call" } th { "Asked by" } th { "Skill" } th { "Tool" } th { "Outcome" } th { "Duration" } } }
                 tbody {
                     @for c in &calls {
                         tr data-call=(c.call_id) {
                             td { (when(c.started_at)) }
                             td { code { (c.call_id) } }
+                            td.caller { (c.caller) }
                             td { (c.skill) }
                             td { (c.tool) }
                             td {
