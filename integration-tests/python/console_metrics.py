@@ -54,10 +54,10 @@ denied = bot.call("net:fetch", {"url": PRIVATE})
 after = scrape()
 
 calls = "skillbox_tool_calls_total"
-assert delta(before, after, calls, skill="echo", tool="echo", outcome="success") == 3
-assert delta(before, after, calls, skill="echo", tool="echo", outcome="invalid_args") == 2
+assert delta(before, after, calls, skill="echo", tool="echo", outcome="success", bot="operator") == 3
+assert delta(before, after, calls, skill="echo", tool="echo", outcome="invalid_args", bot="operator") == 2
 # Label values come from the catalogue: a made-up tool is "(unknown)".
-assert delta(before, after, calls, skill="echo", tool="(unknown)", outcome="not_found") == 1
+assert delta(before, after, calls, skill="echo", tool="(unknown)", outcome="not_found", bot="operator") == 1
 duration = "skillbox_tool_call_duration_seconds_count"
 assert delta(before, after, duration, skill="echo", tool="echo") == 5
 # Only the calls that started a tool process report a spawn time (two fetches included).

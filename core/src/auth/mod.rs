@@ -15,7 +15,7 @@ pub use self::tokens::{BotTokenInfo, BotTokens, TokenError};
 
 /// The name calls, approvals and routes of the operator are attributed to. No bot can
 /// take it.
-pub const OPERATOR: &str = "operator";
+pub use crate::state::store::OPERATOR;
 
 /// A role a route needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

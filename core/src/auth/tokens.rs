@@ -124,7 +124,9 @@ pub struct BotTokens {
 
 /// The hex SHA-256 a token is stored and looked up by.
 pub fn token_hash(token: &str) -> String {
-    crate::approvals::hex(digest(&SHA256, token.as_bytes()).as_ref())
+    (digest(&SHA256, token.as_bytes()).as_ref().iter())
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Whether `name` can name a bot.

@@ -252,7 +252,7 @@ impl Store {
         decision: Decision,
         reason: Option<&str>,
     ) -> Result<ApprovalRecord, StoreError> {
-        self.decide_approval_by(id, decision, reason, crate::auth::OPERATOR)
+        self.decide_approval_by(id, decision, reason, super::OPERATOR)
     }
 
     /// [`Store::decide_approval`], recording who decided (`operator` or a bot's name).

@@ -30,7 +30,7 @@ pub struct CallRecord {
 }
 
 fn operator_name() -> String {
-    crate::auth::OPERATOR.to_string()
+    super::OPERATOR.to_string()
 }
 
 /// A skill's running counts.

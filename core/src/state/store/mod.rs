@@ -31,6 +31,10 @@ pub use history::{CallFilter, ContextPin, RouteRecord};
 pub use repairs::{RepairOutcome, RepairRecord};
 pub use tokens::BotTokenRow;
 
+/// The caller name the operator's calls, approvals, decisions and routes are recorded
+/// under ([`crate::auth`] gives bots their own names; none may take this one).
+pub const OPERATOR: &str = "operator";
+
 /// The database's file name inside the state directory.
 pub use crate::state::workspace::DB_FILE;
 
