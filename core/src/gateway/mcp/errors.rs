@@ -90,6 +90,23 @@ pub enum McpError {
         /// The uri as the client wrote it.
         uri: String,
     },
+    /// `resources/read` of a file the skill folder holds but never serves (a hard link, a
+    /// file of the core's state folder under another name).
+    #[error("resource {uri:?} is refused: {reason}")]
+    ResourceRefused {
+        /// The uri as the client wrote it.
+        uri: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A local skill's files cannot be listed (a symbolic link, an unreadable file).
+    #[error("the files of skill {skill:?} cannot be listed ({why}); a skill folder holds regular files and folders only: replace links with copies of the files")]
+    FilesUnlisted {
+        /// The skill.
+        skill: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A skill's files no longer match the digest it was installed with.
     #[error("skill {skill:?} changed on disk since it was installed ({why}); reinstall it with `skillbox skill install`")]
     NotAsInstalled {
@@ -116,10 +133,13 @@ impl McpError {
             McpError::BadParams(_)
             | McpError::UnknownTool { .. }
             | McpError::UnknownSkill { .. }
-            | McpError::UnknownResource { .. } => INVALID_PARAMS,
+            | McpError::UnknownResource { .. }
+            | McpError::ResourceRefused { .. } => INVALID_PARAMS,
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
-            McpError::NotAsInstalled { .. } | McpError::Internal(_) => INTERNAL_ERROR,
+            McpError::NotAsInstalled { .. }
+            | McpError::FilesUnlisted { .. }
+            | McpError::Internal(_) => INTERNAL_ERROR,
         }
     }
 
@@ -141,10 +161,11 @@ impl McpError {
             | McpError::UnsupportedVersion { .. } => StatusCode::BAD_REQUEST,
             McpError::UnknownTool { .. }
             | McpError::UnknownSkill { .. }
-            | McpError::UnknownResource { .. } => StatusCode::OK,
-            McpError::NotAsInstalled { .. } | McpError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            | McpError::UnknownResource { .. }
+            | McpError::ResourceRefused { .. } => StatusCode::OK,
+            McpError::NotAsInstalled { .. }
+            | McpError::FilesUnlisted { .. }
+            | McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
