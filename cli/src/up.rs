@@ -273,6 +273,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         token,
         token_file: ws.token_file(),
         max_request_bytes: config.gateway.max_request_bytes,
+        server_limits: gateway::ServerLimits::from_config(&config.gateway),
         skills_root,
         trust,
         reloader,

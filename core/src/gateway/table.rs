@@ -129,6 +129,7 @@ pub async fn dispatch(
                 query,
                 params,
                 max_body: gw.max_request_bytes,
+                body_timeout: gw.server_limits.body_timeout,
                 headers,
             };
             return (route.handler)(gw, req).await;

@@ -38,6 +38,9 @@ pub enum McpError {
     /// The body is over `gateway.max_request_bytes`.
     #[error("request body over the {0}-byte limit (gateway.max_request_bytes)")]
     TooLarge(usize),
+    /// The body did not arrive within `gateway.body_timeout_ms`.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// The body is JSON but not a JSON-RPC 2.0 request or notification.
     #[error("not a JSON-RPC 2.0 request: {0}")]
     NotARequest(String),
@@ -127,6 +130,7 @@ impl McpError {
             McpError::NotJson(_) => PARSE_ERROR,
             McpError::Batch
             | McpError::TooLarge(_)
+            | McpError::BodyTimeout(_)
             | McpError::NotARequest(_)
             | McpError::OriginRefused(_) => INVALID_REQUEST,
             McpError::NoSuchMethod { .. } => METHOD_NOT_FOUND,
@@ -151,6 +155,7 @@ impl McpError {
     pub fn status(&self) -> StatusCode {
         match self {
             McpError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            McpError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             McpError::OriginRefused(_) => StatusCode::FORBIDDEN,
             McpError::NoSuchMethod { .. } => StatusCode::NOT_FOUND,
             McpError::NotJson(_)
