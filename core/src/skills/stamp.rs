@@ -243,6 +243,14 @@ mod tests {
         std::fs::write(dir.path().join("skills/echo/extra.sh"), "x").unwrap();
         let e = dispatcher.call("echo:run", json!({})).await.error.unwrap();
         assert!(e.contains("files changed since install"), "{e}");
+        // A folder that cannot be read any more is refused too, saying so.
+        std::fs::rename(
+            dir.path().join("skills/echo"),
+            dir.path().join("echo-moved"),
+        )
+        .unwrap();
+        let e = dispatcher.call("echo:run", json!({})).await.error.unwrap();
+        assert!(e.contains("its files cannot be read now"), "{e}");
         // A local skill (not in the lock) may be edited while it runs.
         std::fs::write(dir.path().join("skills/draft/scripts/run.sh"), "echo 1\n").unwrap();
         let r = dispatcher.call("draft:run", json!({})).await;

@@ -154,6 +154,16 @@ async fn body_that_stops_arriving_is_refused_with_408_and_closed() {
             "{path}: {answer}"
         );
     }
+    // The console's sign-in answers its own page, 408 too.
+    let mut tcp = TcpStream::connect(addr).await.unwrap();
+    let extra = "origin: http://127.0.0.1\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: 100\r\n";
+    tcp.write_all(format!("{}token=", head("POST", "/console/signin", extra)).as_bytes())
+        .await
+        .unwrap();
+    let answer = read_to_close(&mut tcp).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("text/html"), "{answer}");
+    assert!(answer.contains("gateway.body_timeout_ms"), "{answer}");
 }
 
 #[tokio::test]
