@@ -305,7 +305,7 @@ fn fix_for(skill: &Value, reason: &str) -> String {
         return format!("reinstall {name} from a package that verifies (`skillbox skill install PACKAGE`), or remove it (`skillbox skill remove {name}`)");
     }
     if reason.contains("holds no value for") {
-        return "put NAME=VALUE in .skillbox/secrets.env (mode 0600) or the core's environment, then restart `skillbox up`".into();
+        return "put NAME=VALUE in .skillbox/secrets.env (mode 0600), then reload (`kill -HUP` the core or POST /v1/skills/reload); a value in the core's environment needs a restart of `skillbox up`".into();
     }
     if reason.contains("PATH") || reason.contains("program") {
         return "install the program on the executor's PATH (/usr/local/bin:/usr/bin:/bin), or in the executor image".into();

@@ -31,6 +31,7 @@ use skillbox_core::proxy::readfile::ReadFileProxy;
 use skillbox_core::proxy::sign::Signer;
 use skillbox_core::skills::install::{self, TrustPolicy};
 use skillbox_core::skills::reload::{self, Reloader};
+use skillbox_core::skills::stamp::InstalledStamps;
 use skillbox_core::state::config::Config;
 use skillbox_core::state::secrets::Secrets;
 use skillbox_core::state::store::Store;
@@ -109,10 +110,12 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let trust =
         TrustPolicy::for_workspace(&ws, config.trust.require_signed).with_roots(roots.clone());
     let policy = trust.clone();
-    let catalog = tokio::task::spawn_blocking(move || {
+    let (catalog, stamps) = tokio::task::spawn_blocking(move || {
         let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
+        // Stamped before hashing: a change while the files are hashed is seen too.
+        let stamps = InstalledStamps::read(&catalog, &policy);
         install::verify::enforce(&mut catalog, &policy, std::time::SystemTime::now());
-        catalog
+        (catalog, stamps)
     })
     .await?;
     for s in &catalog.skipped {
@@ -184,6 +187,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
     let dispatcher = Arc::new(
         Dispatcher::new(DispatcherParts {
             catalog,
+            stamps,
             config: config.clone(),
             transports: Transports::new(Arc::clone(&executor), containers),
             secrets: Secrets::load(&state_dir)?,
@@ -275,6 +279,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         token,
         token_file: ws.token_file(),
         max_request_bytes: config.gateway.max_request_bytes,
+        server_limits: gateway::ServerLimits::from_config(&config.gateway),
         skills_root,
         trust,
         reloader,

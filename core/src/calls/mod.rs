@@ -33,6 +33,7 @@ use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::router::context_readiness;
+use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
 use crate::state::secrets::Secrets;
 use crate::state::store::Store;
@@ -71,6 +72,8 @@ pub struct Loaded {
     /// Each skill of the catalogue, shared, by name: a call takes a reference to its skill
     /// instead of copying it.
     skills: std::collections::HashMap<String, Arc<Skill>>,
+    /// The installed skills' files as they were verified (admission refuses a change).
+    pub stamps: Arc<InstalledStamps>,
 }
 
 impl Loaded {
@@ -83,7 +86,14 @@ impl Loaded {
             catalog: Arc::new(catalog),
             config,
             skills,
+            stamps: Arc::default(),
         }
+    }
+
+    /// The same load with the installed skills' stamps taken before they were verified.
+    pub fn with_stamps(mut self, stamps: InstalledStamps) -> Self {
+        self.stamps = Arc::new(stamps);
+        self
     }
 
     /// The skill `name`, shared.
@@ -111,6 +121,8 @@ pub struct Dispatcher {
 pub struct DispatcherParts {
     /// The skills calls are admitted against.
     pub catalog: Catalog,
+    /// The installed skills' files as they were verified ([`InstalledStamps::read`]).
+    pub stamps: InstalledStamps,
     /// The configuration read with them.
     pub config: Config,
     /// Where calls run.
@@ -131,7 +143,9 @@ impl Dispatcher {
     /// A dispatcher from its parts; ids and tokens come from the operating system.
     pub fn new(parts: DispatcherParts) -> Self {
         Self {
-            loaded: RwLock::new(Arc::new(Loaded::new(parts.catalog, Arc::new(parts.config)))),
+            loaded: RwLock::new(Arc::new(
+                Loaded::new(parts.catalog, Arc::new(parts.config)).with_stamps(parts.stamps),
+            )),
             transports: parts.transports,
             secrets: parts.secrets,
             approvals: parts.approvals,
@@ -181,9 +195,15 @@ impl Dispatcher {
 
     /// Replaces the catalogue, and the configuration when a new one was read (a reload).
     pub fn set_catalog(&self, catalog: Catalog, config: Option<Config>) {
+        self.set_load(catalog, config, InstalledStamps::default());
+    }
+
+    /// Replaces the catalogue with the stamps of its installed skills, and the
+    /// configuration when a new one was read (a reload).
+    pub fn set_load(&self, catalog: Catalog, config: Option<Config>, stamps: InstalledStamps) {
         let config = config.map_or_else(|| self.config(), Arc::new);
         if let Ok(mut l) = self.loaded.write() {
-            *l = Arc::new(Loaded::new(catalog, config));
+            *l = Arc::new(Loaded::new(catalog, config).with_stamps(stamps));
         }
     }
 
@@ -293,6 +313,7 @@ fn test_dispatcher_over(
     let store = Store::open(&ws.db_file()).unwrap();
     Dispatcher::new(DispatcherParts {
         catalog,
+        stamps: InstalledStamps::default(),
         config: Config::default(),
         transports: Transports::new(pool, None),
         secrets: Secrets::default(),

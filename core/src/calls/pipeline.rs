@@ -177,6 +177,15 @@ impl Dispatcher {
                 skill: skill_name.to_string(),
                 tool: tool_name.to_string(),
             })?;
+        // An installed skill whose files changed since they were verified is refused now,
+        // not at the next reload (skills/stamp.rs).
+        loaded
+            .stamps
+            .check(&skill)
+            .map_err(|why| CallError::Disabled {
+                skill: skill_name.to_string(),
+                why,
+            })?;
         if let Some(reason) = self.unavailable_reason(&skill) {
             return Err(CallError::Unavailable {
                 skill: skill_name.to_string(),

@@ -10,11 +10,14 @@
 
 use skillbox_protocol::ToolRef;
 use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use serde_json::{json, Value};
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill, ToolEntry};
+
+use crate::state::protected::{refuse_protected, ProtectedError};
 
 /// The built-in tool that returns a skill's instructions.
 pub const LOAD_SKILL: &str = "load_skill";
@@ -82,6 +85,28 @@ pub enum DisclosureError {
         /// What is wrong and what to send.
         reason: String,
     },
+    /// The file reached is one of the core's protected files (a hard link or mount of a
+    /// file of the state folder or of `skillbox.toml`), or they could not be listed.
+    #[error("path {path:?} of skill {skill:?} is refused: {source}")]
+    Protected {
+        /// The skill.
+        skill: String,
+        /// The path asked for.
+        path: String,
+        /// The judgement of [`crate::state::protected`].
+        source: ProtectedError,
+    },
+    /// A regular file with more than one name (a hard link): it may be any file of the
+    /// core's user, so a skill folder never serves it.
+    #[error("path {path:?} of skill {skill:?} is refused: the file has {links} names (a hard link), and a skill folder serves only files with one name, since a hard link may be any file of the core's user; replace the link with a copy of the file")]
+    HardLink {
+        /// The skill.
+        skill: String,
+        /// The path asked for.
+        path: String,
+        /// Its link count.
+        links: u64,
+    },
     /// The script is not run by any declared tool of the skill.
     #[error("{script:?} is not run by any declared tool of skill {skill:?}; run_skill_script only runs a script under scripts/ that a tool in the skill's manifest runs, so it gets that tool's sandbox, limits and approvals: declare a tool whose command runs it")]
     UndeclaredScript {
@@ -99,8 +124,14 @@ impl DisclosureError {
             DisclosureError::UnknownSkill { .. } | DisclosureError::NoFile { .. } => {
                 ErrorKind::NotFound
             }
+            DisclosureError::Protected {
+                source: ProtectedError::Scan { .. },
+                ..
+            } => ErrorKind::Unavailable,
             DisclosureError::PathOutside { .. }
             | DisclosureError::Symlink { .. }
+            | DisclosureError::Protected { .. }
+            | DisclosureError::HardLink { .. }
             | DisclosureError::UndeclaredScript { .. } => ErrorKind::PermissionDenied,
             DisclosureError::TooLarge { .. } => ErrorKind::ResourceLimit,
             DisclosureError::Read { .. } => ErrorKind::Unavailable,
@@ -133,8 +164,11 @@ fn plain_relative(path: &str) -> Result<PathBuf, DisclosureError> {
 }
 
 /// One file of a skill: inside its folder only (no `..`, no absolute path, no symbolic
-/// link on the way), a regular file of at most [`MAX_FILE_BYTES`].
-pub fn read_file(skill: &Skill, path: &str) -> Result<Vec<u8>, DisclosureError> {
+/// link on the way), a regular file of at most [`MAX_FILE_BYTES`], judged once opened
+/// like readFile judges a workspace file: never a file of `workspace`'s state folder or
+/// its configuration by device and inode ([`refuse_protected`]), and never a file with
+/// more than one name.
+pub fn read_file(skill: &Skill, path: &str, workspace: &Path) -> Result<Vec<u8>, DisclosureError> {
     let rel = plain_relative(path)?;
     let mut at = skill.dir.clone();
     for c in rel.components() {
@@ -166,6 +200,18 @@ pub fn read_file(skill: &Skill, path: &str) -> Result<Vec<u8>, DisclosureError> 
             path: path.to_string(),
         });
     }
+    refuse_protected(workspace, path, &meta).map_err(|source| DisclosureError::Protected {
+        skill: skill.name.clone(),
+        path: path.to_string(),
+        source,
+    })?;
+    if meta.nlink() > 1 {
+        return Err(DisclosureError::HardLink {
+            skill: skill.name.clone(),
+            path: path.to_string(),
+            links: meta.nlink(),
+        });
+    }
     if meta.len() > MAX_FILE_BYTES {
         return Err(DisclosureError::TooLarge {
             path: path.to_string(),
@@ -187,8 +233,12 @@ pub fn read_file(skill: &Skill, path: &str) -> Result<Vec<u8>, DisclosureError> 
 
 /// The answer of `GET /v1/skills/{name}/files/{path}`: UTF-8 text as `content`, anything
 /// else base64 with `"encoding": "base64"`.
-pub fn file_response(skill: &Skill, path: &str) -> Result<Value, DisclosureError> {
-    let bytes = read_file(skill, path)?;
+pub fn file_response(
+    skill: &Skill,
+    path: &str,
+    workspace: &Path,
+) -> Result<Value, DisclosureError> {
+    let bytes = read_file(skill, path, workspace)?;
     let size = bytes.len();
     Ok(match String::from_utf8(bytes) {
         Ok(text) => json!({"skill": skill.name, "path": path, "size": size, "content": text}),

@@ -140,7 +140,8 @@ fn read_file_serves_a_reference_inside_the_skill() {
     let refs = dir.path().join("guide/references");
     std::fs::create_dir_all(&refs).unwrap();
     std::fs::write(refs.join("api.md"), "# API\n").unwrap();
-    let v = disclosure::file_response(c.get("guide").unwrap(), "references/api.md").unwrap();
+    let v = disclosure::file_response(c.get("guide").unwrap(), "references/api.md", dir.path())
+        .unwrap();
     assert_eq!(v["content"], "# API\n");
 }
 
@@ -149,7 +150,7 @@ fn read_file_refuses_parent_traversal_and_absolute_paths() {
     let (_dir, c) = fixture();
     let g = c.get("guide").unwrap();
     for p in ["../notes/SKILL.md", "references/../../x", "/etc/passwd", ""] {
-        let e = disclosure::read_file(g, p).unwrap_err();
+        let e = disclosure::read_file(g, p, Path::new("/nonexistent")).unwrap_err();
         assert!(matches!(e, DisclosureError::PathOutside { .. }), "{p}: {e}");
         assert_eq!(e.error_kind(), ErrorKind::PermissionDenied);
     }
@@ -166,7 +167,7 @@ fn read_file_refuses_symlink_out_of_the_skill() {
     std::os::unix::fs::symlink(dir.path(), g.join("up")).unwrap();
     let guide = c.get("guide").unwrap();
     for p in ["leak.md", "up/secret.txt"] {
-        let e = disclosure::read_file(guide, p).unwrap_err();
+        let e = disclosure::read_file(guide, p, dir.path()).unwrap_err();
         assert!(matches!(e, DisclosureError::Symlink { .. }), "{p}: {e}");
     }
 }
@@ -176,7 +177,7 @@ fn read_file_refuses_files_over_the_cap() {
     let (dir, c) = fixture();
     let big = vec![b'a'; usize::try_from(disclosure::MAX_FILE_BYTES).unwrap() + 1];
     std::fs::write(dir.path().join("guide/big.txt"), big).unwrap();
-    let e = disclosure::read_file(c.get("guide").unwrap(), "big.txt").unwrap_err();
+    let e = disclosure::read_file(c.get("guide").unwrap(), "big.txt", dir.path()).unwrap_err();
     assert!(matches!(e, DisclosureError::TooLarge { .. }), "{e}");
 }
 

@@ -16,6 +16,8 @@ enum Transport {
     None,
     /// No or a wrong bearer token (401).
     Unauthorized,
+    /// The request body did not arrive within `gateway.body_timeout_ms` (408).
+    RequestTimeout,
     /// The path exists with other methods (405, with `Allow`).
     MethodNotAllowed {
         /// The `Allow` header value.
@@ -28,6 +30,7 @@ fn status(kind: ErrorKind, transport: &Transport) -> StatusCode {
     match transport {
         Transport::Unauthorized => return StatusCode::UNAUTHORIZED,
         Transport::MethodNotAllowed { .. } => return StatusCode::METHOD_NOT_ALLOWED,
+        Transport::RequestTimeout => return StatusCode::REQUEST_TIMEOUT,
         Transport::None => {}
     }
     match kind {
@@ -120,6 +123,14 @@ impl ApiError {
         )
     }
 
+    /// A request body that stopped arriving: `timeout`, 408 (the connection is closed).
+    pub fn body_timeout(message: impl Into<String>) -> Self {
+        Self {
+            transport: Transport::RequestTimeout,
+            ..Self::new(ErrorKind::Timeout, message)
+        }
+    }
+
     /// A known path asked with a method it does not take; `allow` lists those it takes.
     pub fn method_not_allowed(allow: String, message: impl Into<String>) -> Self {
         Self {
@@ -164,7 +175,7 @@ impl ApiError {
                     http::HeaderValue::from_static("Bearer"),
                 );
             }
-            Transport::None => {}
+            Transport::None | Transport::RequestTimeout => {}
         }
         r
     }

@@ -17,6 +17,7 @@ mod reload;
 mod repairs;
 mod request;
 mod route;
+mod server;
 mod skills;
 mod table;
 mod tokens;
@@ -24,19 +25,16 @@ mod tools;
 
 pub use error::ApiError;
 pub use mcp::classify_message as classify_mcp_message;
+pub use server::{serve, ServerLimits};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use skillbox_protocol::methods::SecretValue;
 use subtle::ConstantTimeEq;
-use tokio::net::TcpListener;
 
 use crate::auth::Caller;
 use crate::calls::Dispatcher;
@@ -54,6 +52,8 @@ pub struct Gateway {
     pub token_file: std::path::PathBuf,
     /// Largest request body.
     pub max_request_bytes: usize,
+    /// Timeouts and the connection cap of the server ([`server`]).
+    pub server_limits: ServerLimits,
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
     /// Where installs go and the trust policy reloads apply (docs/http-api.md, install).
@@ -129,34 +129,6 @@ impl Gateway {
     }
 }
 
-/// Serves the gateway on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
-    loop {
-        let (tcp, peer) = match listener.accept().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "gateway accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = tcp.set_nodelay(true);
-        let gateway = Arc::clone(&gateway);
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let gateway = Arc::clone(&gateway);
-                async move { Ok::<_, std::convert::Infallible>(gateway.handle(req).await) }
-            });
-            if let Err(e) = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tcp), service)
-                .await
-            {
-                tracing::debug!(%peer, error = %e, "gateway connection ended");
-            }
-        });
-    }
-}
-
 #[cfg(test)]
 mod roles_tests;
 #[cfg(test)]
@@ -190,6 +162,7 @@ pub(crate) fn test_gateway(
         token: SecretValue(token.to_string()),
         token_file: workspace.token_file(),
         max_request_bytes,
+        server_limits: ServerLimits::default(),
         skills_root,
         trust,
         supervisor: None,

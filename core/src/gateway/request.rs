@@ -1,13 +1,17 @@
 //! What a route handler gets: the request's body (read on demand, within
-//! `gateway.max_request_bytes`), its query, and the path segments its pattern captured.
+//! `gateway.max_request_bytes` and `gateway.body_timeout_ms`), its query, and the path
+//! segments its pattern captured. [`read_bounded`] is the one body reader of the REST
+//! routes, MCP and the console.
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Body as _;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use skillbox_protocol::result::ErrorKind;
@@ -21,6 +25,64 @@ pub type Body = BoxBody<Bytes, BodyError>;
 #[derive(Debug, thiserror::Error)]
 #[error("reading the request body failed: {0}")]
 pub struct BodyError(pub String);
+
+/// Why a request body was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyReadError {
+    /// Its `Content-Length`, or the bytes that came, are over the limit (refused from the
+    /// declared length before reading anything).
+    #[error("request body over the {limit}-byte limit (gateway.max_request_bytes)")]
+    TooLarge {
+        /// `gateway.max_request_bytes`.
+        limit: usize,
+    },
+    /// The whole body did not arrive in time.
+    #[error(
+        "the request body did not arrive within {ms} ms (gateway.body_timeout_ms); send the \
+         whole body, as its Content-Length says, without pausing"
+    )]
+    TimedOut {
+        /// `gateway.body_timeout_ms`.
+        ms: u128,
+    },
+    /// The connection broke.
+    #[error(transparent)]
+    Broken(BodyError),
+}
+
+/// Reads `body` whole: refused at once when its declared length (`Content-Length`, which
+/// hyper reports as the body's exact size hint) is over `limit`, refused when more than
+/// `limit` bytes come, and given up when it has not all come within `timeout`.
+pub async fn read_bounded(
+    body: Body,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, BodyReadError> {
+    let limit_u64 = u64::try_from(limit).unwrap_or(u64::MAX);
+    if body.size_hint().lower() > limit_u64 {
+        return Err(BodyReadError::TooLarge { limit });
+    }
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(BodyReadError::TimedOut {
+            ms: timeout.as_millis(),
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) => match e.downcast::<BodyError>() {
+            Ok(broken) => Err(BodyReadError::Broken(*broken)),
+            Err(_) => Err(BodyReadError::TooLarge { limit }),
+        },
+    }
+}
+
+impl From<BodyReadError> for ApiError {
+    fn from(e: BodyReadError) -> Self {
+        match e {
+            BodyReadError::TooLarge { limit } => ApiError::body_too_large(limit),
+            BodyReadError::TimedOut { .. } => ApiError::body_timeout(e.to_string()),
+            BodyReadError::Broken(e) => ApiError::new(ErrorKind::InvalidArgs, e.to_string()),
+        }
+    }
+}
 
 /// A handler's answer: a response, or the error the one mapping turns into one.
 pub type Reply = Result<Response<Full<Bytes>>, ApiError>;
@@ -39,6 +101,8 @@ pub struct Req {
     pub params: Vec<(&'static str, String)>,
     /// Largest body accepted.
     pub max_body: usize,
+    /// Longest wait for the whole body (`gateway.body_timeout_ms`).
+    pub body_timeout: Duration,
     /// The request's headers (the MCP handlers read `Origin` and the MCP routing headers).
     pub headers: http::HeaderMap,
     /// Who asked (the operator for `/healthz`, which takes no token and reads nothing).
@@ -78,13 +142,9 @@ impl Req {
             .and_then(crate::observe::TraceParent::parse)
     }
 
-    /// Reads the body (at most `max_body` bytes) as JSON of type `T`.
+    /// Reads the body (at most `max_body` bytes, within `body_timeout`) as JSON of type `T`.
     pub async fn json<T: DeserializeOwned>(self) -> Result<T, ApiError> {
-        let bytes = Limited::new(self.body, self.max_body)
-            .collect()
-            .await
-            .map_err(|_| ApiError::body_too_large(self.max_body))?
-            .to_bytes();
+        let bytes = read_bounded(self.body, self.max_body, self.body_timeout).await?;
         serde_json::from_slice(&bytes)
             .map_err(|e| ApiError::new(ErrorKind::InvalidArgs, format!("request body: {e}")))
     }

@@ -49,7 +49,19 @@ pub async fn file(gw: &Gateway, req: Req) -> Reply {
     let skill = (catalog.get(name))
         .filter(|_| req.caller.may_use_skill(name))
         .ok_or_else(|| not_found(name))?;
-    Ok(ok(&disclosure::file_response(skill, req.param("path")?)?))
+    let workspace = workspace_of(gw);
+    Ok(ok(&disclosure::file_response(
+        skill,
+        req.param("path")?,
+        &workspace,
+    )?))
+}
+
+/// The workspace whose state folder no skill file may be (the parent of the install root,
+/// as [`crate::skills::reload`] reads its configuration).
+pub(crate) fn workspace_of(gw: &Gateway) -> std::path::PathBuf {
+    let root = &gw.trust.skills_root;
+    root.parent().unwrap_or(root).to_path_buf()
 }
 
 fn not_found(name: &str) -> ApiError {

@@ -162,6 +162,7 @@ pub async fn dispatch(
                 query,
                 params,
                 max_body: gw.max_request_bytes,
+                body_timeout: gw.server_limits.body_timeout,
                 headers,
                 caller,
             };

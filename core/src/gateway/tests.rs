@@ -273,3 +273,23 @@ async fn repair_records_of_a_skill_are_readable() {
     let (_, other) = send(&gw, Method::GET, "/v1/skills/mail/repairs", None).await;
     assert_eq!(other, json!({"repairs": []}));
 }
+
+#[tokio::test]
+async fn reload_reads_secrets_env_again_without_answering_its_values() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    assert!(gw.dispatcher.secrets().get("RELOADED_KEY_Z9").is_none());
+    let state = crate::state::Workspace::new(ws.path()).state_dir();
+    std::fs::write(
+        state.join("secrets.env"),
+        "RELOADED_KEY_Z9=sk-after-reload-81\n",
+    )
+    .unwrap();
+    // No executor listens here: the reload answers 503 for it, after the core's own load.
+    let (_status, body) = send(&gw, Method::POST, "/v1/skills/reload", None).await;
+    assert_eq!(
+        gw.dispatcher.secrets().get("RELOADED_KEY_Z9").unwrap().0,
+        "sk-after-reload-81"
+    );
+    assert!(!body.to_string().contains("sk-after-reload-81"), "{body}");
+}

@@ -6,5 +6,6 @@
 pub mod install;
 pub mod reload;
 pub mod roots;
+pub mod stamp;
 pub mod tree_watch;
 pub mod watch;

@@ -1,7 +1,8 @@
-//! Reloading a running core: rediscover the skills, re-verify every installed skill against
-//! the trust store as it is on disk now (one that no longer verifies is disabled with the
-//! reason: the kill list of [`crate::skills::install::disabled`]), swap the catalog and have the
-//! executor reload its registry.
+//! Reloading a running core: read `secrets.env` again, rediscover the skills, re-verify
+//! every installed skill against the trust store as it is on disk now (one that no longer
+//! verifies is disabled with the reason: the kill list of
+//! [`crate::skills::install::disabled`]), swap the catalog and have the executor reload its
+//! registry.
 //!
 //! One [`Reloader`] serves every trigger: `POST /v1/skills/reload`, `POST /v1/trust/reload`,
 //! an install or removal through the gateway, SIGHUP ([`on_hangup`]) and a change in
@@ -25,6 +26,7 @@ use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use crate::calls::Dispatcher;
 use crate::skills::install::{self, verify, TrustPolicy};
+use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
 
 /// How long a reload waits for the executor to reload its registry (it hashes every
@@ -111,8 +113,20 @@ impl Reloader {
     pub async fn reload(&self, cause: Cause) -> Result<ReloadReport, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let policy = self.policy.clone();
-        let (catalog, disabled, config) = tokio::task::spawn_blocking(move || {
+        let secrets = self.dispatcher.secrets().clone();
+        let (catalog, stamps, disabled, config) = tokio::task::spawn_blocking(move || {
+            // `secrets.env` is read again too, before the catalogue whose availability
+            // depends on the names it holds is swapped in; its values are never logged.
+            if let Some(ws) = policy.skills_root.parent() {
+                let state = crate::state::Workspace::new(ws).state_dir();
+                match secrets.reload(&state) {
+                    Ok(names) => tracing::info!(names, "secrets.env reloaded"),
+                    Err(e) => tracing::warn!(error = %e, "secrets.env does not read; keeping the secrets of the previous load"),
+                }
+            }
             let mut catalog = discover(&policy.roots, DiscoveryOptions::default());
+            // Stamped before hashing: a change while the files are hashed is seen too.
+            let stamps = InstalledStamps::read(&catalog, &policy);
             let disabled = verify::enforce(&mut catalog, &policy, SystemTime::now());
             // The configuration is read here, once per load, and swapped with the
             // catalogue; a file that no longer parses keeps the previous configuration.
@@ -123,7 +137,7 @@ impl Reloader {
                     })
                     .ok()
             });
-            (catalog, disabled, config)
+            (catalog, stamps, disabled, config)
         })
         .await
         .map_err(ReloadError::Verify)?;
@@ -131,7 +145,7 @@ impl Reloader {
         let skipped: Vec<String> = (catalog.skipped.iter().map(|s| s.reason()))
             .chain(catalog.withheld.iter().map(install::disabled::report_line))
             .collect();
-        self.dispatcher.set_catalog(catalog, config);
+        self.dispatcher.set_load(catalog, config, stamps);
         tracing::info!(?cause, loaded, disabled = ?disabled, "skills and trust reloaded");
         let executor = self
             .dispatcher

@@ -115,6 +115,9 @@ use serde::{Deserialize, Serialize};
 
 /// The config file's name in a workspace.
 pub use crate::state::workspace::CONFIG_FILE;
+pub use gateway::GatewayConfig;
+
+mod gateway;
 
 /// The whole configuration.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -166,25 +169,6 @@ pub struct McpSection {
 pub struct TrustSection {
     /// Refuse unsigned skills (install and load); off by default.
     pub require_signed: bool,
-}
-
-/// `[gateway]`
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct GatewayConfig {
-    /// Listen address.
-    pub listen: String,
-    /// Largest request body.
-    pub max_request_bytes: usize,
-}
-
-impl Default for GatewayConfig {
-    fn default() -> Self {
-        Self {
-            listen: "127.0.0.1:7070".into(),
-            max_request_bytes: 1024 * 1024,
-        }
-    }
 }
 
 /// `[executor]`
@@ -387,12 +371,43 @@ impl Config {
         Ok(config)
     }
 
-    /// Refuses limits that would make the executors or the supervisor misbehave (a
-    /// zero interval spins, a negative CPU share is an engine error at the first call).
+    /// Refuses limits that would make the gateway, the executors or the supervisor
+    /// misbehave (a zero interval spins, a negative CPU share is an engine error at the
+    /// first call, a zero timeout or connection cap serves nobody).
     fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
-        let (e, d) = (&self.executor, &self.docker);
+        let (e, d, g) = (&self.executor, &self.docker, &self.gateway);
         // (key, value, allowed range): integers as f64 are exact at these sizes.
-        let checks: [(&'static str, f64, f64, f64); 8] = [
+        let checks: [(&'static str, f64, f64, f64); 13] = [
+            (
+                "gateway.header_timeout_ms",
+                g.header_timeout_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
+                "gateway.body_timeout_ms",
+                g.body_timeout_ms as f64,
+                100.0,
+                3_600_000.0,
+            ),
+            (
+                "gateway.idle_timeout_ms",
+                g.idle_timeout_ms as f64,
+                100.0,
+                3_600_000.0,
+            ),
+            (
+                "gateway.max_connections",
+                g.max_connections as f64,
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.healthz_reserve_connections",
+                g.healthz_reserve_connections as f64,
+                1.0,
+                1024.0,
+            ),
             (
                 "executor.scratch_tmpfs_mb",
                 e.scratch_tmpfs_mb as f64,

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod pki;
+pub mod protected;
 pub mod secrets;
 pub mod store;
 pub mod workspace;

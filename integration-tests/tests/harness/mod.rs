@@ -128,6 +128,8 @@ pub struct Options {
     pub extra_toml: String,
     /// More `[executor]` lines of `skillbox.toml`.
     pub executor_toml: String,
+    /// More `[gateway]` lines of `skillbox.toml`.
+    pub gateway_toml: String,
     /// Run on the workspace folder after the test skills are written, before the start.
     pub prepare: Option<fn(&Path)>,
 }
@@ -147,6 +149,7 @@ impl Default for Options {
             extra_skills: Vec::new(),
             extra_toml: String::new(),
             executor_toml: String::new(),
+            gateway_toml: String::new(),
             prepare: None,
         }
     }
@@ -436,11 +439,12 @@ fn config_toml(options: &Options, allowed_port: u16, callback: Option<&str>) -> 
     executor.push_str(&options.executor_toml);
     format!(
         "# written by the skillbox end-to-end suite\n\
-         [gateway]\nmax_request_bytes = 1048576\n\n\
+         [gateway]\nmax_request_bytes = 1048576\n{}\n\
          [executor]\n{executor}\n\
          [fetch]\nallow_private = [\"127.0.0.1:{allowed_port}\"]\nmax_response_bytes = {MAX_RESPONSE_BYTES}\ntimeout_ms = 10000\n\n\
          [approvals]\ntimeout_ms = {}\nauto_approve = {}\nbots_confirm_write = {}\n\n\
          [docker]\nsocket = {:?}\n\n{}",
+        options.gateway_toml,
         options.approvals_timeout_ms,
         toml_list(&options.auto_approve),
         options.bots_confirm_write,

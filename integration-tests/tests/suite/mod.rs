@@ -11,6 +11,7 @@ mod containers;
 mod contexts;
 mod drain;
 mod fetch;
+mod gateway_limits;
 mod install;
 mod kubernetes;
 mod mcp;

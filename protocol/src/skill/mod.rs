@@ -13,6 +13,7 @@ mod loaders;
 pub mod lock;
 mod manifest;
 mod model;
+pub mod nesting;
 pub mod network;
 pub mod validate;
 

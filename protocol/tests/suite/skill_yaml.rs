@@ -296,3 +296,49 @@ fn skill_yaml_over_size_limit_is_skipped() {
     let dir = write_skill(root.path(), "big", &[("skill.yaml", &big)]);
     assert_skipped_for(&dir, "skill.yaml", "-", "manifest limit");
 }
+
+#[test]
+fn skill_yaml_with_100k_nested_brackets_is_refused_before_parsing() {
+    // 100,000 `[` (the reported attack): refused by the size bound before parsing.
+    let root = tempdir().unwrap();
+    let big = format!("{}x: {}\n", skill_yaml("deep", ""), "[".repeat(100_000));
+    let dir = write_skill(root.path(), "deep", &[("skill.yaml", &big)]);
+    assert_skipped_for(&dir, "skill.yaml", "-", "65536-byte manifest limit");
+}
+
+#[test]
+fn skill_yaml_nested_past_the_depth_limit_is_refused_before_parsing() {
+    // Under the size bound, 60,000 `[` would keep the YAML scanner busy for seconds: the
+    // nesting pre-check refuses it and names the limit.
+    let root = tempdir().unwrap();
+    let deep = format!("{}x: {}\n", skill_yaml("deep", ""), "[".repeat(60_000));
+    let dir = write_skill(root.path(), "deep", &[("skill.yaml", &deep)]);
+    assert_skipped_for(&dir, "skill.yaml", "-", "nests deeper than 64 levels");
+}
+
+#[test]
+fn skill_md_frontmatter_nested_past_the_depth_limit_is_refused_before_parsing() {
+    let root = tempdir().unwrap();
+    let md = format!(
+        "---\nname: deep\ndescription: d\nx: {}\n---\nbody\n",
+        "[".repeat(60_000)
+    );
+    let dir = write_skill(root.path(), "deep", &[("SKILL.md", &md)]);
+    assert_skipped_for(
+        &dir,
+        "SKILL.md",
+        "frontmatter",
+        "nests deeper than 64 levels",
+    );
+}
+
+#[test]
+fn package_json_nested_past_the_depth_limit_is_refused_before_parsing() {
+    let root = tempdir().unwrap();
+    let json = format!(
+        "{{\"name\": \"deep\", \"skillbox\": {{\"x\": {}}}}}",
+        "[".repeat(60_000)
+    );
+    let dir = write_skill(root.path(), "deep", &[("package.json", &json)]);
+    assert_skipped_for(&dir, "package.json", "-", "nests deeper than 64 levels");
+}

@@ -12,7 +12,7 @@ use subtle::ConstantTimeEq;
 use super::guard::{check_csrf, check_origin, GuardError};
 use super::pages::{message, sign_in as sign_in_page};
 use super::session::{clear_cookie, set_cookie, Session};
-use super::{html, redirect, safe_next, ConsoleReq};
+use super::{html, redirect, safe_next, ConsoleReq, FormError};
 use crate::approvals::Decision;
 use crate::gateway::{ApiError, Gateway};
 use crate::state::store::unix_ms_now;
@@ -51,8 +51,13 @@ fn refused(e: &GuardError) -> Response<Full<Bytes>> {
     html(StatusCode::FORBIDDEN, message("Refused", &e.to_string()))
 }
 
-fn bad_form(e: &str) -> Response<Full<Bytes>> {
-    html(StatusCode::BAD_REQUEST, message("Bad request", e))
+fn bad_form(e: &FormError) -> Response<Full<Bytes>> {
+    let title = match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => "Request too large",
+        StatusCode::REQUEST_TIMEOUT => "Request timed out",
+        _ => "Bad request",
+    };
+    html(e.status(), message(title, &e.to_string()))
 }
 
 /// The session, a same-origin `Origin`, and the form with the right CSRF token; or the
@@ -165,7 +170,13 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
     let reason = form.reason.filter(|r| !r.trim().is_empty());
     if let Some(minutes) = form.allow_minutes {
         if form.decision != Decision::Approve {
-            return bad_form("an allowance goes with an approval, not a denial");
+            return html(
+                StatusCode::BAD_REQUEST,
+                message(
+                    "Bad request",
+                    "an allowance goes with an approval, not a denial",
+                ),
+            );
         }
         let record = match approvals.get(id) {
             Ok(r) => r,

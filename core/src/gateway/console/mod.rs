@@ -17,11 +17,11 @@ pub mod session;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use maud::Markup;
 use serde::{Deserialize, Serialize};
 
-use super::request::Body;
+use super::request::{read_bounded, Body, BodyReadError};
 use super::Gateway;
 use crate::state::store::unix_ms_now;
 pub use guard::GuardError;
@@ -101,6 +101,30 @@ impl Console {
     }
 }
 
+/// Why a console form was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FormError {
+    /// The body was too large, stopped arriving, or the connection broke.
+    #[error("the form was not read: {0}")]
+    Body(BodyReadError),
+    /// The body is not the form expected.
+    #[error("the form is malformed: {0}")]
+    Malformed(String),
+}
+
+impl FormError {
+    /// The status of the console's error page for this refusal.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            FormError::Body(BodyReadError::TooLarge { .. }) => StatusCode::PAYLOAD_TOO_LARGE,
+            FormError::Body(BodyReadError::TimedOut { .. }) => StatusCode::REQUEST_TIMEOUT,
+            FormError::Body(BodyReadError::Broken(_)) | FormError::Malformed(_) => {
+                StatusCode::BAD_REQUEST
+            }
+        }
+    }
+}
+
 /// One console request as the handlers see it.
 #[derive(Debug)]
 pub struct ConsoleReq {
@@ -118,6 +142,8 @@ pub struct ConsoleReq {
     pub body: Body,
     /// Largest body accepted.
     pub max_body: usize,
+    /// Longest wait for the whole body (`gateway.body_timeout_ms`).
+    pub body_timeout: std::time::Duration,
 }
 
 impl ConsoleReq {
@@ -138,14 +164,13 @@ impl ConsoleReq {
         pairs.into_iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// Reads the body as a form of type `T`.
-    pub async fn form<T: serde::de::DeserializeOwned>(self) -> Result<T, String> {
-        let bytes = Limited::new(self.body, self.max_body)
-            .collect()
+    /// Reads the body as a form of type `T` (refused from its declared length when over
+    /// the limit, given up when it stops arriving: [`read_bounded`]).
+    pub async fn form<T: serde::de::DeserializeOwned>(self) -> Result<T, FormError> {
+        let bytes = read_bounded(self.body, self.max_body, self.body_timeout)
             .await
-            .map_err(|_| format!("the form is over the {}-byte limit", self.max_body))?
-            .to_bytes();
-        serde_urlencoded::from_bytes(&bytes).map_err(|e| format!("the form is malformed: {e}"))
+            .map_err(FormError::Body)?;
+        serde_urlencoded::from_bytes(&bytes).map_err(|e| FormError::Malformed(e.to_string()))
     }
 }
 
@@ -184,6 +209,7 @@ pub async fn handle(
         session,
         body,
         max_body: gw.max_request_bytes,
+        body_timeout: gw.server_limits.body_timeout,
     };
     let mut response = route(gw, req).await;
     for (name, value) in SECURITY_HEADERS {

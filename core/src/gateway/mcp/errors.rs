@@ -38,6 +38,9 @@ pub enum McpError {
     /// The body is over `gateway.max_request_bytes`.
     #[error("request body over the {0}-byte limit (gateway.max_request_bytes)")]
     TooLarge(usize),
+    /// The body did not arrive within `gateway.body_timeout_ms`.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// The body is JSON but not a JSON-RPC 2.0 request or notification.
     #[error("not a JSON-RPC 2.0 request: {0}")]
     NotARequest(String),
@@ -90,6 +93,23 @@ pub enum McpError {
         /// The uri as the client wrote it.
         uri: String,
     },
+    /// `resources/read` of a file the skill folder holds but never serves (a hard link, a
+    /// file of the core's state folder under another name).
+    #[error("resource {uri:?} is refused: {reason}")]
+    ResourceRefused {
+        /// The uri as the client wrote it.
+        uri: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A local skill's files cannot be listed (a symbolic link, an unreadable file).
+    #[error("the files of skill {skill:?} cannot be listed ({why}); a skill folder holds regular files and folders only: replace links with copies of the files")]
+    FilesUnlisted {
+        /// The skill.
+        skill: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A skill's files no longer match the digest it was installed with.
     #[error("skill {skill:?} changed on disk since it was installed ({why}); reinstall it with `skillbox skill install`")]
     NotAsInstalled {
@@ -110,16 +130,20 @@ impl McpError {
             McpError::NotJson(_) => PARSE_ERROR,
             McpError::Batch
             | McpError::TooLarge(_)
+            | McpError::BodyTimeout(_)
             | McpError::NotARequest(_)
             | McpError::OriginRefused(_) => INVALID_REQUEST,
             McpError::NoSuchMethod { .. } => METHOD_NOT_FOUND,
             McpError::BadParams(_)
             | McpError::UnknownTool { .. }
             | McpError::UnknownSkill { .. }
-            | McpError::UnknownResource { .. } => INVALID_PARAMS,
+            | McpError::UnknownResource { .. }
+            | McpError::ResourceRefused { .. } => INVALID_PARAMS,
             McpError::HeaderMismatch(_) => HEADER_MISMATCH,
             McpError::UnsupportedVersion { .. } => UNSUPPORTED_PROTOCOL_VERSION,
-            McpError::NotAsInstalled { .. } | McpError::Internal(_) => INTERNAL_ERROR,
+            McpError::NotAsInstalled { .. }
+            | McpError::FilesUnlisted { .. }
+            | McpError::Internal(_) => INTERNAL_ERROR,
         }
     }
 
@@ -131,6 +155,7 @@ impl McpError {
     pub fn status(&self) -> StatusCode {
         match self {
             McpError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            McpError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             McpError::OriginRefused(_) => StatusCode::FORBIDDEN,
             McpError::NoSuchMethod { .. } => StatusCode::NOT_FOUND,
             McpError::NotJson(_)
@@ -141,10 +166,11 @@ impl McpError {
             | McpError::UnsupportedVersion { .. } => StatusCode::BAD_REQUEST,
             McpError::UnknownTool { .. }
             | McpError::UnknownSkill { .. }
-            | McpError::UnknownResource { .. } => StatusCode::OK,
-            McpError::NotAsInstalled { .. } | McpError::Internal(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            | McpError::UnknownResource { .. }
+            | McpError::ResourceRefused { .. } => StatusCode::OK,
+            McpError::NotAsInstalled { .. }
+            | McpError::FilesUnlisted { .. }
+            | McpError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

@@ -85,7 +85,7 @@ async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Byt
         return transport::error_answer(Value::Null, &e);
     }
     let headers = req.headers;
-    let bytes = match transport::read_body(req.body, req.max_body).await {
+    let bytes = match transport::read_body(req.body, req.max_body, req.body_timeout).await {
         Ok(b) => b,
         Err(e) => return transport::error_answer(Value::Null, &e),
     };

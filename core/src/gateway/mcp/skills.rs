@@ -10,11 +10,12 @@
 use std::path::Path;
 
 use serde_json::{json, Map, Value};
-use skillbox_protocol::skill::{self, frontmatter, InstallLock, Skill};
+use skillbox_protocol::skill::{self, frontmatter, nesting, InstallLock, Skill};
 
 use super::errors::McpError;
 use crate::auth::Caller;
-use crate::contexts::disclosure;
+use crate::contexts::disclosure::{self, DisclosureError};
+use crate::gateway::skills::workspace_of;
 use crate::gateway::Gateway;
 
 /// The extension's identifier.
@@ -40,6 +41,7 @@ fn parse_uri(uri: &str) -> Option<(&str, &str)> {
 fn frontmatter_of(text: &str) -> Map<String, Value> {
     frontmatter::split(text)
         .ok()
+        .filter(|s| nesting::check_yaml(s.yaml, nesting::MAX_MANIFEST_DEPTH).is_ok())
         .and_then(|s| serde_norway::from_str::<Value>(s.yaml).ok())
         .and_then(|v| match v {
             Value::Object(m) => Some(m),
@@ -54,8 +56,12 @@ fn has_skill_md(skill: &Skill) -> bool {
 }
 
 /// One skill: uri, frontmatter (name and description always present) and its files.
-fn describe(skill: &Skill, lock: Option<&InstallLock>) -> Result<Value, McpError> {
-    let text = read(skill, SKILL_MD)?;
+fn describe(
+    skill: &Skill,
+    workspace: &Path,
+    lock: Option<&InstallLock>,
+) -> Result<Value, McpError> {
+    let text = read(skill, SKILL_MD, workspace)?;
     let mut fm = frontmatter_of(&String::from_utf8_lossy(&text));
     fm.entry("name")
         .or_insert_with(|| skill.name.clone().into());
@@ -70,12 +76,19 @@ fn describe(skill: &Skill, lock: Option<&InstallLock>) -> Result<Value, McpError
 
 /// Every file of `skill` with `sha256:<hex>` and size, as the package digest lists them.
 fn manifest(skill: &Skill, lock: Option<&InstallLock>) -> Result<Vec<Value>, McpError> {
-    let changed = |why: String| McpError::NotAsInstalled {
-        skill: skill.name.clone(),
-        why,
+    let locked = lock.and_then(|l| l.get(&skill.name));
+    let changed = |why: String| match locked {
+        Some(_) => McpError::NotAsInstalled {
+            skill: skill.name.clone(),
+            why,
+        },
+        None => McpError::FilesUnlisted {
+            skill: skill.name.clone(),
+            why,
+        },
     };
     let digest = skill::package_digest(&skill.dir).map_err(|e| changed(e.to_string()))?;
-    if let Some(locked) = lock.and_then(|l| l.get(&skill.name)) {
+    if let Some(locked) = locked {
         if digest.prefixed() != locked.digest {
             return Err(changed(format!(
                 "its files hash to {}, the install lock records {}",
@@ -100,10 +113,30 @@ fn manifest(skill: &Skill, lock: Option<&InstallLock>) -> Result<Vec<Value>, Mcp
         .collect()
 }
 
-/// A file of `skill` (inside its folder, no links, within the disclosure size limit).
-fn read(skill: &Skill, path: &str) -> Result<Vec<u8>, McpError> {
-    disclosure::read_file(skill, path).map_err(|_| McpError::UnknownResource {
-        uri: uri(&skill.name, path),
+/// A file of `skill` (inside its folder, no links, within the disclosure size limit, never
+/// a file of the core's state folder: [`disclosure::read_file`], as the REST route).
+fn read(skill: &Skill, path: &str, workspace: &Path) -> Result<Vec<u8>, McpError> {
+    disclosure::read_file(skill, path, workspace).map_err(|e| match e {
+        DisclosureError::Protected { .. } | DisclosureError::HardLink { .. } => {
+            McpError::ResourceRefused {
+                uri: uri(&skill.name, path),
+                reason: e.to_string(),
+            }
+        }
+        _ => McpError::UnknownResource {
+            uri: uri(&skill.name, path),
+        },
+    })
+}
+
+/// A skill `skills/list` cannot describe: listed with its uri, name and description and
+/// the reason in `error`, so one bad folder does not hide the others.
+fn unlisted(skill: &Skill, e: &McpError) -> Value {
+    json!({
+        "uri": uri(&skill.name, SKILL_MD),
+        "frontmatter": {"name": skill.name, "description": skill.description},
+        "resources": [],
+        "error": e.to_string(),
     })
 }
 
@@ -134,11 +167,12 @@ async fn blocking<T: Send + 'static>(
 pub async fn list(gw: &Gateway, caller: &Caller) -> Result<Value, McpError> {
     let skills = served(gw, caller);
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
+    let workspace = workspace_of(gw);
     blocking(move || {
-        let listed = skills
+        let listed: Vec<Value> = skills
             .iter()
-            .map(|s| describe(s, lock.as_ref()))
-            .collect::<Result<Vec<_>, _>>()?;
+            .map(|s| describe(s, &workspace, lock.as_ref()).unwrap_or_else(|e| unlisted(s, &e)))
+            .collect();
         Ok(json!({ "skills": listed }))
     })
     .await
@@ -162,7 +196,8 @@ pub async fn get(
             uri: asked.to_string(),
         })?;
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    blocking(move || Ok(json!({ "skill": describe(&skill, lock.as_ref())? }))).await
+    let workspace = workspace_of(gw);
+    blocking(move || Ok(json!({ "skill": describe(&skill, &workspace, lock.as_ref())? }))).await
 }
 
 /// `resources/list`: each skill's `SKILL.md`.
@@ -203,8 +238,9 @@ pub async fn read_resource(
         .ok_or_else(unknown)?;
     let path = path.to_string();
     let asked = asked.to_string();
+    let workspace = workspace_of(gw);
     blocking(move || {
-        let bytes = read(&skill, &path)?;
+        let bytes = read(&skill, &path, &workspace)?;
         let mime = if path.ends_with(".md") {
             "text/markdown"
         } else {

@@ -1,16 +1,18 @@
 //! Streamable HTTP, the JSON-response form: one JSON-RPC message per `POST`, answered
 //! with one JSON body (a request) or `202 Accepted` (a notification or a client's
-//! response). Reads the body within `gateway.max_request_bytes`, checks `Origin`, and
+//! response). Reads the body within `gateway.max_request_bytes` and `body_timeout_ms`, checks `Origin`, and
 //! turns a message into an [`Incoming`] for [`super::methods`].
 
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use std::time::Duration;
+
+use http_body_util::Full;
 use serde_json::{json, Map, Value};
 
 use super::errors::McpError;
 use crate::gateway::error::json_response;
-use crate::gateway::request::Body;
+use crate::gateway::request::{read_bounded, Body, BodyReadError};
 
 /// One JSON-RPC message from the client.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,13 +33,16 @@ pub enum Incoming {
     },
 }
 
-/// Reads the body, at most `limit` bytes.
-pub async fn read_body(body: Body, limit: usize) -> Result<Bytes, McpError> {
-    Ok(Limited::new(body, limit)
-        .collect()
+/// Reads the body, at most `limit` bytes (refused from its declared length before
+/// reading), within `timeout` ([`read_bounded`]).
+pub async fn read_body(body: Body, limit: usize, timeout: Duration) -> Result<Bytes, McpError> {
+    read_bounded(body, limit, timeout)
         .await
-        .map_err(|_| McpError::TooLarge(limit))?
-        .to_bytes())
+        .map_err(|e| match e {
+            BodyReadError::TooLarge { limit } => McpError::TooLarge(limit),
+            BodyReadError::TimedOut { .. } => McpError::BodyTimeout(e.to_string()),
+            BodyReadError::Broken(b) => McpError::NotJson(b.to_string()),
+        })
 }
 
 /// Refuses a request whose `Origin` is present and not among `allowed` (a browser page

@@ -8,13 +8,12 @@
 //!   both for the name asked for and for the path of the file actually opened;
 //! - by identity: the opened file's device and inode against those of every file in the
 //!   state folder and of the config, so a hard link (or a bind mount) to one of them under
-//!   another name is refused too;
+//!   another name is refused too ([`crate::state::protected`], the same judgement the
+//!   routes serving skill files make);
 //! - by resolution: the path of the opened file, read back from `/proc/self/fd/N`, so a
 //!   symlink is judged by where it leads, not by its own name.
 
-use std::collections::HashMap;
 use std::fs::{File, Metadata};
-use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -22,16 +21,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::{ProxyError, CAP};
 use crate::state::config::CONFIG_FILE;
+use crate::state::protected::{refuse_protected, ProtectedError, NEVER};
 use crate::state::STATE_DIR;
-
-/// Most entries walked in the state folder before the check fails closed (the folder holds
-/// a few dozen files; far more means something is wrong with it).
-const MAX_STATE_ENTRIES: usize = 100_000;
-
-/// Why the state folder and the config are never readable (the end of every refusal).
-const NEVER: &str = "the core's state folder (.skillbox: tokens, keys, secrets, database) and \
-                     its configuration skillbox.toml are never readable by skills, whatever \
-                     their permissions.workspace.read globs or any link";
 
 /// Refuses `path` (workspace-relative) when it names the state folder or the config.
 /// `how` says how the skill reached it, for the message ("" for the name asked for).
@@ -94,74 +85,19 @@ fn fd_path(f: &File) -> Result<PathBuf, ProxyError> {
     })
 }
 
-/// The files no skill reads, by identity: `(device, inode)` → workspace-relative name.
-#[derive(Debug)]
-pub(super) struct Protected {
-    files: HashMap<(u64, u64), String>,
-}
-
-impl Protected {
-    /// Every file in `<workspace>/.skillbox` (following the folder itself if it is a
-    /// symlink, no link under it) and `<workspace>/skillbox.toml`, as they are now.
-    pub(super) fn scan(workspace: &Path) -> Result<Self, ProxyError> {
-        let mut files = HashMap::new();
-        if let Ok(meta) = std::fs::metadata(workspace.join(CONFIG_FILE)) {
-            files.insert((meta.dev(), meta.ino()), CONFIG_FILE.to_string());
-        }
-        let state = workspace.join(STATE_DIR);
-        let mut pending = vec![(state, PathBuf::from(STATE_DIR))];
-        let mut seen = 0usize;
-        while let Some((dir, rel)) = pending.pop() {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(e) => e,
-                // No state folder yet, or a folder removed while walking: nothing to read.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(scan_error(&dir, &e)),
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| scan_error(&dir, &e))?;
-                seen += 1;
-                if seen > MAX_STATE_ENTRIES {
-                    return Err(scan_error(
-                        &dir,
-                        &io::Error::other(format!("more than {MAX_STATE_ENTRIES} entries")),
-                    ));
-                }
-                let meta = entry
-                    .metadata()
-                    .map_err(|e| scan_error(&entry.path(), &e))?;
-                let name = rel.join(entry.file_name());
-                if meta.is_dir() {
-                    pending.push((entry.path(), name));
-                } else {
-                    files.insert((meta.dev(), meta.ino()), name.display().to_string());
-                }
-            }
-        }
-        Ok(Self { files })
-    }
-
-    /// Refuses the file `meta` describes when it is one of the protected files.
-    pub(super) fn refuse(&self, asked: &str, meta: &Metadata) -> Result<(), ProxyError> {
-        match self.files.get(&(meta.dev(), meta.ino())) {
-            Some(name) => Err(ProxyError::denied(
-                CAP,
-                format!(
-                    "{asked:?} is the same file as {name:?} (a hard link or mount of it): {NEVER}"
-                ),
-            )),
-            None => Ok(()),
-        }
-    }
-}
-
-fn scan_error(path: &Path, e: &io::Error) -> ProxyError {
-    ProxyError::Unavailable {
-        capability: CAP,
-        reason: format!(
-            "the core cannot list its state folder ({}: {e}) to keep it from skills, so \
-             readFile is refused; check the folder's permissions",
-            path.display()
-        ),
-    }
+/// Refuses the opened file `meta` describes when it is one of the protected files, by
+/// device and inode: the one judgement readFile shares with the routes that serve skill
+/// files ([`crate::state::protected`]).
+pub(super) fn refuse_protected_file(
+    workspace: &Path,
+    asked: &str,
+    meta: &Metadata,
+) -> Result<(), ProxyError> {
+    refuse_protected(workspace, asked, meta).map_err(|e| match e {
+        ProtectedError::SameFile { .. } => ProxyError::denied(CAP, e.to_string()),
+        ProtectedError::Scan { .. } => ProxyError::Unavailable {
+            capability: CAP,
+            reason: format!("{e}; readFile is refused"),
+        },
+    })
 }

@@ -108,7 +108,7 @@ impl ReadFileProxy {
         if resolved != Path::new(&path) {
             guard::refuse_protected_name(&resolved, &how)?;
         }
-        guard::Protected::scan(&self.workspace)?.refuse(&path, &meta)?;
+        guard::refuse_protected_file(&self.workspace, &path, &meta)?;
         if resolved != Path::new(&path) {
             let shown = format!("{how}{:?}, which", resolved.display().to_string());
             check_globs(globs, &resolved, &shown)?;

@@ -139,3 +139,48 @@ fn fetch_and_approvals_sections_are_the_runtime_settings() {
     let err = Config::load(dir.path()).unwrap_err().to_string();
     assert!(err.contains("max_redirect"), "{err}");
 }
+
+#[test]
+fn gateway_connection_limits_are_read_and_out_of_range_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[gateway]\nheader_timeout_ms = 2000\nbody_timeout_ms = 3000\nidle_timeout_ms = 4000\nmax_connections = 10\nhealthz_reserve_connections = 2\n",
+    )
+    .unwrap();
+    let g = Config::load(dir.path()).unwrap().gateway;
+    assert_eq!(
+        (g.header_timeout_ms, g.body_timeout_ms, g.idle_timeout_ms),
+        (2000, 3000, 4000)
+    );
+    assert_eq!((g.max_connections, g.healthz_reserve_connections), (10, 2));
+    for (toml, key) in [
+        (
+            "[gateway]\nheader_timeout_ms = 0\n",
+            "gateway.header_timeout_ms",
+        ),
+        (
+            "[gateway]\nbody_timeout_ms = 0\n",
+            "gateway.body_timeout_ms",
+        ),
+        (
+            "[gateway]\nidle_timeout_ms = 0\n",
+            "gateway.idle_timeout_ms",
+        ),
+        (
+            "[gateway]\nmax_connections = 0\n",
+            "gateway.max_connections",
+        ),
+        (
+            "[gateway]\nhealthz_reserve_connections = 0\n",
+            "gateway.healthz_reserve_connections",
+        ),
+    ] {
+        std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains(key) && err.contains("out of range"),
+            "{toml}: {err}"
+        );
+    }
+}

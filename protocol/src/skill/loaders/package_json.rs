@@ -10,6 +10,7 @@ use serde_json::Value;
 use super::super::diagnostics::Diagnostic;
 use super::super::manifest::{empty_object_schema, Manifest, PartialExecution};
 use super::super::model::{CostHint, Prerequisites, Security, Tool, ToolEntry, ToolProtocol};
+use super::super::nesting::{check_json, MAX_MANIFEST_DEPTH};
 use super::skill_yaml::{read_manifest, PermissionsYaml};
 
 /// Entry module when `main` is absent (npm's default).
@@ -73,6 +74,9 @@ pub(crate) fn has_skill_field(path: &Path) -> bool {
     let Ok(text) = read_manifest(path) else {
         return true;
     };
+    if check_json(&text, MAX_MANIFEST_DEPTH).is_err() {
+        return true;
+    }
     match serde_json::from_str::<Value>(&text) {
         Ok(Value::Object(o)) => o.contains_key("owliabot") || o.contains_key("skillbox"),
         _ => true,
@@ -82,6 +86,8 @@ pub(crate) fn has_skill_field(path: &Path) -> bool {
 /// Parses `package.json`. Returns `Err` when the skill must be skipped.
 pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
     let text = read_manifest(path)?;
+    check_json(&text, MAX_MANIFEST_DEPTH)
+        .map_err(|e| Diagnostic::error(path, "-", e.to_string()))?;
     let root: Value = serde_json::from_str(&text)
         .map_err(|e| Diagnostic::error(path, "-", format!("not valid JSON: {e}")))?;
     let Value::Object(obj) = &root else {

@@ -10,6 +10,7 @@ use super::super::diagnostics::Diagnostic;
 use super::super::frontmatter::{self, FrontmatterError, MAX_FRONTMATTER_BYTES};
 use super::super::manifest::Manifest;
 use super::super::model::{CostHint, Prerequisites};
+use super::super::nesting::{check_yaml, MAX_MANIFEST_DEPTH};
 
 /// Frontmatter keys of the Agent Skills spec.
 pub const SPEC_KEYS: [&str; 6] = [
@@ -55,6 +56,8 @@ pub(crate) fn load(path: &Path, diags: &mut Vec<Diagnostic>) -> Result<SkillMd, 
     let value: Value = if split.yaml.trim().is_empty() {
         Value::Object(Map::new())
     } else {
+        check_yaml(split.yaml, MAX_MANIFEST_DEPTH)
+            .map_err(|e| Diagnostic::error(path, "frontmatter", e.to_string()))?;
         serde_norway::from_str(split.yaml).map_err(|e| {
             Diagnostic::error(path, "frontmatter", format!("YAML does not parse: {e}"))
         })?

@@ -1,6 +1,7 @@
 //! `skill.yaml` loader: the skillbox manifest of tools, permissions and limits
 //! (docs/skill-format.md). Unknown keys are errors, each naming its exact path.
 
+use std::io::Read;
 use std::path::Path;
 
 use serde::Deserialize;
@@ -11,9 +12,12 @@ use super::super::manifest::{empty_object_schema, Manifest, PartialExecution, Pa
 use super::super::model::{
     CostHint, Prerequisites, Security, Tool, ToolEntry, ToolProtocol, WorkspaceAccess,
 };
+use super::super::nesting::{check_yaml, MAX_MANIFEST_DEPTH};
 
-/// Largest manifest file read.
-pub const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
+/// Largest `skill.yaml` or `package.json` read, the same bound as a `SKILL.md`
+/// frontmatter ([`super::super::frontmatter::MAX_FRONTMATTER_BYTES`]); a bigger one is
+/// refused before parsing.
+pub const MAX_MANIFEST_BYTES: u64 = 64 * 1024;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -99,27 +103,39 @@ struct ToolYaml {
     output_schema: Option<Value>,
 }
 
-/// Reads a bounded manifest file as text.
+/// Reads a bounded manifest file as text: at most [`MAX_MANIFEST_BYTES`] (a file that
+/// grows while it is read is cut there and refused too).
 pub(crate) fn read_manifest(path: &Path) -> Result<String, Diagnostic> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Diagnostic::error(path, "-", format!("cannot read: {e}")))?;
-    if meta.len() > MAX_MANIFEST_BYTES {
+    let cannot = |e: std::io::Error| Diagnostic::error(path, "-", format!("cannot read: {e}"));
+    let file = std::fs::File::open(path).map_err(cannot)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_MANIFEST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(cannot)?;
+    if bytes.len() as u64 > MAX_MANIFEST_BYTES {
         return Err(Diagnostic::error(
             path,
             "-",
             format!(
-                "{} bytes is over the {MAX_MANIFEST_BYTES}-byte manifest limit",
-                meta.len()
+                "over the {MAX_MANIFEST_BYTES}-byte manifest limit: manifests are refused \
+                 before parsing past it; make the file smaller"
             ),
         ));
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| Diagnostic::error(path, "-", format!("cannot read: {e}")))
+    String::from_utf8(bytes).map_err(|e| {
+        Diagnostic::error(
+            path,
+            "-",
+            format!("cannot read: not UTF-8 ({})", e.utf8_error()),
+        )
+    })
 }
 
 /// Parses `skill.yaml`. Returns `Err` when the skill must be skipped.
 pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
     let text = read_manifest(path)?;
+    check_yaml(&text, MAX_MANIFEST_DEPTH)
+        .map_err(|e| Diagnostic::error(path, "-", e.to_string()))?;
     let de = serde_norway::Deserializer::from_str(&text);
     let y: SkillYaml = serde_path_to_error::deserialize(de).map_err(|e| {
         let field = e.path().to_string();

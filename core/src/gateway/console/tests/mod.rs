@@ -408,6 +408,6 @@ async fn oversized_form_is_refused() {
         &form,
     )
     .await;
-    assert_eq!(a.status, StatusCode::BAD_REQUEST);
+    assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(a.body.contains("4096-byte limit"), "{}", a.body);
 }
