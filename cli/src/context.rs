@@ -98,7 +98,7 @@ fn view(o: &Opened, id: &str) -> anyhow::Result<ContextView> {
             .all(|n| o.secrets.has(n) || std::env::var_os(n).is_some())
     };
     let v = contexts::view(&o.store, &o.catalog, &available, id)?;
-    for d in &v.dropped {
+    for d in &v.tools.dropped {
         eprintln!("dropped the pin of {d}: the skill no longer exists");
     }
     Ok(v)
@@ -133,14 +133,20 @@ pub fn run(cmd: ContextCommand) -> anyhow::Result<u8> {
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(0);
             }
-            if v.pinned.is_empty() {
+            if v.tools.pinned.is_empty() {
                 println!("no skills pinned in context {id}");
             }
-            for p in &v.pinned {
+            for p in &v.tools.pinned {
                 println!("{}", p.name);
             }
-            if v.restricted {
-                println!("active tools: {}", v.active_tools.join(", "));
+            if v.tools.restricted {
+                let active: Vec<String> = v
+                    .tools
+                    .active_tools
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                println!("active tools: {}", active.join(", "));
             } else {
                 println!("active tools: all (no pinned skill declares allowed-tools)");
             }

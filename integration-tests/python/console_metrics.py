@@ -92,5 +92,5 @@ done = scrape()
 assert value(done, "skillbox_approvals_pending") == 0
 decisions = "skillbox_approval_decision_seconds_count"
 assert delta(waiting, done, decisions, outcome="denied") == 1
-assert delta(waiting, done, calls, skill="signer", tool="write_note", outcome="approval_denied") == 1
+assert delta(waiting, done, calls, skill="signer", tool="write_note", outcome="approval_denied", bot="operator") == 1
 print("metrics checks passed")

@@ -5,7 +5,8 @@
 //!   (core ↔ executor).
 //! - `ndjson` (feature `ndjson`): bounded newline-delimited framing over tokio I/O.
 //! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
-//! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool.
+//! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool; [`target`]: [`Target`],
+//!   what a call names (a tool or a built-in).
 //! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
 //!   `skill.yaml`, `package.json`), validation and discovery over several roots.
 //!
@@ -17,6 +18,8 @@ pub mod methods;
 pub mod ndjson;
 pub mod result;
 pub mod skill;
+pub mod target;
 pub mod tool_ref;
 
+pub use target::Target;
 pub use tool_ref::{ToolRef, ToolRefError};

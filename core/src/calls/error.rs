@@ -21,6 +21,18 @@ pub enum CallError {
     /// The caller may not use the skill (a bot token limited to other skills).
     #[error("{0}")]
     NotPermitted(String),
+    /// The call's context does not let the tool run (not among its active tools).
+    #[error("{0}")]
+    NotInContext(String),
+    /// The caller may not enter the call's context, or the context could not be read.
+    #[error(transparent)]
+    Context(#[from] crate::contexts::ContextError),
+    /// A built-in tool (`load_skill`, `run_skill_script`) refused its arguments.
+    #[error(transparent)]
+    Disclosure(#[from] crate::contexts::disclosure::DisclosureError),
+    /// A blocking step of the call's gate panicked or was cancelled.
+    #[error("the call's context could not be read ({0}); retry")]
+    Task(String),
     /// No skill of that name.
     #[error("no skill named {0:?}")]
     NoSuchSkill(String),
@@ -94,7 +106,12 @@ impl CallError {
             CallError::NotAToolName(_)
             | CallError::NoSuchSkill(_)
             | CallError::NoSuchTool { .. } => ErrorKind::NotFound,
-            CallError::Disabled { .. } | CallError::NotPermitted(_) => ErrorKind::PermissionDenied,
+            CallError::Disabled { .. }
+            | CallError::NotPermitted(_)
+            | CallError::NotInContext(_) => ErrorKind::PermissionDenied,
+            CallError::Context(e) => e.error_kind(),
+            CallError::Disclosure(e) => e.error_kind(),
+            CallError::Task(_) => ErrorKind::Unavailable,
             CallError::Unavailable { .. }
             | CallError::Random(_)
             | CallError::NoContainerEngine(_)

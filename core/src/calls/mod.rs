@@ -13,6 +13,7 @@
 //!
 //! Failures are [`CallError`]s, whose kind is the call's `error_kind`.
 
+mod call;
 pub mod callbacks;
 mod error;
 mod inflight;
@@ -24,6 +25,7 @@ use std::time::Duration;
 
 use skillbox_protocol::skill::{Catalog, Skill};
 
+pub use self::call::ToolCall;
 pub use self::error::CallError;
 pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::transport::ExecutorTransport;
@@ -322,6 +324,38 @@ fn test_dispatcher_over(
         in_flight: Arc::new(InFlight::default()),
         call_timeout: Duration::from_secs(5),
     })
+}
+
+/// Test calls by name, as the operator outside any context.
+#[cfg(test)]
+impl Dispatcher {
+    /// The same dispatcher with process-sandbox calls answered by `fake`.
+    pub(crate) fn with_fake_transport<F>(mut self, fake: F) -> Self
+    where
+        F: Fn(
+                &skillbox_protocol::methods::ToolExecuteParams,
+            ) -> Result<skillbox_protocol::result::ToolResult, CallError>
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.transports.process = Arc::new(transport::Fake(fake));
+        self
+    }
+
+    pub(crate) async fn call_named(
+        &self,
+        name: &str,
+        args: serde_json::Value,
+    ) -> skillbox_protocol::result::ToolResult {
+        let target = skillbox_protocol::Target::parse(name).expect("a tool name");
+        self.call(ToolCall::new(
+            target,
+            args,
+            crate::auth::CallOrigin::operator(),
+        ))
+        .await
+    }
 }
 
 #[cfg(test)]

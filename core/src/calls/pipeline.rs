@@ -1,5 +1,5 @@
-//! The steps of one call: admit → approve → dispatch → record (see the module docs of
-//! [`super`]).
+//! The steps of one call: gate → admit → approve → dispatch → record (see the module
+//! docs of [`super`]), behind the one entry [`Dispatcher::call`].
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -9,13 +9,16 @@ use serde_json::Value;
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ExecutorStages, ToolResult};
 use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
-use skillbox_protocol::ToolRef;
+use skillbox_protocol::{Target, ToolRef};
 use tracing::Instrument;
 
+use super::call::ToolCall;
 use super::inflight::{ActiveCall, ApprovalTrail};
-use super::{CallError, Dispatcher};
+use super::transport::Dispatched;
+use super::{CallError, Dispatcher, Loaded};
 use crate::approvals::ApprovalRequest;
 use crate::auth::{CallOrigin, Caller};
+use crate::contexts::{self, disclosure, ContextTools};
 use crate::observe::TraceParent;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallRecord};
@@ -50,59 +53,57 @@ struct Admitted {
     tool: Tool,
 }
 
-impl Dispatcher {
-    /// Runs `skill:tool` with `args` through the pipeline as the operator, outside any
-    /// context, and records the outcome.
-    pub async fn call(&self, full_name: &str, args: Value) -> ToolResult {
-        self.call_as(&CallOrigin::operator(), full_name, args, None)
-            .await
-    }
+/// What the dispatch of one admitted call carries: its id, who asked, the approvals it
+/// waited on, the caller's trace context and the waits of the stage metrics.
+struct Run<'a> {
+    call_id: &'a str,
+    origin: &'a CallOrigin,
+    trail: &'a ApprovalTrail,
+    trace: Option<TraceParent>,
+    waits: &'a Waits,
+}
 
-    /// Runs `skill:tool` for `origin` (its caller's skills admit it; its approvals, record
-    /// and callbacks name the caller and context), with the bot's W3C trace context: on
-    /// the core's log lines of the call and, as a field of `tool.execute`, on the
-    /// executor's.
-    pub async fn call_as(
-        &self,
-        origin: &CallOrigin,
-        full_name: &str,
-        args: Value,
-        trace: Option<TraceParent>,
-    ) -> ToolResult {
+/// When a call started and how long it took.
+struct Took {
+    started_at: i64,
+    duration_ms: u64,
+}
+
+impl Dispatcher {
+    /// Runs one call through the pipeline and records its outcome: the one entry of every
+    /// call, from REST, MCP and `route/execute` alike. The call id, the catalogue snapshot,
+    /// the gate (the caller's skills, its context's active tools) and the admitted tool
+    /// are decided here, once, and carried down.
+    pub async fn call(&self, call: ToolCall) -> ToolResult {
         // At error level: the span and its fields exist under any filter that lets the
         // call's warnings through.
         let span = tracing::error_span!(
             "call",
-            tool = %full_name,
-            caller = %origin.caller.name(),
-            traceparent = %trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
+            tool = %call.target,
+            caller = %call.origin.caller.name(),
+            traceparent = %call.trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
         );
-        self.call_in_span(origin, full_name, args, trace)
-            .instrument(span)
-            .await
+        self.call_in_span(call).instrument(span).await
     }
 
-    async fn call_in_span(
-        &self,
-        origin: &CallOrigin,
-        full_name: &str,
-        args: Value,
-        trace: Option<TraceParent>,
-    ) -> ToolResult {
+    async fn call_in_span(&self, call: ToolCall) -> ToolResult {
         let started = Instant::now();
         let started_at = unix_ms_now();
         let call_id = match self.new_call_id() {
             Ok(id) => id,
             Err(e) => {
-                tracing::error!(tool = %full_name, error = %e, "call refused");
+                tracing::error!(tool = %call.target, error = %e, "call refused");
                 let e = CallError::Random(e);
                 return ToolResult::failed(String::new(), e.kind(), e.to_string(), 0);
             }
         };
+        let loaded = self.loaded();
+        let origin = call.origin.clone();
         let trail = ApprovalTrail::default();
         let waits = Waits::default();
+        let mut recorded = call.target.tool().cloned();
         let outcome = self
-            .run(origin, &call_id, full_name, args, &trail, trace, &waits)
+            .run(&loaded, &call_id, call, &mut recorded, &trail, &waits)
             .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match outcome {
@@ -115,46 +116,120 @@ impl Dispatcher {
         if let Some(us) = result.spawn_us.take() {
             self.metrics.observe_spawn(Duration::from_micros(us));
         }
-        self.record(origin, full_name, call_id, started_at, duration_ms, &result)
-            .await;
+        // A built-in that reads (load_skill) is no call of a tool: it is not recorded.
+        if let Some(tool) = &recorded {
+            let took = Took {
+                started_at,
+                duration_ms,
+            };
+            self.record(&loaded, &origin, tool, call_id, took, &result)
+                .await;
+        }
         let own = started.elapsed().saturating_sub(waits.total());
         self.metrics.observe_stage("pipeline", own);
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// The gate, then admit → approve → dispatch. `recorded` is set to the skill's tool
+    /// the call reaches (a script's tool for `run_skill_script`).
     async fn run(
         &self,
-        origin: &CallOrigin,
+        loaded: &Loaded,
         call_id: &str,
-        full_name: &str,
-        args: Value,
+        call: ToolCall,
+        recorded: &mut Option<ToolRef>,
         trail: &ApprovalTrail,
-        trace: Option<TraceParent>,
         waits: &Waits,
     ) -> Result<ToolResult, CallError> {
-        let admitted = self.admit(&origin.caller, full_name)?;
+        let ToolCall {
+            target,
+            args,
+            origin,
+            trace,
+        } = call;
+        let context = self.gate(loaded, &origin, &target, &args).await?;
+        let (tool, args) = match target {
+            Target::Tool(tool) => (tool, args),
+            Target::LoadSkill => {
+                let data = disclosure::load_skill(&loaded.catalog, &args)?;
+                return Ok(ToolResult::ok(call_id, data, 0));
+            }
+            Target::RunSkillScript => {
+                let (tool, args) = disclosure::resolve_script(&loaded.catalog, &args)?;
+                *recorded = Some(tool.clone());
+                // In a context, the script's tool must be active or its skill pinned.
+                if let Some(c) = &context {
+                    let reached = Target::Tool(tool.clone());
+                    if !c.allows(&reached) && !c.pins(&tool.skill) {
+                        return Err(CallError::NotInContext(c.refusal(&reached)));
+                    }
+                }
+                (tool, args)
+            }
+        };
+        let admitted = self.admit(loaded, &origin.caller, &tool)?;
         let asked = Instant::now();
-        let approved = self.approve(origin, &admitted, &args, trail).await;
+        let approved = self.approve(&origin, &admitted, &args, trail).await;
         Waits::add(&waits.approval_us, asked);
         approved?;
-        self.dispatch(origin, call_id, admitted, args, trail, trace, waits)
-            .await
+        let run = Run {
+            call_id,
+            origin: &origin,
+            trail,
+            trace,
+            waits,
+        };
+        self.dispatch(run, admitted, args).await
+    }
+
+    /// The gate: the caller may use the skill the call names (before anything about it is
+    /// looked up), may enter the call's context, and the context's active tools hold the
+    /// target. Returns the context's tools when the call names a context.
+    async fn gate(
+        &self,
+        loaded: &Loaded,
+        origin: &CallOrigin,
+        target: &Target,
+        args: &Value,
+    ) -> Result<Option<ContextTools>, CallError> {
+        let named = match target {
+            Target::Tool(t) => Some(t.skill.as_str()),
+            Target::LoadSkill | Target::RunSkillScript => disclosure::named_skill(args),
+        };
+        if let Some(why) = named.and_then(|s| origin.caller.skill_refusal(s)) {
+            return Err(CallError::NotPermitted(why));
+        }
+        let Some(id) = origin.context_id.clone() else {
+            return Ok(None);
+        };
+        let (store, catalog, caller) = (
+            self.store.clone(),
+            Arc::clone(&loaded.catalog),
+            origin.caller.clone(),
+        );
+        let context =
+            tokio::task::spawn_blocking(move || contexts::gate(&store, &catalog, &caller, &id))
+                .await
+                .map_err(|e| CallError::Task(e.to_string()))??;
+        if !context.allows(target) {
+            return Err(CallError::NotInContext(context.refusal(target)));
+        }
+        Ok(Some(context))
     }
 
     /// The caller may use the skill, the tool exists, its skill is not disabled, and it
     /// can run where tools run. A bot's skills are judged first, so a bot learns nothing
     /// of skills it may not use.
-    fn admit(&self, caller: &Caller, full_name: &str) -> Result<Admitted, CallError> {
-        let ToolRef {
-            skill: skill_name,
-            tool: tool_name,
-        } = ToolRef::parse(full_name)?;
-        let (skill_name, tool_name) = (skill_name.as_str(), tool_name.as_str());
+    fn admit(
+        &self,
+        loaded: &Loaded,
+        caller: &Caller,
+        tool: &ToolRef,
+    ) -> Result<Admitted, CallError> {
+        let (skill_name, tool_name) = (tool.skill.as_str(), tool.tool.as_str());
         if let Some(why) = caller.skill_refusal(skill_name) {
             return Err(CallError::NotPermitted(why));
         }
-        let loaded = self.loaded();
         let catalog = &loaded.catalog;
         let skill = match loaded.skill(skill_name) {
             Some(skill) => skill,
@@ -230,58 +305,58 @@ impl Dispatcher {
     }
 
     /// Issues the capability token, registers the call for its callbacks while it runs,
-    /// and hands it to the transport of the skill's sandbox.
-    #[allow(clippy::too_many_arguments)]
+    /// and hands it to the transport of the skill's sandbox, with the admitted tool.
     async fn dispatch(
         &self,
-        origin: &CallOrigin,
-        call_id: &str,
+        run: Run<'_>,
         admitted: Admitted,
         args: Value,
-        trail: &ApprovalTrail,
-        trace: Option<TraceParent>,
-        waits: &Waits,
     ) -> Result<ToolResult, CallError> {
         let Admitted { skill, tool } = admitted;
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
         let params = ToolExecuteParams {
-            call_id: call_id.to_string(),
+            call_id: run.call_id.to_string(),
             capability_token: token.clone(),
             skill: skill.name.clone(),
             tool: tool.name.clone(),
             args,
             env: self.secrets.for_names(&skill.permissions.env),
-            traceparent: trace.map(|t| t.to_string()),
+            traceparent: run.trace.map(|t| t.to_string()),
         };
         let active = Arc::new(ActiveCall {
             skill: Arc::clone(&skill),
             tool: tool.name.clone(),
             security: tool.security,
-            origin: origin.clone(),
+            origin: run.origin.clone(),
             token,
-            approvals: trail.clone(),
+            approvals: run.trail.clone(),
         });
-        let _registered = self.in_flight.register(call_id, active);
-        if skill.execution.sandbox == SandboxKind::Container {
+        let _registered = self.in_flight.register(run.call_id, active);
+        let sandbox = skill.execution.sandbox;
+        let timeout = match sandbox {
+            SandboxKind::Container => Duration::from_millis(skill.timeout_ms(&tool)),
+            _ => self.call_timeout,
+        };
+        let dispatched = Dispatched {
+            skill,
+            security: tool.security,
+            params,
+        };
+        if sandbox == SandboxKind::Container {
             let containers = self
                 .transports
                 .containers
                 .as_ref()
-                .ok_or_else(|| CallError::NoContainerEngine(skill.name.clone()))?;
-            let timeout = Duration::from_millis(skill.timeout_ms(&tool));
+                .ok_or_else(|| CallError::NoContainerEngine(dispatched.skill.name.clone()))?;
             let sent = Instant::now();
-            let answer = containers.execute(skill, params, timeout).await;
-            Waits::add(&waits.transport_us, sent);
+            let answer = containers.execute(dispatched, timeout).await;
+            Waits::add(&run.waits.transport_us, sent);
             return answer;
         }
         let sent = Instant::now();
-        let mut answer = self
-            .transports
-            .process
-            .execute(skill, params, self.call_timeout)
-            .await;
+        let mut answer = self.transports.process.execute(dispatched, timeout).await;
         let round_trip = sent.elapsed();
-        Waits::add(&waits.transport_us, sent);
+        Waits::add(&run.waits.transport_us, sent);
         if let Some(stages) = answer.as_mut().ok().and_then(|r| r.stages.take()) {
             self.observe_executor_stages(round_trip, stages);
         }
@@ -304,37 +379,33 @@ impl Dispatcher {
     /// clean stop flushes it.
     async fn record(
         &self,
+        loaded: &Loaded,
         origin: &CallOrigin,
-        full_name: &str,
+        tool: &ToolRef,
         call_id: String,
-        started_at: i64,
-        duration_ms: u64,
+        took: Took,
         result: &ToolResult,
     ) {
-        let Ok(ToolRef { skill, tool }) = ToolRef::parse(full_name) else {
-            return;
-        };
         // Label values come from the catalogue, never from the caller: a bot naming made-up
         // tools must not grow the metrics without bound.
-        let catalog = self.catalog();
-        let known = catalog.get(&skill);
+        let known = loaded.catalog.get(&tool.skill);
         let skill_label = known.map_or(UNKNOWN_LABEL, |s| s.name.as_str());
         let tool_label = known
-            .and_then(|s| s.tool(&tool))
+            .and_then(|s| s.tool(&tool.tool))
             .map_or(UNKNOWN_LABEL, |t| t.name.as_str());
         self.metrics.observe_call(
             skill_label,
             tool_label,
             origin.caller.name(),
             result,
-            Duration::from_millis(duration_ms),
+            Duration::from_millis(took.duration_ms),
         );
         let record = CallRecord {
             call_id,
-            skill,
-            tool,
-            started_at,
-            duration_ms,
+            skill: tool.skill.clone(),
+            tool: tool.tool.clone(),
+            started_at: took.started_at,
+            duration_ms: took.duration_ms,
             success: result.success,
             error_kind: result.error_kind,
             caller: origin.caller.name().to_owned(),

@@ -9,6 +9,7 @@ use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::*;
 use crate::random::fake::FailingAfter;
+use skillbox_protocol::Target;
 
 /// A dispatcher over the skill `s` (tool `t`) in `ws`, no executor listening, whose
 /// random source gives `ok_draws` draws and then fails.
@@ -29,7 +30,9 @@ fn dispatcher(ws: &Path, ok_draws: usize) -> Dispatcher {
 #[tokio::test]
 async fn call_fails_unavailable_when_no_call_id_can_be_drawn() {
     let ws = tempfile::tempdir().unwrap();
-    let r = dispatcher(ws.path(), 0).call("s:t", Value::Null).await;
+    let r = dispatcher(ws.path(), 0)
+        .call_named("s:t", Value::Null)
+        .await;
     assert!(!r.success);
     assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
     let error = r.error.unwrap_or_default();
@@ -41,7 +44,7 @@ async fn call_fails_unavailable_when_no_call_id_can_be_drawn() {
 async fn call_fails_unavailable_when_no_capability_token_can_be_drawn() {
     let ws = tempfile::tempdir().unwrap();
     let d = dispatcher(ws.path(), 1);
-    let r = d.call("s:t", serde_json::json!({})).await;
+    let r = d.call_named("s:t", serde_json::json!({})).await;
     assert!(!r.success);
     assert_eq!(r.error_kind, Some(ErrorKind::Unavailable));
     let error = r.error.unwrap_or_default();
@@ -86,7 +89,7 @@ async fn pipeline_hands_an_admitted_call_to_the_transport_with_a_fresh_token() {
             1,
         ))
     });
-    let r = d.call("s:t", serde_json::json!({})).await;
+    let r = d.call_named("s:t", serde_json::json!({})).await;
     assert!(r.success, "{r:?}");
     assert_eq!(r.data, Some(serde_json::json!({"ran": true})));
     assert_eq!(r.call_id.len(), 24);
@@ -101,11 +104,10 @@ async fn pipeline_refuses_unknown_names_before_the_transport() {
     let ws = tempfile::tempdir().unwrap();
     let d = with_fake(ws.path(), |_| panic!("nothing may run"));
     for (name, kind, says) in [
-        ("st", ErrorKind::NotFound, "is not a tool name"),
         ("nope:t", ErrorKind::NotFound, "no skill named"),
         ("s:nope", ErrorKind::NotFound, "has no tool"),
     ] {
-        let r = d.call(name, serde_json::json!({})).await;
+        let r = d.call_named(name, serde_json::json!({})).await;
         assert_eq!(r.error_kind, Some(kind), "{name}: {r:?}");
         assert!(r.error.unwrap_or_default().contains(says), "{name}");
     }
@@ -115,7 +117,7 @@ async fn pipeline_refuses_unknown_names_before_the_transport() {
 async fn pipeline_maps_transport_failures_to_their_kind() {
     let ws = tempfile::tempdir().unwrap();
     let d = with_fake(ws.path(), |_| Err(CallError::BadAnswer("garbage".into())));
-    let r = d.call("s:t", serde_json::json!({})).await;
+    let r = d.call_named("s:t", serde_json::json!({})).await;
     assert_eq!(r.error_kind, Some(ErrorKind::Protocol), "{r:?}");
     assert!(r.error.unwrap_or_default().contains("not a tool result"));
 }
@@ -125,8 +127,8 @@ async fn metrics_label_made_up_tools_as_unknown_so_a_bot_cannot_grow_them() {
     let ws = tempfile::tempdir().unwrap();
     let d = dispatcher(ws.path(), usize::MAX);
     for i in 0..20 {
-        d.call(&format!("made-up-{i}:x"), Value::Null).await;
-        d.call(&format!("s:nope-{i}"), Value::Null).await;
+        d.call_named(&format!("made-up-{i}:x"), Value::Null).await;
+        d.call_named(&format!("s:nope-{i}"), Value::Null).await;
     }
     let text = d.metrics().encode(&crate::observe::Scrape::default());
     assert!(!text.contains("made-up-"), "{text}");
@@ -159,7 +161,7 @@ async fn executor_stages_go_to_the_metrics_and_never_into_the_answer() {
         });
         Ok(r)
     });
-    let r = d.call("s:t", serde_json::json!({})).await;
+    let r = d.call_named("s:t", serde_json::json!({})).await;
     assert!(r.success, "{r:?}");
     assert_eq!((r.stages, r.spawn_us), (None, None), "{r:?}");
     let answer = serde_json::to_string(&r).unwrap();
@@ -218,7 +220,8 @@ async fn a_bot_limited_to_other_skills_is_refused_before_the_skill_is_looked_up(
     let d = dispatcher(ws.path(), usize::MAX);
     let bot = limited_bot(&["other"]);
     for tool in ["s:nope", "made-up:x"] {
-        let r = d.call_as(&bot, tool, Value::Null, None).await;
+        let call = ToolCall::new(Target::parse(tool).unwrap(), Value::Null, bot.clone());
+        let r = d.call(call).await;
         assert_eq!(
             r.error_kind,
             Some(ErrorKind::PermissionDenied),
@@ -236,9 +239,12 @@ async fn a_bot_limited_to_other_skills_is_refused_before_the_skill_is_looked_up(
 async fn a_call_is_recorded_with_the_bot_that_asked() {
     let ws = tempfile::tempdir().unwrap();
     let d = dispatcher(ws.path(), usize::MAX);
-    let r = d
-        .call_as(&limited_bot(&["s"]), "s:nope", Value::Null, None)
-        .await;
+    let call = ToolCall::new(
+        Target::parse("s:nope").unwrap(),
+        Value::Null,
+        limited_bot(&["s"]),
+    );
+    let r = d.call(call).await;
     assert_eq!(r.error_kind, Some(ErrorKind::NotFound), "{r:?}");
     let recorded = d.store().get_call(&r.call_id).unwrap().unwrap();
     assert_eq!(recorded.caller, "tg");

@@ -20,31 +20,33 @@ use crate::executors::ExecutorPool;
 pub type TransportFuture<'a> =
     Pin<Box<dyn Future<Output = Result<ToolResult, CallError>> + Send + 'a>>;
 
+/// An admitted call as a transport takes it: the skill, the admitted tool's security
+/// (which decides whether it may be resent) and the `tool.execute` parameters.
+#[derive(Debug)]
+pub struct Dispatched {
+    /// The skill the call runs under.
+    pub skill: Arc<Skill>,
+    /// The admitted tool's security level.
+    pub security: Security,
+    /// What the executor gets.
+    pub params: ToolExecuteParams,
+}
+
 /// Runs one `tool.execute` and returns the tool's result.
 pub trait ExecutorTransport: std::fmt::Debug + Send + Sync {
-    /// Runs `params` (a call of a tool of `skill`); gives up after `timeout`.
-    fn execute(
-        &self,
-        skill: Arc<Skill>,
-        params: ToolExecuteParams,
-        timeout: Duration,
-    ) -> TransportFuture<'_>;
+    /// Runs `call`; gives up after `timeout`.
+    fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_>;
 }
 
 impl ExecutorTransport for ExecutorPool {
     /// A call of a `read` tool may be sent to another executor even when the first may
     /// have run it; any other tool's only when the first surely did not (draining, no
     /// connection): a `write` tool never runs twice.
-    fn execute(
-        &self,
-        skill: Arc<Skill>,
-        params: ToolExecuteParams,
-        timeout: Duration,
-    ) -> TransportFuture<'_> {
+    fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_> {
         Box::pin(async move {
-            let resend = resend_for(&skill, &params.tool);
-            let params =
-                serde_json::to_value(params).map_err(|e| CallError::BadAnswer(e.to_string()))?;
+            let resend = resend_for(call.security);
+            let params = serde_json::to_value(call.params)
+                .map_err(|e| CallError::BadAnswer(e.to_string()))?;
             let answer = self
                 .call_with(method::TOOL_EXECUTE, params, timeout, resend)
                 .await
@@ -55,12 +57,12 @@ impl ExecutorTransport for ExecutorPool {
     }
 }
 
-/// How a call of `tool` of `skill` may be resent: [`Resend::AlsoDelivered`] only for a
-/// `read` tool the skill declares.
-pub fn resend_for(skill: &Skill, tool: &str) -> Resend {
-    match skill.tool(tool).map(|t| t.security) {
-        Some(Security::Read) => Resend::AlsoDelivered,
-        _ => Resend::OnlyUndelivered,
+/// How a call of a tool of `security` may be resent: [`Resend::AlsoDelivered`] only for a
+/// `read` tool.
+pub fn resend_for(security: Security) -> Resend {
+    match security {
+        Security::Read => Resend::AlsoDelivered,
+        Security::Write | Security::Sign => Resend::OnlyUndelivered,
     }
 }
 
@@ -69,13 +71,8 @@ pub fn resend_for(skill: &Skill, tool: &str) -> Resend {
 pub struct Containers(pub Arc<ContainerRunner>);
 
 impl ExecutorTransport for Containers {
-    fn execute(
-        &self,
-        skill: Arc<Skill>,
-        params: ToolExecuteParams,
-        timeout: Duration,
-    ) -> TransportFuture<'_> {
-        Box::pin(async move { Ok(self.0.run(skill, params, timeout).await?) })
+    fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_> {
+        Box::pin(async move { Ok(self.0.run(call.skill, call.params, timeout).await?) })
     }
 }
 
@@ -95,13 +92,8 @@ impl<F> ExecutorTransport for Fake<F>
 where
     F: Fn(&ToolExecuteParams) -> Result<ToolResult, CallError> + Send + Sync,
 {
-    fn execute(
-        &self,
-        _skill: Arc<Skill>,
-        params: ToolExecuteParams,
-        _timeout: Duration,
-    ) -> TransportFuture<'_> {
-        let answer = (self.0)(&params);
+    fn execute(&self, call: Dispatched, _timeout: Duration) -> TransportFuture<'_> {
+        let answer = (self.0)(&call.params);
         Box::pin(async move { answer })
     }
 }

@@ -20,9 +20,9 @@ use skillbox_protocol::skill::{Catalog, Skill, ToolEntry};
 use crate::state::protected::{refuse_protected, ProtectedError};
 
 /// The built-in tool that returns a skill's instructions.
-pub const LOAD_SKILL: &str = "load_skill";
+pub const LOAD_SKILL: &str = skillbox_protocol::Target::LOAD_SKILL;
 /// The built-in tool that runs a script of a skill through the tool that declares it.
-pub const RUN_SKILL_SCRIPT: &str = "run_skill_script";
+pub const RUN_SKILL_SCRIPT: &str = skillbox_protocol::Target::RUN_SKILL_SCRIPT;
 /// The largest reference file served.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -320,9 +320,17 @@ pub fn load_skill(catalog: &Catalog, args: &Value) -> Result<Value, DisclosureEr
     )
 }
 
-/// `run_skill_script {name, script, args?}`: the `skill:tool` whose command runs the script
+/// The skill a built-in's arguments name (`name`), if they name one.
+pub fn named_skill(args: &Value) -> Option<&str> {
+    args.get("name").and_then(Value::as_str)
+}
+
+/// `run_skill_script {name, script, args?}`: the tool whose command runs the script
 /// (under `scripts/`), and the arguments to call it with.
-pub fn resolve_script(catalog: &Catalog, args: &Value) -> Result<(String, Value), DisclosureError> {
+pub fn resolve_script(
+    catalog: &Catalog,
+    args: &Value,
+) -> Result<(ToolRef, Value), DisclosureError> {
     let name = string_arg(RUN_SKILL_SCRIPT, args, "name")?;
     let script = string_arg(RUN_SKILL_SCRIPT, args, "script")?;
     let skill = catalog
@@ -347,5 +355,5 @@ pub fn resolve_script(catalog: &Catalog, args: &Value) -> Result<(String, Value)
         });
     };
     let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
-    Ok((ToolRef::new(&skill.name, &tool.name).to_string(), call_args))
+    Ok((ToolRef::new(&skill.name, &tool.name), call_args))
 }

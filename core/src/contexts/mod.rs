@@ -12,7 +12,7 @@
 
 pub mod disclosure;
 
-use skillbox_protocol::ToolRef;
+use skillbox_protocol::{Target, ToolRef};
 use std::collections::BTreeSet;
 
 use serde::Serialize;
@@ -23,7 +23,7 @@ use crate::auth::Caller;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
 /// The built-in tools every context keeps (progressive disclosure, [`disclosure`]).
-pub const BASE_TOOLS: [&str; 2] = [disclosure::LOAD_SKILL, disclosure::RUN_SKILL_SCRIPT];
+pub const BASE_TOOLS: [Target; 2] = [Target::LoadSkill, Target::RunSkillScript];
 
 /// Longest context id.
 pub const MAX_CONTEXT_ID: usize = 128;
@@ -82,9 +82,10 @@ pub struct PinnedSkill {
     pub pinned_at: i64,
 }
 
-/// What a context is now: the answer of `GET /v1/contexts/{id}`.
+/// A context's pins and the tools they make callable: what the call pipeline's gate
+/// reads (SQLite only, no skill body).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ContextView {
+pub struct ContextTools {
     /// The context id.
     pub context_id: String,
     /// Pinned skills that exist, oldest first.
@@ -94,24 +95,45 @@ pub struct ContextView {
     /// Whether tool calls in this context are limited to `active_tools`.
     pub restricted: bool,
     /// The tools callable in this context (every tool when not restricted), sorted.
-    pub active_tools: Vec<String>,
+    pub active_tools: BTreeSet<Target>,
+}
+
+/// What a context is now: the answer of `GET /v1/contexts/{id}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextView {
+    /// Its pins and active tools.
+    #[serde(flatten)]
+    pub tools: ContextTools,
     /// The skill catalogue and the bodies of the pinned skills.
     pub prompt: String,
 }
 
 impl ContextView {
     /// Whether `tool` may be called in this context.
-    pub fn allows(&self, tool: &str) -> bool {
-        !self.restricted || self.active_tools.iter().any(|t| t == tool)
+    pub fn allows(&self, tool: &Target) -> bool {
+        self.tools.allows(tool)
+    }
+}
+
+impl ContextTools {
+    /// Whether `tool` may be called in this context.
+    pub fn allows(&self, tool: &Target) -> bool {
+        !self.restricted || self.active_tools.contains(tool)
+    }
+
+    /// Whether `skill` is pinned here.
+    pub fn pins(&self, skill: &str) -> bool {
+        self.pinned.iter().any(|p| p.name == skill)
     }
 
     /// The refusal of a tool outside the context, naming the active tools.
-    pub fn refusal(&self, tool: &str) -> String {
+    pub fn refusal(&self, tool: &Target) -> String {
+        let active: Vec<String> = self.active_tools.iter().map(Target::to_string).collect();
         format!(
-            "tool {tool:?} is not active in context {:?}; its pinned skills allow only: {}. \
+            "tool \"{tool}\" is not active in context {:?}; its pinned skills allow only: {}. \
              Pin a skill that allows it (`skillbox context pin`) or call without the context",
             self.context_id,
-            self.active_tools.join(", ")
+            active.join(", ")
         )
     }
 }
@@ -135,6 +157,18 @@ pub fn enter(store: &Store, caller: &Caller, id: &str) -> Result<(), ContextErro
     }
 }
 
+/// The pins and active tools of context `id` for `caller`, once it is let in
+/// ([`enter`]): what the call pipeline's gate judges a call by. Blocking (SQLite).
+pub fn gate(
+    store: &Store,
+    catalog: &Catalog,
+    caller: &Caller,
+    id: &str,
+) -> Result<ContextTools, ContextError> {
+    enter(store, caller, id)?;
+    tools(store, catalog, id)
+}
+
 /// Checks a context id: 1-128 characters of `A-Z a-z 0-9 . _ : -`.
 pub fn validate_id(id: &str) -> Result<(), ContextError> {
     let ok = !id.is_empty()
@@ -150,17 +184,17 @@ pub fn validate_id(id: &str) -> Result<(), ContextError> {
 }
 
 /// Every tool that exists: `skill:tool` of each skill, and the base tools.
-pub fn all_tools(catalog: &Catalog) -> BTreeSet<String> {
-    let mut out: BTreeSet<String> = catalog
+pub fn all_tools(catalog: &Catalog) -> BTreeSet<Target> {
+    let mut out: BTreeSet<Target> = catalog
         .skills
         .iter()
         .flat_map(|s| {
             s.tools
                 .iter()
-                .map(move |t| ToolRef::new(&s.name, &t.name).to_string())
+                .map(move |t| Target::Tool(ToolRef::new(&s.name, &t.name)))
         })
         .collect();
-    out.extend(BASE_TOOLS.iter().map(|t| t.to_string()));
+    out.extend(BASE_TOOLS);
     out
 }
 
@@ -168,37 +202,32 @@ pub fn all_tools(catalog: &Catalog) -> BTreeSet<String> {
 /// `allowed-tools` (no restriction). An entry names a tool as `skill:tool`, or bare as a
 /// tool of the skill declaring it or a base tool; entries naming no existing tool (e.g.
 /// another agent's `Bash(git:*)`) are left out.
-pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<Vec<String>> {
+pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<BTreeSet<Target>> {
     if pinned.iter().all(|s| s.allowed_tools.is_empty()) {
         return None;
     }
     let exists = all_tools(catalog);
-    let mut active: BTreeSet<String> = BASE_TOOLS.iter().map(|t| t.to_string()).collect();
+    let mut active: BTreeSet<Target> = BTreeSet::from(BASE_TOOLS);
     for skill in pinned {
         if skill.allowed_tools.is_empty() {
             active.extend(
-                skill
-                    .tools
-                    .iter()
-                    .map(|t| ToolRef::new(&skill.name, &t.name).to_string()),
+                (skill.tools.iter()).map(|t| Target::Tool(ToolRef::new(&skill.name, &t.name))),
             );
             continue;
         }
         for entry in &skill.allowed_tools {
             let entry = entry.trim();
-            let full = if entry.contains(':') {
-                entry.to_string()
-            } else if skill.tool(entry).is_some() {
-                format!("{}:{entry}", skill.name)
+            let named = if entry.contains(':') || skill.tool(entry).is_none() {
+                Target::parse(entry).ok()
             } else {
-                entry.to_string()
+                Some(Target::Tool(ToolRef::new(&skill.name, entry)))
             };
-            if exists.contains(&full) {
-                active.insert(full);
+            if let Some(t) = named.filter(|t| exists.contains(t)) {
+                active.insert(t);
             }
         }
     }
-    Some(active.into_iter().collect())
+    Some(active)
 }
 
 /// The prompt of a context: the catalogue (name and description of each available skill,
@@ -232,6 +261,22 @@ pub fn view(
     available: &dyn Fn(&Skill) -> bool,
     context_id: &str,
 ) -> Result<ContextView, ContextError> {
+    let tools = tools(store, catalog, context_id)?;
+    let bodies: Vec<(&Skill, String)> = (tools.pinned.iter())
+        .filter_map(|p| catalog.get(&p.name))
+        .map(|s| (s, s.read_body().unwrap_or_default()))
+        .collect();
+    let prompt = prompt(catalog, available, &bodies);
+    Ok(ContextView { tools, prompt })
+}
+
+/// Reads a context's pins (dropping and reporting those whose skill is gone) and active
+/// tools. Blocking (SQLite).
+pub fn tools(
+    store: &Store,
+    catalog: &Catalog,
+    context_id: &str,
+) -> Result<ContextTools, ContextError> {
     validate_id(context_id)?;
     let mut pinned = Vec::new();
     let mut skills: Vec<&Skill> = Vec::new();
@@ -252,21 +297,16 @@ pub fn view(
             }
         }
     }
-    let bodies: Vec<(&Skill, String)> = skills
-        .iter()
-        .map(|s| (*s, s.read_body().unwrap_or_default()))
-        .collect();
     let (restricted, active_tools) = match active_tools(catalog, &skills) {
-        Some(list) => (true, list),
-        None => (false, all_tools(catalog).into_iter().collect()),
+        Some(set) => (true, set),
+        None => (false, all_tools(catalog)),
     };
-    Ok(ContextView {
+    Ok(ContextTools {
         context_id: context_id.to_string(),
         pinned,
         dropped,
         restricted,
         active_tools,
-        prompt: prompt(catalog, available, &bodies),
     })
 }
 

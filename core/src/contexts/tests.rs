@@ -7,6 +7,7 @@ use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
 use super::disclosure::{self, DisclosureError};
 use super::*;
+use skillbox_protocol::Target;
 
 /// Writes a skill: SKILL.md with `extra` frontmatter, and a skill.yaml declaring `tools`
 /// (each runs `scripts/<tool>.py`).
@@ -50,6 +51,10 @@ fn fixture() -> (tempfile::TempDir, Catalog) {
     (dir, c)
 }
 
+fn t(name: &str) -> Target {
+    Target::parse(name).unwrap()
+}
+
 fn store(dir: &Path) -> Store {
     Store::open(&Store::db_path(dir)).unwrap()
 }
@@ -60,19 +65,20 @@ fn active_tools_union_of_allowed_and_base_intersected_with_existing() {
     let notes = c.get("notes").unwrap();
     let mail = c.get("mail").unwrap();
     let active = active_tools(&c, &[notes]).unwrap();
+    let names: Vec<String> = active.iter().map(Target::to_string).collect();
     assert_eq!(
-        active,
+        names,
         [
-            "load_skill",
             "mail:send",
             "notes:search",
+            "load_skill",
             "run_skill_script"
         ]
     );
     // A pinned skill without allowed-tools adds its own tools.
     let active = active_tools(&c, &[notes, mail]).unwrap();
-    assert!(active.contains(&"mail:read".to_string()), "{active:?}");
-    assert!(!active.contains(&"notes:edit".to_string()), "{active:?}");
+    assert!(active.contains(&t("mail:read")), "{active:?}");
+    assert!(!active.contains(&t("notes:edit")), "{active:?}");
     // Without any allowed-tools, no restriction.
     assert!(active_tools(&c, &[mail]).is_none());
     assert!(active_tools(&c, &[]).is_none());
@@ -85,11 +91,11 @@ fn view_builds_prompt_and_refuses_tools_outside_the_context() {
     let s = store(state.path());
     pin(&s, &c, "chat-1", "notes").unwrap();
     let v = view(&s, &c, &|_| true, "chat-1").unwrap();
-    assert!(v.restricted);
-    assert!(v.allows("notes:search"));
-    assert!(v.allows("load_skill"));
-    assert!(!v.allows("notes:edit"));
-    let refusal = v.refusal("notes:edit");
+    assert!(v.tools.restricted);
+    assert!(v.allows(&t("notes:search")));
+    assert!(v.allows(&t("load_skill")));
+    assert!(!v.allows(&t("notes:edit")));
+    let refusal = v.tools.refusal(&t("notes:edit"));
     assert!(refusal.contains("notes:search"), "{refusal}");
     assert!(refusal.contains("not active"), "{refusal}");
     // Catalogue of every available skill, body of the pinned one only.
@@ -101,8 +107,8 @@ fn view_builds_prompt_and_refuses_tools_outside_the_context() {
     assert!(!v.prompt.contains("- mail:"), "{}", v.prompt);
     // A context without pins restricts nothing.
     let v = view(&s, &c, &|_| true, "other").unwrap();
-    assert!(!v.restricted);
-    assert!(v.allows("notes:edit"));
+    assert!(!v.tools.restricted);
+    assert!(v.allows(&t("notes:edit")));
     drop(dir);
 }
 
@@ -116,10 +122,10 @@ fn view_drops_and_reports_pins_of_removed_skills() {
     std::fs::remove_dir_all(dir.path().join("guide")).unwrap();
     let c = load(dir.path());
     let v = view(&s, &c, &|_| true, "chat-1").unwrap();
-    assert_eq!(v.dropped, ["guide"]);
-    assert_eq!(v.pinned.len(), 1);
+    assert_eq!(v.tools.dropped, ["guide"]);
+    assert_eq!(v.tools.pinned.len(), 1);
     let again = view(&s, &c, &|_| true, "chat-1").unwrap();
-    assert!(again.dropped.is_empty(), "the drop was written back");
+    assert!(again.tools.dropped.is_empty(), "the drop was written back");
 }
 
 #[test]
@@ -203,11 +209,11 @@ fn run_skill_script_resolves_only_scripts_a_tool_declares() {
         &json!({"name": "mail", "script": "scripts/send.py", "args": {"to": "x"}}),
     )
     .unwrap();
-    assert_eq!(tool, "mail:send");
+    assert_eq!(tool.to_string(), "mail:send");
     assert_eq!(args, json!({"to": "x"}));
     let (tool, _) =
         disclosure::resolve_script(&c, &json!({"name": "mail", "script": "read.py"})).unwrap();
-    assert_eq!(tool, "mail:read");
+    assert_eq!(tool.to_string(), "mail:read");
     std::fs::write(dir.path().join("mail/scripts/other.py"), "").unwrap();
     let e = disclosure::resolve_script(&c, &json!({"name": "mail", "script": "scripts/other.py"}))
         .unwrap_err();

@@ -130,6 +130,8 @@ impl Gateway {
 }
 
 #[cfg(test)]
+mod one_path_tests;
+#[cfg(test)]
 mod roles_tests;
 #[cfg(test)]
 mod tests;

@@ -24,7 +24,9 @@ pub async fn plan(gw: &Gateway, req: Req) -> Reply {
 /// `POST /v1/route/execute`.
 pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
+    let trace = req.traceparent();
     let body: ExecuteRequest = req.json().await?;
-    let run = crate::router::execute_request(Arc::clone(&gw.dispatcher), caller, body).await?;
+    let run =
+        crate::router::execute_request(Arc::clone(&gw.dispatcher), caller, body, trace).await?;
     Ok(ok_of(&run))
 }

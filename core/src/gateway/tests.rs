@@ -293,3 +293,27 @@ async fn reload_reads_secrets_env_again_without_answering_its_values() {
     );
     assert!(!body.to_string().contains("sk-after-reload-81"), "{body}");
 }
+
+#[tokio::test]
+async fn a_tool_name_that_is_neither_skill_tool_nor_a_builtin_is_refused_at_the_edge() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    for bad in ["st", "echo.echo", ":x"] {
+        let (status, body) = send(
+            &gw,
+            Method::POST,
+            "/v1/tools/call",
+            Some(json!({"tool": bad})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}: {body}");
+        assert_eq!(body["error_kind"], "invalid_args", "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("is not a tool name"),
+            "{body}"
+        );
+    }
+}

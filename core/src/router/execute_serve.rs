@@ -14,14 +14,15 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill};
 
 use super::execute::{self, Run, Stage, Target};
 use super::{route_for_gateway, ActivationPlan, FallbackStep};
 use crate::auth::{CallOrigin, Caller};
-use crate::calls::Dispatcher;
+use crate::calls::{Dispatcher, ToolCall};
 use crate::contexts::{self, ContextView};
+use crate::observe::TraceParent;
 use crate::state::store::{unix_ms_now, RouteEvent};
 
 /// The body of `POST /v1/route/execute`.
@@ -163,37 +164,30 @@ pub async fn execute_request(
     dispatcher: Arc<Dispatcher>,
     caller: Caller,
     params: ExecuteParams,
+    trace: Option<TraceParent>,
 ) -> Result<Execution, ExecuteError> {
     let d = Arc::clone(&dispatcher);
     let p = params.clone();
     let c = caller.clone();
-    let (plan, chain, context) = tokio::task::spawn_blocking(move || {
+    let (plan, chain) = tokio::task::spawn_blocking(move || {
         let catalog = d.catalog();
-        let context = match p.context_id.as_deref() {
-            Some(id) => Some(context_view(&d, &catalog, &c, id)?),
-            None => None,
-        };
+        // A context the caller may not enter fails the request before anything runs; each
+        // stage's call is then gated by the pipeline like any other.
+        if let Some(id) = p.context_id.as_deref() {
+            contexts::enter(d.store(), &c, id)?;
+        }
         let plan = route_for_gateway(&d, &c, &p.query, p.context_id.as_deref())?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
-        Ok::<_, ExecuteError>((plan, chain, context))
+        Ok::<_, ExecuteError>((plan, chain))
     })
     .await??;
     let args = params.args.unwrap_or_else(|| json!({}));
-    let context = context.map(Arc::new);
-    let origin = Arc::new(CallOrigin::new(caller, params.context_id.clone()));
+    let origin = CallOrigin::new(caller, params.context_id.clone());
     let run = execute::run(&plan.route_id, chain, &args, |skill, tool, args| {
         let dispatcher = Arc::clone(&dispatcher);
-        let context = context.clone();
-        let origin = Arc::clone(&origin);
-        async move {
-            let full = ToolRef::new(skill, tool).to_string();
-            match context {
-                Some(c) if !c.allows(&full) => {
-                    ToolResult::failed("", ErrorKind::PermissionDenied, c.refusal(&full), 0)
-                }
-                _ => dispatcher.call_as(&origin, &full, args, None).await,
-            }
-        }
+        let call =
+            ToolCall::new(ToolRef::new(skill, tool), args, origin.clone()).traced(trace.clone());
+        async move { dispatcher.call(call).await }
     })
     .await;
     record(&dispatcher, &run).await;

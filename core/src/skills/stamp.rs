@@ -221,7 +221,7 @@ mod tests {
         let dispatcher = crate::calls::test_dispatcher(dir.path(), Catalog::default());
         dispatcher.set_load(catalog, None, stamps);
         // Unchanged: admitted (it then finds no executor here).
-        let r = dispatcher.call("echo:run", json!({})).await;
+        let r = dispatcher.call_named("echo:run", json!({})).await;
         assert!(
             !r.error
                 .clone()
@@ -232,7 +232,7 @@ mod tests {
         // Edited in place, as an attacker with write access to the skills folder would.
         let script = dir.path().join("skills/echo/scripts/run.sh");
         std::fs::write(&script, "cat /etc/passwd\n").unwrap();
-        let r = dispatcher.call("echo:run", json!({})).await;
+        let r = dispatcher.call_named("echo:run", json!({})).await;
         assert!(!r.success);
         assert_eq!(r.error_kind, Some(ErrorKind::PermissionDenied), "{r:?}");
         let error = r.error.unwrap();
@@ -241,7 +241,11 @@ mod tests {
         assert!(error.contains("reinstall it"), "{error}");
         // A file added is seen too.
         std::fs::write(dir.path().join("skills/echo/extra.sh"), "x").unwrap();
-        let e = dispatcher.call("echo:run", json!({})).await.error.unwrap();
+        let e = dispatcher
+            .call_named("echo:run", json!({}))
+            .await
+            .error
+            .unwrap();
         assert!(e.contains("files changed since install"), "{e}");
         // A folder that cannot be read any more is refused too, saying so.
         std::fs::rename(
@@ -249,11 +253,15 @@ mod tests {
             dir.path().join("echo-moved"),
         )
         .unwrap();
-        let e = dispatcher.call("echo:run", json!({})).await.error.unwrap();
+        let e = dispatcher
+            .call_named("echo:run", json!({}))
+            .await
+            .error
+            .unwrap();
         assert!(e.contains("its files cannot be read now"), "{e}");
         // A local skill (not in the lock) may be edited while it runs.
         std::fs::write(dir.path().join("skills/draft/scripts/run.sh"), "echo 1\n").unwrap();
-        let r = dispatcher.call("draft:run", json!({})).await;
+        let r = dispatcher.call_named("draft:run", json!({})).await;
         assert!(
             !r.error
                 .clone()

@@ -12,11 +12,11 @@ use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{ToolExecuteParams, HEALTH_DRAINING};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill};
+use skillbox_protocol::skill::{discover, DiscoveryOptions, Security, Skill};
 
 use super::tests::{pki, serve_on, start, status_of};
 use super::{ExecutorPool, Resend};
-use crate::calls::transport::{resend_for, ExecutorTransport};
+use crate::calls::transport::{resend_for, Dispatched, ExecutorTransport};
 use crate::calls::CallError;
 
 /// An executor that is stopping: once `draining` is set, `health` says so and every other
@@ -232,6 +232,15 @@ fn skill_with_read_and_write() -> (tempfile::TempDir, Arc<Skill>) {
     (root, Arc::new(catalog.skills.remove(0)))
 }
 
+/// A call of `tool` of `skill` as the pipeline hands it to a transport.
+fn dispatched(skill: &Arc<Skill>, tool: &str) -> Dispatched {
+    Dispatched {
+        skill: Arc::clone(skill),
+        security: skill.tool(tool).map_or(Security::Write, |t| t.security),
+        params: execute_params(tool),
+    }
+}
+
 fn execute_params(tool: &str) -> ToolExecuteParams {
     serde_json::from_value(json!({
         "call_id": "c0ffee", "capability_token": "t", "skill": "ledger", "tool": tool,
@@ -242,10 +251,9 @@ fn execute_params(tool: &str) -> ToolExecuteParams {
 
 #[test]
 fn only_read_tools_may_be_resent_after_delivery() {
-    let (_root, skill) = skill_with_read_and_write();
-    assert_eq!(resend_for(&skill, "balance"), Resend::AlsoDelivered);
-    assert_eq!(resend_for(&skill, "append"), Resend::OnlyUndelivered);
-    assert_eq!(resend_for(&skill, "unknown"), Resend::OnlyUndelivered);
+    assert_eq!(resend_for(Security::Read), Resend::AlsoDelivered);
+    assert_eq!(resend_for(Security::Write), Resend::OnlyUndelivered);
+    assert_eq!(resend_for(Security::Sign), Resend::OnlyUndelivered);
 }
 
 /// A pool whose first pick breaks the connection after the request and whose second runs
@@ -273,11 +281,7 @@ async fn write_tool_whose_connection_broke_after_sending_is_not_sent_again() {
     let (_root, skill) = skill_with_read_and_write();
     let (pool, breaks, runs, _tasks) = breaking_then_running(&pki).await;
     let err = pool
-        .execute(
-            Arc::clone(&skill),
-            execute_params("append"),
-            Duration::from_secs(5),
-        )
+        .execute(dispatched(&skill, "append"), Duration::from_secs(5))
         .await
         .unwrap_err();
     assert_eq!(breaks.0.load(SeqCst), 1);
@@ -293,11 +297,7 @@ async fn read_tool_whose_connection_broke_after_sending_runs_on_another_executor
     let (_root, skill) = skill_with_read_and_write();
     let (pool, breaks, runs, _tasks) = breaking_then_running(&pki).await;
     let result = pool
-        .execute(
-            Arc::clone(&skill),
-            execute_params("balance"),
-            Duration::from_secs(5),
-        )
+        .execute(dispatched(&skill, "balance"), Duration::from_secs(5))
         .await
         .unwrap();
     assert!(result.success, "{result:?}");

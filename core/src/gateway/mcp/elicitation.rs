@@ -16,12 +16,13 @@ use tokio::time::Instant;
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::Security;
-use skillbox_protocol::ToolRef;
+use skillbox_protocol::Target;
 use tokio::sync::{broadcast, watch};
 
 use super::errors::McpError;
 use crate::approvals::{args_hash, ApprovalRecord};
 use crate::auth::CallOrigin;
+use crate::calls::ToolCall;
 use crate::contexts::disclosure;
 use crate::gateway::Gateway;
 
@@ -34,14 +35,14 @@ pub struct WaitingCalls {
 /// The approvals of which call: a `write` approval carries the call's arguments, a `sign`
 /// approval the payload (matched by skill and tool alone).
 #[derive(Debug, Clone)]
-struct Target {
+struct Watched {
     skill: String,
     tool: String,
     args_hash: String,
     requested_by: String,
 }
 
-impl Target {
+impl Watched {
     fn matches(&self, r: &ApprovalRecord) -> bool {
         r.requested_by == self.requested_by
             && r.skill == self.skill
@@ -56,7 +57,7 @@ pub struct Waiting {
     origin: CallOrigin,
     name: String,
     args: Value,
-    target: Option<Target>,
+    target: Option<Watched>,
     result: watch::Receiver<Option<ToolResult>>,
     asked: broadcast::Receiver<ApprovalRecord>,
     done_since: Option<Instant>,
@@ -112,35 +113,35 @@ impl WaitingCalls {
     }
 }
 
-/// Starts `name` (`full` in the pipeline's terms) in the core, detached from the request.
-pub fn start(gw: &Gateway, origin: &CallOrigin, name: &str, full: String, args: Value) -> Waiting {
+/// Starts `call` (the MCP tool `name`) in the core, detached from the request.
+pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
     let catalog = gw.dispatcher.catalog();
-    let (pipeline_name, pipeline_args) = if full == disclosure::RUN_SKILL_SCRIPT {
-        disclosure::resolve_script(&catalog, &args).unwrap_or_default()
-    } else {
-        (full.clone(), args.clone())
+    let (origin, args) = (call.origin.clone(), call.args.clone());
+    // The tool whose approvals this call waits for: a script's tool for run_skill_script.
+    let reached = match &call.target {
+        Target::Tool(r) => Some((r.clone(), args.clone())),
+        Target::RunSkillScript => disclosure::resolve_script(&catalog, &args).ok(),
+        Target::LoadSkill => None,
     };
-    let target = ToolRef::parse(&pipeline_name).ok().map(|r| Target {
+    let watched = reached.map(|(r, a)| Watched {
         skill: r.skill,
         tool: r.tool,
-        args_hash: args_hash(&pipeline_args),
+        args_hash: args_hash(&a),
         requested_by: origin.caller.name().to_owned(),
     });
     // Subscribed before the call starts: its first approval cannot be missed.
     let asked = gw.dispatcher.approvals().watch_asked();
     let (tx, result) = watch::channel(None);
     let dispatcher = Arc::clone(&gw.dispatcher);
-    let call_origin = origin.clone();
-    let call_args = args.clone();
     tokio::spawn(async move {
-        let r = crate::gateway::tools::call_tool(&dispatcher, &call_origin, full, call_args).await;
+        let r = dispatcher.call(call).await;
         let _ = tx.send(Some(r));
     });
     Waiting {
         origin: origin.clone(),
         name: name.to_string(),
         args,
-        target,
+        target: watched,
         result,
         asked,
         done_since: None,

@@ -84,6 +84,7 @@ async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Byt
         tracing::warn!(error = %e, "MCP request refused");
         return transport::error_answer(Value::Null, &e);
     }
+    let trace = req.traceparent();
     let headers = req.headers;
     let bytes = match transport::read_body(req.body, req.max_body, req.body_timeout).await {
         Ok(b) => b,
@@ -99,8 +100,12 @@ async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Byt
     };
     let outcome = match eras::classify(&method, &params, Some(&headers)) {
         Ok(era) => {
-            let console = console_base(&headers);
-            call(gw, &origin, &era, &method, &params, &console).await
+            let asked = Asked {
+                origin: &origin,
+                console_base: console_base(&headers),
+                trace,
+            };
+            call(gw, &asked, &era, &method, &params).await
         }
         Err(e) => Err(e),
     };
@@ -111,14 +116,26 @@ async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Byt
 }
 
 /// Runs `method` of `era`.
+/// What one MCP request brings besides its message: who asks (and the endpoint's
+/// context), where the console is as the client reached the gateway, and the caller's
+/// W3C trace context (`traceparent`), carried into the pipeline as REST calls carry it.
+pub struct Asked<'a> {
+    /// The caller and the endpoint's context.
+    pub origin: &'a CallOrigin,
+    /// `http://<Host>`, for approval links.
+    pub console_base: String,
+    /// The request's `traceparent`, when valid.
+    pub trace: Option<crate::observe::TraceParent>,
+}
+
 async fn call(
     gw: &Gateway,
-    origin: &CallOrigin,
+    asked: &Asked<'_>,
     era: &Era,
     method: &str,
     params: &Map<String, Value>,
-    console_base: &str,
 ) -> Result<Value, McpError> {
+    let origin = asked.origin;
     let modern = era.is_modern();
     let caller = &origin.caller;
     let (result, cacheable) = match method {
@@ -126,10 +143,7 @@ async fn call(
         "ping" if !modern => (json!({}), false),
         "server/discover" => (discover(), true),
         "tools/list" => (tools::list(gw, origin).await?, true),
-        "tools/call" => (
-            tools::call(gw, origin, era, params, console_base).await?,
-            false,
-        ),
+        "tools/call" => (tools::call(gw, asked, era, params).await?, false),
         "resources/list" => (skills::list_resources(gw, caller).await?, true),
         "resources/templates/list" => (json!({"resourceTemplates": []}), true),
         "resources/read" => (skills::read_resource(gw, caller, params).await?, true),

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use serde_json::{json, Map, Value};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::{Catalog, Security, Skill, Tool};
-use skillbox_protocol::ToolRef;
+use skillbox_protocol::{Target, ToolRef};
 
 use super::elicitation::{self, Next};
 use super::eras::Era;
 use super::errors::McpError;
 use crate::auth::{CallOrigin, Caller};
+use crate::calls::ToolCall;
 use crate::contexts::{disclosure, ContextView};
 use crate::gateway::Gateway;
 
@@ -25,9 +26,11 @@ pub fn mcp_name(skill: &str, tool: &str) -> String {
 /// The tool an MCP name names: a built-in's own name, or `skill:tool` for `skill.tool`
 /// (split at the last dot: tool names have none). `Err` says what is missing, or that the
 /// caller may not use the skill (before anything about the skill is looked up).
-pub fn resolve(catalog: &Catalog, caller: &Caller, name: &str) -> Result<String, String> {
-    if name == disclosure::LOAD_SKILL || name == disclosure::RUN_SKILL_SCRIPT {
-        return Ok(name.to_string());
+pub fn resolve(catalog: &Catalog, caller: &Caller, name: &str) -> Result<Target, String> {
+    match name {
+        Target::LOAD_SKILL => return Ok(Target::LoadSkill),
+        Target::RUN_SKILL_SCRIPT => return Ok(Target::RunSkillScript),
+        _ => {}
     }
     let Some((skill, tool)) = name.rsplit_once('.') else {
         return Err("tool names are <skill>.<tool> (or load_skill, run_skill_script)".into());
@@ -41,7 +44,7 @@ pub fn resolve(catalog: &Catalog, caller: &Caller, name: &str) -> Result<String,
     if s.tool(tool).is_none() {
         return Err(format!("skill {skill:?} has no tool {tool:?}"));
     }
-    Ok(ToolRef::new(skill, tool).to_string())
+    Ok(Target::Tool(ToolRef::new(skill, tool)))
 }
 
 /// The annotations of a skill tool: its security level, and whether its skill may reach
@@ -84,12 +87,12 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         Some(id) => Some(context(gw, caller, id).await?),
         None => None,
     };
-    let allowed = |full: &str| view.as_ref().is_none_or(|v| v.allows(full));
+    let allowed = |t: &Target| view.as_ref().is_none_or(|v| v.allows(t));
     let catalog = gw.dispatcher.catalog();
     let mut tools: Vec<Value> = Vec::new();
     for skill in (catalog.skills.iter()).filter(|s| caller.may_use_skill(&s.name)) {
         for tool in &skill.tools {
-            if !allowed(&ToolRef::new(&skill.name, &tool.name).to_string()) {
+            if !allowed(&Target::Tool(ToolRef::new(&skill.name, &tool.name))) {
                 continue;
             }
             let mut listed = json!({
@@ -115,7 +118,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         .collect();
     for builtin in disclosure::builtin_tools(&available) {
         let name = builtin["name"].as_str().unwrap_or_default().to_string();
-        if !allowed(&name) {
+        if !Target::parse(&name).is_ok_and(|t| allowed(&t)) {
             continue;
         }
         // `run_skill_script` runs whichever declared tool runs the script, a `write` one
@@ -173,19 +176,20 @@ pub fn call_params(params: &Map<String, Value>) -> Result<(String, Value), McpEr
 /// elicitation gets each approval the call waits for as a link first ([`elicitation`]).
 pub async fn call(
     gw: &Gateway,
-    origin: &CallOrigin,
+    asked: &super::Asked<'_>,
     era: &Era,
     params: &Map<String, Value>,
-    console_base: &str,
 ) -> Result<Value, McpError> {
+    let origin = asked.origin;
     let (name, args) = call_params(params)?;
     let catalog = gw.dispatcher.catalog();
-    let full = resolve(&catalog, &origin.caller, &name).map_err(|why| McpError::UnknownTool {
+    let target = resolve(&catalog, &origin.caller, &name).map_err(|why| McpError::UnknownTool {
         name: name.clone(),
         why,
     })?;
     if !era.client_takes_url_elicitation() {
-        let result = crate::gateway::tools::call_tool(&gw.dispatcher, origin, full, args).await;
+        let call = ToolCall::new(target, args, origin.clone()).traced(asked.trace.clone());
+        let result = gw.dispatcher.call(call).await;
         return Ok(call_result(&result));
     }
     // A waiting call is resumed only by the caller that started it, in the same context.
@@ -193,12 +197,15 @@ pub async fn call(
         .get("requestState")
         .and_then(Value::as_str)
         .and_then(|state| gw.mcp_waiting.take(state, origin, &name, &args));
-    let waiting = resumed.unwrap_or_else(|| elicitation::start(gw, origin, &name, full, args));
+    let waiting = resumed.unwrap_or_else(|| {
+        let call = ToolCall::new(target, args, origin.clone()).traced(asked.trace.clone());
+        elicitation::start(gw, &name, call)
+    });
     match elicitation::next(waiting).await {
         Next::Done(result) => Ok(call_result(&result)),
         Next::Asked(record, waiting) => {
             let state = elicitation::new_state(gw)?;
-            let answer = elicitation::input_required(&record, &state, console_base);
+            let answer = elicitation::input_required(&record, &state, &asked.console_base);
             let keep =
                 std::time::Duration::from_millis(gw.dispatcher.approvals().policy().timeout_ms);
             gw.mcp_waiting.put(state, *waiting, keep);
