@@ -30,9 +30,8 @@ use crate::state::store::{unix_ms_now, Store, StoreError};
 mod canonical;
 pub mod grants;
 pub mod payload;
-mod policy;
 
-pub use self::policy::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
+pub use crate::state::config::approvals::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
 
 pub(crate) use self::canonical::hex;
 pub use self::canonical::{args_hash, canonical_json};

@@ -15,10 +15,7 @@ use skillbox_protocol::skill::Security;
 
 use crate::random::{self, SystemSource};
 
-/// The default of `[approvals] allow_max_minutes`.
-pub const DEFAULT_MAX_MINUTES: u64 = 60;
-/// The default of `[approvals] allow_max_entries`.
-pub const DEFAULT_MAX_ENTRIES: usize = 16;
+pub use crate::state::config::approvals::{DEFAULT_MAX_ENTRIES, DEFAULT_MAX_MINUTES};
 
 /// The bounds of allowances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -57,7 +57,7 @@ pub enum CallError {
     Unavailable {
         /// The skill.
         skill: String,
-        /// Why ([`crate::router::context_readiness`]).
+        /// Why ([`crate::executors::readiness::context_readiness`]).
         reason: String,
     },
     /// The approval was denied, timed out, or could not be asked for.

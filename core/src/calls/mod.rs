@@ -2,7 +2,7 @@
 //! steps, each decided in exactly one place ([`pipeline`]):
 //!
 //! 1. **admit**: the tool exists, its skill is not disabled by the trust policy, and it is
-//!    available where tools run ([`crate::router::context_readiness`] over the executors'
+//!    available where tools run ([`crate::executors::readiness::context_readiness`] over the executors'
 //!    sandbox facts);
 //! 2. **approve**: a `write` tool waits for the operator (a `sign` tool waits at each
 //!    signature, in the callbacks);
@@ -31,10 +31,11 @@ pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::transport::ExecutorTransport;
 use crate::approvals::Approvals;
 use crate::executors::availability::SandboxReadiness;
+use crate::executors::readiness::{context_readiness, Availability};
 use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
 use crate::random::{self, RandomSource, SystemSource};
-use crate::router::context_readiness;
+use crate::router::Router;
 use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
 use crate::state::secrets::Secrets;
@@ -63,8 +64,9 @@ impl Transports {
     }
 }
 
-/// What a load or reload produced, swapped as one: the catalogue and the configuration
-/// read with it (the config is read once per load, never per request).
+/// What a load or reload produced, swapped as one: the catalogue, the configuration read
+/// with it (once per load, never per request) and the router over both (built at its
+/// first use and kept with them: no global cache).
 #[derive(Debug)]
 pub struct Loaded {
     /// The skills.
@@ -76,6 +78,8 @@ pub struct Loaded {
     skills: std::collections::HashMap<String, Arc<Skill>>,
     /// The installed skills' files as they were verified (admission refuses a change).
     pub stamps: Arc<InstalledStamps>,
+    /// The router over this catalogue with this `[routing]`.
+    router: std::sync::OnceLock<Arc<Router>>,
 }
 
 impl Loaded {
@@ -89,7 +93,18 @@ impl Loaded {
             config,
             skills,
             stamps: Arc::default(),
+            router: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The router of this load.
+    pub fn router(&self) -> Arc<Router> {
+        Arc::clone(self.router.get_or_init(|| {
+            Arc::new(Router::new(
+                Arc::clone(&self.catalog),
+                self.config.routing.clone(),
+            ))
+        }))
     }
 
     /// The same load with the installed skills' stamps taken before they were verified.
@@ -245,10 +260,28 @@ impl Dispatcher {
         SandboxReadiness::new(self.transports.pool.sandbox_facts(), &self.secrets)
     }
 
-    /// Why a skill cannot be used now, if it cannot: a program its tools need that the
-    /// executors' sandboxes lack, an OS they do not run, an env value the core does not
-    /// hold ([`crate::router::context_readiness`], the one verdict).
-    pub fn unavailable_reason(&self, skill: &Skill) -> Option<String> {
+    /// Context `id` as `caller` sees it, once it is let in ([`crate::contexts::enter`]: a
+    /// bot's own contexts only): pins, active tools and prompt. Blocking (SQLite and the
+    /// pinned skills' bodies).
+    pub fn context_view(
+        &self,
+        caller: &crate::auth::Caller,
+        id: &str,
+    ) -> Result<crate::contexts::ContextView, crate::contexts::ContextError> {
+        let catalog = self.catalog();
+        crate::contexts::enter(&self.store, caller, id)?;
+        crate::contexts::view(
+            &self.store,
+            &catalog,
+            &|s| self.availability(s).is_ready(),
+            id,
+        )
+    }
+
+    /// Whether a skill can be used now: a program its tools need that the executors'
+    /// sandboxes lack, an OS they do not run, an env value the core does not hold make it
+    /// unavailable ([`crate::executors::readiness::context_readiness`], the one verdict).
+    pub fn availability(&self, skill: &Skill) -> Availability {
         context_readiness(skill, &self.readiness()).1
     }
 

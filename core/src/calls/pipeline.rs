@@ -19,6 +19,7 @@ use super::{CallError, Dispatcher, Loaded};
 use crate::approvals::ApprovalRequest;
 use crate::auth::{CallOrigin, Caller};
 use crate::contexts::{self, disclosure, ContextTools};
+use crate::executors::readiness::Availability;
 use crate::observe::TraceParent;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallRecord};
@@ -261,7 +262,7 @@ impl Dispatcher {
                 skill: skill_name.to_string(),
                 why,
             })?;
-        if let Some(reason) = self.unavailable_reason(&skill) {
+        if let Availability::Unavailable(reason) = self.availability(&skill) {
             return Err(CallError::Unavailable {
                 skill: skill_name.to_string(),
                 reason,

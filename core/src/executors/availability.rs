@@ -1,14 +1,14 @@
 //! Whether a skill can run now, judged where its tools run: the programs and OS that the
 //! executors' sandboxes report with `health` ([`SandboxFacts`]), and the env values the core
-//! holds. [`SandboxReadiness`] answers the router's [`Readiness`] questions from them, and
-//! [`crate::router::context_readiness`] turns the answers into the one verdict that
+//! holds. [`SandboxReadiness`] answers the [`Readiness`] questions from them, and
+//! [`super::readiness::context_readiness`] turns the answers into the one verdict that
 //! routing, `/v1/skills`, the catalogue, `route/execute` and `tools/call` all use.
 
 use std::sync::Arc;
 
 use skillbox_protocol::methods::SandboxFacts;
 
-use crate::router::{host_os, Readiness};
+use super::readiness::{host_os, Readiness};
 use crate::state::secrets::Secrets;
 
 /// The executors' sandbox facts and the core's secrets, as the router's readiness.

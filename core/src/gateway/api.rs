@@ -17,8 +17,9 @@ use crate::skills::install::Installed;
 use crate::state::store::Decision;
 use crate::state::store::RepairRecord;
 
+pub use super::route_execute::ExecuteParams as ExecuteRequest;
+pub use super::route_plan::RouteParams as RouteRequest;
 pub use crate::repair::RepairProposal;
-pub use crate::router::{ExecuteParams as ExecuteRequest, RouteParams as RouteRequest};
 
 /// `POST /v1/tools/call`.
 #[derive(Debug, Deserialize)]

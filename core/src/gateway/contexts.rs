@@ -44,7 +44,7 @@ async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Rep
             Some((false, name)) => Some(contexts::unpin(d.store(), &id, name)?),
             None => None,
         };
-        let view = crate::router::context_view(&d, &catalog, &caller, &id)?;
+        let view = d.context_view(&caller, &id)?;
         Ok::<_, contexts::ContextError>((changed, view))
     })
     .await??;

@@ -198,7 +198,7 @@ from_kinded!(
     crate::contexts::ContextError,
     crate::contexts::disclosure::DisclosureError,
     crate::skills::reload::ReloadError,
-    crate::router::ExecuteError,
+    super::route_execute::ExecuteError,
 );
 
 /// A task the gateway moved off the async threads panicked or was cancelled.

@@ -17,6 +17,8 @@ mod reload;
 mod repairs;
 mod request;
 mod route;
+mod route_execute;
+mod route_plan;
 mod server;
 mod skills;
 mod table;

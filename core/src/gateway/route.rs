@@ -14,7 +14,7 @@ use super::Gateway;
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let body: RouteRequest = req.json().await?;
-    let plan = crate::router::route_request(Arc::clone(&gw.dispatcher), caller, body)
+    let plan = super::route_plan::route_request(Arc::clone(&gw.dispatcher), caller, body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
         .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
@@ -27,6 +27,7 @@ pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let trace = req.traceparent();
     let body: ExecuteRequest = req.json().await?;
     let run =
-        crate::router::execute_request(Arc::clone(&gw.dispatcher), caller, body, trace).await?;
+        super::route_execute::execute_request(Arc::clone(&gw.dispatcher), caller, body, trace)
+            .await?;
     Ok(ok_of(&run))
 }

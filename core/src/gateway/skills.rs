@@ -69,7 +69,7 @@ fn not_found(name: &str) -> ApiError {
 }
 
 fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary {
-    let reason = gw.dispatcher.unavailable_reason(s);
+    let reason = gw.dispatcher.availability(s).reason().map(str::to_string);
     SkillSummary {
         name: s.name.clone(),
         version: s.version.clone(),

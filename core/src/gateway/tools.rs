@@ -41,7 +41,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         .skills
         .iter()
         .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
+        .filter(|s| gw.dispatcher.availability(s).is_ready())
         .map(|s| s.name.clone())
         .collect();
     out.extend(disclosure::builtin_tools(&available));

@@ -34,43 +34,12 @@ use crate::random::{self, RandomError, RandomSource, SystemSource};
 use crate::skills::install::lock;
 use crate::state::store::{unix_ms_now, Store};
 
+pub use crate::state::config::repair::RepairConfig;
 pub use crate::state::store::{RepairOutcome, RepairRecord};
 pub use apply::{ApplyError, Change};
 pub use error::RepairError;
 pub use patch::PatchError;
 pub use scope::Area;
-
-/// `[repair]` of `skillbox.toml`: the budget and the eligibility thresholds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct RepairConfig {
-    /// Repair attempts one run may make on one skill.
-    pub attempts_per_run: u32,
-    /// Files one attempt may change.
-    pub files_per_attempt: usize,
-    /// Hunks one attempt may contain.
-    pub hunks_per_attempt: usize,
-    /// Words one attempt may add to `SKILL.md` and `references/**`.
-    pub added_doc_tokens: usize,
-    /// Least share of the task done before a repair is worth trying (0–1).
-    pub min_task_progress: f64,
-    /// Most root causes a repairable failure may have.
-    pub max_root_causes: u32,
-}
-
-impl Default for RepairConfig {
-    fn default() -> Self {
-        let b = RepairBudget::default();
-        Self {
-            attempts_per_run: b.attempts_per_run,
-            files_per_attempt: b.files_per_attempt,
-            hunks_per_attempt: b.hunks_per_attempt,
-            added_doc_tokens: b.added_doc_tokens,
-            min_task_progress: 0.70,
-            max_root_causes: 1,
-        }
-    }
-}
 
 impl RepairConfig {
     /// The budget part.

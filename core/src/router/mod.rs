@@ -14,13 +14,11 @@
 //! `intent_match` calibration; everything after it is unchanged.
 
 pub mod execute;
-mod execute_serve;
 pub mod index;
 mod lexicon;
 pub mod plan;
 mod recall;
 pub mod score;
-mod serve;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,14 +28,12 @@ use skillbox_protocol::skill::{Catalog, Skill};
 
 use crate::random::{self, RandomError, RandomSource, SystemSource};
 
-pub use execute_serve::{context_view, execute_request, ExecuteError, ExecuteParams, Execution};
+pub use crate::executors::readiness::{
+    context_readiness, host_os, AssumeReady, Availability, HostReadiness, Readiness,
+};
 pub use index::Bm25Index;
 pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
-pub use score::{
-    context_readiness, host_os, AssumeReady, Breakdown, CallCounts, HostReadiness, Readiness,
-    RoutingConfig, StatsMap, Weights,
-};
-pub use serve::{route_for_gateway, route_request, RouteError, RouteParams};
+pub use score::{Breakdown, CallCounts, RoutingConfig, StatsMap, Weights};
 
 /// A router over one catalogue; rebuild it when the catalogue changes.
 #[derive(Debug)]
@@ -172,7 +168,7 @@ impl Router {
         let (doc, sources, trigger_hits) = recalled;
         let c = &self.config;
         let (bm25, matched_terms) = self.index.score_doc(terms, doc);
-        let (readiness, unavailable) = score::context_readiness(skill, inputs.readiness);
+        let (readiness, availability) = context_readiness(skill, inputs.readiness);
         let anti = skill
             .routing
             .anti_triggers
@@ -198,9 +194,11 @@ impl Router {
         // Spec §9: the user's explicit word, then safety, then routing rules. So an
         // unavailable skill stays out even when forced; an anti-trigger does not veto a
         // skill the user named.
-        let status = match (unavailable, anti) {
-            (Some(reason), _) => Status::Unavailable { reason },
-            (None, Some(anti_trigger)) if !forced => Status::Conflict { anti_trigger },
+        let status = match (availability, anti) {
+            (Availability::Unavailable(reason), _) => Status::Unavailable { reason },
+            (Availability::Ready, Some(anti_trigger)) if !forced => {
+                Status::Conflict { anti_trigger }
+            }
             _ => Status::Selected,
         };
         Candidate {

@@ -12,17 +12,8 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
+pub use crate::state::config::skills::SkillsSection;
 pub use crate::state::workspace::SKILLS_DIR as INSTALL_ROOT;
-
-/// `[skills]`
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SkillsSection {
-    /// Skills roots, highest precedence first; empty: `<workspace>/skills` only.
-    pub roots: Vec<String>,
-}
 
 /// Why a configured root cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

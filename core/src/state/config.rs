@@ -117,6 +117,15 @@ use serde::{Deserialize, Serialize};
 pub use crate::state::workspace::CONFIG_FILE;
 pub use gateway::GatewayConfig;
 
+pub mod approvals;
+pub mod console;
+pub mod fetch;
+pub mod log;
+pub mod observe;
+pub mod repair;
+pub mod routing;
+pub mod skills;
+
 mod gateway;
 
 /// The whole configuration.
@@ -130,25 +139,25 @@ pub struct Config {
     /// The Docker engine: executor supervision and per-call containers.
     pub docker: DockerSection,
     /// Fetch proxy settings.
-    pub fetch: crate::proxy::fetch::FetchConfig,
+    pub fetch: fetch::FetchConfig,
     /// readFile proxy settings.
     pub read_file: ReadFileSection,
     /// Approval settings.
-    pub approvals: crate::approvals::ApprovalPolicy,
+    pub approvals: approvals::ApprovalPolicy,
     /// Skills roots and their precedence.
-    pub skills: crate::skills::roots::SkillsSection,
+    pub skills: skills::SkillsSection,
     /// Signed-skill policy.
     pub trust: TrustSection,
     /// Routing weights and threshold.
-    pub routing: crate::router::RoutingConfig,
+    pub routing: routing::RoutingConfig,
     /// Self-repair budget and eligibility.
-    pub repair: crate::repair::RepairConfig,
+    pub repair: repair::RepairConfig,
     /// The operator console's sessions and sign-in link.
-    pub console: crate::gateway::console::ConsoleSection,
+    pub console: console::ConsoleSection,
     /// History kept for the observability routes.
-    pub observe: crate::observe::ObserveSection,
+    pub observe: observe::ObserveSection,
     /// The log format.
-    pub log: crate::observe::log::LogSection,
+    pub log: log::LogSection,
     /// The MCP server on the gateway.
     pub mcp: McpSection,
 }

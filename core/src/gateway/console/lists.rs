@@ -63,7 +63,7 @@ pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
                 th { "Available" } th { "Bots" } th { "Pinned in contexts" } } }
             tbody {
                 @for s in &catalog.skills {
-                    @let reason = gw.dispatcher.unavailable_reason(s);
+                    @let reason = gw.dispatcher.availability(s).reason().map(str::to_string);
                     @let locked = lock.as_ref().and_then(|l| l.get(&s.name));
                     tr data-skill=(s.name) {
                         td { (s.name) br; span.meta { (s.description) } }

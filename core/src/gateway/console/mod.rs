@@ -19,7 +19,6 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use maud::Markup;
-use serde::{Deserialize, Serialize};
 
 use super::request::{read_bounded, Body, BodyReadError};
 use super::Gateway;
@@ -43,28 +42,6 @@ pub const SECURITY_HEADERS: [(&str, &str); 6] = [
     ("cross-origin-opener-policy", "same-origin"),
 ];
 
-/// `[console]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ConsoleSection {
-    /// A session ends this long after sign-in.
-    pub session_minutes: u64,
-    /// Sessions at once; signing in beyond it ends the oldest.
-    pub max_sessions: usize,
-    /// The one-time sign-in link works this long.
-    pub link_seconds: u64,
-}
-
-impl Default for ConsoleSection {
-    fn default() -> Self {
-        Self {
-            session_minutes: 480,
-            max_sessions: 32,
-            link_seconds: 600,
-        }
-    }
-}
-
 impl ConsoleSection {
     /// The session bounds these settings give.
     pub fn limits(&self) -> SessionLimits {
@@ -76,6 +53,8 @@ impl ConsoleSection {
         }
     }
 }
+
+pub use crate::state::config::console::ConsoleSection;
 
 /// The console's state: its sessions and sign-in links.
 #[derive(Debug)]

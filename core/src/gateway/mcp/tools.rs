@@ -65,14 +65,9 @@ pub async fn context(
     context_id: &str,
 ) -> Result<ContextView, McpError> {
     let d = Arc::clone(&gw.dispatcher);
-    let catalog = gw.dispatcher.catalog();
     let id = context_id.to_string();
     let caller = caller.clone();
-    match tokio::task::spawn_blocking(move || {
-        crate::router::context_view(&d, &catalog, &caller, &id)
-    })
-    .await
-    {
+    match tokio::task::spawn_blocking(move || d.context_view(&caller, &id)).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(McpError::BadParams(e.to_string())),
         Err(e) => Err(McpError::Internal(e.to_string())),
@@ -113,7 +108,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         .skills
         .iter()
         .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.dispatcher.unavailable_reason(s).is_none())
+        .filter(|s| gw.dispatcher.availability(s).is_ready())
         .map(|s| s.name.clone())
         .collect();
     for builtin in disclosure::builtin_tools(&available) {

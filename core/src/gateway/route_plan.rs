@@ -1,10 +1,11 @@
-//! The router as the gateway uses it: one router per load, rebuilt when the dispatcher's
-//! catalogue and configuration are swapped (a reload), with the `[routing]` of that load; readiness from the executors' sandbox facts and the
-//! dispatcher's secrets, success rates from the stats store.
+//! `POST /v1/route`: the router of the current load (built once per load, swapped with the
+//! catalogue and configuration, [`crate::calls::Loaded::router`]) over the caller's
+//! skills; readiness from the executors' sandbox facts and the core's secrets, success
+//! rates from the stats store; the decision recorded for `GET /v1/routes`.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use super::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
+use crate::router::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use skillbox_protocol::skill::Catalog;
 
 use crate::auth::Caller;
@@ -13,18 +14,13 @@ use crate::calls::Loaded;
 use crate::random::RandomError;
 use crate::state::store::{unix_ms_now, RouteRecord};
 
-/// The router of the latest load; holding the `Arc` keeps pointer identity sound.
-static CACHE: Mutex<Option<(Arc<Loaded>, Arc<Router>)>> = Mutex::new(None);
-
 /// The router `caller` routes with: the load's, or for a bot limited to some skills, one
 /// over those skills only (built per request: the plan never names a skill the bot may
 /// not use).
-fn router_for_caller(loaded: Arc<Loaded>, caller: &Caller) -> Arc<Router> {
-    let Caller::Bot(bot) = caller else {
-        return router_for(loaded);
-    };
-    if bot.skills.is_none() {
-        return router_for(loaded);
+fn router_for_caller(loaded: &Loaded, caller: &Caller) -> Arc<Router> {
+    let limited = matches!(caller, Caller::Bot(bot) if bot.skills.is_some());
+    if !limited {
+        return loaded.router();
     }
     let catalog = Catalog {
         skills: (loaded.catalog.skills.iter())
@@ -37,21 +33,6 @@ fn router_for_caller(loaded: Arc<Loaded>, caller: &Caller) -> Arc<Router> {
         Arc::new(catalog),
         loaded.config.routing.clone(),
     ))
-}
-
-fn router_for(loaded: Arc<Loaded>) -> Arc<Router> {
-    let mut cache = CACHE.lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some((l, r)) = cache.as_ref() {
-        if Arc::ptr_eq(l, &loaded) {
-            return Arc::clone(r);
-        }
-    }
-    let router = Arc::new(Router::new(
-        Arc::clone(&loaded.catalog),
-        loaded.config.routing.clone(),
-    ));
-    *cache = Some((loaded, Arc::clone(&router)));
-    router
 }
 
 /// Routes `query` over the dispatcher's catalogue (blocking: PATH and SQLite reads), and
@@ -97,7 +78,7 @@ fn route_unrecorded(
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
-    let router = router_for_caller(dispatcher.loaded(), caller);
+    let router = router_for_caller(&dispatcher.loaded(), caller);
     let stats: StatsMap = match dispatcher.store().all_skill_stats() {
         Ok(all) => all
             .into_iter()

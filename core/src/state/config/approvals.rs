@@ -1,9 +1,14 @@
-//! The operator's approval policy: `[approvals]` in `skillbox.toml`, read as it is.
+//! `[approvals]`: the operator's approval policy, read as it is (the approvals themselves
+//! are [`crate::approvals`]).
 
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::ToolRef;
 
-use super::grants;
+/// The default of `allow_max_minutes`: an hour.
+pub const DEFAULT_MAX_MINUTES: u64 = 60;
+
+/// The default of `allow_max_entries`.
+pub const DEFAULT_MAX_ENTRIES: usize = 16;
 
 /// The default time a call waits for a decision: two minutes.
 pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
@@ -30,8 +35,8 @@ impl Default for ApprovalPolicy {
         ApprovalPolicy {
             auto_approve: Vec::new(),
             timeout_ms: DEFAULT_TIMEOUT_MS,
-            allow_max_minutes: grants::DEFAULT_MAX_MINUTES,
-            allow_max_entries: grants::DEFAULT_MAX_ENTRIES,
+            allow_max_minutes: DEFAULT_MAX_MINUTES,
+            allow_max_entries: DEFAULT_MAX_ENTRIES,
             bots_confirm_write: false,
         }
     }

@@ -17,12 +17,13 @@ use serde_json::{json, Value};
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill};
 
-use super::execute::{self, Run, Stage, Target};
-use super::{route_for_gateway, ActivationPlan, FallbackStep};
+use super::route_plan::route_for_gateway;
 use crate::auth::{CallOrigin, Caller};
 use crate::calls::{Dispatcher, ToolCall};
-use crate::contexts::{self, ContextView};
+use crate::contexts;
 use crate::observe::TraceParent;
+use crate::router::execute::{self, Run, Stage, Target};
+use crate::router::{ActivationPlan, FallbackStep};
 use crate::state::store::{unix_ms_now, RouteEvent};
 
 /// The body of `POST /v1/route/execute`.
@@ -54,7 +55,9 @@ pub struct Execution {
 
 /// What to run for `skill` in this request.
 pub fn target(dispatcher: &Dispatcher, skill: &Skill, requested: Option<&str>) -> Target {
-    if let Some(reason) = dispatcher.unavailable_reason(skill) {
+    if let crate::executors::readiness::Availability::Unavailable(reason) =
+        dispatcher.availability(skill)
+    {
         return Target::Refused {
             kind: ErrorKind::Unavailable,
             reason: format!("skill {:?} cannot run here: {reason}", skill.name),
@@ -115,23 +118,6 @@ pub fn stages(
         });
     }
     out
-}
-
-/// Reads a context for the dispatcher's catalogue (blocking), once `caller` is let in
-/// ([`contexts::enter`]: a bot's own contexts only).
-pub fn context_view(
-    dispatcher: &Dispatcher,
-    catalog: &Catalog,
-    caller: &Caller,
-    context_id: &str,
-) -> Result<ContextView, contexts::ContextError> {
-    contexts::enter(dispatcher.store(), caller, context_id)?;
-    contexts::view(
-        dispatcher.store(),
-        catalog,
-        &|s| dispatcher.unavailable_reason(s).is_none(),
-        context_id,
-    )
 }
 
 /// Why `POST /v1/route/execute` could not run its chain.
