@@ -208,6 +208,34 @@ async fn sign_in_with_a_wrong_token_is_refused_without_a_cookie() {
 }
 
 #[tokio::test]
+async fn sign_in_with_a_wrong_token_does_not_disclose_the_token_file_path() {
+    let (dir, gw) = setup();
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        "token=guessing",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    // Where the token is, said as the first page says it, not where this host keeps it.
+    assert!(
+        a.body
+            .contains("Wrong API token. It is in &lt;workspace&gt;/.skillbox/api-token."),
+        "{}",
+        a.body
+    );
+    let workspace = dir.path().display().to_string();
+    assert!(!a.body.contains(&workspace), "{}", a.body);
+    assert!(
+        !a.body.contains(&gw.token_file.display().to_string()),
+        "{}",
+        a.body
+    );
+}
+
+#[tokio::test]
 async fn sign_in_from_another_origin_is_refused() {
     let (_dir, gw) = setup();
     let form = format!("token={TOKEN}");
