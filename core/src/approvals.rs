@@ -28,6 +28,7 @@ use crate::state::store::{unix_ms_now, Store, StoreError};
 
 mod canonical;
 pub mod grants;
+pub mod inspect;
 pub mod payload;
 mod policy;
 

@@ -14,6 +14,7 @@ use super::pages::{message, sign_in as sign_in_page};
 use super::session::{clear_cookie, set_cookie, Session};
 use super::{html, redirect, safe_next, ConsoleReq};
 use crate::approvals::grants::AllowError;
+use crate::approvals::payload::approval_warnings;
 use crate::approvals::{ApprovalRecord, Decision};
 use crate::gateway::{ApiError, Gateway};
 use crate::state::store::unix_ms_now;
@@ -45,6 +46,9 @@ struct DecideForm {
     reason: Option<String>,
     #[serde(default)]
     allow_minutes: Option<u64>,
+    /// `yes` when the operator ticked that they read the approval's warnings.
+    #[serde(default)]
+    acknowledge: Option<String>,
 }
 
 fn refused(e: &GuardError) -> Response<Full<Bytes>> {
@@ -168,6 +172,25 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
         Err(r) => return r,
     };
     let approvals = gw.dispatcher.approvals();
+    if form.decision == Decision::Approve && form.acknowledge.as_deref() != Some("yes") {
+        let warnings = match approvals.get(id) {
+            Ok(record) => approval_warnings(&record.args),
+            Err(e) => return api_refusal(ApiError::from(e)),
+        };
+        if !warnings.is_empty() {
+            tracing::warn!(approval_id = %id, warnings = warnings.len(), "console approval refused: its warnings were not acknowledged");
+            return html(
+                StatusCode::BAD_REQUEST,
+                message(
+                    "Not approved",
+                    &format!(
+                        "This approval carries {} warning(s) (hidden characters, duplicate JSON keys or numbers a parser would change). Read them on the approval's card, tick \"I have read the warnings\" and approve again, or deny it. It is still pending.",
+                        warnings.len()
+                    ),
+                ),
+            );
+        }
+    }
     let reason = form.reason.filter(|r| !r.trim().is_empty());
     let Some(minutes) = form.allow_minutes else {
         return match approvals.decide(id, form.decision, reason) {

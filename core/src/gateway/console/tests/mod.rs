@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod approvals;
+mod card;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -22,15 +23,13 @@ pub(super) const TOKEN: &str = "console-token-7d1e0b";
 pub(super) const HOST: &str = "127.0.0.1:7070";
 pub(super) const ORIGIN: &str = "http://127.0.0.1:7070";
 
-fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
-    crate::gateway::test_gateway(
-        ws,
-        Catalog::default(),
-        ws.join("skills"),
-        TOKEN,
-        4096,
-        Console::new(section),
-    )
+pub(super) fn gateway(
+    ws: &std::path::Path,
+    section: &ConsoleSection,
+    catalog: Catalog,
+    skills_root: std::path::PathBuf,
+) -> Gateway {
+    crate::gateway::test_gateway(ws, catalog, skills_root, TOKEN, 4096, Console::new(section))
 }
 
 /// Request headers of a case.
@@ -106,7 +105,12 @@ pub(super) fn status_of(gw: &Gateway, id: &str) -> ApprovalStatus {
 
 pub(super) fn setup() -> (tempfile::TempDir, Gateway) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &ConsoleSection::default());
+    let gw = gateway(
+        dir.path(),
+        &ConsoleSection::default(),
+        Catalog::default(),
+        dir.path().join("skills"),
+    );
     (dir, gw)
 }
 
@@ -347,6 +351,8 @@ async fn one_time_link_expires_after_link_seconds() {
             link_seconds: 0,
             ..ConsoleSection::default()
         },
+        Catalog::default(),
+        dir.path().join("skills"),
     );
     let path = gw.console.sign_in_path().unwrap();
     let a = send(&gw, Method::GET, &path, &[], "").await;
