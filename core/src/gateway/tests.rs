@@ -265,3 +265,51 @@ async fn repair_records_of_a_skill_are_readable() {
     let (_, other) = send(&gw, Method::GET, "/v1/skills/mail/repairs", None).await;
     assert_eq!(other, json!({"repairs": []}));
 }
+
+/// `GET /metrics` through the table with `accept`: its content type and text.
+async fn metrics_with(gw: &Gateway, accept: Option<&str>) -> (String, String) {
+    let mut headers = http::HeaderMap::new();
+    if let Some(a) = accept {
+        headers.insert(http::header::ACCEPT, a.parse().unwrap());
+    }
+    let body: Body = Full::new(Bytes::new())
+        .map_err(|never| match never {})
+        .boxed();
+    let r = table::dispatch(gw, &Method::GET, "/metrics", None, headers, body)
+        .await
+        .unwrap();
+    let content_type = r.headers()[http::header::CONTENT_TYPE]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let bytes = r.into_body().collect().await.unwrap().to_bytes();
+    (content_type, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[tokio::test]
+async fn metrics_answer_prometheus_text_unless_openmetrics_is_asked_for() {
+    let ws = tempfile::tempdir().unwrap();
+    let gw = gateway(ws.path());
+    for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
+        let (content_type, text) = metrics_with(&gw, accept).await;
+        assert_eq!(
+            content_type, "text/plain; version=0.0.4; charset=utf-8",
+            "{accept:?}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(
+            text.contains("# TYPE skillbox_routes_total counter"),
+            "{text}"
+        );
+    }
+    let (content_type, text) = metrics_with(
+        &gw,
+        Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
+    )
+    .await;
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
+    assert!(text.ends_with("# EOF\n"), "{text}");
+}
