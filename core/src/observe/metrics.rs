@@ -355,6 +355,24 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets every call outcome of `skill:tool` (and its duration histogram) to 0, if not
+    /// there yet. The only place call series are made without a call: a label added to
+    /// [`CallLabels`] gets its preset value here.
+    fn preset_tool(&self, skill: &str, tool: &str) {
+        let outcomes = std::iter::once("success").chain(CALL_ERROR_KINDS.map(ErrorKind::as_str));
+        for outcome in outcomes {
+            drop(self.calls.get_or_create(&CallLabels {
+                skill: skill.to_string(),
+                tool: tool.to_string(),
+                outcome: outcome.to_string(),
+            }));
+        }
+        drop(self.call_duration.get_or_create(&ToolLabels {
+            skill: skill.to_string(),
+            tool: tool.to_string(),
+        }));
+    }
+
     /// The OpenMetrics text of every metric, the gauges set from `scrape` first.
     pub fn encode(&self, scrape: &Scrape) -> String {
         self.encode_as(scrape, Format::OpenMetrics)
@@ -363,19 +381,7 @@ impl Metrics {
     /// The text of every metric in `format`, the gauges set from `scrape` first.
     pub fn encode_as(&self, scrape: &Scrape, format: Format) -> String {
         for (skill, tool) in &scrape.tools {
-            let outcomes =
-                std::iter::once("success").chain(CALL_ERROR_KINDS.map(ErrorKind::as_str));
-            for outcome in outcomes {
-                drop(self.calls.get_or_create(&CallLabels {
-                    skill: skill.clone(),
-                    tool: tool.clone(),
-                    outcome: outcome.to_string(),
-                }));
-            }
-            drop(self.call_duration.get_or_create(&ToolLabels {
-                skill: skill.clone(),
-                tool: tool.clone(),
-            }));
+            self.preset_tool(skill, tool);
         }
         self.approvals_pending.set(scrape.approvals_pending);
         self.disabled_skills.set(scrape.disabled_skills);
@@ -398,5 +404,92 @@ impl Metrics {
     }
 }
 
+/// The outcome labels set to 0, the call buckets, the Prometheus text format.
 #[cfg(test)]
-mod tests;
+mod scrape_tests;
+
+#[cfg(test)]
+mod tests {
+    use skillbox_protocol::result::ErrorKind;
+
+    use super::*;
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn calls_are_counted_by_skill_tool_and_outcome() {
+        let m = Metrics::new();
+        let ok = ToolResult::ok("c1", serde_json::json!({}), 3);
+        let denied = ToolResult::failed("c2", ErrorKind::ApprovalDenied, "no", 1);
+        m.observe_call("notes", "add", &ok, Duration::from_millis(3));
+        m.observe_call("notes", "add", &ok, Duration::from_millis(4));
+        m.observe_call("notes", "add", &denied, Duration::from_millis(1));
+        let text = m.encode(&Scrape::default());
+        assert_eq!(
+            line(
+                &text,
+                "skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"}"
+            ),
+            Some("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"success\"} 2")
+        );
+        assert!(
+            text.contains("skillbox_tool_calls_total{skill=\"notes\",tool=\"add\",outcome=\"approval_denied\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "skillbox_tool_call_duration_seconds_count{skill=\"notes\",tool=\"add\"} 3"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn gauges_follow_each_scrape_and_forget_gone_executors() {
+        let m = Metrics::new();
+        let text = m.encode(&Scrape {
+            approvals_pending: 2,
+            executors: vec![
+                ("10.0.0.1:7071".into(), true),
+                ("10.0.0.2:7071".into(), false),
+            ],
+            disabled_skills: 1,
+            tools: Vec::new(),
+        });
+        assert!(text.contains("skillbox_approvals_pending 2\n"), "{text}");
+        assert!(text.contains("skillbox_disabled_skills 1\n"), "{text}");
+        assert!(text.contains("skillbox_executor_healthy{executor=\"10.0.0.1:7071\"} 1\n"));
+        assert!(text.contains("skillbox_executor_healthy{executor=\"10.0.0.2:7071\"} 0\n"));
+        let text = m.encode(&Scrape {
+            executors: vec![("10.0.0.1:7071".into(), true)],
+            ..Scrape::default()
+        });
+        assert!(text.contains("skillbox_approvals_pending 0\n"), "{text}");
+        assert!(!text.contains("10.0.0.2"), "{text}");
+    }
+
+    #[test]
+    fn routes_fetches_spawns_and_decisions_are_recorded() {
+        let m = Metrics::new();
+        m.observe_route("selected", Duration::from_micros(80));
+        m.observe_route("no_skill", Duration::from_micros(40));
+        m.observe_fetch("ok");
+        m.observe_fetch("permission_denied");
+        m.observe_fetch("permission_denied");
+        m.observe_spawn(Duration::from_millis(2));
+        m.observe_decision("approved", Duration::from_secs(5));
+        let text = m.encode(&Scrape::default());
+        for want in [
+            "skillbox_routes_total{outcome=\"selected\"} 1",
+            "skillbox_route_latency_seconds_count 2",
+            "skillbox_fetch_requests_total{outcome=\"permission_denied\"} 2",
+            "skillbox_executor_spawn_seconds_count 1",
+            "skillbox_approval_decision_seconds_count{outcome=\"approved\"} 1",
+        ] {
+            assert!(text.contains(want), "{want} missing from\n{text}");
+        }
+    }
+}

@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod approvals;
-mod card;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
@@ -441,3 +440,6 @@ async fn oversized_form_is_refused() {
     assert_eq!(a.status, StatusCode::BAD_REQUEST);
     assert!(a.body.contains("4096-byte limit"), "{}", a.body);
 }
+
+/// What an approval card shows (payload, warnings, permissions, recent decisions).
+mod card;
