@@ -26,12 +26,21 @@ pub async fn metrics(gw: &Gateway, req: Req) -> Reply {
     let accept = req
         .headers
         .get(http::header::ACCEPT)
-        .and_then(|v| v.to_str().ok());
-    let format = Format::negotiate(accept);
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let d = Arc::clone(&gw.dispatcher);
-    let text =
-        tokio::task::spawn_blocking(move || d.metrics().encode_as(&scrape(&d), format)).await?;
-    Ok(ok_text(format.content_type(), text))
+    let (content_type, text) =
+        tokio::task::spawn_blocking(move || exposition(&d, accept.as_deref())).await?;
+    Ok(ok_text(content_type, text))
+}
+
+/// The metrics text in the format `accept` asks for, with its content type.
+pub fn exposition(d: &Dispatcher, accept: Option<&str>) -> (&'static str, String) {
+    let format = Format::negotiate(accept);
+    (
+        format.content_type(),
+        d.metrics().encode_as(&scrape(d), format),
+    )
 }
 
 /// What the gauges show now: pending approvals, executor health, disabled skills.
@@ -210,7 +219,35 @@ pub async fn repairs(gw: &Gateway, req: Req) -> Reply {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
+
+    #[test]
+    fn metrics_answer_prometheus_text_unless_openmetrics_is_asked_for() {
+        let ws = tempfile::tempdir().unwrap();
+        let d = crate::calls::test_dispatcher(ws.path(), Default::default());
+        for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
+            let (content_type, text) = exposition(&d, accept);
+            assert_eq!(
+                content_type, "text/plain; version=0.0.4; charset=utf-8",
+                "{accept:?}"
+            );
+            assert!(!text.contains("# EOF"), "{text}");
+            assert!(
+                text.contains("# TYPE skillbox_routes_total counter"),
+                "{text}"
+            );
+        }
+        let prometheus =
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+        let (content_type, text) = exposition(&d, Some(prometheus));
+        assert!(
+            content_type.starts_with("application/openmetrics-text"),
+            "{content_type}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
 
     fn names(endpoints: &[(&str, &str, bool)]) -> Vec<(String, bool)> {
         executor_names(

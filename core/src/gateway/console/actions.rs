@@ -199,7 +199,13 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
         };
     };
     if form.decision != Decision::Approve {
-        return bad_form("an allowance goes with an approval, not a denial");
+        return html(
+            StatusCode::BAD_REQUEST,
+            message(
+                "Bad request",
+                "an allowance goes with an approval, not a denial",
+            ),
+        );
     }
     let record = match approvals.get(id) {
         Ok(r) => r,
