@@ -13,11 +13,13 @@ use super::guard::{check_csrf, check_origin, GuardError};
 use super::pages::{message, sign_in as sign_in_page};
 use super::session::{clear_cookie, set_cookie, Session};
 use super::{html, redirect, safe_next, ConsoleReq};
-use crate::approvals::grants::AllowError;
-use crate::approvals::payload::approval_warnings;
-use crate::approvals::{ApprovalRecord, Decision};
+use crate::approvals::Decision;
 use crate::gateway::{ApiError, Gateway};
 use crate::state::store::unix_ms_now;
+
+use crate::approvals::grants::AllowError;
+use crate::approvals::payload::approval_warnings;
+use crate::approvals::ApprovalRecord;
 
 /// The sign-in form.
 #[derive(Debug, Deserialize)]
