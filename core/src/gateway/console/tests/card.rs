@@ -140,17 +140,15 @@ async fn card_shows_what_the_tool_does_and_what_its_skill_may_use() {
 #[tokio::test]
 async fn decided_recently_lists_the_newest_decision_first() {
     let (_dir, gw) = setup();
+    // Records made from one the store wrote, whatever fields a record carries.
+    pending(&gw, "ap_base", Security::Write, json!({}));
+    let base = gw.dispatcher.approvals().get("ap_base").unwrap();
     let decided = |id: &str, created_at: i64, decided_at: i64, status| ApprovalRecord {
         id: id.to_string(),
-        skill: "notes".into(),
-        tool: "append".into(),
-        args_hash: "0".repeat(64),
-        args: json!({}),
-        security: Security::Write,
         status,
         created_at,
         decided_at: Some(decided_at),
-        reason: None,
+        ..base.clone()
     };
     let store = gw.dispatcher.store();
     // Asked first, decided last.
