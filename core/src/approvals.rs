@@ -50,7 +50,7 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 pub const ASKED_BACKLOG: usize = 256;
 
 /// A call that may need an approval.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ApprovalRequest {
     /// The skill.
     pub skill: String,

@@ -42,7 +42,10 @@ def scrape(openmetrics=True):
 
 
 def has(samples, name, **labels):
-    return (name, tuple(sorted(labels.items()))) in samples
+    """Whether a sample of `name` carries all of `labels` (whatever other labels it has)."""
+    return any(
+        n == name and all(dict(l).get(k) == v for k, v in labels.items()) for (n, l) in samples
+    )
 
 
 def value(samples, name, **labels):

@@ -190,16 +190,16 @@ async fn allowance_with_an_already_denied_approval_is_refused_and_not_written() 
     // The next call of the tool asks again instead of running on an allowance.
     let mut asked = approvals.watch_asked();
     let caller = std::sync::Arc::clone(&approvals);
-    let mut call = tokio::spawn(async move {
-        caller
-            .request(ApprovalRequest {
-                skill: "notes".into(),
-                tool: "append".into(),
-                args: json!({"text": "next"}),
-                security: Security::Write,
-            })
-            .await
-    });
+    // Whatever else a request carries (who asks, from which context) stays at its default.
+    #[allow(clippy::needless_update)]
+    let next = ApprovalRequest {
+        skill: "notes".into(),
+        tool: "append".into(),
+        args: json!({"text": "next"}),
+        security: Security::Write,
+        ..ApprovalRequest::default()
+    };
+    let mut call = tokio::spawn(async move { caller.request(next).await });
     tokio::select! {
         record = asked.recv() => {
             let record = record.unwrap();
