@@ -210,3 +210,30 @@ impl RpcHandler for Callbacks {
         Box::pin(self.handle_inner(method_name, params))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_signature_says_nothing_was_signed_not_that_the_call_did_not_run() {
+        let denied = ApprovalError::Denied {
+            id: "ap_1".into(),
+            reason: Some("not today".into()),
+        };
+        assert_eq!(
+            signature_refusal(&denied).as_deref(),
+            Some("signature approval ap_1 was denied (not today)")
+        );
+        let expired = ApprovalError::TimedOut {
+            id: "ap_2".into(),
+            timeout_ms: 1500,
+        };
+        assert_eq!(
+            signature_refusal(&expired).as_deref(),
+            Some("signature approval ap_2 got no decision within 1500 ms and expired")
+        );
+        // The approval could not even be asked for: not a refusal by an operator.
+        assert_eq!(signature_refusal(&ApprovalError::RandomId), None);
+    }
+}
