@@ -29,6 +29,7 @@ use crate::state::store::{unix_ms_now, Store, StoreError};
 
 mod canonical;
 pub mod grants;
+pub mod inspect;
 pub mod payload;
 
 pub use crate::state::config::approvals::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
@@ -49,7 +50,7 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 pub const ASKED_BACKLOG: usize = 256;
 
 /// A call that may need an approval.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct ApprovalRequest {
     /// The skill.
     pub skill: String,

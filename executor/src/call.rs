@@ -3,7 +3,6 @@
 //! protocol under the timeout and output budget, end every process, and say which limit
 //! or rule ended the call.
 
-use std::process::ExitStatus;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,7 @@ use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::call_clock::CallClock;
+use crate::exit_cause::{exit_failure, last_line, memory_exhausted};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
 use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
@@ -266,6 +266,16 @@ async fn run<B: CapabilityBroker>(
                     jsonrpc::converse(stdin, stdout, &call, &params.args, broker, &budget).await;
                 match answer {
                     Ok(Ok(v)) => Ok(Ok(v)),
+                    // A tool that caught its allocation failure and reported it was
+                    // stopped by the memory limit all the same.
+                    Ok(Err(e)) if memory_exhausted(&e.message) => Ok(Err(CallError::Memory(
+                        skill.execution.memory_mb,
+                        format!(
+                            "; the tool reported error {}: {}",
+                            e.code,
+                            last_line(&e.message)
+                        ),
+                    ))),
                     Ok(Err(e)) => Ok(Err(CallError::Tool(format!(
                         "the tool reported error {}: {}",
                         e.code, e.message
@@ -330,6 +340,12 @@ async fn run<B: CapabilityBroker>(
                 });
                 Ok(if code == Some(0) {
                     Ok(result)
+                } else if memory_exhausted(&stderr) {
+                    // Python, for one, exits 1 on an uncaught MemoryError.
+                    Err(CallError::Memory(
+                        skill.execution.memory_mb,
+                        format!("; stderr: {}", last_line(&stderr)),
+                    ))
                 } else {
                     Err(CallError::Tool(format!(
                         "exited with code {}: {}",
@@ -403,63 +419,6 @@ fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
         format!("at {path}")
     };
     format!("{} {at}", e.masked_with(shown))
-}
-
-/// Says why a process ended without a final answer.
-fn exit_failure(
-    status: Option<ExitStatus>,
-    log: &Mutex<StderrLog>,
-    memory_mb: u64,
-    sandbox: &Sandbox,
-    protocol: bool,
-) -> CallError {
-    use std::os::unix::process::ExitStatusExt;
-    let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
-    let tail = if stderr.trim().is_empty() {
-        String::new()
-    } else {
-        format!("; stderr: {}", last_line(&stderr))
-    };
-    if stderr.contains("File too large") {
-        return CallError::FileSize(sandbox.config().max_file_bytes);
-    }
-    let out_of_memory = [
-        "MemoryError",
-        "Cannot allocate memory",
-        "out of memory",
-        "bad_alloc",
-        "Out of memory",
-    ]
-    .iter()
-    .any(|m| stderr.contains(m));
-    if out_of_memory {
-        return CallError::Memory(memory_mb, tail);
-    }
-    match status.and_then(|s| s.signal()) {
-        Some(libc::SIGXCPU) => CallError::Cpu,
-        Some(libc::SIGXFSZ) => CallError::FileSize(sandbox.config().max_file_bytes),
-        Some(libc::SIGSYS) => CallError::Forbidden(tail),
-        Some(sig) => CallError::Tool(format!("killed by signal {sig}{tail}")),
-        None => {
-            let code = status.and_then(|s| s.code()).unwrap_or(-1);
-            if protocol {
-                CallError::Protocol(format!(
-                    "exited with code {code} before its final answer{tail}"
-                ))
-            } else {
-                CallError::Tool(format!("exited with code {code}{tail}"))
-            }
-        }
-    }
-}
-
-fn last_line(s: &str) -> String {
-    let line = s
-        .lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or_default();
-    line.chars().take(300).collect()
 }
 
 #[cfg(test)]

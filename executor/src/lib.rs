@@ -17,6 +17,7 @@ pub mod broker;
 pub mod call;
 mod call_clock;
 pub mod drain;
+mod exit_cause;
 pub mod registry;
 pub mod relay;
 pub mod sandbox;

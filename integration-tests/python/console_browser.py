@@ -171,15 +171,48 @@ with sync_playwright() as p:
     assert result["success"] is True and result["data"]["ok"] is True, result
     detail.close()
 
-    step("a JSON payload is shown as JSON")
-    body = b'{"amount":1,"to":"bob"}'
+    step("a JSON payload is shown as the exact bytes that are signed, not re-encoded")
+    body = b'{"amount":1.50,  "to":"bob"}'
     call = bot.call_in_background("signer:sign", {"data": base64.b64encode(body).decode()})
     pending = bot.wait_pending("signer", "sign")
     c = card(page, pending["id"])
-    expect(c.locator("[data-payload-json]")).to_contain_text('"to": "bob"', timeout=3000)
+    expect(c.locator("[data-payload-text]")).to_have_text(body.decode(), timeout=3000)
     expect(c.locator("[data-payload-sha256]")).to_have_text(hashlib.sha256(body).hexdigest())
+    expect(c.locator("[data-warnings]")).to_have_count(0)
     bot.decide(pending["id"], "deny", "cleanup")
     call.result()
+
+    step("hidden characters show as badges; large numbers keep their digits; approving needs the warnings read")
+    body = '{"to":"bob\u202e\u200b","amount":100000000000000000000}'.encode()
+    call = bot.call_in_background("signer:sign", {"data": base64.b64encode(body).decode()})
+    warned = bot.wait_pending("signer", "sign")
+    c = card(page, warned["id"])
+    expect(c).to_be_visible(timeout=3000)
+    text = c.locator("[data-payload-text]")
+    expect(text).to_contain_text('"amount":100000000000000000000}')
+    expect(text).not_to_contain_text("e+20")
+    expect(text.locator("[data-hidden-char]")).to_have_text(["<U+202E>", "<U+200B>"])
+    assert "\u202e" not in text.inner_text() and "\u200b" not in text.inner_text()
+    expect(c.locator('[data-warning="inexact_number"]')).to_contain_text("100000000000000000000")
+    expect(c.locator('[data-warning="invisible_character"]')).to_have_count(2)
+    # What the tool does and what its skill may use, beside the payload.
+    expect(c.locator("[data-tool-description]")).to_have_text("test tool sign")
+    expect(c.locator("[data-security]")).to_have_text("sign")
+    expect(c.locator("[data-network]")).to_have_text("none")
+    # The browser will not send the form unticked; without that check the server refuses.
+    c.get_by_label("I have read the warnings").evaluate("e => e.removeAttribute('required')")
+    c.get_by_role("button", name="Approve", exact=True).click()
+    expect(page.get_by_role("alert")).to_contain_text("I have read the warnings")
+    assert [a for a in bot.approvals("pending") if a["id"] == warned["id"]], "approved unread"
+    page.goto(BASE + "/console/approvals")
+    c = card(page, warned["id"])
+    c.get_by_label("I have read the warnings").check()
+    c.get_by_role("button", name="Approve", exact=True).click()
+    page.wait_for_url("**/console/approvals?done=approved")
+    result = call.result()
+    assert result["success"] is True and result["data"]["ok"] is True, result
+    # Decided recently: newest decision first, one row each.
+    expect(page.locator("#decided tbody tr").first).to_have_attribute("data-approval", warned["id"])
 
     step("a cross-origin post from this host is refused even with the cookie and the token")
     note_pending = [a for a in bot.approvals("pending") if a["tool"] == "write_note"][0]
@@ -260,9 +293,9 @@ with sync_playwright() as p:
         check_headers(r)
         expect(page.locator(where)).to_contain_text(text)
     page.goto(BASE + "/console/calls?skill=signer&outcome=success")
-    # Approved: two notes, the allowed one, the signature; and the tool whose signature was
+    # Approved: two notes, the allowed one, two signatures; and the tool whose signature was
     # denied (the tool itself succeeded, reporting the refusal).
-    expect(page.locator("#calls tbody tr")).to_have_count(5)
+    expect(page.locator("#calls tbody tr")).to_have_count(6)
 
     # The refusals this script asks for (the wrong token's 401, the oversized allowance's
     # 400) are logged by the browser as failed resources; nothing else may be.
@@ -279,6 +312,35 @@ with sync_playwright() as p:
     link_page.wait_for_url(f"{BASE}/console/approvals/{note_pending['id']}")
     expect(card(link_page, note_pending["id"])).to_be_visible()
     fresh.close()
+
+    step("every page fits a 420 px wide phone screen without sideways scrolling")
+    call = bot.call_in_background("signer:sign", {"data": base64.b64encode(("x" * 300 + "\u202e" + "9" * 80).encode()).decode()})
+    wide = bot.wait_pending("signer", "sign")
+    phone = browser.new_context(viewport={"width": 420, "height": 860})
+    phone_page = phone.new_page()
+    phone_page.goto(BASE + "/console/")
+    pages = [
+        "/console/",
+        "/console/approvals",
+        f"/console/approvals/{wide['id']}",
+        "/console/skills",
+        "/console/calls",
+        "/console/routes",
+        f"/console/routes/{route_id}",
+    ]
+    narrow = phone_page.evaluate("document.documentElement.scrollWidth")
+    assert narrow <= 420, ("/console/ (sign-in)", narrow)
+    phone_page.get_by_label("API token").fill(TOKEN)
+    phone_page.get_by_role("button", name="Sign in").click()
+    phone_page.wait_for_url(BASE + "/console/approvals")
+    for path in pages[1:]:
+        phone_page.goto(BASE + path)
+        width = phone_page.evaluate("document.documentElement.scrollWidth")
+        print(f"   {path}: scrollWidth {width}", flush=True)
+        assert width <= 420, (path, width)
+    phone.close()
+    bot.decide(wide["id"], "deny", "cleanup")
+    call.result()
 
     step("sign out ends the session")
     page.goto(BASE + "/console/approvals")

@@ -1,6 +1,7 @@
-"""GET /metrics parsed with prometheus-client's OpenMetrics parser: the counters move by
-exactly the calls, routes and fetches made; the gauges follow pending approvals and the
-executor's health.
+"""GET /metrics parsed with prometheus-client's OpenMetrics parser (asked for by Accept)
+and its Prometheus text-format parser (without Accept): the counters move by exactly the
+calls, routes and fetches made; every known outcome is there at 0 before it happens; the
+gauges follow pending approvals and the executor's health under a stable name.
 
 Usage: console_metrics.py BASE TOKEN ALLOWED_URL PRIVATE_URL
 """
@@ -9,6 +10,7 @@ import sys
 import time
 
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
+from prometheus_client.parser import text_string_to_metric_families as prometheus_families
 
 from console_common import Bot
 
@@ -16,15 +18,34 @@ BASE, TOKEN, ALLOWED, PRIVATE = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3
 bot = Bot(BASE, TOKEN)
 
 
-def scrape():
-    status, headers, text = bot.request("GET", "/metrics")
+# What Prometheus sends: OpenMetrics first, the 0.0.4 text as a fallback.
+OPENMETRICS = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"
+
+
+def scrape(openmetrics=True):
+    headers = {"Accept": OPENMETRICS} if openmetrics else {}
+    status, answered, text = bot.request("GET", "/metrics", headers=headers)
     assert status == 200, (status, text)
-    assert headers["Content-Type"].startswith("application/openmetrics-text"), headers
+    content_type = answered["Content-Type"]
+    if openmetrics:
+        assert content_type.startswith("application/openmetrics-text"), answered
+        families = text_string_to_metric_families(text)
+    else:
+        assert content_type.startswith("text/plain; version=0.0.4"), answered
+        assert "# EOF" not in text, text
+        families = prometheus_families(text)
     samples = {}
-    for family in text_string_to_metric_families(text):
+    for family in families:
         for s in family.samples:
             samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
     return samples
+
+
+def has(samples, name, **labels):
+    """Whether a sample of `name` carries all of `labels` (whatever other labels it has)."""
+    return any(
+        n == name and all(dict(l).get(k) == v for k, v in labels.items()) for (n, l) in samples
+    )
 
 
 def value(samples, name, **labels):
@@ -40,6 +61,26 @@ status, _, text = Bot(BASE, "wrong").request("GET", "/metrics")
 assert status == 401, (status, text)
 
 before = scrape()
+# Every outcome is there at 0 before it happens, for each tool of the catalogue.
+for outcome in ("success", "approval_denied", "resource_limit", "tool_error"):
+    assert has(before, "skillbox_tool_calls_total", skill="signer", tool="sign", outcome=outcome), outcome
+for outcome in ("selected", "no_skill", "error"):
+    assert has(before, "skillbox_routes_total", outcome=outcome), outcome
+for outcome in ("ok", "permission_denied", "timeout", "too_many_redirects"):
+    assert has(before, "skillbox_fetch_requests_total", outcome=outcome), outcome
+for outcome in ("approved", "denied", "expired"):
+    assert has(before, "skillbox_approval_decision_seconds_count", outcome=outcome), outcome
+# A call that waits out the approval timeout (120 s) still lands in a finite bucket.
+les = [
+    float(dict(labels)["le"])
+    for (name, labels) in before
+    if name == "skillbox_tool_call_duration_seconds_bucket" and dict(labels).get("skill") == "echo"
+]
+assert max(le for le in les if le != float("inf")) > 120, sorted(les)
+# Without Accept, the Prometheus text format, with the same series.
+plain = scrape(openmetrics=False)
+assert has(plain, "skillbox_tool_calls_total", skill="signer", tool="sign", outcome="approval_denied")
+assert value(plain, "skillbox_approvals_pending") == 0
 for i in range(3):
     assert bot.call("echo:echo", {"text": f"hi {i}"})["success"] is True
 for _ in range(2):
@@ -76,8 +117,9 @@ assert routes == 2, routes
 assert delta(before, after, "skillbox_route_latency_seconds_count") == 2
 assert delta(before, after, "skillbox_fetch_requests_total", outcome="ok") == 1
 assert delta(before, after, "skillbox_fetch_requests_total", outcome="permission_denied") == 1, denied
-healthy = [v for (n, _), v in after.items() if n == "skillbox_executor_healthy"]
-assert healthy == [1.0], healthy
+healthy = [(dict(l), v) for (n, l), v in after.items() if n == "skillbox_executor_healthy"]
+# The executor `up` starts listens on a port picked at each start: labelled by a stable name.
+assert healthy == [({"executor": "local-0"}, 1.0)], healthy
 assert value(after, "skillbox_disabled_skills") == 0
 
 # The pending gauge follows an approval; its decision lands in the histogram.

@@ -88,6 +88,18 @@ pub enum GrantError {
     Random(#[from] random::RandomError),
 }
 
+/// Why [`Grants::allow_after`] wrote nothing: the allowance was refused (its decision was
+/// not tried), or the decision it goes with failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AllowError<E> {
+    /// The allowance itself was refused.
+    #[error(transparent)]
+    Refused(GrantError),
+    /// The decision failed; no allowance was written.
+    #[error(transparent)]
+    Decision(E),
+}
+
 /// The allowances in force.
 #[derive(Debug)]
 pub struct Grants {
@@ -126,39 +138,70 @@ impl Grants {
         minutes: u64,
         now_ms: i64,
     ) -> Result<Grant, GrantError> {
+        self.allow_after::<(), std::convert::Infallible>(
+            skill,
+            tool,
+            security,
+            minutes,
+            now_ms,
+            || Ok(()),
+        )
+        .map(|(grant, ())| grant)
+        .map_err(|e| match e {
+            AllowError::Refused(e) => e,
+            AllowError::Decision(never) => match never {},
+        })
+    }
+
+    /// [`Grants::allow`] that first runs `decide` (the approval the allowance goes with)
+    /// and writes the allowance only when it succeeds, all under the lock of the list: the
+    /// bounds are checked before `decide` runs (a refused allowance decides nothing), and a
+    /// failed decision (an approval already decided, say) writes nothing.
+    pub fn allow_after<T, E>(
+        &self,
+        skill: &str,
+        tool: &str,
+        security: Security,
+        minutes: u64,
+        now_ms: i64,
+        decide: impl FnOnce() -> Result<T, E>,
+    ) -> Result<(Grant, T), AllowError<E>> {
         if security != Security::Write {
-            return Err(GrantError::NotWrite {
+            return Err(AllowError::Refused(GrantError::NotWrite {
                 skill: skill.to_string(),
                 tool: tool.to_string(),
                 security: security_name(security),
-            });
+            }));
         }
         if minutes == 0 || minutes > self.limits.max_minutes {
-            return Err(GrantError::Minutes {
+            return Err(AllowError::Refused(GrantError::Minutes {
                 asked: minutes,
                 max: self.limits.max_minutes,
-            });
+            }));
         }
         let mut entries = self.lock(now_ms);
-        entries.retain(|g| !(g.skill == skill && g.tool == tool));
-        if entries.len() >= self.limits.max_entries {
-            return Err(GrantError::Full {
+        let replaced = entries.iter().any(|g| g.skill == skill && g.tool == tool);
+        if !replaced && entries.len() >= self.limits.max_entries {
+            return Err(AllowError::Refused(GrantError::Full {
                 max: self.limits.max_entries,
-            });
+            }));
         }
         let span = i64::try_from(minutes.saturating_mul(60_000)).unwrap_or(i64::MAX);
         let grant = Grant {
             id: format!(
                 "al_{}",
-                random::hex(&SystemSource::default(), 8, "allowance id")?
+                random::hex(&SystemSource::default(), 8, "allowance id")
+                    .map_err(|e| AllowError::Refused(e.into()))?
             ),
             skill: skill.to_string(),
             tool: tool.to_string(),
             created_at: now_ms,
             until: now_ms.saturating_add(span),
         };
+        let decided = decide().map_err(AllowError::Decision)?;
+        entries.retain(|g| !(g.skill == skill && g.tool == tool));
         entries.push(grant.clone());
-        Ok(grant)
+        Ok((grant, decided))
     }
 
     /// Ends allowance `id`.
@@ -270,6 +313,45 @@ mod tests {
         assert!(e.to_string().contains("every signature"), "{e}");
         assert!(g.allow("notes", "list", Security::Read, 5, NOW).is_err());
         assert!(g.list(NOW).is_empty());
+    }
+
+    #[test]
+    fn allowance_whose_decision_fails_is_not_written() {
+        let g = grants(60, 4);
+        let refused: Result<(Grant, ()), _> =
+            g.allow_after("notes", "add", Security::Write, 5, NOW, || {
+                Err("approval ap_1 is already denied")
+            });
+        assert_eq!(
+            refused.unwrap_err(),
+            AllowError::Decision("approval ap_1 is already denied")
+        );
+        assert!(g.list(NOW).is_empty());
+        assert_eq!(g.covering("notes", "add", NOW), None);
+    }
+
+    #[test]
+    fn allowance_refused_by_its_bounds_never_runs_its_decision() {
+        let g = grants(30, 1);
+        g.allow("a", "t", Security::Write, 5, NOW).unwrap();
+        for (tool, security, minutes) in [
+            ("t", Security::Write, 31),
+            ("t", Security::Sign, 5),
+            ("other", Security::Write, 5),
+        ] {
+            let mut ran = false;
+            let r = g.allow_after("b", tool, security, minutes, NOW, || {
+                ran = true;
+                Ok::<(), ()>(())
+            });
+            assert!(matches!(r, Err(AllowError::Refused(_))), "{r:?}");
+            assert!(!ran, "{tool} {minutes}: the decision ran");
+        }
+        // Renewing the one in force is not over the limit.
+        let (renewed, ()) = g
+            .allow_after("a", "t", Security::Write, 10, NOW, || Ok::<(), ()>(()))
+            .unwrap();
+        assert_eq!(g.list(NOW), vec![renewed]);
     }
 
     #[test]

@@ -14,7 +14,8 @@ use skillbox_protocol::methods::{
 };
 use skillbox_protocol::skill::Security;
 
-use crate::approvals::{ApprovalRequest, Approvals};
+use crate::approvals::payload::duplicate_key;
+use crate::approvals::{ApprovalError, ApprovalRequest, Approvals};
 use crate::calls::{ActiveCall, InFlight};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
@@ -128,6 +129,16 @@ impl Callbacks {
                         ),
                     ));
                 }
+                if let Some(duplicate) = duplicate_key(&req.data) {
+                    tracing::warn!(skill = %call.skill.name, tool = %call.tool, "sign refused: duplicate JSON key");
+                    return Err(ProxyError::invalid(
+                        Capability::Sign.as_str(),
+                        format!(
+                            "the data is JSON in which {duplicate}; it is not signed nor shown \
+                             to the operator. Send JSON with each key once"
+                        ),
+                    ));
+                }
                 let asked = self
                     .approvals
                     .request(ApprovalRequest {
@@ -145,14 +156,48 @@ impl Callbacks {
                 } {
                     call.note_approval(id);
                 }
-                asked.map_err(|e| ProxyError::ApprovalDenied {
-                    capability: Capability::Sign.as_str(),
-                    reason: e.to_string(),
+                asked.map_err(|e| {
+                    let Some(why) = signature_refusal(&e) else {
+                        return ProxyError::Unavailable {
+                            capability: Capability::Sign.as_str(),
+                            reason: format!("the approval could not be asked for: {e}"),
+                        };
+                    };
+                    call.note_refused_signature(why.clone());
+                    ProxyError::ApprovalDenied {
+                        capability: Capability::Sign.as_str(),
+                        reason: format!(
+                            "sign refused: {why}; nothing was signed. Ask the operator, or send \
+                             the request again to ask for a new approval"
+                        ),
+                    }
                 })?;
                 to_value(&self.signer.sign(&call.skill.name, &req)?)
             }
         }
     }
+}
+
+/// How a signature request was refused for want of an approval, in the words of a
+/// signature (the tool runs on; only the signature was refused), or `None` when the
+/// approval could not be asked for at all (the database failed).
+fn signature_refusal(e: &ApprovalError) -> Option<String> {
+    Some(match e {
+        ApprovalError::Denied { id, reason } => format!(
+            "signature approval {id} was denied{}",
+            reason
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        ),
+        ApprovalError::TimedOut { id, timeout_ms } => {
+            format!("signature approval {id} got no decision within {timeout_ms} ms and expired")
+        }
+        ApprovalError::AlreadyUsed { id } => {
+            format!("signature approval {id} was already used by an identical request")
+        }
+        _ => return None,
+    })
 }
 
 fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ProxyError> {
@@ -165,5 +210,32 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, ProxyError> {
 impl RpcHandler for Callbacks {
     fn handle<'a>(&'a self, method_name: &'a str, params: Option<Value>) -> RpcFuture<'a> {
         Box::pin(self.handle_inner(method_name, params))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_signature_says_nothing_was_signed_not_that_the_call_did_not_run() {
+        let denied = ApprovalError::Denied {
+            id: "ap_1".into(),
+            reason: Some("not today".into()),
+        };
+        assert_eq!(
+            signature_refusal(&denied).as_deref(),
+            Some("signature approval ap_1 was denied (not today)")
+        );
+        let expired = ApprovalError::TimedOut {
+            id: "ap_2".into(),
+            timeout_ms: 1500,
+        };
+        assert_eq!(
+            signature_refusal(&expired).as_deref(),
+            Some("signature approval ap_2 got no decision within 1500 ms and expired")
+        );
+        // The approval could not even be asked for: not a refusal by an operator.
+        assert_eq!(signature_refusal(&ApprovalError::RandomId), None);
     }
 }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{Security, Skill};
 use subtle::ConstantTimeEq;
 
@@ -29,21 +30,60 @@ impl ActiveCall {
     pub fn note_approval(&self, id: &str) {
         self.approvals.note(id);
     }
+
+    /// Notes that a signature this call asked for was refused (`why`: which approval and
+    /// how), so that a tool failing on the refusal is recorded as `approval_denied`.
+    pub fn note_refused_signature(&self, why: String) {
+        self.approvals.refuse_signature(why);
+    }
+}
+
+/// What one call's approvals came to.
+#[derive(Debug, Default)]
+struct Trail {
+    /// The approvals it waited on, in order.
+    ids: Vec<String>,
+    /// The last signature request refused for want of an approval, and how.
+    refused_signature: Option<String>,
 }
 
 /// The approvals one call waited on, in order (shared by the call and its callbacks).
 #[derive(Debug, Clone, Default)]
-pub(super) struct ApprovalTrail(Arc<Mutex<Vec<String>>>);
+pub(super) struct ApprovalTrail(Arc<Mutex<Trail>>);
 
 impl ApprovalTrail {
     pub(super) fn note(&self, id: &str) {
-        if let Ok(mut ids) = self.0.lock() {
-            ids.push(id.to_string());
+        if let Ok(mut trail) = self.0.lock() {
+            trail.ids.push(id.to_string());
         }
     }
 
     pub(super) fn last(&self) -> Option<String> {
-        self.0.lock().ok().and_then(|ids| ids.last().cloned())
+        self.0.lock().ok().and_then(|t| t.ids.last().cloned())
+    }
+
+    fn refuse_signature(&self, why: String) {
+        if let Ok(mut trail) = self.0.lock() {
+            trail.refused_signature = Some(why);
+        }
+    }
+
+    /// A tool that failed after one of its signature requests was refused failed because
+    /// of that refusal: `approval_denied`, saying what happened (the tool ran, nothing was
+    /// signed), not `tool_error` with the approvals' "the call did not run".
+    pub(super) fn account_refused_signature(&self, result: &mut ToolResult) {
+        if result.success || result.error_kind != Some(ErrorKind::ToolError) {
+            return;
+        }
+        let Some(why) = self.0.lock().ok().and_then(|t| t.refused_signature.clone()) else {
+            return;
+        };
+        let tool_said = result.error.take().unwrap_or_default();
+        result.error_kind = Some(ErrorKind::ApprovalDenied);
+        result.error = Some(format!(
+            "the tool ran and asked for a signature: {why}; nothing was signed, and the tool \
+             then failed ({tool_said}). Ask the operator, or call again to request a new approval"
+        ));
     }
 }
 
@@ -114,5 +154,50 @@ impl Drop for InFlightGuard<'_> {
         if let Ok(mut calls) = self.table.calls.lock() {
             calls.remove(&self.call_id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn tool_failing_on_a_refused_signature_is_approval_denied() {
+        let trail = ApprovalTrail::default();
+        trail.note("ap_1");
+        trail.refuse_signature("the operator denied signature approval ap_1 (not today)".into());
+        let mut r = ToolResult::failed(
+            "c1",
+            ErrorKind::ToolError,
+            "the tool reported error -32002: signature approval ap_1 was denied",
+            5,
+        );
+        trail.account_refused_signature(&mut r);
+        assert_eq!(r.error_kind, Some(ErrorKind::ApprovalDenied));
+        let error = r.error.unwrap();
+        assert!(error.starts_with("the tool ran and asked for a signature: the operator denied signature approval ap_1 (not today); nothing was signed"), "{error}");
+        assert!(error.contains("reported error -32002"), "{error}");
+        assert!(!error.contains("did not run"), "{error}");
+    }
+
+    #[test]
+    fn other_outcomes_keep_their_kind() {
+        let refused = ApprovalTrail::default();
+        refused.refuse_signature("denied".into());
+        // The tool handled the refusal and answered: a success stays one.
+        let mut ok = ToolResult::ok("c1", serde_json::json!({"ok": false}), 1);
+        refused.account_refused_signature(&mut ok);
+        assert!(ok.success && ok.error_kind.is_none());
+        // A limit that ended the tool is still that limit.
+        let mut limit = ToolResult::failed("c1", ErrorKind::ResourceLimit, "memory", 1);
+        refused.account_refused_signature(&mut limit);
+        assert_eq!(limit.error_kind, Some(ErrorKind::ResourceLimit));
+        // No signature was refused: a tool error stays one.
+        let mut failed = ToolResult::failed("c1", ErrorKind::ToolError, "boom", 1);
+        ApprovalTrail::default().account_refused_signature(&mut failed);
+        assert_eq!(failed.error_kind, Some(ErrorKind::ToolError));
+        assert_eq!(failed.error.as_deref(), Some("boom"));
     }
 }

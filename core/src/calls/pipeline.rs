@@ -113,6 +113,7 @@ impl Dispatcher {
         };
         result.call_id = call_id.clone();
         result.approval_id = trail.last();
+        trail.account_refused_signature(&mut result);
         // The executor's spawn time is for the metrics only, never in an answer.
         if let Some(us) = result.spawn_us.take() {
             self.metrics.observe_spawn(Duration::from_micros(us));

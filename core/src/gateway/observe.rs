@@ -13,18 +13,34 @@ use super::request::{ok_of, ok_text, Reply, Req};
 use super::Gateway;
 use crate::approvals::ApprovalStatus;
 use crate::calls::Dispatcher;
-use crate::observe::metrics::CONTENT_TYPE;
+use crate::observe::exposition::Format;
 use crate::observe::Scrape;
 use crate::state::store::{CallFilter, StoreError};
 
 /// The `limit` of a list when the request names none.
 pub const DEFAULT_LIMIT: usize = 50;
 
-/// `GET /metrics`.
-pub async fn metrics(gw: &Gateway, _req: Req) -> Reply {
+/// `GET /metrics`: OpenMetrics when the `Accept` header asks for it, else the Prometheus
+/// text format 0.0.4.
+pub async fn metrics(gw: &Gateway, req: Req) -> Reply {
+    let accept = req
+        .headers
+        .get(http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let d = Arc::clone(&gw.dispatcher);
-    let text = tokio::task::spawn_blocking(move || d.metrics().encode(&scrape(&d))).await?;
-    Ok(ok_text(CONTENT_TYPE, text))
+    let (content_type, text) =
+        tokio::task::spawn_blocking(move || exposition(&d, accept.as_deref())).await?;
+    Ok(ok_text(content_type, text))
+}
+
+/// The metrics text in the format `accept` asks for, with its content type.
+pub fn exposition(d: &Dispatcher, accept: Option<&str>) -> (&'static str, String) {
+    let format = Format::negotiate(accept);
+    (
+        format.content_type(),
+        d.metrics().encode_as(&scrape(d), format),
+    )
 }
 
 /// What the gauges show now: pending approvals, executor health, disabled skills.
@@ -36,18 +52,70 @@ pub fn scrape(d: &Dispatcher) -> Scrape {
             0
         }
     };
-    let executors = d
-        .executor()
-        .status()
-        .into_iter()
-        .map(|s| (s.address, s.healthy))
+    let executors = executor_names(
+        d.executor()
+            .status()
+            .into_iter()
+            .map(|s| (s.url, s.address, s.healthy))
+            .collect(),
+    );
+    let catalog = d.catalog();
+    let disabled = crate::skills::install::disabled::list(&catalog).len();
+    let tools = (catalog.skills.iter())
+        .flat_map(|s| s.tools.iter().map(|t| (s.name.clone(), t.name.clone())))
         .collect();
-    let disabled = crate::skills::install::disabled::list(&d.catalog()).len();
     Scrape {
         approvals_pending,
         executors,
         disabled_skills: i64::try_from(disabled).unwrap_or(i64::MAX),
+        tools,
     }
+}
+
+/// A stable name for each executor, from `(configured url, address, healthy)`: the URL's
+/// host (`local` for a loopback address, whose port `skillbox up` picks anew at each start)
+/// and the executor's place among those of that host, ordered by URL and address:
+/// `local-0`, `executor-0`, `executor-1`. An address or a port never becomes a label, so a
+/// restart adds no series.
+pub fn executor_names(mut endpoints: Vec<(String, String, bool)>) -> Vec<(String, bool)> {
+    endpoints.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let mut seen: Vec<(String, usize)> = Vec::new();
+    endpoints
+        .into_iter()
+        .map(|(url, _, healthy)| {
+            let host = url_host(&url);
+            let base = if is_loopback(host) { "local" } else { host };
+            let n = match seen.iter_mut().find(|(b, _)| b == base) {
+                Some((_, n)) => {
+                    *n += 1;
+                    *n
+                }
+                None => {
+                    seen.push((base.to_string(), 0));
+                    0
+                }
+            };
+            (format!("{base}-{n}"), healthy)
+        })
+        .collect()
+}
+
+/// The host of `https://host:port/...` (an IPv6 literal without its brackets).
+fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// The `limit` query parameter: 1 to `[observe] max_list_limit`, default [`DEFAULT_LIMIT`].
@@ -151,4 +219,74 @@ pub async fn repairs(gw: &Gateway, req: Req) -> Reply {
         .await?
         .map_err(store_error)?;
     Ok(ok_of(&RepairList { repairs: records }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn metrics_answer_prometheus_text_unless_openmetrics_is_asked_for() {
+        let ws = tempfile::tempdir().unwrap();
+        let d = crate::calls::test_dispatcher(ws.path(), Default::default());
+        for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
+            let (content_type, text) = exposition(&d, accept);
+            assert_eq!(
+                content_type, "text/plain; version=0.0.4; charset=utf-8",
+                "{accept:?}"
+            );
+            assert!(!text.contains("# EOF"), "{text}");
+            assert!(
+                text.contains("# TYPE skillbox_routes_total counter"),
+                "{text}"
+            );
+        }
+        let prometheus =
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5";
+        let (content_type, text) = exposition(&d, Some(prometheus));
+        assert!(
+            content_type.starts_with("application/openmetrics-text"),
+            "{content_type}"
+        );
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    fn names(endpoints: &[(&str, &str, bool)]) -> Vec<(String, bool)> {
+        executor_names(
+            endpoints
+                .iter()
+                .map(|(u, a, h)| (u.to_string(), a.to_string(), *h))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn executors_are_named_without_their_ephemeral_port_or_address() {
+        // `skillbox up`: a loopback executor on a port picked at each start.
+        for port in ["41234", "39001"] {
+            let url = format!("https://127.0.0.1:{port}");
+            let addr = format!("127.0.0.1:{port}");
+            assert_eq!(
+                names(&[(&url, &addr, true)]),
+                [("local-0".to_string(), true)]
+            );
+        }
+        // Compose: one service name scaled to two containers, ordered by address.
+        assert_eq!(
+            names(&[
+                ("https://executor:7071", "172.18.0.5:7071", false),
+                ("https://executor:7071", "172.18.0.4:7071", true),
+            ]),
+            [
+                ("executor-0".to_string(), true),
+                ("executor-1".to_string(), false)
+            ]
+        );
+        assert_eq!(
+            names(&[("https://[::1]:7071", "[::1]:7071", true)]),
+            [("local-0".to_string(), true)]
+        );
+    }
 }

@@ -1,5 +1,11 @@
 //! The core's Prometheus metrics (`GET /metrics`, docs/observability.md), kept in one
-//! [`prometheus_client`] registry and written in the OpenMetrics text format.
+//! [`prometheus_client`] registry and written in the OpenMetrics text format or, for a
+//! client that does not ask for OpenMetrics, the Prometheus text format 0.0.4
+//! ([`super::exposition`]).
+//!
+//! Every outcome label the core can give is set to 0 from the start (and each tool of the
+//! catalogue with every call outcome, at each scrape), so a rate or an alert on an outcome
+//! that has not happened yet reads 0 rather than nothing.
 //!
 //! Counters and histograms move where the event happens (the call pipeline's record step,
 //! the approvals, the router, the fetch proxy). Gauges of state the core already holds
@@ -16,10 +22,44 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
-use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::result::{ErrorKind, ToolResult};
 
-/// The content type of the answer of `GET /metrics`.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+use super::exposition::{prometheus_text, Format};
+
+/// The content type of the OpenMetrics answer of `GET /metrics`.
+pub const CONTENT_TYPE: &str = super::exposition::OPENMETRICS_CONTENT_TYPE;
+
+/// The `outcome` of a tool call: `success` or one of these error kinds.
+pub const CALL_ERROR_KINDS: [ErrorKind; 10] = [
+    ErrorKind::InvalidArgs,
+    ErrorKind::NotFound,
+    ErrorKind::PermissionDenied,
+    ErrorKind::ApprovalDenied,
+    ErrorKind::Timeout,
+    ErrorKind::ResourceLimit,
+    ErrorKind::Sandbox,
+    ErrorKind::ToolError,
+    ErrorKind::Protocol,
+    ErrorKind::Unavailable,
+];
+
+/// The `outcome` of a routing decision.
+pub const ROUTE_OUTCOMES: [&str; 3] = ["selected", "no_skill", "error"];
+
+/// The `outcome` of a fetch-proxy request: `ok` or its refusal.
+pub const FETCH_OUTCOMES: [&str; 8] = [
+    "ok",
+    "permission_denied",
+    "invalid_params",
+    "too_large",
+    "timeout",
+    "upstream",
+    "too_many_redirects",
+    "unavailable",
+];
+
+/// The `outcome` of an approval's decision.
+pub const DECISION_OUTCOMES: [&str; 3] = ["approved", "denied", "expired"];
 
 /// A tool call's labels: its skill, tool, outcome (`success` or the error kind) and the
 /// bot that asked (`operator` for the operator; bounded by the number of bot tokens).
@@ -76,15 +116,18 @@ pub const CALL_STAGES: [&str; 7] = [
 /// One executor's label.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ExecutorLabels {
-    /// The executor's address.
+    /// The executor's stable name (docs/observability.md), not its address.
     pub executor: String,
 }
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
+/// Buckets of a call's duration: 5 ms to about 655 s (18 buckets), past the approval
+/// timeout (120 s by default) a `write` call may wait plus the executor's call timeout.
+pub const CALL_BUCKETS: (f64, u16) = (0.005, 18);
+
 fn call_seconds() -> Histogram {
-    // 5 ms .. ~80 s.
-    Histogram::new(exponential_buckets(0.005, 2.0, 15))
+    Histogram::new(exponential_buckets(CALL_BUCKETS.0, 2.0, CALL_BUCKETS.1))
 }
 
 fn stage_seconds() -> Histogram {
@@ -102,10 +145,12 @@ fn decision_seconds() -> Histogram {
 pub struct Scrape {
     /// Approvals waiting for a decision.
     pub approvals_pending: i64,
-    /// Each executor's address and whether its last health round answered.
+    /// Each executor's stable name and whether its last health round answered.
     pub executors: Vec<(String, bool)>,
     /// Skills the trust policy disabled at the last load.
     pub disabled_skills: i64,
+    /// Each tool of the catalogue, as `(skill, tool)`: its call outcomes are set to 0.
+    pub tools: Vec<(String, String)>,
 }
 
 /// Every metric of the core; share it behind an `Arc`.
@@ -210,6 +255,21 @@ impl Metrics {
             "Skills the trust policy disabled at the last load",
             disabled_skills.clone(),
         );
+        for outcome in ROUTE_OUTCOMES {
+            drop(routes.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            }));
+        }
+        for outcome in FETCH_OUTCOMES {
+            drop(fetch.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            }));
+        }
+        for outcome in DECISION_OUTCOMES {
+            drop(approval_decision.get_or_create(&OutcomeLabels {
+                outcome: outcome.into(),
+            }));
+        }
         Self {
             registry: Mutex::new(registry),
             calls,
@@ -306,8 +366,36 @@ impl Metrics {
             .inc();
     }
 
+    /// Sets every call outcome of `skill:tool` (and its duration histogram) to 0, if not
+    /// there yet. The only place call series are made without a call: a label added to
+    /// [`CallLabels`] gets its preset value here. Series are preset for the operator; a
+    /// bot's appear with its first call.
+    fn preset_tool(&self, skill: &str, tool: &str) {
+        let outcomes = std::iter::once("success").chain(CALL_ERROR_KINDS.map(ErrorKind::as_str));
+        for outcome in outcomes {
+            drop(self.calls.get_or_create(&CallLabels {
+                skill: skill.to_string(),
+                tool: tool.to_string(),
+                outcome: outcome.to_string(),
+                bot: crate::state::store::OPERATOR.to_string(),
+            }));
+        }
+        drop(self.call_duration.get_or_create(&ToolLabels {
+            skill: skill.to_string(),
+            tool: tool.to_string(),
+        }));
+    }
+
     /// The OpenMetrics text of every metric, the gauges set from `scrape` first.
     pub fn encode(&self, scrape: &Scrape) -> String {
+        self.encode_as(scrape, Format::OpenMetrics)
+    }
+
+    /// The text of every metric in `format`, the gauges set from `scrape` first.
+    pub fn encode_as(&self, scrape: &Scrape, format: Format) -> String {
+        for (skill, tool) in &scrape.tools {
+            self.preset_tool(skill, tool);
+        }
         self.approvals_pending.set(scrape.approvals_pending);
         self.disabled_skills.set(scrape.disabled_skills);
         self.executor_healthy.clear();
@@ -322,9 +410,16 @@ impl Metrics {
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &registry);
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Prometheus => prometheus_text(&out),
+        }
     }
 }
+
+/// The outcome labels set to 0, the call buckets, the Prometheus text format.
+#[cfg(test)]
+mod scrape_tests;
 
 #[cfg(test)]
 mod tests {
@@ -385,6 +480,7 @@ mod tests {
                 ("10.0.0.2:7071".into(), false),
             ],
             disabled_skills: 1,
+            tools: Vec::new(),
         });
         assert!(text.contains("skillbox_approvals_pending 2\n"), "{text}");
         assert!(text.contains("skillbox_disabled_skills 1\n"), "{text}");

@@ -74,6 +74,50 @@ fn sandbox_limits_memory_of_2_gib_allocation() {
     assert_mentions(error, "256 MiB");
 }
 
+/// A plain tool that Python ends with an uncaught MemoryError exits with code 1, not by a
+/// signal: the address-space limit stopped it, and the report says so and names it.
+#[test]
+fn sandbox_reports_plain_python_tool_out_of_memory_as_memory_limit() {
+    let root = SkillRoot::new();
+    root.skill(
+        "attack",
+        "name: attack\n\
+         description: allocates 2 GiB\n\
+         tools:\n  \
+           - name: run\n    \
+             description: allocates 2 GiB past the memory limit\n    \
+             command: [\"python3\", \"-c\", \"hog = bytearray(2 * 1024 ** 3)\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[],
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "memory limit of 256 MiB");
+    assert_mentions(error, "MemoryError");
+}
+
+/// A tool that catches its MemoryError and reports it as its own error was still stopped
+/// by the memory limit: `resource_limit` naming the limit, not `tool_error`.
+#[test]
+fn sandbox_reports_jsonrpc_tool_that_reports_its_memory_error_as_memory_limit() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "attack",
+        r#"
+        try:
+            hog = bytearray(2 * 1024 ** 3)
+            reply({"allocated": len(hog)})
+        except MemoryError as e:
+            sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": 0, "error": {"code": -32000, "message": "MemoryError: " + repr(e)}}) + "\n")
+            sys.stdout.flush()
+        "#,
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "memory limit of 256 MiB");
+}
+
 /// The limit itself: Python ignores SIGXFSZ, so its writes past 64 MiB fail with EFBIG and
 /// the file stops at the limit.
 #[test]

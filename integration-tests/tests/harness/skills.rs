@@ -48,6 +48,13 @@ elif tool == "read":
     result = capability("readFile", {"path": args["path"]})
 elif tool in ("sign", "sign_as_read"):
     result = capability("sign", {"type": "message", "data": args["data"]})
+elif tool == "sign_or_fail":
+    # Passes a refused signature on as its own error, as most tools would.
+    answer = capability("sign", {"type": "message", "data": args["data"]})
+    if not answer["ok"]:
+        send({"jsonrpc": "2.0", "id": 0, "error": {"code": answer["code"], "message": answer["message"]}})
+        sys.exit(0)
+    result = answer["result"]
 elif tool == "write_note":
     result = {"written": args["text"]}
 elif tool == "sleep":
@@ -208,6 +215,7 @@ pub fn write_workspace(root: &Path, ws: &Path, allowed: u16, private: u16) {
         "",
         &[
             tool("sign", "sign", data_schema),
+            tool("sign_or_fail", "sign", data_schema),
             tool("sign_as_read", "read", data_schema),
             tool("write_note", "write", text_schema),
         ],

@@ -97,6 +97,55 @@ fn sign_is_refused_when_the_operator_denies_it() {
     );
 }
 
+/// A tool that passes the refusal of its signature on as its own error: the call is
+/// `approval_denied` (in the answer, the calls list and so the metrics), and says what
+/// happened: the tool ran, its signature request was denied, nothing was signed.
+#[test]
+fn sign_denied_in_a_tool_that_fails_on_it_is_recorded_as_approval_denied() {
+    let sb = Skillbox::start(Options::default());
+    let call = sb.call_in_background("signer:sign_or_fail", json!({"data": data()}));
+    let pending = sb.wait_pending("signer", "sign_or_fail");
+    let r = sb.decide(&id(&pending), "deny", Some("not today"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = call.join().unwrap();
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error_kind"], "approval_denied", "{r}");
+    assert_eq!(r["approval_id"], id(&pending).as_str(), "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(
+        error.contains("the tool ran and asked for a signature"),
+        "{error}"
+    );
+    assert!(error.contains("was denied (not today)"), "{error}");
+    assert!(error.contains("nothing was signed"), "{error}");
+    assert!(!error.contains("did not run"), "{error}");
+    let listed = sb.request("GET", "/v1/calls?outcome=approval_denied", None);
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    assert!(
+        listed.body.contains(r["call_id"].as_str().unwrap()),
+        "{}",
+        listed.body
+    );
+}
+
+/// A JSON payload with one key twice would let the operator read one amount and a
+/// verifier another: the sign request is refused before any approval is asked.
+#[test]
+fn sign_of_json_with_a_duplicate_key_is_refused_without_asking() {
+    let sb = Skillbox::start(Options::default());
+    let data = STANDARD.encode(r#"{"to":"bob","amount":1,"amount":1000000}"#);
+    let r = sb.call("signer:sign", json!({"data": data}));
+    assert_eq!(r["data"]["ok"], false, "{r}");
+    assert_eq!(r["data"]["code"], -32602, "{r}");
+    let error = r["data"]["message"].as_str().unwrap();
+    assert!(
+        error.contains("the key \"amount\" appears more than once"),
+        "{error}"
+    );
+    assert!(error.contains("Send JSON with each key once"), "{error}");
+    assert!(sb.approvals(None).is_empty(), "an approval was asked");
+}
+
 #[test]
 fn sign_is_refused_when_nobody_decides_before_the_approval_timeout() {
     let sb = Skillbox::start(Options {

@@ -17,6 +17,10 @@ use crate::approvals::Decision;
 use crate::gateway::{ApiError, Gateway};
 use crate::state::store::unix_ms_now;
 
+use crate::approvals::grants::AllowError;
+use crate::approvals::payload::approval_warnings;
+use crate::approvals::ApprovalRecord;
+
 /// The sign-in form.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +48,9 @@ struct DecideForm {
     reason: Option<String>,
     #[serde(default)]
     allow_minutes: Option<u64>,
+    /// `yes` when the operator ticked that they read the approval's warnings.
+    #[serde(default)]
+    acknowledge: Option<String>,
 }
 
 fn refused(e: &GuardError) -> Response<Full<Bytes>> {
@@ -116,9 +123,10 @@ pub async fn sign_in(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
     let right = bool::from(form.token.trim().as_bytes().ct_eq(gw.token.0.as_bytes()));
     if !right {
         tracing::warn!("console sign-in with a wrong API token");
-        let why = format!("Wrong API token. It is in {}.", gw.token_file.display());
+        // Said as the sign-in page says it: someone not signed in learns no path of this host.
+        let why = "Wrong API token. It is in <workspace>/.skillbox/api-token.";
         let next = safe_next(form.next.as_deref());
-        return html(StatusCode::UNAUTHORIZED, sign_in_page(Some(&why), next));
+        return html(StatusCode::UNAUTHORIZED, sign_in_page(Some(why), next));
     }
     tracing::info!("console sign-in with the API token");
     with_session(
@@ -159,51 +167,86 @@ pub async fn sign_out(gw: &Gateway, req: ConsoleReq) -> Response<Full<Bytes>> {
 }
 
 /// `POST /console/approvals/{id}`: approve or deny; `allow_minutes` with an approval
-/// also allows the tool for that long (bounded; the allowance is set before the approval,
-/// so an allowance the bounds refuse approves nothing).
+/// also allows the tool for that long. The allowance is written only once the approval is
+/// decided, under the allowances' lock ([`Grants::allow_after`]): bounds that refuse it
+/// decide nothing, and a decision that fails (the approval was already decided) writes no
+/// allowance.
+///
+/// [`Grants::allow_after`]: crate::approvals::grants::Grants::allow_after
 pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<Bytes>> {
     let (_, _, form) = match guarded::<DecideForm, _>(req, |f| f.csrf.as_deref()).await {
         Ok(g) => g,
         Err(r) => return r,
     };
     let approvals = gw.dispatcher.approvals();
-    let reason = form.reason.filter(|r| !r.trim().is_empty());
-    if let Some(minutes) = form.allow_minutes {
-        if form.decision != Decision::Approve {
+    if form.decision == Decision::Approve && form.acknowledge.as_deref() != Some("yes") {
+        let warnings = match approvals.get(id) {
+            Ok(record) => approval_warnings(&record.args),
+            Err(e) => return api_refusal(ApiError::from(e)),
+        };
+        if !warnings.is_empty() {
+            tracing::warn!(approval_id = %id, warnings = warnings.len(), "console approval refused: its warnings were not acknowledged");
             return html(
                 StatusCode::BAD_REQUEST,
                 message(
-                    "Bad request",
-                    "an allowance goes with an approval, not a denial",
+                    "Not approved",
+                    &format!(
+                        "This approval carries {} warning(s) (hidden characters, duplicate JSON keys or numbers a parser would change). Read them on the approval's card, tick \"I have read the warnings\" and approve again, or deny it. It is still pending.",
+                        warnings.len()
+                    ),
                 ),
             );
         }
-        let record = match approvals.get(id) {
-            Ok(r) => r,
-            Err(e) => return api_refusal(ApiError::from(e)),
+    }
+    let reason = form.reason.filter(|r| !r.trim().is_empty());
+    let Some(minutes) = form.allow_minutes else {
+        return match approvals.decide(id, form.decision, reason) {
+            Ok(record) => decided(&record),
+            Err(e) => api_refusal(ApiError::from(e)),
         };
-        if let Err(e) = approvals.grants().allow(
-            &record.skill,
-            &record.tool,
-            record.security,
-            minutes,
-            unix_ms_now(),
-        ) {
-            tracing::warn!(reason = %e, "allowance refused");
-            return html(
+    };
+    if form.decision != Decision::Approve {
+        return html(
+            StatusCode::BAD_REQUEST,
+            message(
+                "Bad request",
+                "an allowance goes with an approval, not a denial",
+            ),
+        );
+    }
+    let record = match approvals.get(id) {
+        Ok(r) => r,
+        Err(e) => return api_refusal(ApiError::from(e)),
+    };
+    let allowed = approvals.grants().allow_after(
+        &record.skill,
+        &record.tool,
+        record.security,
+        minutes,
+        unix_ms_now(),
+        || approvals.decide(id, Decision::Approve, reason),
+    );
+    match allowed {
+        Ok((grant, record)) => {
+            tracing::info!(skill = %grant.skill, tool = %grant.tool, minutes, allowance = %grant.id, "operator approved and allowed a tool from the console");
+            decided(&record)
+        }
+        Err(AllowError::Refused(e)) => {
+            tracing::warn!(reason = %e, "allowance refused; the approval stays pending");
+            html(
                 StatusCode::BAD_REQUEST,
                 message("Allowance refused", &e.to_string()),
-            );
+            )
         }
-        tracing::info!(skill = %record.skill, tool = %record.tool, minutes, "operator allowed a tool from the console");
+        Err(AllowError::Decision(e)) => api_refusal(ApiError::from(e)),
     }
-    match approvals.decide(id, form.decision, reason) {
-        Ok(record) => redirect(&format!(
-            "/console/approvals?done={}",
-            record.status.as_str()
-        )),
-        Err(e) => api_refusal(ApiError::from(e)),
-    }
+}
+
+fn decided(record: &ApprovalRecord) -> Response<Full<Bytes>> {
+    redirect(&format!(
+        "/console/approvals?done={}",
+        record.status.as_str()
+    ))
 }
 
 fn api_refusal(e: ApiError) -> Response<Full<Bytes>> {

@@ -10,6 +10,7 @@
 
 mod actions;
 mod assets;
+mod card;
 mod guard;
 mod lists;
 mod pages;

@@ -1,19 +1,18 @@
 //! The console's layout, the sign-in form, and the approvals pages: the landing list
-//! (pending first, live), one approval, and the fragment the script polls.
+//! (pending first, live; then allowances and recent decisions), one approval, and the
+//! fragment the script polls. The cards themselves are [`super::card`]'s.
 
 use bytes::Bytes;
 use http::{Response, StatusCode};
 use http_body_util::Full;
 use maud::{html, Markup, DOCTYPE};
-use serde_json::Value;
-use skillbox_protocol::skill::{InstallLock, Security};
+use skillbox_protocol::skill::InstallLock;
 
+use super::card::{card, decided_table, CardContext};
 use super::{html as answer, ConsoleReq};
 use crate::approvals::grants::Grant;
-use crate::approvals::payload::sign_payload;
 use crate::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::gateway::Gateway;
-use crate::skills::install::verify;
 use crate::state::store::unix_ms_now;
 
 /// Decided approvals shown under the pending ones.
@@ -112,124 +111,20 @@ pub fn signed_out_fragment() -> Markup {
     html! { p.flash.error { "Signed out: sign in again at /console/." } }
 }
 
-/// What an approval card needs beyond the record.
-struct CardContext<'a> {
-    csrf: &'a str,
-    lock: Option<&'a InstallLock>,
-    timeout_ms: u64,
-    max_minutes: u64,
-}
-
-fn status_label(status: ApprovalStatus) -> Markup {
-    html! { span class={"label " (status.as_str())} { (status.as_str()) } }
-}
-
-fn security_name(s: Security) -> &'static str {
-    match s {
-        Security::Read => "read",
-        Security::Write => "write",
-        Security::Sign => "sign",
-    }
-}
-
-fn pretty(v: &Value) -> String {
-    serde_json::to_string_pretty(v).unwrap_or_default()
-}
-
-fn payload_block(payload: &Value) -> Markup {
-    html! {
-        section.payload data-payload {
-            h4 { "What will be signed" }
-            dl {
-                dt { "Type" } dd { (payload["type"].as_str().unwrap_or("message")) }
-                @if let Some(n) = payload["bytes"].as_u64() { dt { "Size" } dd { (n) " bytes" } }
-                @if let Some(sha) = payload["sha256"].as_str() {
-                    dt { "SHA-256" } dd { code data-payload-sha256 { (sha) } }
-                }
-            }
-            @if let Some(e) = payload["error"].as_str() {
-                p.flash.error { (e) }
-            } @else if payload.get("json").is_some() {
-                p.meta { "Decoded as JSON:" }
-                pre data-payload-json { (pretty(&payload["json"])) }
-            } @else if let Some(t) = payload["text"].as_str() {
-                p.meta { "Decoded as UTF-8 text:" }
-                pre data-payload-text { (t) }
-            } @else if let Some(h) = payload["hex"].as_str() {
-                p.meta { "Not text; hex:" }
-                pre data-payload-hex { (h) }
-            }
-            @if payload["truncated"].as_bool() == Some(true) {
-                p.meta { "Only the start is shown; the hash covers all of it." }
-            }
-        }
-    }
-}
-
-fn card(r: &ApprovalRecord, ctx: &CardContext<'_>) -> Markup {
-    let locked = ctx.lock.and_then(|l| l.get(&r.skill));
-    let publisher = locked.and_then(|l| l.publisher.clone());
-    let expires = r
-        .created_at
-        .saturating_add(i64::try_from(ctx.timeout_ms).unwrap_or(i64::MAX));
-    let payload = sign_payload(&r.args);
-    html! {
-        article.card data-approval=(r.id) data-status=(r.status.as_str()) {
-            h3 {
-                a href={"/console/approvals/" (r.id)} { (r.skill) ":" (r.tool) }
-                " " (status_label(r.status))
-                " " span.label { (security_name(r.security)) }
-            }
-            dl {
-                dt { "Skill" } dd data-skill { (r.skill) }
-                dt { "Publisher" } dd { (publisher.as_deref().unwrap_or("none (unsigned)")) }
-                dt { "Trust" } dd data-trust { (verify::trust_label(ctx.lock, &r.skill)) }
-                dt { "Tool" } dd data-tool { (r.tool) }
-                dt { "Requested" } dd { (when(r.created_at)) }
-                @if r.status == ApprovalStatus::Pending {
-                    dt { "Expires" } dd { (when(expires)) }
-                }
-                @if let Some(at) = r.decided_at { dt { "Decided" } dd { (when(at)) } }
-                @if let Some(reason) = &r.reason { dt { "Reason" } dd { (reason) } }
-                dt { "Approval" } dd { code { (r.id) } }
-            }
-            @if let Some(p) = &payload {
-                (payload_block(p))
-            } @else {
-                h4 { "Arguments" }
-                pre data-args { (pretty(&r.args)) }
-            }
-            @if r.status == ApprovalStatus::Pending {
-                form.decide method="post" action={"/console/approvals/" (r.id)} {
-                    input type="hidden" name="csrf" value=(ctx.csrf);
-                    input type="text" name="reason" placeholder="Reason (optional)" aria-label="Reason";
-                    button.approve type="submit" name="decision" value="approve" { "Approve" }
-                    button.deny type="submit" name="decision" value="deny" { "Deny" }
-                }
-                @if r.security == Security::Write {
-                    form.decide method="post" action={"/console/approvals/" (r.id)} {
-                        input type="hidden" name="csrf" value=(ctx.csrf);
-                        input type="hidden" name="decision" value="approve";
-                        label { "Approve, and allow " (r.skill) ":" (r.tool) " without asking for "
-                            input type="number" name="allow_minutes" value="15" min="1"
-                                max=(ctx.max_minutes) aria-label="minutes";
-                            " minutes" }
-                        button type="submit" { "Allow this tool" }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn context<'a>(gw: &'a Gateway, csrf: &'a str, lock: Option<&'a InstallLock>) -> CardContext<'a> {
+/// The card of `r` under the console's settings.
+fn card_of(gw: &Gateway, r: &ApprovalRecord, csrf: &str, lock: Option<&InstallLock>) -> Markup {
     let approvals = gw.dispatcher.approvals();
-    CardContext {
-        csrf,
-        lock,
-        timeout_ms: approvals.policy().timeout_ms,
-        max_minutes: approvals.grants().limits().max_minutes,
-    }
+    let skill = gw.dispatcher.loaded().skill(&r.skill);
+    card(
+        r,
+        &CardContext {
+            csrf,
+            lock,
+            timeout_ms: approvals.policy().timeout_ms,
+            max_minutes: approvals.grants().limits().max_minutes,
+            skill: skill.as_deref(),
+        },
+    )
 }
 
 fn read_lock(gw: &Gateway) -> Option<InstallLock> {
@@ -244,12 +139,11 @@ fn pending_cards(gw: &Gateway, csrf: &str) -> Result<(usize, Markup), String> {
         .list(Some(ApprovalStatus::Pending))
         .map_err(|e| e.to_string())?;
     let lock = read_lock(gw);
-    let ctx = context(gw, csrf, lock.as_ref());
     Ok((
         list.len(),
         html! {
             @if list.is_empty() { p.empty { "No approvals are waiting." } }
-            @for r in &list { (card(r, &ctx)) }
+            @for r in &list { (card_of(gw, r, csrf, lock.as_ref())) }
         },
     ))
 }
@@ -273,10 +167,9 @@ pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> 
         Err(e) => return unavailable(&e.to_string()),
     };
     decided.retain(|r| r.status != ApprovalStatus::Pending);
-    decided.reverse();
+    // Newest decision first (an approval asked long ago may be decided last).
+    decided.sort_by_key(|r| std::cmp::Reverse((r.decided_at, r.created_at)));
     decided.truncate(RECENT_DECIDED);
-    let lock = read_lock(gw);
-    let ctx = context(gw, csrf, lock.as_ref());
     let grants = gw.dispatcher.approvals().grants().list(unix_ms_now());
     // Only the outcomes the console's own redirects name: no text from the URL is echoed.
     let done = req.query_param("done").and_then(|d| {
@@ -297,8 +190,7 @@ pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> 
         h2 { "Allowances in force" }
         (grants_table(&grants, csrf))
         h2 { "Decided recently" }
-        @if decided.is_empty() { p.empty { "Nothing decided yet." } }
-        @for r in &decided { (card(r, &ctx)) }
+        (decided_table(&decided))
     };
     answer(StatusCode::OK, layout("Approvals", Some(csrf), body))
 }
@@ -350,10 +242,9 @@ pub async fn approval(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full
         }
     };
     let lock = read_lock(gw);
-    let ctx = context(gw, csrf, lock.as_ref());
     let body = html! {
         h1 { "Approval" }
-        (card(&record, &ctx))
+        (card_of(gw, &record, csrf, lock.as_ref()))
         p { a href="/console/approvals" { "All approvals" } }
     };
     answer(StatusCode::OK, layout("Approval", Some(csrf), body))

@@ -10,8 +10,13 @@
   }
   var interval = 1500;
   var busy = false;
+  // Not while the operator is at a card: typing a reason, or having ticked "I have read
+  // the warnings" (a refresh would untick it).
   function typing() {
     var active = document.activeElement;
+    if (list.querySelector("input[type=checkbox]:checked")) {
+      return true;
+    }
     return active && list.contains(active) && active.tagName === "INPUT" && active.value !== "";
   }
   function refresh() {

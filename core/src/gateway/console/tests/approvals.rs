@@ -6,6 +6,7 @@ use serde_json::json;
 use skillbox_protocol::skill::Security;
 
 use super::{pending, send, session, setup, status_of, Headers, ORIGIN};
+use crate::approvals::{ApprovalRequest, Decision};
 use crate::state::store::{unix_ms_now, ApprovalStatus};
 
 #[tokio::test]
@@ -163,6 +164,51 @@ async fn allowance_over_the_limit_approves_nothing_and_one_within_it_is_listed()
         .grants()
         .list(unix_ms_now())
         .is_empty());
+}
+
+#[tokio::test]
+async fn allowance_with_an_already_denied_approval_is_refused_and_not_written() {
+    let (_dir, gw) = setup();
+    pending(&gw, "ap_1", Security::Write, json!({"text": "x"}));
+    let approvals = std::sync::Arc::clone(gw.dispatcher.approvals());
+    approvals.decide("ap_1", Decision::Deny, None).unwrap();
+    let (cookie, csrf) = session(&gw);
+    let form = format!("decision=approve&csrf={csrf}&allow_minutes=30");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_1",
+        &[("origin", ORIGIN), ("cookie", cookie.as_str())],
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert!(a.body.contains("Not done"), "{}", a.body);
+    assert!(a.body.contains("already denied"), "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Denied);
+    assert!(approvals.grants().list(unix_ms_now()).is_empty());
+    // The next call of the tool asks again instead of running on an allowance.
+    let mut asked = approvals.watch_asked();
+    let caller = std::sync::Arc::clone(&approvals);
+    // Whatever else a request carries (who asks, from which context) stays at its default.
+    #[allow(clippy::needless_update)]
+    let next = ApprovalRequest {
+        skill: "notes".into(),
+        tool: "append".into(),
+        args: json!({"text": "next"}),
+        security: Security::Write,
+        ..ApprovalRequest::default()
+    };
+    let mut call = tokio::spawn(async move { caller.request(next).await });
+    tokio::select! {
+        record = asked.recv() => {
+            let record = record.unwrap();
+            assert_eq!((record.skill.as_str(), record.tool.as_str()), ("notes", "append"));
+            assert_eq!(record.status, ApprovalStatus::Pending);
+        }
+        ran = &mut call => panic!("the call did not wait for an approval: {ran:?}"),
+    }
+    call.abort();
 }
 
 #[tokio::test]

@@ -23,15 +23,13 @@ pub(super) const TOKEN: &str = "console-token-7d1e0b";
 pub(super) const HOST: &str = "127.0.0.1:7070";
 pub(super) const ORIGIN: &str = "http://127.0.0.1:7070";
 
-fn gateway(ws: &std::path::Path, section: &ConsoleSection) -> Gateway {
-    crate::gateway::test_gateway(
-        ws,
-        Catalog::default(),
-        ws.join("skills"),
-        TOKEN,
-        4096,
-        Console::new(section),
-    )
+pub(super) fn gateway(
+    ws: &std::path::Path,
+    section: &ConsoleSection,
+    catalog: Catalog,
+    skills_root: std::path::PathBuf,
+) -> Gateway {
+    crate::gateway::test_gateway(ws, catalog, skills_root, TOKEN, 4096, Console::new(section))
 }
 
 /// Request headers of a case.
@@ -110,7 +108,12 @@ pub(super) fn status_of(gw: &Gateway, id: &str) -> ApprovalStatus {
 
 pub(super) fn setup() -> (tempfile::TempDir, Gateway) {
     let dir = tempfile::tempdir().unwrap();
-    let gw = gateway(dir.path(), &ConsoleSection::default());
+    let gw = gateway(
+        dir.path(),
+        &ConsoleSection::default(),
+        Catalog::default(),
+        dir.path().join("skills"),
+    );
     (dir, gw)
 }
 
@@ -209,6 +212,34 @@ async fn sign_in_with_a_wrong_token_is_refused_without_a_cookie() {
     assert!(a.body.contains("Wrong API token"), "{}", a.body);
     assert!(a.headers.get("set-cookie").is_none());
     assert_eq!(gw.console.sessions.count(unix_ms_now()), 0);
+}
+
+#[tokio::test]
+async fn sign_in_with_a_wrong_token_does_not_disclose_the_token_file_path() {
+    let (dir, gw) = setup();
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/signin",
+        &[("origin", ORIGIN)],
+        "token=guessing",
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::UNAUTHORIZED);
+    // Where the token is, said as the first page says it, not where this host keeps it.
+    assert!(
+        a.body
+            .contains("Wrong API token. It is in &lt;workspace&gt;/.skillbox/api-token."),
+        "{}",
+        a.body
+    );
+    let workspace = dir.path().display().to_string();
+    assert!(!a.body.contains(&workspace), "{}", a.body);
+    assert!(
+        !a.body.contains(&gw.token_file.display().to_string()),
+        "{}",
+        a.body
+    );
 }
 
 #[tokio::test]
@@ -323,6 +354,8 @@ async fn one_time_link_expires_after_link_seconds() {
             link_seconds: 0,
             ..ConsoleSection::default()
         },
+        Catalog::default(),
+        dir.path().join("skills"),
     );
     let path = gw.console.sign_in_path().unwrap();
     let a = send(&gw, Method::GET, &path, &[], "").await;
@@ -411,3 +444,6 @@ async fn oversized_form_is_refused() {
     assert_eq!(a.status, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(a.body.contains("4096-byte limit"), "{}", a.body);
 }
+
+/// What an approval card shows (payload, warnings, permissions, recent decisions).
+mod card;
