@@ -1,7 +1,7 @@
 //! `skillbox up` (core + a local executor child) and `skillbox serve` (core alone, against
 //! a configured executor URL): start the channel, the callback listener and the gateway;
 //! supervise the executor; reload skills and trust on SIGHUP, when `<state>/trust/`
-//! changes ([`skillbox_core::skills::reload`]) or when the skills root changes ([`skillbox_core::skills::watch`]); shut
+//! changes ([`skillbox_core::reload`]) or when the skills root changes ([`skillbox_core::reload::watch`]); shut
 //! down cleanly on Ctrl-C or SIGTERM.
 
 use std::path::{Path, PathBuf};
@@ -29,8 +29,8 @@ use skillbox_core::observe::Metrics;
 use skillbox_core::proxy::fetch::FetchProxy;
 use skillbox_core::proxy::readfile::ReadFileProxy;
 use skillbox_core::proxy::sign::Signer;
+use skillbox_core::reload::{self, Reloader};
 use skillbox_core::skills::install::{self, TrustPolicy};
-use skillbox_core::skills::reload::{self, Reloader};
 use skillbox_core::skills::stamp::InstalledStamps;
 use skillbox_core::state::config::Config;
 use skillbox_core::state::secrets::Secrets;
@@ -269,7 +269,7 @@ async fn run_async(args: UpArgs, embedded: bool) -> anyhow::Result<u8> {
         Arc::clone(&reloader),
         reload::TRUST_POLL_INTERVAL,
     ));
-    let skills_watch_task = tokio::spawn(skillbox_core::skills::watch::watch_skills(Arc::clone(
+    let skills_watch_task = tokio::spawn(skillbox_core::reload::watch::watch_skills(Arc::clone(
         &reloader,
     )));
     let bots = Arc::new(skillbox_core::auth::BotTokens::load(store.clone())?);

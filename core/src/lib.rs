@@ -11,7 +11,8 @@
 //!   flight and the callbacks a running tool makes; [`approvals`] it waits on.
 //! - [`proxy`]: `fetch`, `sign` and `readFile` performed for a skill after its permissions.
 //! - [`executors`]: the executor pool and the Docker supervisors; skill availability.
-//! - [`skills`]: install, remove, reload and watch the skill store (and the kill list).
+//! - [`skills`]: install and remove skills, the roots, stamps (and the kill list).
+//! - [`reload`]: the one reload of skills, trust and secrets, and the watch that runs it.
 //! - [`repair`]: proposed fixes to a skill's manifest.
 //! - [`state`]: the workspace's paths, config, PKI, secrets and the SQLite store.
 //! - [`observe`]: the metrics every layer counts into, the log format, trace context.
@@ -25,6 +26,7 @@ pub mod gateway;
 pub mod observe;
 pub mod proxy;
 pub mod random;
+pub mod reload;
 pub mod repair;
 pub mod router;
 pub mod skills;

@@ -21,7 +21,11 @@ from console_common import Bot
 BASE, TOKEN, LINK = sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3]
 SCREENSHOT = sys.argv[4] if len(sys.argv) > 4 else None
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-bot = Bot(BASE, TOKEN)
+# The calls are a bot's, with a token of its own (BOT_TOKEN, made by the Rust test with
+# `skillbox tokens create`); what only the operator may do goes with the operator's token.
+BOT_NAME = os.environ.get("BOT_NAME", "operator")
+bot = Bot(BASE, os.environ.get("BOT_TOKEN", TOKEN))
+operator = Bot(BASE, TOKEN)
 
 
 def step(name):
@@ -165,6 +169,12 @@ with sync_playwright() as p:
     check_headers(r)
     expect(detail.locator("[data-payload-text]")).to_have_text(message.decode())
     expect(detail.locator("[data-payload-sha256]")).to_have_text(hashlib.sha256(message).hexdigest())
+    # Which bot asked, in which context; a bot's own token cannot decide its signature.
+    expect(detail.locator("[data-requested-by]")).to_have_text(BOT_NAME)
+    expect(detail.locator("[data-context]")).to_have_text("none")
+    if BOT_NAME != "operator":
+        status, _, text = bot.request("POST", f"/v1/approvals/{pending['id']}", {"decision": "approve"})
+        assert status == 403 and "operator role" in text, (status, text)
     detail.get_by_role("button", name="Approve", exact=True).click()
     detail.wait_for_url("**/console/approvals?done=approved")
     result = call.result()
@@ -179,7 +189,7 @@ with sync_playwright() as p:
     expect(c.locator("[data-payload-text]")).to_have_text(body.decode(), timeout=3000)
     expect(c.locator("[data-payload-sha256]")).to_have_text(hashlib.sha256(body).hexdigest())
     expect(c.locator("[data-warnings]")).to_have_count(0)
-    bot.decide(pending["id"], "deny", "cleanup")
+    operator.decide(pending["id"], "deny", "cleanup")
     call.result()
 
     step("hidden characters show as badges; large numbers keep their digits; approving needs the warnings read")
@@ -277,7 +287,7 @@ with sync_playwright() as p:
     expect(page.locator("#allowances")).to_have_count(0)
     call = bot.call_in_background("signer:write_note", {"text": "asks again"})
     again = bot.wait_pending("signer", "write_note")
-    bot.decide(again["id"], "deny")
+    operator.decide(again["id"], "deny")
     assert call.result()["error_kind"] == "approval_denied"
 
     step("the other pages render")
@@ -296,6 +306,11 @@ with sync_playwright() as p:
     # Approved: two notes, the allowed one, two signatures; and the tool whose signature was
     # denied (the tool itself succeeded, reporting the refusal).
     expect(page.locator("#calls tbody tr")).to_have_count(6)
+    # Each call names the bot that made it, and the skills page the bots that may use a skill.
+    expect(page.locator("#calls td.caller").first).to_have_text(BOT_NAME)
+    if BOT_NAME != "operator":
+        page.goto(BASE + "/console/skills")
+        expect(page.locator("#skills td.bots").first).to_contain_text(BOT_NAME)
 
     # The refusals this script asks for (the wrong token's 401, the oversized allowance's
     # 400) are logged by the browser as failed resources; nothing else may be.
@@ -339,7 +354,7 @@ with sync_playwright() as p:
         print(f"   {path}: scrollWidth {width}", flush=True)
         assert width <= 420, (path, width)
     phone.close()
-    bot.decide(wide["id"], "deny", "cleanup")
+    operator.decide(wide["id"], "deny", "cleanup")
     call.result()
 
     step("sign out ends the session")

@@ -197,7 +197,7 @@ from_kinded!(
     crate::approvals::ApprovalError,
     crate::contexts::ContextError,
     crate::contexts::disclosure::DisclosureError,
-    crate::skills::reload::ReloadError,
+    crate::reload::ReloadError,
     super::route_execute::ExecuteError,
 );
 

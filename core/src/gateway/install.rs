@@ -6,8 +6,8 @@ use super::api::{InstallRequest, InstallResponse, RemoveResponse};
 use super::error::ApiError;
 use super::request::{ok_of, Reply, Req};
 use super::{reload, Gateway};
+use crate::reload::Cause;
 use crate::skills::install::{self, remove, Limits};
-use crate::skills::reload::Cause;
 
 /// `POST /v1/skills/install`.
 pub async fn install(gw: &Gateway, req: Req) -> Reply {

@@ -61,7 +61,7 @@ pub struct Gateway {
     /// Where installs go and the trust policy reloads apply (docs/http-api.md, install).
     pub trust: crate::skills::install::TrustPolicy,
     /// The one reload of skills and trust (shared with SIGHUP and the trust-folder watch).
-    pub reloader: Arc<crate::skills::reload::Reloader>,
+    pub reloader: Arc<crate::reload::Reloader>,
     /// The executor containers' supervisor, when the core has a Docker engine.
     pub supervisor: Option<Arc<crate::executors::docker::supervisor::Supervisor>>,
     /// The operator console's sessions and sign-in links.
@@ -158,7 +158,7 @@ pub(crate) fn test_gateway(
     );
     Gateway {
         bots,
-        reloader: Arc::new(crate::skills::reload::Reloader::new(
+        reloader: Arc::new(crate::reload::Reloader::new(
             Arc::clone(&dispatcher),
             trust.clone(),
         )),

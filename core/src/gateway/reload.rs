@@ -1,10 +1,10 @@
 //! `POST /v1/skills/reload` and `POST /v1/trust/reload`: rediscover the skills and
-//! re-verify them with the trust store as it is now ([`crate::skills::reload`]).
+//! re-verify them with the trust store as it is now ([`crate::reload`]).
 
 use super::api::ReloadOutcome;
 use super::request::{ok_of, Reply, Req};
 use super::Gateway;
-use crate::skills::reload::Cause;
+use crate::reload::Cause;
 
 /// `POST /v1/skills/reload`.
 pub async fn skills(gw: &Gateway, _req: Req) -> Reply {
@@ -18,7 +18,7 @@ pub async fn trust(gw: &Gateway, _req: Req) -> Reply {
 
 /// Rediscovers the skills, re-verifies them with the trust store as it is now (a skill
 /// that no longer verifies is disabled with the reason), swaps the catalog (calls in flight
-/// keep the one they started with) and has the executor reload: [`crate::skills::reload`].
+/// keep the one they started with) and has the executor reload: [`crate::reload`].
 async fn reload(gw: &Gateway, cause: Cause) -> Reply {
     Ok(ok_of(&gw.reloader.reload(cause).await?))
 }

@@ -7,8 +7,8 @@ use super::api::{RepairProposal, RepairResponse};
 use super::error::ApiError;
 use super::request::{ok_of, Reply, Req};
 use super::{reload, Gateway};
+use crate::reload::Cause;
 use crate::repair::RepairTarget;
-use crate::skills::reload::Cause;
 
 /// `POST /v1/skills/{name}/repairs`.
 pub async fn propose(gw: &Gateway, req: Req) -> Reply {

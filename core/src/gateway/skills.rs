@@ -58,7 +58,7 @@ pub async fn file(gw: &Gateway, req: Req) -> Reply {
 }
 
 /// The workspace whose state folder no skill file may be (the parent of the install root,
-/// as [`crate::skills::reload`] reads its configuration).
+/// as [`crate::reload`] reads its configuration).
 pub(crate) fn workspace_of(gw: &Gateway) -> std::path::PathBuf {
     let root = &gw.trust.skills_root;
     root.parent().unwrap_or(root).to_path_buf()

@@ -16,6 +16,9 @@ use rcgen::{
 };
 use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 
+/// The channel PKI folder (in the state folder).
+pub const PKI_DIR: &str = "pki";
+
 /// Validity of the internal certificates.
 pub const VALIDITY_DAYS: i64 = 825;
 
@@ -55,7 +58,7 @@ pub enum PkiError {
 
 /// The PKI folder of a state dir.
 pub fn pki_dir(state: &Path) -> PathBuf {
-    state.join(crate::state::workspace::PKI_DIR)
+    state.join(PKI_DIR)
 }
 
 /// The core's TLS files.

@@ -22,8 +22,7 @@ pub const STATE_DIR: &str = ".skillbox";
 pub const TOKEN_FILE: &str = "api-token";
 /// The file holding the running gateway's address (in the state folder).
 pub const GATEWAY_ADDR_FILE: &str = "gateway.addr";
-/// The channel PKI folder (in the state folder).
-pub const PKI_DIR: &str = "pki";
+pub use super::pki::PKI_DIR;
 /// The signing keys folder of `core.sign` (in the state folder).
 pub const KEYS_DIR: &str = "keys";
 /// The secrets file (in the state folder).

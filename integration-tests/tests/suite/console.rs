@@ -64,11 +64,17 @@ fn console_in_a_browser_signs_in_decides_approvals_and_refuses_cross_site_posts(
     // SKILLBOX_CONSOLE_SCREENSHOT=docs/console-approvals.png refreshes the docs' picture.
     let shot = std::env::var("SKILLBOX_CONSOLE_SCREENSHOT").unwrap_or_default();
     let chromium = chromium.display().to_string();
+    // The bot's calls go with a token of its own; the browser decides them as the operator.
+    let bot = sb.bot_token("telegram", &[]);
     let out = run_script(
         &python,
         "console_browser.py",
         &[&base, &sb.token, &link, &shot],
-        &[("CHROMIUM", &chromium)],
+        &[
+            ("CHROMIUM", &chromium),
+            ("BOT_TOKEN", &bot),
+            ("BOT_NAME", "telegram"),
+        ],
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     println!("{stdout}");

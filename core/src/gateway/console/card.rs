@@ -6,7 +6,7 @@ use maud::{html, Markup};
 use serde_json::Value;
 use skillbox_protocol::skill::{InstallLock, Security, Skill};
 
-use super::pages::when;
+use super::time::when;
 use crate::approvals::inspect::{segments, Segment};
 use crate::approvals::payload::{approval_warnings, sign_payload};
 use crate::approvals::{ApprovalRecord, ApprovalStatus};

@@ -15,6 +15,7 @@ mod guard;
 mod lists;
 mod pages;
 pub mod session;
+mod time;
 
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};

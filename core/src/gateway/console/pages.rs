@@ -18,21 +18,7 @@ use crate::state::store::unix_ms_now;
 /// Decided approvals shown under the pending ones.
 pub const RECENT_DECIDED: usize = 20;
 
-/// `YYYY-MM-DD HH:MM:SS UTC` of a Unix-milliseconds time.
-pub fn when(ms: i64) -> String {
-    match time::OffsetDateTime::from_unix_timestamp(ms.div_euclid(1000)) {
-        Ok(t) => format!(
-            "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-            t.year(),
-            u8::from(t.month()),
-            t.day(),
-            t.hour(),
-            t.minute(),
-            t.second()
-        ),
-        Err(_) => ms.to_string(),
-    }
-}
+pub use super::time::when;
 
 /// The page around `body`, with the navigation and the sign-out form of a session.
 pub fn layout(title: &str, csrf: Option<&str>, body: Markup) -> Markup {

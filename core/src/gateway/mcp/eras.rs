@@ -15,13 +15,7 @@ use serde_json::{json, Map, Value};
 
 use super::errors::McpError;
 
-/// The stateless revision.
-pub const MODERN_VERSION: &str = "2026-07-28";
-/// The handshake-era versions served, oldest first.
-pub const HANDSHAKE_VERSIONS: [&str; 2] = ["2025-06-18", "2025-11-25"];
-/// Every version served, oldest first (`server/discover`'s `supportedVersions` and the
-/// `data.supported` of a version refusal).
-pub const SUPPORTED_VERSIONS: [&str; 3] = ["2025-06-18", "2025-11-25", MODERN_VERSION];
+pub use super::versions::{HANDSHAKE_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS};
 
 /// `_meta` key of the protocol version (2026-07-28).
 pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";

@@ -8,7 +8,7 @@
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::eras::SUPPORTED_VERSIONS;
+use super::versions::SUPPORTED_VERSIONS;
 
 /// JSON-RPC: the body is not JSON.
 pub const PARSE_ERROR: i64 = -32700;

@@ -16,6 +16,7 @@ mod errors;
 mod skills;
 mod tools;
 mod transport;
+mod versions;
 
 #[cfg(test)]
 mod tests;

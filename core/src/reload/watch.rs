@@ -1,5 +1,5 @@
 //! Hot reload of skills: a change under a skills root is picked up within a second and
-//! runs the one reload of [`crate::skills::reload::Reloader`] (the same as `POST
+//! runs the one reload of [`crate::reload::Reloader`] (the same as `POST
 //! /v1/skills/reload`). Calls are never blocked: a reload swaps the catalog, and calls in
 //! flight keep the one they started with.
 //!
@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::time::Instant;
 
-use crate::skills::reload::{Cause, Reloader};
+use crate::reload::{Cause, Reloader};
 use crate::skills::tree_watch::TreeWatch;
 
 /// Quiet time after the last change before reloading.

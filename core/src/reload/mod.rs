@@ -12,6 +12,8 @@
 //! Calls in flight are never dropped: they keep the catalog (core) and the registry
 //! (executor) they started with.
 
+pub mod watch;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -51,7 +53,7 @@ pub enum Cause {
     TrustChanged,
     /// A repair was applied to a skill through the gateway.
     Repair,
-    /// A file under the skills root changed ([`crate::skills::watch`]).
+    /// A file under the skills root changed ([`crate::reload::watch`]).
     SkillsChanged,
 }
 
