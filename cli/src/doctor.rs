@@ -166,7 +166,8 @@ fn roots(ws: &Path, config: &Config) -> Vec<Check> {
 }
 
 fn kernel(config: &Config) -> Check {
-    let binary = match up::executor_binary(&config.executor.binary) {
+    let binary = match skillbox_core::app::executor_child::executor_binary(&config.executor.binary)
+    {
         Ok(b) => b,
         Err(e) => {
             return Check::problem(

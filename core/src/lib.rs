@@ -3,6 +3,7 @@
 //! binary crate `skillbox-cli` over this library.
 //!
 //! The layers, outside in:
+//! - [`app`]: the program's wiring, `App::build` and `App::serve` (`skillbox up`/`serve`).
 //! - [`auth`]: the operator and bot roles, bot tokens, who asked for a call.
 //! - [`gateway`]: HTTP for bots, agents and operators (a route table, one file per resource;
 //!   the operator console under `/console/`).
@@ -17,6 +18,7 @@
 //! - [`state`]: the workspace's paths, config, PKI, secrets and the SQLite store.
 //! - [`observe`]: the metrics every layer counts into, the log format, trace context.
 
+pub mod app;
 pub mod approvals;
 pub mod auth;
 pub mod calls;

@@ -207,6 +207,16 @@ impl Sweeper {
         }
     }
 
+    /// Waits at most `limit` for every queued tree to be removed; whether none is left.
+    pub fn wait_idle_for(&self, limit: std::time::Duration) -> bool {
+        let (lock, idle) = &*self.pending;
+        let Ok(n) = lock.lock() else { return false };
+        match idle.wait_timeout_while(n, limit, |n| *n > 0) {
+            Ok((n, _)) => *n == 0,
+            Err(_) => false,
+        }
+    }
+
     /// Waits until every queued tree is removed (the one-shot `exec` calls this before it
     /// exits, which would otherwise end the thread mid-removal).
     pub fn wait_idle(&self) {

@@ -13,6 +13,14 @@ use super::remove_tree::{remove_tree, Sweeper};
 /// The folder of the scratch root where ended calls' dirs wait for the sweeper.
 pub const TRASH_DIR: &str = ".trash";
 
+/// Longest wait for the sweeper when the scratch file system is full.
+pub const FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `ENOSPC`: no space left on the device.
+fn libc_enospc() -> i32 {
+    nix::errno::Errno::ENOSPC as i32
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A scratch directory, removed on drop.
@@ -23,8 +31,20 @@ pub struct Scratch {
 
 impl Scratch {
     /// Creates a fresh directory under `root` (created 0711 if missing), mode 0700, owned
-    /// by `owner` when given.
+    /// by `owner` when given. When the scratch file system is full while ended calls' dirs
+    /// still wait for the sweeper (a tool filled the tmpfs just before), it waits for them
+    /// to go (at most [`FULL_WAIT`]) and tries once more.
     pub fn create(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
+        match Self::create_once(root, owner) {
+            Err(e) if e.raw_os_error() == Some(libc_enospc()) => {
+                Sweeper::global().wait_idle_for(FULL_WAIT);
+                Self::create_once(root, owner)
+            }
+            other => other,
+        }
+    }
+
+    fn create_once(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = root.join(format!("call-{}-{n}", std::process::id()));
         let dir = std::fs::DirBuilder::new().mode(0o700).create(&path);

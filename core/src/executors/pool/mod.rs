@@ -27,7 +27,8 @@ use skillbox_channel::TlsFiles;
 use skillbox_protocol::jsonrpc::code;
 use skillbox_protocol::methods::SandboxFacts;
 
-use discovery::{ExecutorUrl, UrlError};
+use discovery::ExecutorUrl;
+pub use discovery::UrlError;
 
 /// How long one `health` question may take before the endpoint counts as unhealthy.
 pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
