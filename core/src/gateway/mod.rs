@@ -1,33 +1,22 @@
-//! The gateway for bots and agents (docs/http-api.md): HTTP on 127.0.0.1:7070 by default,
-//! bearer-token auth on every route but `/healthz` (compared in constant time), JSON in
-//! and out, request-size limits, errors as `{"error", "error_kind"}` mapped in one place
-//! ([`error`]). [`table`] lists the routes; each resource has a file of its handlers.
-//! The operator console under `/console/` ([`console`]) has sessions of its own.
+//! The gateway for bots, agents and the operator (docs/http-api.md): HTTP on
+//! 127.0.0.1:7070 by default, bearer-token auth on every route but `/healthz` (the
+//! operator's token compared in constant time, bot tokens by their SHA-256), three
+//! protocols over one shared layer: [`rest`] (JSON, one file per resource), [`mcp`] (the
+//! MCP server) and [`console`] (the operator console, with sessions of its own), over
+//! [`web`] (a request within its bounds, the one mapping of an error to its status, the
+//! server and its connection bounds). [`table`] lists the routes with the role each
+//! needs.
 
-pub mod api;
-mod approvals;
 pub mod console;
-mod contexts;
-mod error;
-mod health;
-mod install;
 mod mcp;
-mod observe;
-mod reload;
-mod repairs;
-mod request;
-mod route;
-mod route_execute;
-mod route_plan;
-mod server;
-mod skills;
+pub mod rest;
 mod table;
-mod tokens;
-mod tools;
+pub mod web;
 
-pub use error::ApiError;
 pub use mcp::classify_message as classify_mcp_message;
-pub use server::{serve, ServerLimits};
+pub use rest::api;
+pub use web::error::ApiError;
+pub use web::server::{serve, ServerLimits};
 
 use std::sync::Arc;
 
@@ -54,7 +43,7 @@ pub struct Gateway {
     pub token_file: std::path::PathBuf,
     /// Largest request body.
     pub max_request_bytes: usize,
-    /// Timeouts and the connection cap of the server ([`server`]).
+    /// Timeouts and the connection cap of the server ([`web::server`]).
     pub server_limits: ServerLimits,
     /// The skills root (for reloads).
     pub skills_root: std::path::PathBuf,
@@ -71,6 +60,13 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// The workspace whose state folder no skill file may be (the parent of the install
+    /// root, as [`crate::reload`] reads its configuration).
+    pub fn workspace(&self) -> std::path::PathBuf {
+        let root = &self.trust.skills_root;
+        root.parent().unwrap_or(root).to_path_buf()
+    }
+
     /// Who the request's bearer token says it is: the operator, a bot, or a 401.
     fn authenticate(&self, headers: &http::HeaderMap) -> Result<Caller, ApiError> {
         let presented = headers
@@ -95,7 +91,9 @@ impl Gateway {
         // The console signs browsers in with a session cookie of its own (console/).
         if path == "/console" || path.starts_with("/console/") {
             let (parts, body) = req.into_parts();
-            let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
+            let body: web::request::Body = body
+                .map_err(|e| web::request::BodyError(e.to_string()))
+                .boxed();
             let query = parts.uri.query().map(str::to_string);
             return console::handle(
                 &self,
@@ -116,7 +114,9 @@ impl Gateway {
             }
         };
         let (parts, body) = req.into_parts();
-        let body: request::Body = body.map_err(|e| request::BodyError(e.to_string())).boxed();
+        let body: web::request::Body = body
+            .map_err(|e| web::request::BodyError(e.to_string()))
+            .boxed();
         let query = parts.uri.query().map(str::to_string);
         let path = parts.uri.path();
         let asked = table::Asked {

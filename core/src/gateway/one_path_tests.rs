@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
-use super::request::Body;
+use super::web::request::Body;
 use super::{table, Gateway};
 use crate::auth::{Bot, Caller};
 

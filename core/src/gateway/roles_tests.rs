@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions, Security};
 
-use super::request::Body;
+use super::web::request::Body;
 use super::{table, Gateway};
 use crate::random::SystemSource;
 use crate::state::store::{unix_ms_now, ApprovalRecord, ApprovalStatus};

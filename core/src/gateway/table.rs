@@ -7,13 +7,13 @@
 
 use http::Method;
 
-use super::error::ApiError;
-use super::request::{Handled, Reply, Req};
-use super::Gateway;
-use super::{
-    approvals, contexts, health, install, mcp, observe, reload, repairs, route, skills, tokens,
-    tools,
+use super::mcp;
+use super::rest::{
+    approvals, contexts, health, install, observe, reload, repairs, route, skills, tokens, tools,
 };
+use super::web::error::ApiError;
+use super::web::request::{Handled, Reply, Req};
+use super::Gateway;
 use crate::auth::{Caller, Role};
 
 /// A route handler.
@@ -143,7 +143,7 @@ pub async fn dispatch(
     asked: Asked<'_>,
     query: Option<String>,
     headers: http::HeaderMap,
-    body: super::request::Body,
+    body: super::web::request::Body,
 ) -> Reply {
     let Asked {
         method,

@@ -7,7 +7,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use skillbox_protocol::skill::{Catalog, Security};
 
-use super::request::Body;
+use super::web::request::Body;
 use super::{table, Gateway};
 use crate::state::store::{ApprovalRecord, ApprovalStatus};
 

@@ -235,3 +235,26 @@ fn layers_no_file_of_the_core_imports_itself_back_through_a_chain() {
     }
     assert!(circles.is_empty(), "files in an import circle: {circles:?}");
 }
+
+#[test]
+fn layers_the_gateways_three_protocols_share_only_its_web_layer() {
+    let protocols = ["rest", "mcp", "console"];
+    let mut crossing = Vec::new();
+    for (from, tos) in imports(&modules()) {
+        let Some(own) = from
+            .get(1)
+            .filter(|p| from[0] == "gateway" && protocols.contains(&p.as_str()))
+        else {
+            continue;
+        };
+        for to in tos {
+            let other = to
+                .get(1)
+                .filter(|p| to[0] == "gateway" && *p != own && protocols.contains(&p.as_str()));
+            if other.is_some() {
+                crossing.push(format!("{} -> {}", from.join("/"), to.join("/")));
+            }
+        }
+    }
+    assert!(crossing.is_empty(), "a gateway protocol imports another: {crossing:?}");
+}

@@ -13,7 +13,7 @@ use skillbox_protocol::skill::InstallLock;
 
 use super::pages::{layout, message, when};
 use super::{html as answer, ConsoleReq};
-use crate::gateway::observe::{parse_outcome, DEFAULT_LIMIT};
+use crate::gateway::web::list::{parse_outcome, DEFAULT_LIMIT};
 use crate::gateway::Gateway;
 use crate::skills::install::{disabled, verify};
 use crate::state::store::CallFilter;

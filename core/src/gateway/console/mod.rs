@@ -22,7 +22,7 @@ use http::{HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body_util::Full;
 use maud::Markup;
 
-use super::request::{read_bounded, Body, BodyReadError};
+use super::web::request::{read_bounded, Body, BodyReadError};
 use super::Gateway;
 use crate::state::store::unix_ms_now;
 pub use guard::GuardError;

@@ -29,7 +29,7 @@ use serde_json::{json, Map, Value};
 use self::eras::{Era, HANDSHAKE_VERSIONS, MODERN_VERSION, SUPPORTED_VERSIONS};
 use self::errors::McpError;
 use self::transport::Incoming;
-use super::request::{Reply, Req};
+use super::web::request::{Reply, Req};
 use super::Gateway;
 use crate::auth::CallOrigin;
 

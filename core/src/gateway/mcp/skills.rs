@@ -15,7 +15,6 @@ use skillbox_protocol::skill::{self, frontmatter, nesting, InstallLock, Skill};
 use super::errors::McpError;
 use crate::auth::Caller;
 use crate::contexts::disclosure::{self, DisclosureError};
-use crate::gateway::skills::workspace_of;
 use crate::gateway::Gateway;
 
 /// The extension's identifier.
@@ -167,7 +166,7 @@ async fn blocking<T: Send + 'static>(
 pub async fn list(gw: &Gateway, caller: &Caller) -> Result<Value, McpError> {
     let skills = served(gw, caller);
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    let workspace = workspace_of(gw);
+    let workspace = gw.workspace();
     blocking(move || {
         let listed: Vec<Value> = skills
             .iter()
@@ -196,7 +195,7 @@ pub async fn get(
             uri: asked.to_string(),
         })?;
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    let workspace = workspace_of(gw);
+    let workspace = gw.workspace();
     blocking(move || Ok(json!({ "skill": describe(&skill, &workspace, lock.as_ref())? }))).await
 }
 
@@ -238,7 +237,7 @@ pub async fn read_resource(
         .ok_or_else(unknown)?;
     let path = path.to_string();
     let asked = asked.to_string();
-    let workspace = workspace_of(gw);
+    let workspace = gw.workspace();
     blocking(move || {
         let bytes = read(&skill, &path, &workspace)?;
         let mime = if path.ends_with(".md") {

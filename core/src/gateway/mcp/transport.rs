@@ -11,8 +11,8 @@ use http_body_util::Full;
 use serde_json::{json, Map, Value};
 
 use super::errors::McpError;
-use crate::gateway::error::json_response;
-use crate::gateway::request::{read_bounded, Body, BodyReadError};
+use crate::gateway::web::error::json_response;
+use crate::gateway::web::request::{read_bounded, Body, BodyReadError};
 
 /// One JSON-RPC message from the client.
 #[derive(Debug, Clone, PartialEq)]

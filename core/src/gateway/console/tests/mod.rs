@@ -15,7 +15,7 @@ use skillbox_protocol::skill::{Catalog, Security};
 
 use super::session::COOKIE;
 use super::{handle, Console, ConsoleSection};
-use crate::gateway::request::Body;
+use crate::gateway::web::request::Body;
 use crate::gateway::Gateway;
 use crate::state::store::{unix_ms_now, ApprovalRecord, ApprovalStatus};
 

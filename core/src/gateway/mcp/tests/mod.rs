@@ -16,7 +16,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
-use crate::gateway::request::Body;
+use crate::gateway::web::request::Body;
 use crate::gateway::{table, Gateway};
 
 /// A skill folder: SKILL.md (its `allowed-tools` its own tools, so a context pinning it

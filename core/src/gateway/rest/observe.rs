@@ -8,17 +8,15 @@ use std::sync::Arc;
 use skillbox_protocol::result::ErrorKind;
 
 use super::api::{CallList, RepairList, RouteDetail, RouteList};
-use super::error::ApiError;
-use super::request::{ok_of, ok_text, Reply, Req};
-use super::Gateway;
 use crate::approvals::ApprovalStatus;
 use crate::calls::Dispatcher;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::list::{parse_outcome, DEFAULT_LIMIT};
+use crate::gateway::web::request::{ok_of, ok_text, Reply, Req};
+use crate::gateway::Gateway;
 use crate::observe::exposition::Format;
 use crate::observe::Scrape;
 use crate::state::store::{CallFilter, StoreError};
-
-/// The `limit` of a list when the request names none.
-pub const DEFAULT_LIMIT: usize = 50;
 
 /// `GET /metrics`: OpenMetrics when the `Accept` header asks for it, else the Prometheus
 /// text format 0.0.4.
@@ -156,21 +154,6 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
         .await?
         .map_err(store_error)?;
     Ok(ok_of(&CallList { calls }))
-}
-
-/// `success`, or an error kind (docs/http-api.md).
-pub fn parse_outcome(outcome: &str) -> Result<Option<ErrorKind>, ApiError> {
-    if outcome == "success" {
-        return Ok(None);
-    }
-    serde_json::from_value::<ErrorKind>(outcome.into())
-        .map(Some)
-        .map_err(|_| {
-            ApiError::new(
-                ErrorKind::InvalidArgs,
-                format!("outcome must be \"success\" or an error kind (docs/http-api.md), not {outcome:?}"),
-            )
-        })
 }
 
 /// `GET /v1/routes?limit=K`: newest first.

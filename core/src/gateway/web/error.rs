@@ -198,7 +198,6 @@ from_kinded!(
     crate::contexts::ContextError,
     crate::contexts::disclosure::DisclosureError,
     crate::reload::ReloadError,
-    super::route_execute::ExecuteError,
 );
 
 /// A task the gateway moved off the async threads panicked or was cancelled.

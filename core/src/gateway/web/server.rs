@@ -30,7 +30,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
-use super::{ApiError, Gateway};
+use super::error::ApiError;
+use crate::gateway::Gateway;
 use crate::state::config::GatewayConfig;
 
 /// What bounds the gateway's connections and request bodies (`[gateway]`).

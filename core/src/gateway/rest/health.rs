@@ -3,8 +3,8 @@
 use skillbox_protocol::methods::HealthResult;
 
 use super::api::Health;
-use super::request::{ok_of, Reply, Req};
-use super::Gateway;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 
 /// The executors as of the pool's last health round (`[executor] health_interval_ms`):
 /// asking one here would shift the round robin and count as a call.

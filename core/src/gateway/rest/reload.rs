@@ -2,8 +2,8 @@
 //! re-verify them with the trust store as it is now ([`crate::reload`]).
 
 use super::api::ReloadOutcome;
-use super::request::{ok_of, Reply, Req};
-use super::Gateway;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 use crate::reload::Cause;
 
 /// `POST /v1/skills/reload`.

@@ -6,10 +6,10 @@ use serde::Deserialize;
 use serde_json::json;
 use skillbox_protocol::result::ErrorKind;
 
-use super::error::ApiError;
-use super::request::{ok, Reply, Req};
-use super::Gateway;
 use crate::auth::TokenError;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok, Reply, Req};
+use crate::gateway::Gateway;
 use crate::random::SystemSource;
 
 /// The body of `POST /v1/tokens`.

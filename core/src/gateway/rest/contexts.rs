@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
-use super::request::{ok, Reply, Req};
-use super::Gateway;
 use crate::contexts;
+use crate::gateway::web::request::{ok, Reply, Req};
+use crate::gateway::Gateway;
 
 /// `GET /v1/contexts/{id}`.
 pub async fn get(gw: &Gateway, req: Req) -> Reply {
@@ -31,7 +31,7 @@ async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Rep
     let id = req.param("id")?.to_string();
     let caller = req.caller.clone();
     if let Some(why) = change.as_ref().and_then(|(_, n)| caller.skill_refusal(n)) {
-        return Err(super::ApiError::new(
+        return Err(crate::gateway::ApiError::new(
             skillbox_protocol::result::ErrorKind::PermissionDenied,
             why,
         ));

@@ -3,9 +3,10 @@
 //! `{"error", "error_kind", "check"}` with the status of its kind.
 
 use super::api::{InstallRequest, InstallResponse, RemoveResponse};
-use super::error::ApiError;
-use super::request::{ok_of, Reply, Req};
-use super::{reload, Gateway};
+use super::reload;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 use crate::reload::Cause;
 use crate::skills::install::{self, remove, Limits};
 

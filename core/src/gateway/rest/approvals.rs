@@ -5,8 +5,8 @@
 use serde_json::Value;
 
 use super::api::{ApprovalList, DecisionRequest};
-use super::request::{ok_of, Reply, Req};
-use super::Gateway;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 use crate::state::store::ApprovalStatus;
 
 /// `GET /v1/approvals[?status=pending|approved|...]`.

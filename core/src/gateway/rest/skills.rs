@@ -6,10 +6,10 @@ use skillbox_protocol::skill::{InstallLock, Skill};
 use skillbox_protocol::ToolRef;
 
 use super::api::{SkillDetail, SkillList, SkillSummary};
-use super::error::ApiError;
-use super::request::{ok, ok_of, Reply, Req};
-use super::Gateway;
 use crate::contexts::disclosure;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok, ok_of, Reply, Req};
+use crate::gateway::Gateway;
 use crate::skills::install::{disabled, verify};
 
 /// `GET /v1/skills`: those the caller may use.
@@ -49,19 +49,12 @@ pub async fn file(gw: &Gateway, req: Req) -> Reply {
     let skill = (catalog.get(name))
         .filter(|_| req.caller.may_use_skill(name))
         .ok_or_else(|| not_found(name))?;
-    let workspace = workspace_of(gw);
+    let workspace = gw.workspace();
     Ok(ok(&disclosure::file_response(
         skill,
         req.param("path")?,
         &workspace,
     )?))
-}
-
-/// The workspace whose state folder no skill file may be (the parent of the install root,
-/// as [`crate::reload`] reads its configuration).
-pub(crate) fn workspace_of(gw: &Gateway) -> std::path::PathBuf {
-    let root = &gw.trust.skills_root;
-    root.parent().unwrap_or(root).to_path_buf()
 }
 
 fn not_found(name: &str) -> ApiError {

@@ -134,6 +134,12 @@ pub enum ExecuteError {
     Task(#[from] tokio::task::JoinError),
 }
 
+impl From<ExecuteError> for crate::gateway::ApiError {
+    fn from(e: ExecuteError) -> Self {
+        crate::gateway::ApiError::new(e.error_kind(), e.to_string())
+    }
+}
+
 impl ExecuteError {
     /// The docs/http-api.md kind of the refusal.
     pub fn error_kind(&self) -> ErrorKind {

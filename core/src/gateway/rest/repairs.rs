@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use super::api::{RepairProposal, RepairResponse};
-use super::error::ApiError;
-use super::request::{ok_of, Reply, Req};
-use super::{reload, Gateway};
+use super::reload;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 use crate::reload::Cause;
 use crate::repair::RepairTarget;
 

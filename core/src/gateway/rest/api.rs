@@ -1,7 +1,7 @@
 //! The REST API's request and response bodies (docs/http-api.md), in one place: what a bot
 //! sends and gets back on each route, as types. Handlers read requests with
-//! [`super::request::Req::json`] (unknown fields refused) and answer these types; errors
-//! have one shape of their own ([`super::error::ApiError`]).
+//! [`crate::gateway::web::request::Req::json`] (unknown fields refused) and answer these types; errors
+//! have one shape of their own ([`crate::gateway::web::error::ApiError`]).
 
 use std::path::PathBuf;
 

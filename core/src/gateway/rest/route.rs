@@ -6,9 +6,9 @@ use std::sync::Arc;
 use skillbox_protocol::result::ErrorKind;
 
 use super::api::{ExecuteRequest, RouteRequest};
-use super::error::ApiError;
-use super::request::{ok_of, Reply, Req};
-use super::Gateway;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 
 /// `POST /v1/route`.
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {

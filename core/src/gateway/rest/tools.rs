@@ -9,12 +9,12 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::{Target, ToolRef};
 
 use super::api::{CallRequest, ToolEntry, ToolList};
-use super::error::ApiError;
-use super::request::{ok_of, Reply, Req};
-use super::Gateway;
 use crate::auth::CallOrigin;
 use crate::calls::ToolCall;
 use crate::contexts::disclosure;
+use crate::gateway::web::error::ApiError;
+use crate::gateway::web::request::{ok_of, Reply, Req};
+use crate::gateway::Gateway;
 
 /// `GET /v1/tools`: those of the skills the caller may use.
 pub async fn list(gw: &Gateway, req: Req) -> Reply {
