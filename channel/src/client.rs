@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
 use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message, Request};
+use skillbox_protocol::rpc::RpcMethod;
 
 /// Largest response body accepted.
 pub const MAX_RESPONSE_BYTES: usize = jsonrpc::MAX_MESSAGE_BYTES;
@@ -73,6 +74,31 @@ pub enum ClientError {
     /// The peer answered with a JSON-RPC error.
     #[error("{}: {}", .0.code, .0.message)]
     Rpc(ErrorObject),
+    /// The params of a typed call could not be written, or its result is not the method's
+    /// result type.
+    #[error("{method}: {reason}")]
+    Typed {
+        /// The method.
+        method: &'static str,
+        /// What did not fit.
+        reason: String,
+    },
+}
+
+/// `params` of `M` as the JSON a call sends.
+pub fn encode_params<M: RpcMethod>(params: &M::Params) -> Result<Value, ClientError> {
+    serde_json::to_value(params).map_err(|e| ClientError::Typed {
+        method: M::NAME,
+        reason: format!("params: {e}"),
+    })
+}
+
+/// An answer read as `M`'s result.
+pub fn decode_result<M: RpcMethod>(answer: Value) -> Result<M::Result, ClientError> {
+    serde_json::from_value(answer).map_err(|e| ClientError::Typed {
+        method: M::NAME,
+        reason: format!("the answer is not its result: {e}"),
+    })
 }
 
 /// Longest TCP connect to a peer before the attempt counts as "no connection".
@@ -130,6 +156,18 @@ impl RpcClient {
     /// The URL called.
     pub fn url(&self) -> String {
         self.url.to_string()
+    }
+
+    /// Calls `M` with `params` and reads its result as `M`'s result type.
+    pub async fn call_method<M: RpcMethod>(
+        &self,
+        params: &M::Params,
+        timeout: Duration,
+    ) -> Result<M::Result, ClientError> {
+        let answer = self
+            .call(M::NAME, encode_params::<M>(params)?, timeout)
+            .await?;
+        decode_result::<M>(answer)
     }
 
     /// Calls `method` and waits at most `timeout` for the answer.

@@ -15,10 +15,10 @@ use skillbox_channel::client::{ClientError, RpcClient};
 use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    ExecutorMethod, HealthResult, SkillReloadResult, ToolExecuteParams, ToolListResult,
-    HEALTH_DRAINING,
+    ExecutorMethod, HealthResult, SkillReloadResult, ToolListResult, HEALTH_DRAINING,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::rpc::{RpcMethod, ToolExecute};
 use tokio::sync::Semaphore;
 
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
@@ -137,10 +137,7 @@ impl ExecutorService {
 
     async fn execute(&self, params: Option<Value>) -> Result<Value, ErrorObject> {
         let arrived = std::time::Instant::now();
-        let params: ToolExecuteParams = serde_json::from_value(params.unwrap_or(Value::Null))
-            .map_err(|e| {
-                ErrorObject::new(code::INVALID_PARAMS, format!("tool.execute params: {e}"))
-            })?;
+        let params: <ToolExecute as RpcMethod>::Params = decode::<ToolExecute>(params)?;
         let call_id = params.call_id.clone();
         let _held = self.drain.admit(&call_id)?;
         if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue
@@ -183,6 +180,12 @@ fn log_registry(registry: &Registry) {
     for s in &registry.skipped {
         tracing::warn!(dir = %s.dir.display(), reason = %s.reason(), "skill skipped");
     }
+}
+
+/// The params of `M`, as the method's own type; a refusal names the method.
+fn decode<M: RpcMethod>(params: Option<Value>) -> Result<M::Params, ErrorObject> {
+    serde_json::from_value(params.unwrap_or(Value::Null))
+        .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("{} params: {e}", M::NAME)))
 }
 
 impl RpcHandler for ExecutorService {

@@ -5,6 +5,7 @@
 //!   (core ↔ executor).
 //! - `ndjson` (feature `ndjson`): bounded newline-delimited framing over tokio I/O.
 //! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
+//! - [`rpc`]: [`rpc::RpcMethod`], each channel method paired with its params and result.
 //! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool; [`target`]: [`Target`],
 //!   what a call names (a tool or a built-in).
 //! - [`skill`]: the one model of a loaded skill, its three loaders (`SKILL.md`,
@@ -17,6 +18,7 @@ pub mod methods;
 #[cfg(feature = "ndjson")]
 pub mod ndjson;
 pub mod result;
+pub mod rpc;
 pub mod skill;
 pub mod target;
 pub mod tool_ref;

@@ -128,6 +128,7 @@ impl CallError {
     /// The error of an executor request that failed.
     pub fn from_client(e: ClientError) -> Self {
         match e {
+            e @ ClientError::Typed { .. } => CallError::BadAnswer(e.to_string()),
             ClientError::Rpc(e) if e.code == code::EXECUTOR_DRAINING => {
                 CallError::ExecutorDraining(e.message)
             }

@@ -7,8 +7,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillbox_protocol::methods::{method, ToolExecuteParams};
+use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::rpc::ToolExecute;
 use skillbox_protocol::skill::{Security, Skill};
 
 use super::CallError;
@@ -45,14 +46,9 @@ impl ExecutorTransport for ExecutorPool {
     fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_> {
         Box::pin(async move {
             let resend = resend_for(call.security);
-            let params = serde_json::to_value(call.params)
-                .map_err(|e| CallError::BadAnswer(e.to_string()))?;
-            let answer = self
-                .call_with(method::TOOL_EXECUTE, params, timeout, resend)
+            self.call_method::<ToolExecute>(&call.params, timeout, resend)
                 .await
-                .map_err(|e| CallError::from_pool(e, resend))?;
-            serde_json::from_value::<ToolResult>(answer)
-                .map_err(|e| CallError::BadAnswer(e.to_string()))
+                .map_err(|e| CallError::from_pool(e, resend))
         })
     }
 }

@@ -256,5 +256,8 @@ fn layers_the_gateways_three_protocols_share_only_its_web_layer() {
             }
         }
     }
-    assert!(crossing.is_empty(), "a gateway protocol imports another: {crossing:?}");
+    assert!(
+        crossing.is_empty(),
+        "a gateway protocol imports another: {crossing:?}"
+    );
 }

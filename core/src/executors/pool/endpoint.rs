@@ -6,10 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use skillbox_channel::client::{ClientError, RpcClient};
 use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
-use skillbox_protocol::methods::{method, HealthResult, SandboxFacts, HEALTH_DRAINING};
+use skillbox_protocol::methods::{
+    HealthParams, HealthResult, SandboxFacts, SkillReloadParams, HEALTH_DRAINING,
+};
+use skillbox_protocol::rpc::{Health, SkillReload};
 
 use super::{HEALTH_TIMEOUT, RELOAD_TIMEOUT};
 
@@ -141,16 +144,16 @@ impl Endpoint {
         let was_healthy = self.state().healthy;
         let health = match self
             .client
-            .call(method::HEALTH, json!({}), HEALTH_TIMEOUT)
+            .call_method::<Health>(&HealthParams::default(), HEALTH_TIMEOUT)
             .await
         {
-            Ok(v) => v,
+            Ok(h) => serde_json::to_value(h).unwrap_or_default(),
             Err(e) => return self.mark(false, Some(e.to_string()), None),
         };
         if !was_healthy {
             if let Err(e) = self
                 .client
-                .call(method::SKILL_RELOAD, json!({}), RELOAD_TIMEOUT)
+                .call_method::<SkillReload>(&SkillReloadParams::default(), RELOAD_TIMEOUT)
                 .await
             {
                 return self.mark(

@@ -22,10 +22,11 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use skillbox_channel::client::ClientError;
+use skillbox_channel::client::{decode_result, encode_params, ClientError};
 use skillbox_channel::TlsFiles;
 use skillbox_protocol::jsonrpc::code;
 use skillbox_protocol::methods::SandboxFacts;
+use skillbox_protocol::rpc::RpcMethod;
 
 use discovery::ExecutorUrl;
 pub use discovery::UrlError;
@@ -217,6 +218,19 @@ impl ExecutorPool {
     ) -> Result<Value, ClientError> {
         self.call_with(method_name, params, timeout, Resend::OnlyUndelivered)
             .await
+    }
+
+    /// [`ExecutorPool::call_with`] of `M`: its params written and its answer read as its
+    /// types.
+    pub async fn call_method<M: RpcMethod>(
+        &self,
+        params: &M::Params,
+        timeout: Duration,
+        resend: Resend,
+    ) -> Result<M::Result, ClientError> {
+        let params = encode_params::<M>(params)?;
+        let answer = self.call_with(M::NAME, params, timeout, resend).await?;
+        decode_result::<M>(answer)
     }
 
     /// Calls `method` on an executor picked round-robin among the routable ones. When the

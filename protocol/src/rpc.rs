@@ -1,0 +1,83 @@
+//! Each method of the core ↔ executor channel paired with its types: a sender calls
+//! `M::NAME` with an `M::Params` and reads an `M::Result`; a receiver decodes `M::Params`
+//! and answers an `M::Result`. Both sides name the method by its type, never by a string
+//! and a loose JSON value.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::methods::{
+    method, CoreFetchParams, CoreReadFileParams, CoreSignParams, FetchResult, HealthParams,
+    HealthResult, ReadFileResult, SignResult, SkillReloadParams, SkillReloadResult,
+    ToolExecuteParams, ToolListParams, ToolListResult,
+};
+use crate::result::ToolResult;
+
+/// A method of the channel and its types.
+pub trait RpcMethod {
+    /// Its name on the wire.
+    const NAME: &'static str;
+    /// What the sender sends.
+    type Params: Serialize + DeserializeOwned + Send + Sync + 'static;
+    /// What the receiver answers.
+    type Result: Serialize + DeserializeOwned + Send + 'static;
+}
+
+macro_rules! rpc_methods {
+    ($($(#[$doc:meta])* $name:ident = $wire:path, $params:ty => $result:ty;)+) => {$(
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name;
+
+        impl RpcMethod for $name {
+            const NAME: &'static str = $wire;
+            type Params = $params;
+            type Result = $result;
+        }
+    )+};
+}
+
+rpc_methods! {
+    /// Core → executor: run one tool call.
+    ToolExecute = method::TOOL_EXECUTE, ToolExecuteParams => ToolResult;
+    /// Core → executor: the tools the executor can run.
+    ToolList = method::TOOL_LIST, ToolListParams => ToolListResult;
+    /// Core → executor: reload the skills roots.
+    SkillReload = method::SKILL_RELOAD, SkillReloadParams => SkillReloadResult;
+    /// Core → executor: liveness and sandbox status.
+    Health = method::HEALTH, HealthParams => HealthResult;
+    /// Executor → core: a tool's `fetch`, forwarded.
+    CoreFetch = method::CORE_FETCH, CoreFetchParams => FetchResult;
+    /// Executor → core: a tool's `sign`, forwarded.
+    CoreSign = method::CORE_SIGN, CoreSignParams => SignResult;
+    /// Executor → core: a tool's `readFile`, forwarded.
+    CoreReadFile = method::CORE_READ_FILE, CoreReadFileParams => ReadFileResult;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::methods::{CoreMethod, ExecutorMethod};
+
+    #[test]
+    fn every_served_method_has_its_typed_pair_under_the_same_name() {
+        let executor = [
+            ToolExecute::NAME,
+            ToolList::NAME,
+            SkillReload::NAME,
+            Health::NAME,
+        ];
+        let served: Vec<&str> = ExecutorMethod::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(served, executor);
+        let core = [CoreFetch::NAME, CoreSign::NAME, CoreReadFile::NAME];
+        let served: Vec<&str> = CoreMethod::ALL.iter().map(|m| m.as_str()).collect();
+        assert_eq!(served, core);
+    }
+
+    #[test]
+    fn empty_params_travel_as_an_empty_object() {
+        let v = serde_json::to_value(HealthParams::default()).unwrap();
+        assert_eq!(v, serde_json::json!({}));
+        let _: <Health as RpcMethod>::Params = serde_json::from_value(v).unwrap();
+    }
+}
