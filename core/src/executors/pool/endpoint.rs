@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{json, Value};
 use skillbox_channel::client::{ClientError, RpcClient};
 use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
 use skillbox_protocol::methods::{
     HealthParams, HealthResult, SandboxFacts, SkillReloadParams, HEALTH_DRAINING,
 };
-use skillbox_protocol::rpc::{Health, SkillReload};
+use skillbox_protocol::rpc::{Health, RpcMethod, SkillReload};
 
 use super::{HEALTH_TIMEOUT, RELOAD_TIMEOUT};
 
@@ -142,12 +142,15 @@ impl Endpoint {
     /// reload broadcast while it did not answer; it stays unhealthy until that succeeds.
     pub(super) async fn check(&self) {
         let was_healthy = self.state().healthy;
+        // The health answer is kept as the executor sent it (read field by field, not as
+        // `HealthResult`, which refuses unknown fields): during a rolling upgrade an
+        // executor one version ahead stays healthy, and `/healthz` shows what it said.
         let health = match self
             .client
-            .call_method::<Health>(&HealthParams::default(), HEALTH_TIMEOUT)
+            .call(Health::NAME, json!(HealthParams::default()), HEALTH_TIMEOUT)
             .await
         {
-            Ok(h) => serde_json::to_value(h).unwrap_or_default(),
+            Ok(v) => v,
             Err(e) => return self.mark(false, Some(e.to_string()), None),
         };
         if !was_healthy {

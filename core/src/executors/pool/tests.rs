@@ -253,7 +253,7 @@ impl RpcHandler for Flaky {
                 "health" if self.down.load(SeqCst) => Err(ErrorObject::new(-32000, "sick")),
                 "skill.reload" => {
                     self.reloads.fetch_add(1, SeqCst);
-                    Ok(json!({}))
+                    Ok(json!({"loaded": 0, "skipped": []}))
                 }
                 _ => Ok(json!({})),
             }
@@ -314,4 +314,39 @@ async fn pool_sends_a_call_that_found_no_connection_to_the_next_executor() {
     assert!(!down.healthy, "{down:?}");
     assert_eq!(down.calls, 1, "tried once, then skipped");
     assert!(down.error.unwrap().contains("no connection"));
+}
+
+/// Answers `health`, and `skill.reload` with something that is not its result.
+struct BadReload;
+
+impl RpcHandler for BadReload {
+    fn handle<'a>(&'a self, method: &'a str, _params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move {
+            match method {
+                "skill.reload" => Ok(json!({"reloaded": "yes"})),
+                _ => Ok(json!({})),
+            }
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_is_not_the_methods_result_type_is_refused_naming_the_method() {
+    let pki = pki();
+    let (url, _task) = serve_on(&pki, "127.0.0.1", Arc::new(BadReload)).await;
+    let pool = ExecutorPool::new(&[url], crate::state::pki::core_files(&pki.state)).unwrap();
+    pool.refresh().await;
+    let err = pool
+        .call_method::<skillbox_protocol::rpc::SkillReload>(
+            &Default::default(),
+            std::time::Duration::from_secs(5),
+            super::Resend::OnlyUndelivered,
+        )
+        .await
+        .unwrap_err();
+    let said = err.to_string();
+    assert!(
+        said.contains("skill.reload") && said.contains("not its result"),
+        "{said}"
+    );
 }
