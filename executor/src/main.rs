@@ -8,6 +8,7 @@
 //! line), the tool's capability requests are relayed as `core.fetch` / `core.sign` /
 //! `core.readFile` request lines on stdout and answered on stdin, and the executor ends with
 //! the result as the response line of id 0. See [`skillbox_executor::relay`].
+#![forbid(unsafe_code)]
 
 use skillbox_protocol::ToolRef;
 use std::collections::BTreeMap;
