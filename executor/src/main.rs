@@ -150,8 +150,8 @@ struct ServeArgs {
     drain_linger_ms: u64,
 }
 
-const fn duration_ms(d: std::time::Duration) -> u64 {
-    d.as_millis() as u64
+fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn main() -> ExitCode {

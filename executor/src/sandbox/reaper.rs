@@ -12,7 +12,7 @@ use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Sender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 
@@ -36,11 +36,12 @@ pub const DEFAULT_UID_BASE: u32 = 2_000_000;
 #[derive(Debug)]
 pub struct UserPool {
     base: u32,
-    size: usize,
+    /// How many ids; `base + size` fits a `u32` (checked in [`UserPool::new`]).
+    size: u32,
     /// The lock folder, opened once: each lock file is opened relative to it, with no
     /// walk of the folder's path.
     dir: OwnedFd,
-    next: AtomicUsize,
+    next: AtomicU32,
     /// Ids this executor still holds the lock of, no call using them (last released
     /// first): taking one again needs no open, lock and close of its file. At most
     /// [`MAX_IDLE_IDS`], and never more than were in use at once.
@@ -62,7 +63,17 @@ pub struct CallUser {
 
 impl UserPool {
     /// A pool of `size` ids starting at `base`, locked through files in `lock_dir`.
+    /// Refused (`InvalidInput`) when the ids would run past the largest user id.
     pub fn new(base: u32, size: usize, lock_dir: PathBuf) -> std::io::Result<Arc<Self>> {
+        let size = u32::try_from(size)
+            .ok()
+            .filter(|size| base.checked_add(*size).is_some())
+            .ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("{size} user ids from {base} run past the largest user id; lower the uid base or the pool size"),
+                )
+            })?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -77,7 +88,7 @@ impl UserPool {
             base,
             size,
             dir,
-            next: AtomicUsize::new(0),
+            next: AtomicU32::new(0),
             idle: Mutex::new(Vec::new()),
         }))
     }
@@ -86,7 +97,7 @@ impl UserPool {
     /// executor killed mid-call leaves its tools behind).
     pub fn sweep(&self) {
         for slot in 0..self.size {
-            let uid = self.base + slot as u32;
+            let uid = self.base + slot;
             if let Some(lock) = self.try_lock(uid) {
                 kill_user_until_gone(uid);
                 drop(lock);
@@ -128,7 +139,7 @@ impl UserPool {
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
         for i in 0..self.size {
-            let uid = self.base + ((start + i) % self.size) as u32;
+            let uid = self.base + start.wrapping_add(i) % self.size;
             let Some(lock) = self.try_lock(uid) else {
                 continue;
             };
