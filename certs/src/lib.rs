@@ -11,6 +11,7 @@
 //!
 //! Byte-exact formats are documented in `certs/README.md`. The core links this crate; the
 //! executor never does.
+#![forbid(unsafe_code)]
 
 mod cert;
 pub mod digest;

@@ -2,6 +2,7 @@
 //! `POST /rpc` over HTTPS, TLS 1.3 only, no session resumption, client certificate
 //! required, and each side's identity (a DNS name in the certificate, issued by the
 //! internal CA) checked, not just its chain.
+#![forbid(unsafe_code)]
 
 pub mod client;
 pub mod server;

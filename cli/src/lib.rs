@@ -1,4 +1,5 @@
 //! The `skillbox` command line: one file per command group over the library.
+#![forbid(unsafe_code)]
 
 mod approvals;
 mod call;

@@ -1,4 +1,5 @@
 //! `skillbox`: the core daemon and the operator CLI.
+#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 

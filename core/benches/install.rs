@@ -329,7 +329,7 @@ fn fleet(bench: &Bench, report: &mut String) {
          | step | total | per skill | ÷ digests only |\n|---|---|---|---|\n",
         ms(setup)
     ));
-    let per = |d: Duration| ms(d / FLEET as u32);
+    let per = |d: Duration| ms(d.div_f64(FLEET as f64));
     for (label, (med, min)) in [
         ("discovery only (`discover`)", discovery),
         ("digests only (`package_digest` × 500, baseline)", digests),

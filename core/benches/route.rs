@@ -137,6 +137,8 @@ fn bench(label: &str, catalog: Arc<Catalog>) {
         }
     }
     times.sort_by(f64::total_cmp);
+    // `p` is a fraction in 0..=1, so the index lies in 0..len.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let at = |p: f64| times[((times.len() as f64 - 1.0) * p) as usize];
     println!(
         "{label:<10} {n:>6} skills  build {:>8.2} ms  route median {:>7.1} µs  p99 {:>7.1} µs",

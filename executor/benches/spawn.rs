@@ -39,6 +39,12 @@ const WARMUP: usize = 5;
 /// pools with different lock dirs do not see each other's locks, and releasing a uid kills
 /// every process it owns, so sharing ids with tests running beside us would kill theirs.
 const UID_BASE: u32 = 2_900_000;
+
+/// A uid of the bench's own range just past the pool: no process runs under it.
+fn idle_uid(sandbox: &Sandbox) -> Result<u32> {
+    let pool = u32::try_from(sandbox.config().user_ids())?;
+    Ok(UID_BASE + pool + 1)
+}
 const DOCKER_IMAGE: &str = "skillbox-spawn-bench:tiny";
 /// Reads stdin to its end (at once for bare runs, whose stdin is null), exits 0.
 const TINY_C: &str =
@@ -270,9 +276,7 @@ fn main() -> Result<()> {
     let components = runtime.block_on(pieces::components(&sandbox, skill.path(), n))?;
     let (child_steps, filters) = pieces::child_steps(&sandbox, skill.path(), n)?;
     let kill_answer = if sandbox.kernel().user_switch {
-        Some(pieces::one_kill(
-            UID_BASE + sandbox.config().user_ids() as u32 + 1,
-        )?)
+        Some(pieces::one_kill(idle_uid(&sandbox)?)?)
     } else {
         None
     };

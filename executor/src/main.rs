@@ -8,6 +8,7 @@
 //! line), the tool's capability requests are relayed as `core.fetch` / `core.sign` /
 //! `core.readFile` request lines on stdout and answered on stdin, and the executor ends with
 //! the result as the response line of id 0. See [`skillbox_executor::relay`].
+#![forbid(unsafe_code)]
 
 use skillbox_protocol::ToolRef;
 use std::collections::BTreeMap;
@@ -149,8 +150,8 @@ struct ServeArgs {
     drain_linger_ms: u64,
 }
 
-const fn duration_ms(d: std::time::Duration) -> u64 {
-    d.as_millis() as u64
+fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn main() -> ExitCode {

@@ -85,7 +85,7 @@ fn serve(a: ServeArgs, files: TlsFiles, config: SandboxConfig) -> anyhow::Result
                 tokio::select! {
                     outcome = service.drain(grace, linger) => {
                         if outcome.abandoned == 0 {
-                            tracing::info!(took_ms = outcome.took.as_millis() as u64, "executor drained; shutting down");
+                            tracing::info!(took_ms = u64::try_from(outcome.took.as_millis()).unwrap_or(u64::MAX), "executor drained; shutting down");
                         } else {
                             tracing::warn!(abandoned = outcome.abandoned, grace_ms = a.drain_grace_ms, "drain grace period over; shutting down with calls still running");
                         }

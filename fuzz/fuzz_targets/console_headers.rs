@@ -12,7 +12,10 @@ fuzz_target!(|text: &str| {
     if let Some(t) = TraceParent::parse(text) {
         assert_eq!(t.as_str().len(), 55);
         assert_eq!(t.trace_id().len(), 32);
-        assert!(t.as_str().bytes().all(|b| b == b'-' || b.is_ascii_hexdigit()));
+        assert!(t
+            .as_str()
+            .bytes()
+            .all(|b| b == b'-' || b.is_ascii_hexdigit()));
     }
     if let Some(v) = cookie_value(text, "skillbox_console") {
         let start = v.as_ptr() as usize - text.as_ptr() as usize;

@@ -3,3 +3,4 @@
 //! to it, on a workspace of test skills in a temporary folder, and attacks them through
 //! the gateway and the mutual-TLS channel. This library is empty; the harness lives in
 //! `tests/harness/`.
+#![forbid(unsafe_code)]

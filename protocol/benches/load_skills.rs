@@ -92,7 +92,7 @@ fn bench_discover(c: &mut Criterion) {
     );
     println!(
         "discover: {SKILLS} skills in {elapsed:?} (first run), {:?} per skill",
-        elapsed / SKILLS as u32
+        elapsed.div_f64(SKILLS as f64)
     );
 
     let mut group = c.benchmark_group("load_skills");
@@ -104,12 +104,12 @@ fn bench_discover(c: &mut Criterion) {
     });
     group.finish();
 
-    let runs = 5;
+    let runs: u32 = 5;
     let start = Instant::now();
     for _ in 0..runs {
         black_box(discover(&roots, opts));
     }
-    let per_skill = start.elapsed() / (runs * SKILLS as u32);
+    let per_skill = start.elapsed().div_f64(f64::from(runs) * SKILLS as f64);
     println!("discover: {per_skill:?} per skill (mean of {runs} warm runs over {SKILLS} skills)");
 }
 

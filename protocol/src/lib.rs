@@ -12,6 +12,7 @@
 //!   `skill.yaml`, `package.json`), validation and discovery over several roots.
 //!
 //! Nothing here performs I/O beyond reading skill folders; nothing here holds secrets.
+#![forbid(unsafe_code)]
 
 pub mod jsonrpc;
 pub mod methods;

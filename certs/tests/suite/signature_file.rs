@@ -56,10 +56,13 @@ fn sign_writes_signature_json_0644_with_documented_fields() {
     assert_eq!(written.algorithm, ALGORITHM);
     assert!(written.digest.starts_with("sha256:"));
     assert_eq!(written.chain.len(), 1);
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_secs() as i64;
+    let now = i64::try_from(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap();
     assert!((now - written.signed_at).abs() < 60);
     assert_eq!(
         written.signed_bytes(),

@@ -177,7 +177,9 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
     if total == 0 {
         return (1.0, Availability::Ready);
     }
-    let share = f64::from(total - missing.len() as u32) / f64::from(total);
+    // Every missing entry counted one in `total`, so `met` never saturates.
+    let met = total.saturating_sub(u32::try_from(missing.len()).unwrap_or(u32::MAX));
+    let share = f64::from(met) / f64::from(total);
     let verdict = if missing.is_empty() {
         Availability::Ready
     } else {

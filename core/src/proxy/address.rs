@@ -62,17 +62,13 @@ fn v6_reason(ip: Ipv6Addr) -> Option<&'static str> {
 /// The IPv4 address inside an IPv4-mapped (`::ffff:a.b.c.d`), IPv4-compatible
 /// (`::a.b.c.d`), NAT64 (`64:ff9b::a.b.c.d`) or 6to4 (`2002:AABB:CCDD::`) address.
 fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
-    let s = ip.segments();
-    let low = || Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
-    match s {
+    let o = ip.octets();
+    let low = || Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    match ip.segments() {
         [0, 0, 0, 0, 0, 0xffff, _, _] | [0, 0, 0, 0, 0, 0, _, _] => Some(low()),
         [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(low()),
-        [0x2002, hi, lo, ..] => Some(Ipv4Addr::new(
-            (hi >> 8) as u8,
-            hi as u8,
-            (lo >> 8) as u8,
-            lo as u8,
-        )),
+        // Segments 1 and 2 (octets 2..6) carry the address.
+        [0x2002, ..] => Some(Ipv4Addr::new(o[2], o[3], o[4], o[5])),
         _ => None,
     }
 }

@@ -15,8 +15,8 @@ use skillbox_executor::sandbox::limits::Limits;
 use skillbox_executor::sandbox::scratch::Scratch;
 use skillbox_executor::sandbox::{landlock, reaper, seccomp, Sandbox};
 
+use crate::idle_uid;
 use crate::report::percentile;
-use crate::UID_BASE;
 
 /// Medians of the pieces of a skillbox call, measured alone, to see what dominates.
 pub async fn components(
@@ -27,8 +27,7 @@ pub async fn components(
     let root = sandbox.config().scratch_root.as_path();
     let runtime_paths = landlock::RuntimeRules::open(&landlock::runtime_paths())?;
     let tiny = skill_dir.join("tiny");
-    // A uid of the bench's own range, outside the pool: no process runs under it.
-    let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
+    let idle_uid = idle_uid(sandbox)?;
     let mut out = Vec::new();
 
     let mut timed = |name: &'static str, f: &mut dyn FnMut() -> Result<()>| -> Result<()> {
@@ -167,7 +166,7 @@ pub fn child_steps(
         return Ok((Vec::new(), String::new()));
     }
     let root = sandbox.kernel().user_switch;
-    let idle_uid = UID_BASE + sandbox.config().user_ids() as u32 + 1;
+    let idle_uid = idle_uid(sandbox)?;
     let filters = Arc::new(seccomp::compile()?);
     let described = format!("{filters:?}");
     let runtime_paths = landlock::RuntimeRules::open(&landlock::runtime_paths())?;

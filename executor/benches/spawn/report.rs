@@ -12,6 +12,9 @@ pub fn percentile(v: &mut [Duration], p: f64) -> Duration {
         return Duration::ZERO;
     }
     v.sort_unstable();
+    // `p` is a fraction in 0..=1, so the product lies in 0..=len and the cast neither wraps
+    // nor loses a sign; the clamp keeps the rank inside the slice either way.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let rank = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len());
     v[rank - 1]
 }

@@ -72,12 +72,22 @@ pub enum Seccomp {
 }
 
 fn check(ret: libc::c_int) -> io::Result<()> {
+    check_raw(libc::c_long::from(ret))
+}
+
+/// [`check`] for what `libc::syscall` returns (a `c_long`, not narrowed first).
+fn check_raw(ret: libc::c_long) -> io::Result<()> {
     if ret < 0 {
         Err(io::Error::last_os_error())
     } else {
         Ok(())
     }
 }
+
+/// `CLOSE_RANGE_CLOEXEC` as the `c_int` flags `close_range` takes.
+// The flag is `1 << 2`: it fits a c_int and the cast cannot wrap.
+#[allow(clippy::cast_possible_wrap)]
+const CLOSE_RANGE_CLOEXEC: libc::c_int = libc::CLOSE_RANGE_CLOEXEC as libc::c_int;
 
 thread_local! {
     /// Whether this thread's capability bounding set was seen empty. Only ever set: a
@@ -125,13 +135,7 @@ impl ChildSetup {
         // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets flags on descriptors;
         // every fd above 2 closes at exec, including ones the std spawn machinery needs
         // until then.
-        check(unsafe {
-            libc::close_range(
-                3,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_CLOEXEC as libc::c_int,
-            )
-        })?;
+        check(unsafe { libc::close_range(3, libc::c_uint::MAX, CLOSE_RANGE_CLOEXEC) })?;
         self.drop_privileges(bounding_set_empty)?;
         // SAFETY: prctl(PR_SET_NO_NEW_PRIVS, 1) takes integer arguments only.
         check(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })?;
@@ -177,11 +181,11 @@ impl ChildSetup {
             let no_groups = std::ptr::null::<libc::gid_t>();
             // SAFETY: setgroups with length 0 reads no memory.
             let r = unsafe { libc::syscall(libc::SYS_setgroups, 0, no_groups) };
-            check(r as libc::c_int)?;
+            check_raw(r)?;
             // SAFETY: integer arguments only.
-            check(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) } as libc::c_int)?;
+            check_raw(unsafe { libc::syscall(libc::SYS_setresgid, gid, gid, gid) })?;
             // SAFETY: integer arguments only.
-            check(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) } as libc::c_int)?;
+            check_raw(unsafe { libc::syscall(libc::SYS_setresuid, uid, uid, uid) })?;
         }
         // SAFETY: integer arguments only.
         check(unsafe {
@@ -204,12 +208,12 @@ impl ChildSetup {
         }; 2];
         // SAFETY: capset reads a v3 header and two data structs from live locals with the
         // layout the kernel expects (repr(C), three u32 each).
-        check(unsafe {
+        check_raw(unsafe {
             libc::syscall(
                 libc::SYS_capset,
                 &mut header as *mut CapHeader,
                 data.as_ptr(),
-            ) as libc::c_int
+            )
         })?;
         Ok(())
     }

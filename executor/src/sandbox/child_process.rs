@@ -85,13 +85,15 @@ impl SandboxChild {
         if let Some(status) = self.status {
             return Ok(Some(status));
         }
+        let id = libc::id_t::try_from(self.pid)
+            .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
         // SAFETY: all zeroes is a valid siginfo_t.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
         // SAFETY: waitid fills `info` for our own child and leaves it waitable (WNOWAIT).
         let r = unsafe {
             libc::waitid(
                 libc::P_PID,
-                self.pid as libc::id_t,
+                id,
                 &mut info,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
             )

@@ -32,6 +32,11 @@ const STACK_BYTES: usize = 256 * 1024;
 /// The highest signal number (`_NSIG - 1` on Linux).
 const MAX_SIGNAL: libc::c_int = 64;
 
+/// `CLOSE_RANGE_UNSHARE` as the `c_int` flags `close_range` takes.
+// The flag is `1 << 1`: it fits a c_int and the cast cannot wrap.
+#[allow(clippy::cast_possible_wrap)]
+const CLOSE_RANGE_UNSHARE: libc::c_int = libc::CLOSE_RANGE_UNSHARE as libc::c_int;
+
 /// A tool's command line, environment and setup, converted for `execve` ahead of the clone.
 pub struct Launch {
     program: CString,
@@ -367,11 +372,10 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
         // Cloned sharing the executor's descriptor table: a private copy of its bottom
         // (the kept numbers among them) before any descriptor is touched.
         if let Some(end) = context.unshare_below {
-            let r = libc::close_range(
-                end as libc::c_uint,
-                libc::c_uint::MAX,
-                libc::CLOSE_RANGE_UNSHARE as libc::c_int,
-            );
+            let Ok(end) = libc::c_uint::try_from(end) else {
+                return Err((Step::Stdio, libc::EBADF));
+            };
+            let r = libc::close_range(end, libc::c_uint::MAX, CLOSE_RANGE_UNSHARE);
             if r != 0 {
                 return Err((Step::Stdio, errno()));
             }
@@ -415,8 +419,7 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             std::ptr::null_mut::<libc::sigset_t>(),
             8usize,
         );
-        for (target, fd) in context.stdio.iter().enumerate() {
-            let target = target as libc::c_int;
+        for (target, fd) in (0..).zip(context.stdio.iter()) {
             let ret = if *fd == target {
                 // Already in place: only its close-on-exec flag must go.
                 libc::fcntl(target, libc::F_SETFD, 0)

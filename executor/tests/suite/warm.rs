@@ -154,14 +154,14 @@ fn prestarted_process_is_never_used_twice_and_nothing_crosses_between_calls() {
         let waiting = registry.warm().pids();
         let first = run_call(&sandbox, &registry, "warm", "call-1").await;
         assert!(
-            waiting.contains(&(first["pid"].as_u64().unwrap() as u32)),
+            waiting.contains(&u32::try_from(first["pid"].as_u64().unwrap()).unwrap()),
             "call 1 did not run in the prestarted process {waiting:?}: {first}"
         );
         // The pool starts a replacement; call 2 takes it, never call 1's process.
         wait_ready(&registry, "warm", 1).await;
         let replacement = registry.warm().pids();
         assert!(
-            !replacement.contains(&(first["pid"].as_u64().unwrap() as u32)),
+            !replacement.contains(&u32::try_from(first["pid"].as_u64().unwrap()).unwrap()),
             "the used process is back in the pool: {replacement:?}"
         );
         let second = run_call(&sandbox, &registry, "warm", "call-2").await;
@@ -175,7 +175,7 @@ fn prestarted_process_is_never_used_twice_and_nothing_crosses_between_calls() {
         assert_ne!(first["home"], second["home"]);
         is_dead(
             first["pid"].as_i64().unwrap(),
-            first["uid"].as_u64().unwrap() as u32,
+            u32::try_from(first["uid"].as_u64().unwrap()).unwrap(),
         )
         .unwrap();
         registry.warm().clear();

@@ -334,7 +334,10 @@ fn skill_md_body_stays_on_disk_until_read() {
     let skill = clean(&dir);
     let body = skill.body.as_ref().unwrap();
     assert_eq!(body.path, dir.join("SKILL.md"));
-    assert_eq!(body.offset as usize, text.find("# Title").unwrap());
+    assert_eq!(
+        usize::try_from(body.offset).unwrap(),
+        text.find("# Title").unwrap()
+    );
     assert_eq!(skill.read_body().unwrap(), "# Title\n\nBODY-MARKER line\n");
 }
 

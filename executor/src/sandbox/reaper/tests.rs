@@ -89,3 +89,12 @@ fn at_most_max_idle_ids_stay_locked_after_their_calls() {
     let taken: Vec<CallUser> = std::iter::from_fn(|| other.acquire()).collect();
     assert_eq!(taken.len(), 2);
 }
+
+#[test]
+fn a_pool_running_past_the_largest_uid_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = UserPool::new(u32::MAX - 1, 2, dir.path().to_path_buf()).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("lower the uid base"), "{err}");
+    assert!(UserPool::new(u32::MAX - 2, 2, dir.path().to_path_buf()).is_ok());
+}

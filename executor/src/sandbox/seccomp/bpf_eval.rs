@@ -16,6 +16,8 @@ pub struct Data {
 }
 
 impl Data {
+    // Truncation is the point: an argument's word is its low or its high 32 bits.
+    #[allow(clippy::cast_possible_truncation)]
     fn word(&self, offset: u32) -> u32 {
         match offset {
             0 => self.nr,

@@ -133,8 +133,9 @@ impl Call<'_> {
         let output = match rx.recv_timeout(self.deadline) {
             Ok(output) => output.expect("wait for skillbox-executor"),
             Err(_) => {
+                let pid = libc::pid_t::try_from(executor_pid).expect("a pid fits pid_t");
                 // SAFETY: kill with integer arguments; the pid is our unreaped child.
-                unsafe { libc::kill(executor_pid as libc::pid_t, libc::SIGKILL) };
+                unsafe { libc::kill(pid, libc::SIGKILL) };
                 panic!(
                     "skillbox-executor exec --tool {} did not finish within {:?}",
                     self.tool, self.deadline

@@ -37,7 +37,9 @@ impl Spec {
             image: config.executor_image.clone(),
             overhead_mb: config.container_memory_overhead_mb,
             pids: config.container_pids,
-            // In range by the config check (0.01..=256 CPUs).
+            // In range by the config check (0.01..=256 CPUs): at most 2.56e11, far inside
+            // i64 and never negative, so the cast neither truncates nor wraps.
+            #[allow(clippy::cast_possible_truncation)]
             nano_cpus: (config.container_cpus * 1e9) as i64,
         }
     }
