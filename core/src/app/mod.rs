@@ -27,13 +27,16 @@ use crate::approvals::Approvals;
 use crate::auth::BotTokens;
 use crate::calls::callbacks::Callbacks;
 use crate::calls::transport::Containers;
-use crate::calls::{Dispatcher, DispatcherParts, ExecutorTransport, InFlight, Transports};
+use crate::calls::{
+    Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
+};
+use crate::executors::availability::SkillAvailability;
 use crate::executors::docker::oneoff::ContainerRunner;
 use crate::executors::docker::supervisor::Supervisor;
 use crate::executors::docker::Engine;
 use crate::executors::ExecutorPool;
 use crate::gateway::console::Console;
-use crate::gateway::{self, Gateway};
+use crate::gateway::{self, CoreParts, Gateway};
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
 use crate::proxy::fetch::FetchProxy;
@@ -167,20 +170,31 @@ impl App {
             path: state_dir.clone(),
             source,
         })?;
-        let dispatcher = Arc::new(
-            Dispatcher::new(DispatcherParts {
-                catalog,
-                stamps,
-                config: config.clone(),
-                transports: Transports::new(Arc::clone(&executor), containers),
-                secrets,
-                approvals,
-                store: store.clone(),
-                in_flight,
-                call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-            })
-            .with_metrics(metrics),
-        );
+        let load = Arc::new(LoadCell::new(
+            Loaded::new(catalog, Arc::new(config.clone())).with_stamps(stamps),
+        ));
+        let availability = SkillAvailability::new(Arc::clone(&executor), secrets);
+        let container_sandbox = containers.is_some();
+        let pipeline = Arc::new(Dispatcher::new(DispatcherParts {
+            load: Arc::clone(&load),
+            availability: availability.clone(),
+            transports: Transports::new(Arc::clone(&executor), containers),
+            approvals: Arc::clone(&approvals),
+            store: store.clone(),
+            in_flight,
+            call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
+            metrics: Arc::clone(&metrics),
+        }));
+        let core = CoreParts {
+            pipeline,
+            load,
+            store: store.clone(),
+            approvals,
+            metrics,
+            executors: Arc::clone(&executor),
+            availability,
+            container_sandbox,
+        };
         let supervisor = match engine {
             Some(engine) if config.docker.supervise && !options.embedded => {
                 let s = Supervisor::new(engine, Arc::clone(&executor), &config.docker);
@@ -239,7 +253,7 @@ impl App {
                 None
             }
         };
-        let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), trust.clone()));
+        let reloader = Arc::new(Reloader::new(core.reload_parts(), trust.clone()));
         let gateway = Arc::new(Gateway {
             bots: Arc::new(BotTokens::load(store.clone())?),
             token,
@@ -252,7 +266,7 @@ impl App {
             supervisor,
             console,
             mcp_waiting: Default::default(),
-            dispatcher,
+            core,
         });
         Ok(App {
             ws,
@@ -283,7 +297,7 @@ impl App {
             self.ws.token_file().display(),
             self.ws.root().display(),
             roots.join(", "),
-            self.gateway.dispatcher.executor().describe(),
+            self.gateway.core.executors.describe(),
         );
         if let Some((path, seconds)) = &self.link {
             out.push_str(&format!(

@@ -98,7 +98,7 @@ impl Dispatcher {
                 return ToolResult::failed(String::new(), e.kind(), e.to_string(), 0);
             }
         };
-        let loaded = self.loaded();
+        let loaded = self.load.current();
         let origin = call.origin.clone();
         let trail = ApprovalTrail::default();
         let waits = Waits::default();
@@ -263,7 +263,7 @@ impl Dispatcher {
                 skill: skill_name.to_string(),
                 why,
             })?;
-        if let Availability::Unavailable(reason) = self.availability(&skill) {
+        if let Availability::Unavailable(reason) = self.availability.of(&skill) {
             return Err(CallError::Unavailable {
                 skill: skill_name.to_string(),
                 reason,
@@ -322,7 +322,10 @@ impl Dispatcher {
             skill: skill.name.clone(),
             tool: tool.name.clone(),
             args,
-            env: self.secrets.for_names(&skill.permissions.env),
+            env: self
+                .availability
+                .secrets()
+                .for_names(&skill.permissions.env),
             traceparent: run.trace.map(|t| t.to_string()),
         };
         let active = Arc::new(ActiveCall {

@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use skillbox_protocol::methods::SandboxFacts;
 
-use super::readiness::{host_os, Readiness};
+use skillbox_protocol::skill::Skill;
+
+use super::readiness::{context_readiness, host_os, Availability, Readiness};
+use super::ExecutorPool;
 use crate::state::secrets::Secrets;
 
 /// The executors' sandbox facts and the core's secrets, as the router's readiness.
@@ -22,6 +25,36 @@ impl<'a> SandboxReadiness<'a> {
     /// Readiness from `facts` (`None` before any executor reported) and the core's secrets.
     pub fn new(facts: Option<Arc<SandboxFacts>>, secrets: &'a Secrets) -> Self {
         Self { facts, secrets }
+    }
+}
+
+/// Whether a skill can run now, asked of the executors' sandbox facts and the core's
+/// secrets: the one verdict, shared by the call pipeline, the router and the gateway.
+#[derive(Debug, Clone)]
+pub struct SkillAvailability {
+    pool: Arc<ExecutorPool>,
+    secrets: Secrets,
+}
+
+impl SkillAvailability {
+    /// The availability `pool`'s executors and `secrets` give.
+    pub fn new(pool: Arc<ExecutorPool>, secrets: Secrets) -> Self {
+        Self { pool, secrets }
+    }
+
+    /// What the executors' sandboxes can start and the env values the core holds.
+    pub fn readiness(&self) -> SandboxReadiness<'_> {
+        SandboxReadiness::new(self.pool.sandbox_facts(), &self.secrets)
+    }
+
+    /// Whether `skill` can be used now ([`context_readiness`], the one verdict).
+    pub fn of(&self, skill: &Skill) -> Availability {
+        context_readiness(skill, &self.readiness()).1
+    }
+
+    /// The core's secrets (a reload reads `secrets.env` into them again).
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
     }
 }
 

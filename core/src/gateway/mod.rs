@@ -27,14 +27,41 @@ use hyper::body::Incoming;
 use skillbox_protocol::methods::SecretValue;
 use subtle::ConstantTimeEq;
 
+use crate::approvals::Approvals;
 use crate::auth::Caller;
-use crate::calls::Dispatcher;
+use crate::calls::{Dispatcher, LoadCell};
+use crate::executors::availability::SkillAvailability;
+use crate::executors::ExecutorPool;
+use crate::observe::Metrics;
+use crate::state::store::Store;
+
+/// The parts of the core the gateway's handlers use, handed in when the core is built
+/// ([`crate::app`]); cheap to clone for work moved off the async threads.
+#[derive(Debug, Clone)]
+pub struct CoreParts {
+    /// The call pipeline: its one entry, and what a context shows its caller.
+    pub pipeline: Arc<Dispatcher>,
+    /// The current load of the skills.
+    pub load: Arc<LoadCell>,
+    /// The state store.
+    pub store: Store,
+    /// The approvals.
+    pub approvals: Arc<Approvals>,
+    /// The metrics `GET /metrics` serves.
+    pub metrics: Arc<Metrics>,
+    /// The executors.
+    pub executors: Arc<ExecutorPool>,
+    /// Whether a skill can run now.
+    pub availability: SkillAvailability,
+    /// Whether `execution.sandbox: container` calls can run (a Docker engine).
+    pub container_sandbox: bool,
+}
 
 /// What the gateway serves.
 #[derive(Debug)]
 pub struct Gateway {
-    /// The dispatcher.
-    pub dispatcher: Arc<Dispatcher>,
+    /// The core's parts.
+    pub core: CoreParts,
     /// The operator's bearer token (`Debug` prints `***`; compared in constant time).
     pub token: SecretValue,
     /// The bots' tokens.
@@ -138,6 +165,32 @@ mod roles_tests;
 #[cfg(test)]
 mod tests;
 
+/// The parts of a test dispatcher, for a test gateway.
+#[cfg(test)]
+pub(crate) fn test_parts(d: Dispatcher) -> CoreParts {
+    CoreParts {
+        load: Arc::clone(d.load()),
+        store: d.store().clone(),
+        approvals: Arc::clone(d.approvals()),
+        metrics: Arc::clone(d.metrics()),
+        executors: Arc::clone(d.executor()),
+        availability: d.availability().clone(),
+        container_sandbox: false,
+        pipeline: Arc::new(d),
+    }
+}
+
+impl CoreParts {
+    /// What the reload needs of them.
+    pub fn reload_parts(&self) -> crate::reload::ReloadParts {
+        crate::reload::ReloadParts {
+            load: Arc::clone(&self.load),
+            secrets: self.availability.secrets().clone(),
+            executors: Arc::clone(&self.executors),
+        }
+    }
+}
+
 /// A gateway for handler tests: a dispatcher over `catalog` with its state in
 /// `<ws>/.skillbox` and no executor listening, the install root `skills_root`, and this
 /// token, body limit and console.
@@ -150,19 +203,17 @@ pub(crate) fn test_gateway(
     max_request_bytes: usize,
     console: console::Console,
 ) -> Gateway {
-    let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, catalog));
+    let core = test_parts(crate::calls::test_dispatcher(ws, catalog));
     let workspace = crate::state::Workspace::new(ws);
     let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
-    let bots = Arc::new(
-        crate::auth::BotTokens::load(dispatcher.store().clone()).expect("bot tokens load"),
-    );
+    let bots = Arc::new(crate::auth::BotTokens::load(core.store.clone()).expect("bot tokens load"));
     Gateway {
         bots,
         reloader: Arc::new(crate::reload::Reloader::new(
-            Arc::clone(&dispatcher),
+            core.reload_parts(),
             trust.clone(),
         )),
-        dispatcher,
+        core,
         token: SecretValue(token.to_string()),
         token_file: workspace.token_file(),
         max_request_bytes,

@@ -52,7 +52,8 @@ async fn send(
 }
 
 fn pending(gw: &Gateway, id: &str) {
-    gw.dispatcher
+    gw.core
+        .pipeline
         .store()
         .insert_approval(&ApprovalRecord {
             id: id.to_string(),
@@ -178,7 +179,7 @@ async fn decide_refuses_an_unknown_decision_naming_the_two_it_takes() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error_kind"], "invalid_args", "{body}");
     // Nothing was decided.
-    let record = gw.dispatcher.approvals().get("ap_1").unwrap();
+    let record = gw.core.approvals.get("ap_1").unwrap();
     assert_eq!(record.status, ApprovalStatus::Pending);
 }
 
@@ -249,7 +250,8 @@ async fn repair_records_of_a_skill_are_readable() {
     let (status, body) = send(&gw, Method::GET, "/v1/skills/notes/repairs", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, json!({"repairs": []}));
-    gw.dispatcher
+    gw.core
+        .pipeline
         .store()
         .record_repair(&crate::state::store::RepairRecord {
             id: "rp_1".into(),
@@ -278,7 +280,12 @@ async fn repair_records_of_a_skill_are_readable() {
 async fn reload_reads_secrets_env_again_without_answering_its_values() {
     let ws = tempfile::tempdir().unwrap();
     let gw = gateway(ws.path());
-    assert!(gw.dispatcher.secrets().get("RELOADED_KEY_Z9").is_none());
+    assert!(gw
+        .core
+        .availability
+        .secrets()
+        .get("RELOADED_KEY_Z9")
+        .is_none());
     let state = crate::state::Workspace::new(ws.path()).state_dir();
     std::fs::write(
         state.join("secrets.env"),
@@ -288,7 +295,12 @@ async fn reload_reads_secrets_env_again_without_answering_its_values() {
     // No executor listens here: the reload answers 503 for it, after the core's own load.
     let (_status, body) = send(&gw, Method::POST, "/v1/skills/reload", None).await;
     assert_eq!(
-        gw.dispatcher.secrets().get("RELOADED_KEY_Z9").unwrap().0,
+        gw.core
+            .availability
+            .secrets()
+            .get("RELOADED_KEY_Z9")
+            .unwrap()
+            .0,
         "sk-after-reload-81"
     );
     assert!(!body.to_string().contains("sk-after-reload-81"), "{body}");

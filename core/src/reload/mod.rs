@@ -26,10 +26,12 @@ use skillbox_protocol::methods::method;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{discover, DiscoveryOptions};
 
-use crate::calls::Dispatcher;
+use crate::calls::LoadCell;
+use crate::executors::ExecutorPool;
 use crate::skills::install::{self, verify, TrustPolicy};
 use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
+use crate::state::secrets::Secrets;
 
 /// How long a reload waits for the executor to reload its registry (it hashes every
 /// installed skill again).
@@ -88,19 +90,31 @@ impl ReloadError {
     }
 }
 
+/// What a reload changes: the load it swaps, the secrets it reads again, the executors
+/// it has reload their registries.
+#[derive(Debug, Clone)]
+pub struct ReloadParts {
+    /// The current load of the skills.
+    pub load: Arc<LoadCell>,
+    /// The core's secrets (shared: a reload is seen by every holder).
+    pub secrets: Secrets,
+    /// The executors.
+    pub executors: Arc<ExecutorPool>,
+}
+
 /// Reloads skills and trust for one core, one reload at a time.
 #[derive(Debug)]
 pub struct Reloader {
-    dispatcher: Arc<Dispatcher>,
+    parts: ReloadParts,
     policy: TrustPolicy,
     serial: tokio::sync::Mutex<()>,
 }
 
 impl Reloader {
-    /// A reloader of `dispatcher`'s catalog under `policy`.
-    pub fn new(dispatcher: Arc<Dispatcher>, policy: TrustPolicy) -> Self {
+    /// A reloader of `parts` under `policy`.
+    pub fn new(parts: ReloadParts, policy: TrustPolicy) -> Self {
         Self {
-            dispatcher,
+            parts,
             policy,
             serial: tokio::sync::Mutex::new(()),
         }
@@ -115,7 +129,7 @@ impl Reloader {
     pub async fn reload(&self, cause: Cause) -> Result<ReloadReport, ReloadError> {
         let _one_at_a_time = self.serial.lock().await;
         let policy = self.policy.clone();
-        let secrets = self.dispatcher.secrets().clone();
+        let secrets = self.parts.secrets.clone();
         let (catalog, stamps, disabled, config) = tokio::task::spawn_blocking(move || {
             // `secrets.env` is read again too, before the catalogue whose availability
             // depends on the names it holds is swapped in; its values are never logged.
@@ -147,11 +161,11 @@ impl Reloader {
         let skipped: Vec<String> = (catalog.skipped.iter().map(|s| s.reason()))
             .chain(catalog.withheld.iter().map(install::disabled::report_line))
             .collect();
-        self.dispatcher.set_load(catalog, config, stamps);
+        self.parts.load.swap(catalog, config, stamps);
         tracing::info!(?cause, loaded, disabled = ?disabled, "skills and trust reloaded");
         let executor = self
-            .dispatcher
-            .executor()
+            .parts
+            .executors
             .broadcast(method::SKILL_RELOAD, json!({}), EXECUTOR_RELOAD_TIMEOUT)
             .await
             .map_err(ReloadError::Executor)?;
@@ -290,26 +304,26 @@ mod tests {
     async fn reload_reads_the_config_once_and_keeps_the_last_good_one() {
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir_all(ws.path().join("skills")).unwrap();
-        let dispatcher = Arc::new(crate::calls::test_dispatcher(
+        let core = crate::gateway::test_parts(crate::calls::test_dispatcher(
             ws.path(),
             skillbox_protocol::skill::Catalog::default(),
         ));
         let reloader = Reloader::new(
-            Arc::clone(&dispatcher),
+            core.reload_parts(),
             TrustPolicy::for_workspace(&crate::state::Workspace::new(ws.path()), false),
         );
         let toml = ws.path().join("skillbox.toml");
         std::fs::write(&toml, "[routing]\nthreshold = 0.42\n").unwrap();
         // No executor answers, so the reload reports an error after the swap.
         let _ = reloader.reload(Cause::Request).await;
-        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+        assert_eq!(core.load.config().routing.threshold, 0.42);
         // A request in between reads nothing: the swapped config is what every request sees.
         std::fs::write(&toml, "[routing]\nthreshold = 0.5\n").unwrap();
-        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+        assert_eq!(core.load.config().routing.threshold, 0.42);
         // A file that no longer parses keeps the last good configuration.
         std::fs::write(&toml, "[routing\nthreshold = \n").unwrap();
         let _ = reloader.reload(Cause::Request).await;
-        assert_eq!(dispatcher.config().routing.threshold, 0.42);
+        assert_eq!(core.load.config().routing.threshold, 0.42);
     }
 
     #[test]

@@ -178,10 +178,11 @@ mod tests {
 
     /// A dispatcher whose executor never answers (a reload swaps the catalog, then reports
     /// the executor down) and the trust policy of `ws`.
-    fn dispatcher(ws: &Path) -> (Arc<crate::calls::Dispatcher>, TrustPolicy) {
-        let dispatcher = Arc::new(crate::calls::test_dispatcher(ws, Catalog::default()));
+    fn dispatcher(ws: &Path) -> (crate::gateway::CoreParts, TrustPolicy) {
+        let core =
+            crate::gateway::test_parts(crate::calls::test_dispatcher(ws, Catalog::default()));
         let ws = crate::state::Workspace::new(ws);
-        (dispatcher, TrustPolicy::for_workspace(&ws, false))
+        (core, TrustPolicy::for_workspace(&ws, false))
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,16 +192,16 @@ mod tests {
         std::fs::create_dir_all(&root).unwrap();
         write_skill(&root, "first");
         let (dispatcher, policy) = dispatcher(ws.path());
-        let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
+        let reloader = Arc::new(Reloader::new(dispatcher.reload_parts(), policy));
         let task = tokio::spawn(watch_skills(reloader));
         // Let the watch start, then add a skill folder.
         tokio::time::sleep(Duration::from_millis(200)).await;
         write_skill(&root, "second");
         eventually("the new skill in the catalog", || {
-            dispatcher.catalog().get("second").is_some()
+            dispatcher.load.catalog().get("second").is_some()
         })
         .await;
-        assert!(dispatcher.catalog().get("first").is_some());
+        assert!(dispatcher.load.catalog().get("first").is_some());
         task.abort();
     }
 
@@ -214,15 +215,15 @@ mod tests {
         let (dispatcher, policy) = dispatcher(ws.path());
         let policy = policy.with_roots(vec![personal.clone()]);
         assert_eq!(policy.roots, vec![personal.clone(), project.clone()]);
-        let reloader = Arc::new(Reloader::new(Arc::clone(&dispatcher), policy));
+        let reloader = Arc::new(Reloader::new(dispatcher.reload_parts(), policy));
         let task = tokio::spawn(watch_skills(reloader));
         tokio::time::sleep(Duration::from_millis(200)).await;
         write_skill(&personal, "mine");
         eventually("the personal skill in the catalog", || {
-            dispatcher.catalog().get("mine").is_some()
+            dispatcher.load.catalog().get("mine").is_some()
         })
         .await;
-        assert!(dispatcher.catalog().get("first").is_some());
+        assert!(dispatcher.load.catalog().get("first").is_some());
         task.abort();
     }
 

@@ -219,7 +219,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (catalog, stamps) = installed(dir.path());
         let dispatcher = crate::calls::test_dispatcher(dir.path(), Catalog::default());
-        dispatcher.set_load(catalog, None, stamps);
+        dispatcher.load().swap(catalog, None, stamps);
         // Unchanged: admitted (it then finds no executor here).
         let r = dispatcher.call_named("echo:run", json!({})).await;
         assert!(

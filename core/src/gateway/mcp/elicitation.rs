@@ -115,7 +115,7 @@ impl WaitingCalls {
 
 /// Starts `call` (the MCP tool `name`) in the core, detached from the request.
 pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let (origin, args) = (call.origin.clone(), call.args.clone());
     // The tool whose approvals this call waits for: a script's tool for run_skill_script.
     let reached = match &call.target {
@@ -130,9 +130,9 @@ pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
         requested_by: origin.caller.name().to_owned(),
     });
     // Subscribed before the call starts: its first approval cannot be missed.
-    let asked = gw.dispatcher.approvals().watch_asked();
+    let asked = gw.core.approvals.watch_asked();
     let (tx, result) = watch::channel(None);
-    let dispatcher = Arc::clone(&gw.dispatcher);
+    let dispatcher = Arc::clone(&gw.core.pipeline);
     tokio::spawn(async move {
         let r = dispatcher.call(call).await;
         let _ = tx.send(Some(r));
@@ -221,9 +221,8 @@ pub fn input_required(record: &ApprovalRecord, state: &str, console_base: &str) 
 }
 
 /// A fresh `requestState`.
-pub fn new_state(gw: &Gateway) -> Result<String, McpError> {
-    gw.dispatcher
-        .new_call_id()
+pub fn new_state() -> Result<String, McpError> {
+    crate::random::token(&crate::random::SystemSource::default(), "MCP request state")
         .map_err(|e| McpError::Internal(e.to_string()))
 }
 

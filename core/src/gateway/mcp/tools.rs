@@ -64,7 +64,7 @@ pub async fn context(
     caller: &Caller,
     context_id: &str,
 ) -> Result<ContextView, McpError> {
-    let d = Arc::clone(&gw.dispatcher);
+    let d = Arc::clone(&gw.core.pipeline);
     let id = context_id.to_string();
     let caller = caller.clone();
     match tokio::task::spawn_blocking(move || d.context_view(&caller, &id)).await {
@@ -83,7 +83,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         None => None,
     };
     let allowed = |t: &Target| view.as_ref().is_none_or(|v| v.allows(t));
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let mut tools: Vec<Value> = Vec::new();
     for skill in (catalog.skills.iter()).filter(|s| caller.may_use_skill(&s.name)) {
         for tool in &skill.tools {
@@ -108,7 +108,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         .skills
         .iter()
         .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.dispatcher.availability(s).is_ready())
+        .filter(|s| gw.core.availability.of(s).is_ready())
         .map(|s| s.name.clone())
         .collect();
     for builtin in disclosure::builtin_tools(&available) {
@@ -177,14 +177,14 @@ pub async fn call(
 ) -> Result<Value, McpError> {
     let origin = asked.origin;
     let (name, args) = call_params(params)?;
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let target = resolve(&catalog, &origin.caller, &name).map_err(|why| McpError::UnknownTool {
         name: name.clone(),
         why,
     })?;
     if !era.client_takes_url_elicitation() {
         let call = ToolCall::new(target, args, origin.clone()).traced(asked.trace.clone());
-        let result = gw.dispatcher.call(call).await;
+        let result = gw.core.pipeline.call(call).await;
         return Ok(call_result(&result));
     }
     // A waiting call is resumed only by the caller that started it, in the same context.
@@ -199,10 +199,9 @@ pub async fn call(
     match elicitation::next(waiting).await {
         Next::Done(result) => Ok(call_result(&result)),
         Next::Asked(record, waiting) => {
-            let state = elicitation::new_state(gw)?;
+            let state = elicitation::new_state()?;
             let answer = elicitation::input_required(&record, &state, &asked.console_base);
-            let keep =
-                std::time::Duration::from_millis(gw.dispatcher.approvals().policy().timeout_ms);
+            let keep = std::time::Duration::from_millis(gw.core.approvals.policy().timeout_ms);
             gw.mcp_waiting.put(state, *waiting, keep);
             Ok(answer)
         }

@@ -1,8 +1,6 @@
 //! `GET /v1/contexts/{id}` and `PUT`/`DELETE /v1/contexts/{id}/skills/{name}`: a caller's
 //! context, and pinning or unpinning a skill in it ([`crate::contexts`]).
 
-use std::sync::Arc;
-
 use crate::contexts;
 use crate::gateway::web::request::{ok, Reply, Req};
 use crate::gateway::Gateway;
@@ -27,7 +25,7 @@ pub async fn unpin(gw: &Gateway, req: Req) -> Reply {
 /// The context, after the pin (`true`) or unpin of `change` when given; `changed` in the
 /// answer says whether that changed anything.
 async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Reply {
-    let d = Arc::clone(&gw.dispatcher);
+    let d = gw.core.clone();
     let id = req.param("id")?.to_string();
     let caller = req.caller.clone();
     if let Some(why) = change.as_ref().and_then(|(_, n)| caller.skill_refusal(n)) {
@@ -37,14 +35,14 @@ async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Rep
         ));
     }
     let (changed, view) = tokio::task::spawn_blocking(move || {
-        let catalog = d.catalog();
-        contexts::enter(d.store(), &caller, &id)?;
+        let catalog = d.load.catalog();
+        contexts::enter(&d.store, &caller, &id)?;
         let changed = match &change {
-            Some((true, name)) => Some(contexts::pin(d.store(), &catalog, &id, name)?),
-            Some((false, name)) => Some(contexts::unpin(d.store(), &id, name)?),
+            Some((true, name)) => Some(contexts::pin(&d.store, &catalog, &id, name)?),
+            Some((false, name)) => Some(contexts::unpin(&d.store, &id, name)?),
             None => None,
         };
-        let view = d.context_view(&caller, &id)?;
+        let view = d.pipeline.context_view(&caller, &id)?;
         Ok::<_, contexts::ContextError>((changed, view))
     })
     .await??;

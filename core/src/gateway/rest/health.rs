@@ -9,7 +9,7 @@ use crate::gateway::Gateway;
 /// The executors as of the pool's last health round (`[executor] health_interval_ms`):
 /// asking one here would shift the round robin and count as a call.
 pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
-    let pool = gw.dispatcher.executor();
+    let pool = &gw.core.executors;
     let health = pool
         .health()
         .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
@@ -20,6 +20,6 @@ pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
         sandbox: health,
         executors: pool.status(),
         supervisor: gw.supervisor.as_ref().map(|s| s.status()),
-        container_sandbox: gw.dispatcher.has_container_sandbox(),
+        container_sandbox: gw.core.container_sandbox,
     }))
 }

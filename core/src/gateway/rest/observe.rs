@@ -3,16 +3,14 @@
 //! routing decision, with the state machine's events when it was executed), and
 //! `GET /v1/skills/{name}/repairs` (a skill's repair records).
 
-use std::sync::Arc;
-
 use skillbox_protocol::result::ErrorKind;
 
 use super::api::{CallList, RepairList, RouteDetail, RouteList};
 use crate::approvals::ApprovalStatus;
-use crate::calls::Dispatcher;
 use crate::gateway::web::error::ApiError;
 use crate::gateway::web::list::{parse_outcome, DEFAULT_LIMIT};
 use crate::gateway::web::request::{ok_of, ok_text, Reply, Req};
+use crate::gateway::CoreParts;
 use crate::gateway::Gateway;
 use crate::observe::exposition::Format;
 use crate::observe::Scrape;
@@ -26,24 +24,24 @@ pub async fn metrics(gw: &Gateway, req: Req) -> Reply {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let d = Arc::clone(&gw.dispatcher);
+    let d = gw.core.clone();
     let (content_type, text) =
         tokio::task::spawn_blocking(move || exposition(&d, accept.as_deref())).await?;
     Ok(ok_text(content_type, text))
 }
 
 /// The metrics text in the format `accept` asks for, with its content type.
-pub fn exposition(d: &Dispatcher, accept: Option<&str>) -> (&'static str, String) {
+pub fn exposition(d: &CoreParts, accept: Option<&str>) -> (&'static str, String) {
     let format = Format::negotiate(accept);
     (
         format.content_type(),
-        d.metrics().encode_as(&scrape(d), format),
+        d.metrics.encode_as(&scrape(d), format),
     )
 }
 
 /// What the gauges show now: pending approvals, executor health, disabled skills.
-pub fn scrape(d: &Dispatcher) -> Scrape {
-    let approvals_pending = match d.approvals().list(Some(ApprovalStatus::Pending)) {
+pub fn scrape(d: &CoreParts) -> Scrape {
+    let approvals_pending = match d.approvals.list(Some(ApprovalStatus::Pending)) {
         Ok(list) => i64::try_from(list.len()).unwrap_or(i64::MAX),
         Err(e) => {
             tracing::warn!(error = %e, "metrics: cannot count pending approvals");
@@ -51,13 +49,13 @@ pub fn scrape(d: &Dispatcher) -> Scrape {
         }
     };
     let executors = executor_names(
-        d.executor()
+        d.executors
             .status()
             .into_iter()
             .map(|s| (s.url, s.address, s.healthy))
             .collect(),
     );
-    let catalog = d.catalog();
+    let catalog = d.load.catalog();
     let disabled = crate::skills::install::disabled::list(&catalog).len();
     let tools = (catalog.skills.iter())
         .flat_map(|s| s.tools.iter().map(|t| (s.name.clone(), t.name.clone())))
@@ -118,7 +116,7 @@ fn is_loopback(host: &str) -> bool {
 
 /// The `limit` query parameter: 1 to `[observe] max_list_limit`, default [`DEFAULT_LIMIT`].
 fn limit(gw: &Gateway, req: &Req) -> Result<usize, ApiError> {
-    let max = gw.dispatcher.config().observe.max_list_limit;
+    let max = gw.core.load.config().observe.max_list_limit;
     let Some(raw) = req.query_param("limit") else {
         return Ok(DEFAULT_LIMIT.min(max));
     };
@@ -149,7 +147,7 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
             Some(o) => Some(parse_outcome(o)?),
         },
     };
-    let store = gw.dispatcher.store().clone();
+    let store = gw.core.store.clone();
     let calls = tokio::task::spawn_blocking(move || store.recent_calls(&filter, limit))
         .await?
         .map_err(store_error)?;
@@ -159,7 +157,7 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/routes?limit=K`: newest first.
 pub async fn routes(gw: &Gateway, req: Req) -> Reply {
     let limit = limit(gw, &req)?;
-    let store = gw.dispatcher.store().clone();
+    let store = gw.core.store.clone();
     let caller = (!req.caller.is_operator()).then(|| req.caller.name().to_owned());
     let routes = tokio::task::spawn_blocking(move || store.recent_routes(caller.as_deref(), limit))
         .await?
@@ -171,7 +169,7 @@ pub async fn routes(gw: &Gateway, req: Req) -> Reply {
 /// events of its run when it was executed.
 pub async fn route(gw: &Gateway, req: Req) -> Reply {
     let id = req.param("route_id")?.to_string();
-    let store = gw.dispatcher.store().clone();
+    let store = gw.core.store.clone();
     let found = tokio::task::spawn_blocking(move || {
         let route = store.get_route(&id)?;
         let events = store.route_events(&id)?;
@@ -197,7 +195,7 @@ pub async fn route(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/skills/{name}/repairs`: the skill's repair records, oldest first.
 pub async fn repairs(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
-    let store = gw.dispatcher.store().clone();
+    let store = gw.core.store.clone();
     let records = tokio::task::spawn_blocking(move || store.repairs_of(&name))
         .await?
         .map_err(store_error)?;
@@ -213,7 +211,10 @@ mod tests {
     #[test]
     fn metrics_answer_prometheus_text_unless_openmetrics_is_asked_for() {
         let ws = tempfile::tempdir().unwrap();
-        let d = crate::calls::test_dispatcher(ws.path(), Default::default());
+        let d = crate::gateway::test_parts(crate::calls::test_dispatcher(
+            ws.path(),
+            Default::default(),
+        ));
         for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
             let (content_type, text) = exposition(&d, accept);
             assert_eq!(

@@ -1,8 +1,6 @@
 //! `POST /v1/skills/{name}/repairs`: judges a repair proposal and applies it
 //! ([`crate::repair`]), then reloads. A refusal answers `{"error", "error_kind", "check"}`.
 
-use std::sync::Arc;
-
 use super::api::{RepairProposal, RepairResponse};
 use super::reload;
 use crate::gateway::web::error::ApiError;
@@ -15,16 +13,16 @@ use crate::repair::RepairTarget;
 pub async fn propose(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
     let proposal: RepairProposal = req.json().await?;
-    let d = Arc::clone(&gw.dispatcher);
+    let d = gw.core.clone();
     let root = gw.skills_root.clone();
     // The [repair] settings of the latest load (read once with the catalogue).
-    let config = gw.dispatcher.config().repair.clone();
+    let config = gw.core.load.config().repair.clone();
     let record = tokio::task::spawn_blocking(move || {
-        let catalog = d.catalog();
+        let catalog = d.load.catalog();
         let target = RepairTarget {
             skills_root: &root,
             catalog: &catalog,
-            store: d.store(),
+            store: &d.store,
             config: &config,
         };
         crate::repair::propose(&target, &name, &proposal)

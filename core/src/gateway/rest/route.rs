@@ -1,8 +1,6 @@
 //! `POST /v1/route` (an activation plan for a query) and `POST /v1/route/execute` (the plan
 //! run with its fallback chain): [`crate::router`].
 
-use std::sync::Arc;
-
 use skillbox_protocol::result::ErrorKind;
 
 use super::api::{ExecuteRequest, RouteRequest};
@@ -14,7 +12,7 @@ use crate::gateway::Gateway;
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let body: RouteRequest = req.json().await?;
-    let plan = super::route_plan::route_request(Arc::clone(&gw.dispatcher), caller, body)
+    let plan = super::route_plan::route_request(gw.core.clone(), caller, body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
         .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
@@ -26,8 +24,6 @@ pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let trace = req.traceparent();
     let body: ExecuteRequest = req.json().await?;
-    let run =
-        super::route_execute::execute_request(Arc::clone(&gw.dispatcher), caller, body, trace)
-            .await?;
+    let run = super::route_execute::execute_request(gw.core.clone(), caller, body, trace).await?;
     Ok(ok_of(&run))
 }

@@ -19,8 +19,9 @@ use skillbox_protocol::skill::{Catalog, Skill};
 
 use super::route_plan::route_for_gateway;
 use crate::auth::{CallOrigin, Caller};
-use crate::calls::{Dispatcher, ToolCall};
+use crate::calls::ToolCall;
 use crate::contexts;
+use crate::gateway::CoreParts;
 use crate::observe::TraceParent;
 use crate::router::execute::{self, Run, Stage, Target};
 use crate::router::{ActivationPlan, FallbackStep};
@@ -54,9 +55,9 @@ pub struct Execution {
 }
 
 /// What to run for `skill` in this request.
-pub fn target(dispatcher: &Dispatcher, skill: &Skill, requested: Option<&str>) -> Target {
+pub fn target(core: &CoreParts, skill: &Skill, requested: Option<&str>) -> Target {
     if let crate::executors::readiness::Availability::Unavailable(reason) =
-        dispatcher.availability(skill)
+        core.availability.of(skill)
     {
         return Target::Refused {
             kind: ErrorKind::Unavailable,
@@ -91,7 +92,7 @@ pub fn target(dispatcher: &Dispatcher, skill: &Skill, requested: Option<&str>) -
 
 /// The stages of a plan: the primary, then its fallback chain.
 pub fn stages(
-    dispatcher: &Dispatcher,
+    core: &CoreParts,
     catalog: &Catalog,
     plan: &ActivationPlan,
     tool: Option<&str>,
@@ -99,7 +100,7 @@ pub fn stages(
     let stage = |name: &str| match catalog.get(name) {
         Some(s) => Stage::Skill {
             skill: name.to_string(),
-            target: target(dispatcher, s, tool),
+            target: target(core, s, tool),
         },
         None => Stage::Skill {
             skill: name.to_string(),
@@ -153,20 +154,20 @@ impl ExecuteError {
 /// `POST /v1/route/execute`: route, run the chain, store the transitions. Fails only when
 /// the context id is invalid or routing could not run.
 pub async fn execute_request(
-    dispatcher: Arc<Dispatcher>,
+    core: CoreParts,
     caller: Caller,
     params: ExecuteParams,
     trace: Option<TraceParent>,
 ) -> Result<Execution, ExecuteError> {
-    let d = Arc::clone(&dispatcher);
+    let d = core.clone();
     let p = params.clone();
     let c = caller.clone();
     let (plan, chain) = tokio::task::spawn_blocking(move || {
-        let catalog = d.catalog();
+        let catalog = d.load.catalog();
         // A context the caller may not enter fails the request before anything runs; each
         // stage's call is then gated by the pipeline like any other.
         if let Some(id) = p.context_id.as_deref() {
-            contexts::enter(d.store(), &c, id)?;
+            contexts::enter(&d.store, &c, id)?;
         }
         let plan = route_for_gateway(&d, &c, &p.query, p.context_id.as_deref())?;
         let chain = stages(&d, &catalog, &plan, p.tool.as_deref());
@@ -176,18 +177,18 @@ pub async fn execute_request(
     let args = params.args.unwrap_or_else(|| json!({}));
     let origin = CallOrigin::new(caller, params.context_id.clone());
     let run = execute::run(&plan.route_id, chain, &args, |skill, tool, args| {
-        let dispatcher = Arc::clone(&dispatcher);
+        let pipeline = Arc::clone(&core.pipeline);
         let call =
             ToolCall::new(ToolRef::new(skill, tool), args, origin.clone()).traced(trace.clone());
-        async move { dispatcher.call(call).await }
+        async move { pipeline.call(call).await }
     })
     .await;
-    record(&dispatcher, &run).await;
+    record(&core, &run).await;
     Ok(Execution { run, plan })
 }
 
 /// Stores the transitions in `route_events` (a failure is logged, the answer stands).
-async fn record(dispatcher: &Dispatcher, run: &Run) {
+async fn record(core: &CoreParts, run: &Run) {
     let at = unix_ms_now();
     let events: Vec<RouteEvent> = run
         .transitions
@@ -203,7 +204,7 @@ async fn record(dispatcher: &Dispatcher, run: &Run) {
             at,
         })
         .collect();
-    let store = dispatcher.store().clone();
+    let store = core.store.clone();
     let _ = tokio::task::spawn_blocking(move || {
         if let Err(e) = store.record_route_events(&events) {
             tracing::error!(error = %e, "cannot record the route events");

@@ -9,8 +9,8 @@ use crate::router::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
 use skillbox_protocol::skill::Catalog;
 
 use crate::auth::Caller;
-use crate::calls::Dispatcher;
 use crate::calls::Loaded;
+use crate::gateway::CoreParts;
 use crate::random::RandomError;
 use crate::state::store::{unix_ms_now, RouteRecord};
 
@@ -39,21 +39,19 @@ fn router_for_caller(loaded: &Loaded, caller: &Caller) -> Arc<Router> {
 /// records the decision: its latency and outcome in the metrics, the plan in the store
 /// (kept to `[observe] routes_kept`) for `GET /v1/routes`.
 pub fn route_for_gateway(
-    dispatcher: &Dispatcher,
+    core: &CoreParts,
     caller: &Caller,
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
     let started = std::time::Instant::now();
-    let plan = route_unrecorded(dispatcher, caller, query, context_id);
+    let plan = route_unrecorded(core, caller, query, context_id);
     let outcome = match &plan {
         Ok(p) if p.primary.is_some() => "selected",
         Ok(_) => "no_skill",
         Err(_) => "error",
     };
-    dispatcher
-        .metrics()
-        .observe_route(outcome, started.elapsed());
+    core.metrics.observe_route(outcome, started.elapsed());
     if let Ok(plan) = &plan {
         let record = RouteRecord {
             route_id: plan.route_id.clone(),
@@ -64,8 +62,8 @@ pub fn route_for_gateway(
             plan: serde_json::to_value(plan).unwrap_or_default(),
             caller: caller.name().to_owned(),
         };
-        let keep = dispatcher.config().observe.routes_kept;
-        if let Err(e) = dispatcher.store().record_route(&record, keep) {
+        let keep = core.load.config().observe.routes_kept;
+        if let Err(e) = core.store.record_route(&record, keep) {
             tracing::error!(route_id = %plan.route_id, error = %e, "cannot record the routing decision");
         }
     }
@@ -73,13 +71,13 @@ pub fn route_for_gateway(
 }
 
 fn route_unrecorded(
-    dispatcher: &Dispatcher,
+    core: &CoreParts,
     caller: &Caller,
     query: &str,
     context_id: Option<&str>,
 ) -> Result<ActivationPlan, RandomError> {
-    let router = router_for_caller(&dispatcher.loaded(), caller);
-    let stats: StatsMap = match dispatcher.store().all_skill_stats() {
+    let router = router_for_caller(&core.load.current(), caller);
+    let stats: StatsMap = match core.store.all_skill_stats() {
         Ok(all) => all
             .into_iter()
             .map(|s| {
@@ -97,7 +95,7 @@ fn route_unrecorded(
             StatsMap::new()
         }
     };
-    let readiness = dispatcher.readiness();
+    let readiness = core.availability.readiness();
     router.route(
         query,
         &RouteInputs {
@@ -121,20 +119,15 @@ pub struct RouteParams {
 /// `POST /v1/route`: [`route_for_gateway`] off the async threads, in a context `caller`
 /// may enter.
 pub async fn route_request(
-    dispatcher: Arc<Dispatcher>,
+    core: CoreParts,
     caller: Caller,
     params: RouteParams,
 ) -> Option<Result<ActivationPlan, RouteError>> {
     tokio::task::spawn_blocking(move || {
         if let Some(id) = params.context_id.as_deref() {
-            crate::contexts::enter(dispatcher.store(), &caller, id)?;
+            crate::contexts::enter(&core.store, &caller, id)?;
         }
-        let plan = route_for_gateway(
-            &dispatcher,
-            &caller,
-            &params.query,
-            params.context_id.as_deref(),
-        )?;
+        let plan = route_for_gateway(&core, &caller, &params.query, params.context_id.as_deref())?;
         Ok(plan)
     })
     .await

@@ -25,7 +25,7 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
     if !req.caller.may_use_skill(name) {
         return Err(not_found(name));
     }
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     let Some(s) = catalog.get(name) else {
         return match disabled::list(&catalog).iter().find(|d| d.name == name) {
@@ -45,7 +45,7 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/skills/{name}/files/{path}`: one file inside the skill folder.
 pub async fn file(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?;
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let skill = (catalog.get(name))
         .filter(|_| req.caller.may_use_skill(name))
         .ok_or_else(|| not_found(name))?;
@@ -62,7 +62,7 @@ fn not_found(name: &str) -> ApiError {
 }
 
 fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary {
-    let reason = gw.dispatcher.availability(s).reason().map(str::to_string);
+    let reason = gw.core.availability.of(s).reason().map(str::to_string);
     SkillSummary {
         name: s.name.clone(),
         version: s.version.clone(),
@@ -81,7 +81,7 @@ fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary 
 /// The skills offered, then those the trust policy disabled (unavailable, with the reason).
 fn skills(gw: &Gateway) -> Vec<SkillSummary> {
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let mut out: Vec<SkillSummary> = catalog
         .skills
         .iter()

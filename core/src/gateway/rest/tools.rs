@@ -18,7 +18,7 @@ use crate::gateway::Gateway;
 
 /// `GET /v1/tools`: those of the skills the caller may use.
 pub async fn list(gw: &Gateway, req: Req) -> Reply {
-    let catalog = gw.dispatcher.catalog();
+    let catalog = gw.core.load.catalog();
     let caller = &req.caller;
     let mut out: Vec<Value> = catalog
         .skills
@@ -41,7 +41,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         .skills
         .iter()
         .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.dispatcher.availability(s).is_ready())
+        .filter(|s| gw.core.availability.of(s).is_ready())
         .map(|s| s.name.clone())
         .collect();
     out.extend(disclosure::builtin_tools(&available));
@@ -61,11 +61,11 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
     let origin = CallOrigin::new(caller, body.context_id);
     let call = ToolCall::new(target, body.args, origin).traced(trace);
     let called = Instant::now();
-    let result = gw.dispatcher.call(call).await;
+    let result = gw.core.pipeline.call(call).await;
     let in_call = called.elapsed();
     let reply = ok_of(&result);
-    gw.dispatcher
-        .metrics()
+    gw.core
+        .metrics
         .observe_stage("gateway", entered.elapsed().saturating_sub(in_call));
     Ok(reply)
 }

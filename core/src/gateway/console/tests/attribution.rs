@@ -9,7 +9,8 @@ use crate::state::store::CallRecord;
 async fn calls_page_names_the_bot_that_made_each_call() {
     let (_dir, gw) = setup();
     for (id, caller) in [("c-bot", "telegram"), ("c-op", "operator")] {
-        (gw.dispatcher.store())
+        gw.core
+            .store
             .record_call(&CallRecord {
                 call_id: id.into(),
                 skill: "notes".into(),

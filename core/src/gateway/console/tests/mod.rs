@@ -82,7 +82,8 @@ pub(super) fn session(gw: &Gateway) -> (String, String) {
 }
 
 pub(super) fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
-    gw.dispatcher
+    gw.core
+        .pipeline
         .store()
         .insert_approval(&ApprovalRecord {
             id: id.to_string(),
@@ -103,7 +104,7 @@ pub(super) fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
 }
 
 pub(super) fn status_of(gw: &Gateway, id: &str) -> ApprovalStatus {
-    gw.dispatcher.approvals().get(id).unwrap().status
+    gw.core.approvals.get(id).unwrap().status
 }
 
 pub(super) fn setup() -> (tempfile::TempDir, Gateway) {

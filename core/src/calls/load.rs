@@ -1,0 +1,111 @@
+//! One load of the skills and what goes with it ([`Loaded`]: the catalogue, the
+//! configuration read with it, the stamps of the installed skills and the router over
+//! them, swapped together), and the cell holding the current one ([`LoadCell`]), shared by
+//! the call pipeline, the gateway and the reload that swaps it.
+
+use std::sync::{Arc, PoisonError, RwLock};
+
+use skillbox_protocol::skill::{Catalog, Skill};
+
+use crate::router::Router;
+use crate::skills::stamp::InstalledStamps;
+use crate::state::config::Config;
+
+/// What a load or reload produced, swapped as one: the catalogue, the configuration read
+/// with it (once per load, never per request) and the router over both (built at its
+/// first use and kept with them: no global cache).
+#[derive(Debug)]
+pub struct Loaded {
+    /// The skills.
+    pub catalog: Arc<Catalog>,
+    /// `skillbox.toml` as it was at that load.
+    pub config: Arc<Config>,
+    /// Each skill of the catalogue, shared, by name: a call takes a reference to its skill
+    /// instead of copying it.
+    skills: std::collections::HashMap<String, Arc<Skill>>,
+    /// The installed skills' files as they were verified (admission refuses a change).
+    pub stamps: Arc<InstalledStamps>,
+    /// The router over this catalogue with this `[routing]`.
+    router: std::sync::OnceLock<Arc<Router>>,
+}
+
+impl Loaded {
+    /// The catalogue and the configuration of one load.
+    pub fn new(catalog: Catalog, config: Arc<Config>) -> Self {
+        let skills = (catalog.skills.iter())
+            .map(|s| (s.name.clone(), Arc::new(s.clone())))
+            .collect();
+        Self {
+            catalog: Arc::new(catalog),
+            config,
+            skills,
+            stamps: Arc::default(),
+            router: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The router of this load.
+    pub fn router(&self) -> Arc<Router> {
+        Arc::clone(self.router.get_or_init(|| {
+            Arc::new(Router::new(
+                Arc::clone(&self.catalog),
+                self.config.routing.clone(),
+            ))
+        }))
+    }
+
+    /// The same load with the installed skills' stamps taken before they were verified.
+    pub fn with_stamps(mut self, stamps: InstalledStamps) -> Self {
+        self.stamps = Arc::new(stamps);
+        self
+    }
+
+    /// The skill `name`, shared.
+    pub fn skill(&self, name: &str) -> Option<Arc<Skill>> {
+        self.skills.get(name).map(Arc::clone)
+    }
+}
+
+/// The current load; a reload swaps it whole, and what a request read stays as it was.
+#[derive(Debug)]
+pub struct LoadCell {
+    current: RwLock<Arc<Loaded>>,
+}
+
+impl LoadCell {
+    /// A cell holding `loaded`.
+    pub fn new(loaded: Loaded) -> Self {
+        Self {
+            current: RwLock::new(Arc::new(loaded)),
+        }
+    }
+
+    /// The current load.
+    pub fn current(&self) -> Arc<Loaded> {
+        let guard = self.current.read().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(&guard)
+    }
+
+    /// The skills the core knows.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        Arc::clone(&self.current().catalog)
+    }
+
+    /// The configuration of the current load.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.current().config)
+    }
+
+    /// Replaces the catalogue with the stamps of its installed skills, and the
+    /// configuration when a new one was read (a reload).
+    pub fn swap(&self, catalog: Catalog, config: Option<Config>, stamps: InstalledStamps) {
+        let config = config.map_or_else(|| self.config(), Arc::new);
+        let next = Arc::new(Loaded::new(catalog, config).with_stamps(stamps));
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = next;
+    }
+
+    /// Replaces the catalogue (and the configuration when given), with no stamps.
+    pub fn set_catalog(&self, catalog: Catalog, config: Option<Config>) {
+        self.swap(catalog, config, InstalledStamps::default());
+    }
+}
