@@ -115,6 +115,17 @@ impl CoreClient {
         self.exchange("POST", path, &with_accept, body).await
     }
 
+    /// Sends `body` as raw bytes (a file; the gateway reads a file route's body as it is,
+    /// whatever its content type); the status and the raw answer.
+    pub async fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+    ) -> Result<(StatusCode, Bytes), ClientError> {
+        self.exchange(method, path, &[], body).await
+    }
+
     /// One request on a fresh connection, with the token and a JSON content type.
     async fn exchange(
         &self,

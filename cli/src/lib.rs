@@ -7,6 +7,7 @@ mod certs;
 pub mod client;
 mod context;
 mod doctor;
+mod files;
 mod install;
 pub mod log;
 mod mcp;
@@ -50,6 +51,9 @@ pub enum Command {
     /// List, approve or deny calls waiting for approval (talks to the running core).
     #[command(subcommand)]
     Approvals(approvals::ApprovalsCommand),
+    /// Put, get, list and remove a context's files (through the running core).
+    #[command(subcommand)]
+    Files(files::FilesCommand),
     /// Make, list and revoke bot tokens (docs/http-api.md, "Roles"); through the running
     /// core when there is one, so a revocation acts at once.
     #[command(subcommand)]
@@ -84,6 +88,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Skill(cmd) => skill::run(cmd),
         Command::Approvals(cmd) => approvals::run(cmd),
         Command::Tokens(cmd) => tokens::run(cmd),
+        Command::Files(cmd) => files::run(cmd),
         Command::Certs(cmd) => certs::run(cmd),
         Command::Up(args) => up::run(args, true),
         Command::Serve(args) => up::run(args, false),

@@ -30,6 +30,7 @@ use crate::calls::transport::Containers;
 use crate::calls::{
     Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
 };
+use crate::contexts::files::ContextFiles;
 use crate::executors::availability::SkillAvailability;
 use crate::executors::docker::oneoff::ContainerRunner;
 use crate::executors::docker::supervisor::Supervisor;
@@ -194,6 +195,7 @@ impl App {
             executors: Arc::clone(&executor),
             availability,
             container_sandbox,
+            files: ContextFiles::new(&state_dir, store.clone(), config.files.clone()),
         };
         let supervisor = match engine {
             Some(engine) if config.docker.supervise && !options.embedded => {
@@ -318,6 +320,7 @@ impl App {
                 reload::TRUST_POLL_INTERVAL,
             )),
             tokio::spawn(reload::watch::watch_skills(reloader)),
+            tokio::spawn(expire_idle_contexts(self.gateway.core.files.clone())),
             tokio::spawn(gateway::serve(self.listener, self.gateway)),
         ];
         shutdown.await;
@@ -368,6 +371,26 @@ impl Channel {
             callback_listener,
             callback_url,
         })
+    }
+}
+
+/// How often idle contexts' files are looked for.
+pub const IDLE_SWEEP_EVERY: Duration = Duration::from_secs(3600);
+
+/// Removes idle contexts' files now and every [`IDLE_SWEEP_EVERY`] (`[files] idle_days`).
+async fn expire_idle_contexts(files: crate::contexts::files::ContextFiles) {
+    loop {
+        let sweep = files.clone();
+        match tokio::task::spawn_blocking(move || {
+            sweep.expire_idle(crate::state::store::unix_ms_now())
+        })
+        .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot remove idle contexts' files"),
+            Err(e) => tracing::warn!(error = %e, "the idle contexts' sweep failed"),
+        }
+        tokio::time::sleep(IDLE_SWEEP_EVERY).await;
     }
 }
 

@@ -11,6 +11,7 @@
 //! whose skill no longer exists is dropped from the store and reported.
 
 pub mod disclosure;
+pub mod files;
 
 use skillbox_protocol::{Target, ToolRef};
 use std::collections::BTreeSet;

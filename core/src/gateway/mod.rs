@@ -55,6 +55,8 @@ pub struct CoreParts {
     pub availability: SkillAvailability,
     /// Whether `execution.sandbox: container` calls can run (a Docker engine).
     pub container_sandbox: bool,
+    /// The contexts' working folders.
+    pub files: crate::contexts::files::ContextFiles,
 }
 
 /// What the gateway serves.
@@ -176,6 +178,15 @@ pub(crate) fn test_parts(d: Dispatcher) -> CoreParts {
         executors: Arc::clone(d.executor()),
         availability: d.availability().clone(),
         container_sandbox: false,
+        files: crate::contexts::files::ContextFiles::new(
+            &d.store()
+                .path()
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            d.store().clone(),
+            Default::default(),
+        ),
         pipeline: Arc::new(d),
     }
 }

@@ -124,6 +124,39 @@ impl Fixture {
         )
     }
 
+    /// `method path` with raw `bytes` as the body; the status, headers and raw answer.
+    async fn send_raw(
+        &self,
+        token: &str,
+        method: Method,
+        path: &str,
+        bytes: Vec<u8>,
+    ) -> (StatusCode, http::HeaderMap, Bytes) {
+        let mut headers = http::HeaderMap::new();
+        headers.insert(
+            http::header::AUTHORIZATION,
+            format!("Bearer {token}").parse().unwrap(),
+        );
+        let caller = self.gw.authenticate(&headers).unwrap();
+        let body: Body = Full::new(Bytes::from(bytes))
+            .map_err(|never| match never {})
+            .boxed();
+        let asked = table::Asked {
+            method: &method,
+            path,
+            caller: Some(caller),
+        };
+        let r = table::dispatch(&self.gw, asked, None, headers, body)
+            .await
+            .unwrap_or_else(|e| e.into_response());
+        let (parts, body) = r.into_parts();
+        (
+            parts.status,
+            parts.headers,
+            body.collect().await.unwrap().to_bytes(),
+        )
+    }
+
     fn approval(&self, id: &str, security: Security, requested_by: &str) {
         self.gw
             .core
@@ -562,4 +595,70 @@ fn the_docs_table_of_routes_gives_each_route_the_role_the_table_enforces() {
             route.method
         );
     }
+}
+
+#[tokio::test]
+async fn a_contexts_files_go_in_and_out_raw_past_the_json_limit_and_only_for_their_bot() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let b = f.bot("bot-b", None);
+    // Twice the gateway's JSON body limit of this fixture (64 KiB), as raw bytes.
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(128 * 1024).collect();
+    let path = "/v1/contexts/job-1/files/in/data.bin";
+    let (status, _, answer) = f.send_raw(&a, Method::PUT, path, bytes.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer:?}");
+    let put: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(put["size"], 128 * 1024);
+    let (status, headers, got) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got.as_ref(), bytes.as_slice());
+    assert_eq!(
+        headers[http::header::ETAG],
+        format!("\"{}\"", put["sha256"].as_str().unwrap())
+    );
+    let (status, _, again) = f.send_raw(&a, Method::PUT, path, b"v2".to_vec()).await;
+    assert_eq!(status, StatusCode::OK, "replaced: {again:?}");
+    let (_, listed) = f
+        .send(&a, Method::GET, "/v1/contexts/job-1/files", None)
+        .await;
+    assert_eq!(listed["files"][0]["path"], "in/data.bin", "{listed}");
+    assert_eq!(listed["files"][0]["written_by"], "upload", "{listed}");
+    // Bot B: 404 on every file route of bot A's context, and nothing changed.
+    for (method, p) in [
+        (Method::GET, path),
+        (Method::PUT, path),
+        (Method::DELETE, path),
+        (Method::GET, "/v1/contexts/job-1/files"),
+        (Method::DELETE, "/v1/contexts/job-1"),
+    ] {
+        let (status, _, body) = f.send_raw(&b, method.clone(), p, b"x".to_vec()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {p}: {body:?}");
+    }
+    let (_, _, still) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(still.as_ref(), b"v2");
+    // A path that leaves the folder is refused with the rule.
+    let (status, _, body) = f
+        .send_raw(
+            &a,
+            Method::PUT,
+            "/v1/contexts/job-1/files/a/../../x",
+            b"x".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
+    assert!(String::from_utf8_lossy(&body).contains("`..`"), "{body:?}");
+    // The owner deletes one file, then the context whole.
+    let (status, _, _) = f.send_raw(&a, Method::DELETE, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    f.send_raw(&a, Method::PUT, path, b"v3".to_vec()).await;
+    let (status, _, _) = f
+        .send_raw(&a, Method::DELETE, "/v1/contexts/job-1", Vec::new())
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, listed) = f
+        .send(&a, Method::GET, "/v1/contexts/job-1/files", None)
+        .await;
+    assert_eq!(listed["files"], json!([]), "{listed}");
 }

@@ -9,7 +9,8 @@ use http::Method;
 
 use super::mcp;
 use super::rest::{
-    approvals, contexts, health, install, observe, reload, repairs, route, skills, tokens, tools,
+    approvals, contexts, files, health, install, observe, reload, repairs, route, skills, tokens,
+    tools,
 };
 use super::web::error::ApiError;
 use super::web::request::{Handled, Reply, Req};
@@ -51,7 +52,7 @@ macro_rules! routes {
 /// (the handler limits a bot to its skills, contexts and records), `operator` routes to
 /// the operator only. Order matters only between patterns that match the same path with
 /// the same method (none do today).
-pub fn routes() -> [Route; 28] {
+pub fn routes() -> [Route; 33] {
     routes![
         GET "/healthz" anyone => health::healthz,
         GET "/v1/skills" bot => skills::list,
@@ -69,6 +70,11 @@ pub fn routes() -> [Route; 28] {
         GET "/v1/contexts/{id}" bot => contexts::get,
         PUT "/v1/contexts/{id}/skills/{name}" bot => contexts::pin,
         DELETE "/v1/contexts/{id}/skills/{name}" bot => contexts::unpin,
+        DELETE "/v1/contexts/{id}" bot => files::delete_context,
+        GET "/v1/contexts/{id}/files" bot => files::list,
+        PUT "/v1/contexts/{id}/files/{*path}" bot => files::put,
+        GET "/v1/contexts/{id}/files/{*path}" bot => files::get,
+        DELETE "/v1/contexts/{id}/files/{*path}" bot => files::delete,
         GET "/v1/approvals" bot => approvals::list,
         POST "/v1/approvals/{id}" bot => approvals::decide,
         GET "/metrics" operator => observe::metrics,
@@ -220,7 +226,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 29] = [
+    const ROUTES: [Sample; 34] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -259,6 +265,23 @@ mod tests {
         ("GET", "/v1/skills/echo/repairs", &[("name", "echo")]),
         ("POST", "/mcp", &[]),
         ("POST", "/mcp/c1", &[("context_id", "c1")]),
+        ("DELETE", "/v1/contexts/c1", &[("id", "c1")]),
+        ("GET", "/v1/contexts/c1/files", &[("id", "c1")]),
+        (
+            "PUT",
+            "/v1/contexts/c1/files/in/a.csv",
+            &[("id", "c1"), ("path", "in/a.csv")],
+        ),
+        (
+            "GET",
+            "/v1/contexts/c1/files/in/a.csv",
+            &[("id", "c1"), ("path", "in/a.csv")],
+        ),
+        (
+            "DELETE",
+            "/v1/contexts/c1/files/in/a.csv",
+            &[("id", "c1"), ("path", "in/a.csv")],
+        ),
         ("GET", "/v1/tokens", &[]),
         ("POST", "/v1/tokens", &[]),
         ("DELETE", "/v1/tokens/tg", &[("name", "tg")]),
@@ -333,7 +356,11 @@ mod tests {
             | ["v1", "trust", "reload"]
             | ["v1", "approvals", _] => vec![M::POST],
             ["v1", "skills", _, "files", rest @ ..] if !rest.is_empty() => vec![M::GET],
-            ["v1", "contexts", _] => vec![M::GET],
+            ["v1", "contexts", _] => vec![M::GET, M::DELETE],
+            ["v1", "contexts", _, "files"] => vec![M::GET],
+            ["v1", "contexts", _, "files", rest @ ..] if !rest.is_empty() => {
+                vec![M::GET, M::PUT, M::DELETE]
+            }
             ["v1", "contexts", _, "skills", _] => vec![M::PUT, M::DELETE],
             ["mcp"] | ["mcp", _] => vec![M::POST],
             ["v1", "tokens"] => vec![M::GET, M::POST],

@@ -120,6 +120,7 @@ pub use gateway::GatewayConfig;
 pub mod approvals;
 pub mod console;
 pub mod fetch;
+pub mod files;
 pub mod log;
 pub mod observe;
 pub mod repair;
@@ -140,6 +141,8 @@ pub struct Config {
     pub docker: DockerSection,
     /// Fetch proxy settings.
     pub fetch: fetch::FetchConfig,
+    /// `[files]`: a context's working folder.
+    pub files: files::FilesSection,
     /// readFile proxy settings.
     pub read_file: ReadFileSection,
     /// Approval settings.

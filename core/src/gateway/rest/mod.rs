@@ -4,6 +4,7 @@
 pub mod api;
 pub mod approvals;
 pub mod contexts;
+pub mod files;
 pub mod health;
 pub mod install;
 pub mod observe;

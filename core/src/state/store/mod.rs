@@ -13,6 +13,7 @@ mod approvals;
 mod call_log;
 mod calls;
 mod contexts;
+mod files;
 mod history;
 mod repairs;
 mod schema;
@@ -27,6 +28,7 @@ use rusqlite::Connection;
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
 pub use calls::{CallRecord, SkillStats};
 pub use contexts::{Pin, RouteEvent};
+pub use files::ContextFile;
 pub use history::{CallFilter, ContextPin, RouteRecord};
 pub use repairs::{RepairOutcome, RepairRecord};
 pub use tokens::BotTokenRow;
@@ -248,6 +250,14 @@ pub enum StoreError {
     /// A step on bot tokens or context owners failed.
     #[error("could not {step} in the bot tokens: {source}")]
     Tokens {
+        /// What was being done.
+        step: &'static str,
+        /// SQLite's error.
+        source: rusqlite::Error,
+    },
+    /// A step on a context's files failed.
+    #[error("could not {step} of a context: {source}")]
+    Files {
         /// What was being done.
         step: &'static str,
         /// SQLite's error.

@@ -108,6 +108,18 @@ pub(super) const MIGRATIONS: &[&str] = &[
     ALTER TABLE calls ADD COLUMN caller TEXT NOT NULL DEFAULT 'operator';
     CREATE INDEX calls_by_caller ON calls (caller, started_at);
     ALTER TABLE routes ADD COLUMN caller TEXT NOT NULL DEFAULT 'operator';",
+    // 6: the files of each context's working folder (the bytes are on disk under
+    // <state>/contexts/; these rows say what is there and who wrote it).
+    "CREATE TABLE context_files (
+        context_id TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        size       INTEGER NOT NULL CHECK (size >= 0),
+        sha256     TEXT NOT NULL,
+        modified   INTEGER NOT NULL,
+        written_by TEXT NOT NULL,
+        PRIMARY KEY (context_id, path)
+    ) STRICT;
+    CREATE INDEX context_files_by_time ON context_files (modified);",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two

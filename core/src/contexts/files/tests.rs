@@ -1,0 +1,174 @@
+//! A context's files: written streamed, read, listed, removed, within their quotas, and
+//! never outside the context's folder, whatever the path or a link left in it.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{Full, StreamBody};
+
+use super::*;
+
+fn files(limits: FilesSection) -> (tempfile::TempDir, ContextFiles) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Store::db_path(dir.path())).unwrap();
+    let f = ContextFiles::new(dir.path(), store, limits);
+    (dir, f)
+}
+
+fn body(bytes: &[u8]) -> Full<Bytes> {
+    Full::new(Bytes::copy_from_slice(bytes))
+}
+
+const T: Duration = Duration::from_secs(5);
+
+#[tokio::test]
+async fn a_file_goes_in_and_comes_out_byte_for_byte_and_is_listed() {
+    let (_dir, f) = files(FilesSection::default());
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();
+    let (file, new) = f.put("c1", "in/report.bin", body(&bytes), T).await.unwrap();
+    assert!(new);
+    assert_eq!(file.size, 300_000);
+    assert_eq!(file.written_by, "upload");
+    let (record, back) = f.get("c1", "in/report.bin").unwrap();
+    assert_eq!(back, bytes);
+    assert_eq!(record.sha256, file.sha256);
+    let (_, new) = f
+        .put("c1", "in/report.bin", body(b"short"), T)
+        .await
+        .unwrap();
+    assert!(!new, "a replaced file is not new");
+    assert_eq!(f.get("c1", "in/report.bin").unwrap().1, b"short");
+    assert_eq!(f.list("c1").unwrap().len(), 1);
+    assert!(
+        f.list("c2").unwrap().is_empty(),
+        "another context sees nothing"
+    );
+    f.delete("c1", "in/report.bin").unwrap();
+    assert!(matches!(
+        f.get("c1", "in/report.bin"),
+        Err(FileError::NotFound { .. })
+    ));
+}
+
+#[tokio::test]
+async fn paths_that_leave_or_bend_the_folder_are_refused_with_the_rule() {
+    let (_dir, f) = files(FilesSection::default());
+    for (bad, says) in [
+        ("", "empty"),
+        ("/etc/passwd", "absolute"),
+        ("../x", "`..`"),
+        ("a/../../x", "`..`"),
+        ("a//b", "empty segment"),
+        ("a/", "empty segment"),
+        ("./a", "`.`"),
+        ("a\nb", "control"),
+    ] {
+        let err = f.put("c1", bad, body(b"x"), T).await.unwrap_err();
+        assert!(matches!(err, FileError::BadPath { .. }), "{bad:?}: {err}");
+        assert!(err.to_string().contains(says), "{bad:?}: {err}");
+        assert_eq!(err.error_kind(), ErrorKind::InvalidArgs);
+    }
+}
+
+#[tokio::test]
+async fn a_link_left_in_the_folder_is_never_followed_out_of_it() {
+    let (dir, f) = files(FilesSection::default());
+    f.put("c1", "a.txt", body(b"a"), T).await.unwrap();
+    let folder = f.folder("c1");
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, "core secret").unwrap();
+    std::os::unix::fs::symlink(&secret, folder.join("leak.txt")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), folder.join("up")).unwrap();
+    f.store
+        .put_context_file(
+            "c1",
+            &ContextFile {
+                path: "leak.txt".into(),
+                size: 1,
+                sha256: String::new(),
+                modified: 1,
+                written_by: "call".into(),
+            },
+        )
+        .unwrap();
+    let err = f.get("c1", "leak.txt").unwrap_err();
+    assert!(matches!(err, FileError::NotAFile { .. }), "{err}");
+    let err = f
+        .put("c1", "up/planted.txt", body(b"x"), T)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("a link"), "{err}");
+    assert!(
+        !dir.path().join("planted.txt").exists(),
+        "written through the link"
+    );
+    // Writing a file over the link replaces the link, never its target.
+    f.put("c1", "leak.txt", body(b"mine"), T).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&secret).unwrap(), "core secret");
+}
+
+#[tokio::test]
+async fn quotas_refuse_a_large_file_too_many_files_and_a_full_context() {
+    let limits = FilesSection {
+        max_file_bytes: 1000,
+        max_total_bytes: 1500,
+        max_files: 3,
+        idle_days: 7,
+    };
+    let (_dir, f) = files(limits);
+    let err = f.put("c1", "big", body(&[0; 1001]), T).await.unwrap_err();
+    assert!(
+        matches!(err, FileError::FileTooLarge { limit: 1000 }),
+        "{err}"
+    );
+    // A body without a declared length is cut while it streams.
+    let chunks = futures_chunks(5, 300);
+    let err = f.put("c1", "big", chunks, T).await.unwrap_err();
+    assert!(matches!(err, FileError::FileTooLarge { .. }), "{err}");
+    f.put("c1", "a", body(&[0; 800]), T).await.unwrap();
+    let err = f.put("c1", "b", body(&[0; 800]), T).await.unwrap_err();
+    assert!(matches!(err, FileError::OverQuota { .. }), "{err}");
+    f.put("c1", "b", body(b"1"), T).await.unwrap();
+    f.put("c1", "c", body(b"1"), T).await.unwrap();
+    let err = f.put("c1", "d", body(b"1"), T).await.unwrap_err();
+    assert!(
+        matches!(err, FileError::TooManyFiles { limit: 3, .. }),
+        "{err}"
+    );
+    // Replacing a file is within the count; nothing half-written is left behind.
+    f.put("c1", "c", body(b"22"), T).await.unwrap();
+    let names: Vec<String> = std::fs::read_dir(f.folder("c1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with(".upload-")),
+        "{names:?}"
+    );
+}
+
+/// A stream of body frames.
+type Frames = futures_util::stream::Iter<
+    std::vec::IntoIter<Result<hyper::body::Frame<Bytes>, std::convert::Infallible>>,
+>;
+
+/// A body of `n` chunks of `size` bytes with no declared length.
+fn futures_chunks(n: usize, size: usize) -> StreamBody<Frames> {
+    let frames: Vec<_> = (0..n)
+        .map(|_| Ok(hyper::body::Frame::data(Bytes::from(vec![1u8; size]))))
+        .collect();
+    StreamBody::new(futures_util::stream::iter(frames))
+}
+
+#[tokio::test]
+async fn a_deleted_context_and_an_idle_one_lose_their_files() {
+    let (_dir, f) = files(FilesSection::default());
+    f.put("c1", "a", body(b"1"), T).await.unwrap();
+    f.put("c2", "a", body(b"1"), T).await.unwrap();
+    f.delete_context("c1").unwrap();
+    assert!(!f.folder("c1").exists());
+    assert!(f.list("c1").unwrap().is_empty());
+    let week = 8 * 86_400_000;
+    assert_eq!(f.expire_idle(unix_ms_now() + week).unwrap(), ["c2"]);
+    assert!(!f.folder("c2").exists());
+}

@@ -1,0 +1,174 @@
+//! The `context_files` table: what each context's working folder holds (path, size,
+//! SHA-256, when it was written and by whom: a call id or `upload`). The bytes are on disk
+//! ([`crate::contexts::files`]); a row is written after its file is in place.
+
+use rusqlite::{params, OptionalExtension, Row};
+use serde::Serialize;
+
+use super::{Store, StoreError};
+
+/// One file of a context, as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContextFile {
+    /// Its path in the context's folder, `/`-separated.
+    pub path: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Hex SHA-256 of its bytes.
+    pub sha256: String,
+    /// When it was written, Unix milliseconds.
+    pub modified: i64,
+    /// Who wrote it: a call id, or `upload`.
+    pub written_by: String,
+}
+
+fn from_row(row: &Row<'_>) -> rusqlite::Result<ContextFile> {
+    Ok(ContextFile {
+        path: row.get(0)?,
+        size: row.get(1)?,
+        sha256: row.get(2)?,
+        modified: row.get(3)?,
+        written_by: row.get(4)?,
+    })
+}
+
+fn failed(step: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Files { step, source }
+}
+
+impl Store {
+    /// Records `file` of `context_id` (replacing the row of the same path).
+    pub fn put_context_file(&self, context_id: &str, file: &ContextFile) -> Result<(), StoreError> {
+        self.conn()
+            .execute(
+                "INSERT INTO context_files (context_id, path, size, sha256, modified, written_by) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                 ON CONFLICT (context_id, path) DO UPDATE SET size = excluded.size, \
+                 sha256 = excluded.sha256, modified = excluded.modified, \
+                 written_by = excluded.written_by",
+                params![
+                    context_id,
+                    file.path,
+                    file.size,
+                    file.sha256,
+                    file.modified,
+                    file.written_by
+                ],
+            )
+            .map(drop)
+            .map_err(failed("record a file"))
+    }
+
+    /// The files of `context_id`, by path.
+    pub fn context_files(&self, context_id: &str) -> Result<Vec<ContextFile>, StoreError> {
+        let conn = self.conn();
+        let read = || -> rusqlite::Result<Vec<ContextFile>> {
+            let mut stmt = conn.prepare_cached(
+                "SELECT path, size, sha256, modified, written_by FROM context_files \
+                 WHERE context_id = ?1 ORDER BY path",
+            )?;
+            let rows = stmt.query_map([context_id], from_row)?;
+            rows.collect()
+        };
+        read().map_err(failed("list files"))
+    }
+
+    /// One file of `context_id`, if recorded.
+    pub fn context_file(
+        &self,
+        context_id: &str,
+        path: &str,
+    ) -> Result<Option<ContextFile>, StoreError> {
+        self.conn()
+            .query_row(
+                "SELECT path, size, sha256, modified, written_by FROM context_files \
+                 WHERE context_id = ?1 AND path = ?2",
+                params![context_id, path],
+                from_row,
+            )
+            .optional()
+            .map_err(failed("read a file"))
+    }
+
+    /// Forgets one file of `context_id`. Returns whether it was recorded.
+    pub fn delete_context_file(&self, context_id: &str, path: &str) -> Result<bool, StoreError> {
+        self.conn()
+            .execute(
+                "DELETE FROM context_files WHERE context_id = ?1 AND path = ?2",
+                params![context_id, path],
+            )
+            .map(|n| n > 0)
+            .map_err(failed("forget a file"))
+    }
+
+    /// Forgets a context whole: its files, pins and owner.
+    pub fn delete_context(&self, context_id: &str) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let run = || -> rusqlite::Result<()> {
+            conn.execute(
+                "DELETE FROM context_files WHERE context_id = ?1",
+                [context_id],
+            )?;
+            conn.execute("DELETE FROM contexts WHERE context_id = ?1", [context_id])?;
+            conn.execute(
+                "DELETE FROM context_owners WHERE context_id = ?1",
+                [context_id],
+            )?;
+            Ok(())
+        };
+        run().map_err(failed("delete a context"))
+    }
+
+    /// The contexts whose newest file was written before `before` (Unix ms).
+    pub fn idle_contexts(&self, before: i64) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let read = || -> rusqlite::Result<Vec<String>> {
+            let mut stmt = conn.prepare_cached(
+                "SELECT context_id FROM context_files GROUP BY context_id \
+                 HAVING MAX(modified) < ?1",
+            )?;
+            let rows = stmt.query_map([before], |r| r.get(0))?;
+            rows.collect()
+        };
+        read().map_err(failed("list idle contexts"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, modified: i64) -> ContextFile {
+        ContextFile {
+            path: path.into(),
+            size: 3,
+            sha256: "ab".into(),
+            modified,
+            written_by: "upload".into(),
+        }
+    }
+
+    #[test]
+    fn files_are_recorded_replaced_listed_and_forgotten_per_context() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Store::db_path(dir.path())).unwrap();
+        store.put_context_file("c1", &file("b.txt", 5)).unwrap();
+        store.put_context_file("c1", &file("a/x.csv", 6)).unwrap();
+        store.put_context_file("c2", &file("b.txt", 100)).unwrap();
+        let mut again = file("b.txt", 7);
+        again.written_by = "call-1".into();
+        store.put_context_file("c1", &again).unwrap();
+        let listed = store.context_files("c1").unwrap();
+        assert_eq!(listed, [file("a/x.csv", 6), again.clone()]);
+        assert_eq!(
+            store.context_file("c2", "b.txt").unwrap().unwrap().modified,
+            100
+        );
+        assert_eq!(store.idle_contexts(50).unwrap(), ["c1"]);
+        assert!(store.delete_context_file("c1", "b.txt").unwrap());
+        assert!(!store.delete_context_file("c1", "b.txt").unwrap());
+        store.delete_context("c1").unwrap();
+        assert!(store.context_files("c1").unwrap().is_empty());
+        assert_eq!(store.context_files("c2").unwrap().len(), 1);
+    }
+}

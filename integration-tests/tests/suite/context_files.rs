@@ -1,0 +1,85 @@
+//! A context's files under `skillbox up`: a bot uploads a file larger than the JSON body
+//! limit with `skillbox files put`, lists it, downloads it byte for byte; another bot gets
+//! nothing of it; the owner removes it.
+
+use crate::harness::{Options, Skillbox};
+
+#[test]
+fn files_put_ls_get_rm_through_the_cli_for_the_bot_that_owns_the_context() {
+    let sb = Skillbox::start(Options::default());
+    let a = sb.bot_token("bot-a", &[]);
+    let b = sb.bot_token("bot-b", &[]);
+    let a_file = sb.ws.join("a.token");
+    let b_file = sb.ws.join("b.token");
+    std::fs::write(&a_file, &a).unwrap();
+    std::fs::write(&b_file, &b).unwrap();
+    // 3 MiB: three times the gateway's JSON body limit in the harness (1 MiB).
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(3 << 20).collect();
+    let local = sb.ws.join("upload.bin");
+    std::fs::write(&local, &bytes).unwrap();
+    let tf = |f: &std::path::Path| f.to_str().unwrap().to_string();
+    let run = |args: &[&str]| {
+        let out = sb.cli(args);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = run(&[
+        "files",
+        "put",
+        "job-7",
+        "in/upload.bin",
+        local.to_str().unwrap(),
+        "--token-file",
+        &tf(&a_file),
+    ]);
+    assert!(ok, "{out}{err}");
+    assert!(out.contains("3145728 bytes"), "{out}");
+    let (ok, out, err) = run(&[
+        "files",
+        "ls",
+        "job-7",
+        "--json",
+        "--token-file",
+        &tf(&a_file),
+    ]);
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(listed[0]["path"], "in/upload.bin", "{listed}");
+    let back = sb.ws.join("back.bin");
+    let (ok, _, err) = run(&[
+        "files",
+        "get",
+        "job-7",
+        "in/upload.bin",
+        back.to_str().unwrap(),
+        "--token-file",
+        &tf(&a_file),
+    ]);
+    assert!(ok, "{err}");
+    assert_eq!(std::fs::read(&back).unwrap(), bytes);
+    // Bot B: the context is not its own.
+    let (ok, _, err) = run(&["files", "ls", "job-7", "--token-file", &tf(&b_file)]);
+    assert!(!ok && err.contains("another caller"), "{err}");
+    let (ok, _, err) = run(&[
+        "files",
+        "rm",
+        "job-7",
+        "in/upload.bin",
+        "--token-file",
+        &tf(&a_file),
+    ]);
+    assert!(ok, "{err}");
+    let (ok, out, _) = run(&[
+        "files",
+        "ls",
+        "job-7",
+        "--json",
+        "--token-file",
+        &tf(&a_file),
+    ]);
+    assert!(ok);
+    assert_eq!(out.trim(), "[]");
+}
