@@ -164,6 +164,24 @@ pub fn check_path(path: &str) -> Result<Vec<&str>, FileError> {
     Ok(segments)
 }
 
+/// The `Content-Type` of a file, from its name's extension.
+pub fn content_type(path: &str) -> &'static str {
+    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("txt" | "md" | "log") => "text/plain; charset=utf-8",
+        Some("csv") => "text/csv; charset=utf-8",
+        Some("json") => "application/json",
+        Some("html" | "htm") => "text/html; charset=utf-8",
+        Some("pdf") => "application/pdf",
+        Some("png") => "image/png",
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("gif") => "image/gif",
+        Some("svg") => "image/svg+xml",
+        Some("zip") => "application/zip",
+        _ => "application/octet-stream",
+    }
+}
+
 /// The working folders of every context.
 #[derive(Debug, Clone)]
 pub struct ContextFiles {

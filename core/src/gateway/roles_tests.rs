@@ -662,3 +662,29 @@ async fn a_contexts_files_go_in_and_out_raw_past_the_json_limit_and_only_for_the
         .await;
     assert_eq!(listed["files"], json!([]), "{listed}");
 }
+
+#[tokio::test]
+async fn mcp_reads_a_contexts_file_as_a_resource_for_its_bot_only() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let b = f.bot("bot-b", None);
+    let path = "/v1/contexts/job-2/files/out/result.csv";
+    let (status, _, _) = f
+        .send_raw(&a, Method::PUT, path, b"n,total\n1,42\n".to_vec())
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "skillbox://contexts/job-2/files/out/result.csv"}});
+    let (_, r) = f.send(&a, Method::POST, "/mcp", Some(read.clone())).await;
+    let content = &r["result"]["contents"][0];
+    assert_eq!(content["text"], "n,total\n1,42\n", "{r}");
+    assert_eq!(content["mimeType"], "text/csv; charset=utf-8", "{r}");
+    let (_, r) = f.send(&b, Method::POST, "/mcp", Some(read)).await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown resource"),
+        "bot B read bot A's file: {r}"
+    );
+}

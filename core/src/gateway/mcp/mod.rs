@@ -10,6 +10,7 @@
 //! - [`skills`]: SEP-2640 `skills/list`, `skills/get`, and the `skill://` resources;
 //! - [`errors`]: each refusal's JSON-RPC code and HTTP status, in one place.
 
+mod context_files;
 mod elicitation;
 mod eras;
 mod errors;

@@ -227,6 +227,9 @@ pub async fn read_resource(
             "resources/read needs \"uri\" (a string)".into(),
         ));
     };
+    if asked.starts_with(super::context_files::SCHEME) {
+        return super::context_files::read(gw, caller, asked).await;
+    }
     let unknown = || McpError::UnknownResource {
         uri: asked.to_string(),
     };

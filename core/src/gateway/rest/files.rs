@@ -9,7 +9,7 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::contexts::files::{ContextFiles, FileError};
+use crate::contexts::files::{content_type, ContextFiles, FileError};
 use crate::contexts::{self, ContextError};
 use crate::gateway::web::error::{json_response, ApiError};
 use crate::gateway::web::request::{ok, Reply, Req};
@@ -91,22 +91,4 @@ fn no_content() -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::new()));
     *r.status_mut() = StatusCode::NO_CONTENT;
     r
-}
-
-/// The `Content-Type` of a file, from its name's extension.
-pub fn content_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("txt" | "md" | "log") => "text/plain; charset=utf-8",
-        Some("csv") => "text/csv; charset=utf-8",
-        Some("json") => "application/json",
-        Some("html" | "htm") => "text/html; charset=utf-8",
-        Some("pdf") => "application/pdf",
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("gif") => "image/gif",
-        Some("svg") => "image/svg+xml",
-        Some("zip") => "application/zip",
-        _ => "application/octet-stream",
-    }
 }
