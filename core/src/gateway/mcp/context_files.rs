@@ -16,11 +16,6 @@ pub const SCHEME: &str = "skillbox://contexts/";
 /// Largest file `resources/read` returns (larger ones: GET the file over REST).
 pub const MAX_RESOURCE_BYTES: usize = 4 * 1024 * 1024;
 
-/// The uri of `path` in context `id`.
-pub fn uri(id: &str, path: &str) -> String {
-    format!("{SCHEME}{id}/files/{path}")
-}
-
 /// The context id and file path of a context file's uri.
 pub fn parse(uri: &str) -> Option<(&str, &str)> {
     let (id, path) = uri.strip_prefix(SCHEME)?.split_once("/files/")?;
@@ -75,6 +70,11 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The uri of `path` in context `id`.
+    fn uri(id: &str, path: &str) -> String {
+        format!("{SCHEME}{id}/files/{path}")
+    }
 
     #[test]
     fn context_file_uris_round_trip_and_others_are_not_ones() {
