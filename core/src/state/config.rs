@@ -57,6 +57,13 @@
 //! auto_approve = []                # "skill:tool" or "skill:*" approved without asking
 //! allow_max_minutes = 60           # longest "allow this tool for N minutes" an operator may set
 //! allow_max_entries = 16           # such allowances at once (docs/console.md)
+//! bots_confirm_write = false       # a bot may decide its own write calls' approvals (never sign)
+//!
+//! [files]                          # a context's working folder (docs/http-api.md)
+//! max_file_bytes = 67108864        # largest file
+//! max_total_bytes = 268435456      # all of one context's files together
+//! max_files = 1000                 # files in one context
+//! idle_days = 7                    # a context unwritten this long is removed (0: kept)
 //!
 //! [console]                        # the operator console (docs/console.md)
 //! session_minutes = 480            # a console session expires this long after sign-in
