@@ -192,6 +192,20 @@ pub(crate) fn test_parts(d: Dispatcher) -> CoreParts {
 }
 
 impl CoreParts {
+    /// The skills of `catalog` that `caller` may use and that can run now, by name (what
+    /// the built-in tools offer to load or run, in `GET /v1/tools` and MCP `tools/list`).
+    pub fn usable_skills(
+        &self,
+        catalog: &skillbox_protocol::skill::Catalog,
+        caller: &Caller,
+    ) -> Vec<String> {
+        (catalog.skills.iter())
+            .filter(|s| caller.may_use_skill(&s.name))
+            .filter(|s| self.availability.of(s).is_ready())
+            .map(|s| s.name.clone())
+            .collect()
+    }
+
     /// What the reload needs of them.
     pub fn reload_parts(&self) -> crate::reload::ReloadParts {
         crate::reload::ReloadParts {

@@ -9,15 +9,7 @@ use super::{poll, Skillbox, POLL_TIMEOUT};
 impl Skillbox {
     /// A gateway request with the API token.
     pub fn request(&self, method: &str, path: &str, body: Option<&Value>) -> Response {
-        let auth = format!("Bearer {}", self.token);
-        http::request(
-            &self.addr,
-            method,
-            path,
-            &[("Authorization", auth.as_str())],
-            body,
-        )
-        .unwrap_or_else(|e| panic!("{method} {path}: {e}\n{}", self.logs()))
+        self.request_as(&self.token, method, path, body)
     }
 
     /// A gateway request with `token` (a bot's) as the bearer.

@@ -104,13 +104,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         }
     }
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let available: Vec<String> = catalog
-        .skills
-        .iter()
-        .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.core.availability.of(s).is_ready())
-        .map(|s| s.name.clone())
-        .collect();
+    let available = gw.core.usable_skills(&catalog, caller);
     for builtin in disclosure::builtin_tools(&available) {
         let name = builtin["name"].as_str().unwrap_or_default().to_string();
         if !Target::parse(&name).is_ok_and(|t| allowed(&t)) {

@@ -37,13 +37,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         })
         .collect();
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let available: Vec<String> = catalog
-        .skills
-        .iter()
-        .filter(|s| caller.may_use_skill(&s.name))
-        .filter(|s| gw.core.availability.of(s).is_ready())
-        .map(|s| s.name.clone())
-        .collect();
+    let available = gw.core.usable_skills(&catalog, caller);
     out.extend(disclosure::builtin_tools(&available));
     Ok(ok_of(&ToolList { tools: out }))
 }
