@@ -1,0 +1,119 @@
+//! A context's files by role: raw bytes past the JSON body limit for the bot that uses
+//! the context, 404 on every file route for another bot, and MCP's `resources/read` of a
+//! file within its size cap.
+
+use http::{Method, StatusCode};
+use serde_json::{json, Value};
+
+use super::fixture;
+
+#[tokio::test]
+async fn a_contexts_files_go_in_and_out_raw_past_the_json_limit_and_only_for_their_bot() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let b = f.bot("bot-b", None);
+    // Twice the gateway's JSON body limit of this fixture (64 KiB), as raw bytes.
+    let bytes: Vec<u8> = (0..=255u8).cycle().take(128 * 1024).collect();
+    let path = "/v1/contexts/job-1/files/in/data.bin";
+    let (status, _, answer) = f.send_raw(&a, Method::PUT, path, bytes.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{answer:?}");
+    let put: Value = serde_json::from_slice(&answer).unwrap();
+    assert_eq!(put["size"], 128 * 1024);
+    let (status, headers, got) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(got.as_ref(), bytes.as_slice());
+    assert_eq!(
+        headers[http::header::ETAG],
+        format!("\"{}\"", put["sha256"].as_str().unwrap())
+    );
+    let (status, _, again) = f.send_raw(&a, Method::PUT, path, b"v2".to_vec()).await;
+    assert_eq!(status, StatusCode::OK, "replaced: {again:?}");
+    let (_, listed) = f
+        .send(&a, Method::GET, "/v1/contexts/job-1/files", None)
+        .await;
+    assert_eq!(listed["files"][0]["path"], "in/data.bin", "{listed}");
+    assert_eq!(listed["files"][0]["written_by"], "upload", "{listed}");
+    // Bot B: 404 on every file route of bot A's context, and nothing changed.
+    for (method, p) in [
+        (Method::GET, path),
+        (Method::PUT, path),
+        (Method::DELETE, path),
+        (Method::GET, "/v1/contexts/job-1/files"),
+        (Method::DELETE, "/v1/contexts/job-1"),
+    ] {
+        let (status, _, body) = f.send_raw(&b, method.clone(), p, b"x".to_vec()).await;
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {p}: {body:?}");
+    }
+    let (_, _, still) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(still.as_ref(), b"v2");
+    // A path that leaves the folder is refused with the rule.
+    let (status, _, body) = f
+        .send_raw(
+            &a,
+            Method::PUT,
+            "/v1/contexts/job-1/files/a/../../x",
+            b"x".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
+    assert!(String::from_utf8_lossy(&body).contains("`..`"), "{body:?}");
+    // The owner deletes one file, then the context whole.
+    let (status, _, _) = f.send_raw(&a, Method::DELETE, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (status, _, _) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    f.send_raw(&a, Method::PUT, path, b"v3".to_vec()).await;
+    let (status, _, _) = f
+        .send_raw(&a, Method::DELETE, "/v1/contexts/job-1", Vec::new())
+        .await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    let (_, listed) = f
+        .send(&a, Method::GET, "/v1/contexts/job-1/files", None)
+        .await;
+    assert_eq!(listed["files"], json!([]), "{listed}");
+}
+
+#[tokio::test]
+async fn mcp_reads_a_contexts_file_as_a_resource_for_its_bot_only() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let b = f.bot("bot-b", None);
+    let path = "/v1/contexts/job-2/files/out/result.csv";
+    let (status, _, _) = f
+        .send_raw(&a, Method::PUT, path, b"n,total\n1,42\n".to_vec())
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "skillbox://contexts/job-2/files/out/result.csv"}});
+    let (_, r) = f.send(&a, Method::POST, "/mcp", Some(read.clone())).await;
+    let content = &r["result"]["contents"][0];
+    assert_eq!(content["text"], "n,total\n1,42\n", "{r}");
+    assert_eq!(content["mimeType"], "text/csv; charset=utf-8", "{r}");
+    let (_, r) = f.send(&b, Method::POST, "/mcp", Some(read)).await;
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("unknown resource"),
+        "bot B read bot A's file: {r}"
+    );
+}
+
+#[tokio::test]
+async fn mcp_refuses_a_context_file_over_its_size_cap_naming_the_rest_route() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let big = vec![b'x'; crate::gateway::mcp::context_files_cap() + 1];
+    let (status, _, _) = f
+        .send_raw(&a, Method::PUT, "/v1/contexts/job-3/files/big.txt", big)
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": "skillbox://contexts/job-3/files/big.txt"}});
+    let (_, r) = f.send(&a, Method::POST, "/mcp", Some(read)).await;
+    let said = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("over the") && said.contains("/v1/contexts/"),
+        "{r}"
+    );
+}
