@@ -114,6 +114,7 @@
 //! [mcp]                            # the MCP server on the gateway (docs/mcp.md)
 //! allowed_origins = []             # browser origins allowed to call POST /mcp ("https://app.example");
 //!                                  # a request without Origin is fine, any other Origin is refused 403
+//! max_resource_bytes = 4194304     # largest context file resources/read returns
 //! ```
 
 use std::path::Path;
@@ -173,13 +174,25 @@ pub struct Config {
 }
 
 /// `[mcp]`
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct McpSection {
     /// Browser origins (`scheme://host[:port]`, compared exactly) whose requests to
     /// `POST /mcp` are served; a request with any other `Origin` is refused (403). A
     /// request without `Origin` (a non-browser client) is always fine. Default: none.
     pub allowed_origins: Vec<String>,
+    /// Largest context file `resources/read` returns (default 4 MiB); a larger one is
+    /// fetched with `GET /v1/contexts/{id}/files/{path}`.
+    pub max_resource_bytes: usize,
+}
+
+impl Default for McpSection {
+    fn default() -> Self {
+        Self {
+            allowed_origins: Vec::new(),
+            max_resource_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// `[trust]`

@@ -1,6 +1,6 @@
 //! A context's files as MCP resources: `resources/read` of
 //! `skillbox://contexts/{id}/files/{path}` returns the file (text, or a base64 blob) up to
-//! [`MAX_RESOURCE_BYTES`], for the caller that may enter the context (a bot's own contexts
+//! `[mcp] max_resource_bytes`, for the caller that may enter the context (a bot's own contexts
 //! only, as over REST).
 
 use serde_json::{json, Value};
@@ -12,9 +12,6 @@ use crate::gateway::Gateway;
 
 /// The uri prefix of a context's files.
 pub const SCHEME: &str = "skillbox://contexts/";
-
-/// Largest file `resources/read` returns (larger ones: GET the file over REST).
-pub const MAX_RESOURCE_BYTES: usize = 4 * 1024 * 1024;
 
 /// The context id and file path of a context file's uri.
 pub fn parse(uri: &str) -> Option<(&str, &str)> {
@@ -30,6 +27,7 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
     let (id, path) = parse(asked).ok_or_else(unknown)?;
     let (id, path, caller) = (id.to_string(), path.to_string(), caller.clone());
     let (store, files) = (gw.core.store.clone(), gw.core.files.clone());
+    let cap = gw.core.load.config().mcp.max_resource_bytes;
     let read = tokio::task::spawn_blocking(move || {
         crate::contexts::enter(&store, &caller, &id).map_err(|_| None)?;
         files.get(&id, &path).map_err(Some)
@@ -46,11 +44,11 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
             })
         }
     };
-    if bytes.len() > MAX_RESOURCE_BYTES {
+    if bytes.len() > cap {
         return Err(McpError::ResourceRefused {
             uri: asked.to_string(),
             reason: format!(
-                "the file is {} bytes, over the {MAX_RESOURCE_BYTES} bytes resources/read returns; GET it from /v1/contexts/{{id}}/files/{{path}}",
+                "the file is {} bytes, over the {cap} bytes resources/read returns ([mcp] max_resource_bytes); GET it from /v1/contexts/{{id}}/files/{{path}}",
                 bytes.len()
             ),
         });

@@ -36,12 +36,6 @@ use crate::auth::CallOrigin;
 
 pub use self::elicitation::WaitingCalls;
 
-/// Largest context file `resources/read` returns (for tests of the cap).
-#[cfg(test)]
-pub(crate) fn context_files_cap() -> usize {
-    context_files::MAX_RESOURCE_BYTES
-}
-
 /// What the server tells a model about itself (`instructions`).
 const INSTRUCTIONS: &str = "skillbox runs agent skills' tools in a sandbox. Tools are named \
 <skill>.<tool>; load_skill reads a skill's instructions before you use its tools. Tools that \
