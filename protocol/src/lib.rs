@@ -5,6 +5,8 @@
 //!   (core ↔ executor).
 //! - `ndjson` (feature `ndjson`): bounded newline-delimited framing over tokio I/O.
 //! - [`result`]: the result of one tool call (docs/http-api.md) and its `error_kind`.
+//! - [`workdir`]: a context's files as they travel with a call; [`session`]: command
+//!   sessions (`exec_command`).
 //! - [`rpc`]: [`rpc::RpcMethod`], each channel method paired with its params and result.
 //! - [`tool_ref`]: [`ToolRef`], the `skill:tool` name of a tool; [`target`]: [`Target`],
 //!   what a call names (a tool or a built-in).
@@ -20,9 +22,11 @@ pub mod methods;
 pub mod ndjson;
 pub mod result;
 pub mod rpc;
+pub mod session;
 pub mod skill;
 pub mod target;
 pub mod tool_ref;
+pub mod workdir;
 
 pub use target::Target;
 pub use tool_ref::{ToolRef, ToolRefError};

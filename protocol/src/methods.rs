@@ -37,6 +37,18 @@ pub mod method {
     pub const CORE_SIGN: &str = "core.sign";
     /// Executor → core: forwarded `readFile`.
     pub const CORE_READ_FILE: &str = "core.readFile";
+    /// Core → executor: start a command session.
+    pub const SESSION_EXEC: &str = "session.exec";
+    /// Core → executor: write to a session, or poll it.
+    pub const SESSION_WRITE: &str = "session.write";
+    /// Core → executor: end sessions.
+    pub const SESSION_CLOSE: &str = "session.close";
+    /// Executor → core: a chunk of a file of the call's context.
+    pub const CORE_CONTEXT_FILE_READ: &str = "core.contextFileRead";
+    /// Executor → core: a chunk of a file the call wrote in its context.
+    pub const CORE_CONTEXT_FILE_WRITE: &str = "core.contextFileWrite";
+    /// Executor → core: a file the call removed from its context.
+    pub const CORE_CONTEXT_FILE_DELETE: &str = "core.contextFileDelete";
 }
 
 /// Declares an enum of method names with its string form, parsing and `Display`.
@@ -89,6 +101,12 @@ methods! {
         SkillReload = method::SKILL_RELOAD,
         /// `health`.
         Health = method::HEALTH,
+        /// `session.exec`.
+        SessionExec = method::SESSION_EXEC,
+        /// `session.write`.
+        SessionWrite = method::SESSION_WRITE,
+        /// `session.close`.
+        SessionClose = method::SESSION_CLOSE,
     }
 }
 
@@ -101,6 +119,12 @@ methods! {
         Sign = method::CORE_SIGN,
         /// `core.readFile`.
         ReadFile = method::CORE_READ_FILE,
+        /// `core.contextFileRead`.
+        ContextFileRead = method::CORE_CONTEXT_FILE_READ,
+        /// `core.contextFileWrite`.
+        ContextFileWrite = method::CORE_CONTEXT_FILE_WRITE,
+        /// `core.contextFileDelete`.
+        ContextFileDelete = method::CORE_CONTEXT_FILE_DELETE,
     }
 }
 
@@ -298,6 +322,23 @@ pub struct ToolExecuteParams {
     /// executor puts it on the call's log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The context's files, when the call is made in a context: the call runs in them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<crate::workdir::WorkDir>,
+    /// A script of the skill to run instead of a declared tool (`run_skill_script`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<ScriptRun>,
+}
+
+/// A script under a skill's `scripts/`, run by its shebang or extension with arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptRun {
+    /// Its path in the skill folder (`scripts/...`).
+    pub path: String,
+    /// Its command-line arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// `tool.execute` result: the call's [`ToolResult`].
@@ -406,6 +447,12 @@ pub type CoreFetchParams = CoreCallbackParams<FetchParams>;
 pub type CoreSignParams = CoreCallbackParams<SignParams>;
 /// `core.readFile` params.
 pub type CoreReadFileParams = CoreCallbackParams<ReadFileParams>;
+/// `core.contextFileRead` params.
+pub type CoreContextFileReadParams = CoreCallbackParams<crate::workdir::ContextFileReadParams>;
+/// `core.contextFileWrite` params.
+pub type CoreContextFileWriteParams = CoreCallbackParams<crate::workdir::ContextFileWriteParams>;
+/// `core.contextFileDelete` params.
+pub type CoreContextFileDeleteParams = CoreCallbackParams<crate::workdir::ContextFileDeleteParams>;
 
 #[cfg(test)]
 mod tests {
@@ -458,6 +505,8 @@ mod tests {
             args: json!({}),
             env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
             traceparent: None,
+            workdir: None,
+            script: None,
         };
         let dbg = format!("{p:?}");
         assert!(
@@ -491,7 +540,7 @@ mod method_tests {
         );
         assert_eq!(
             ExecutorMethod::names(),
-            "tool.execute, tool.list, skill.reload, health"
+            "tool.execute, tool.list, skill.reload, health, session.exec, session.write, session.close"
         );
     }
 }

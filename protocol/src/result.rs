@@ -77,6 +77,9 @@ pub struct ToolResult {
     /// approved, denied or expired; absent when none was asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_id: Option<String>,
+    /// The context's files the call created or changed (a call made in a context).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<crate::workdir::WorkFile>>,
     /// Executor → core only: microseconds from the call's arrival at the executor to its
     /// tool process started (sandbox preparation and spawn). The core takes it for its
     /// metrics; gateway answers never carry it.
@@ -123,6 +126,7 @@ impl ToolResult {
             call_id: call_id.into(),
             duration_ms,
             approval_id: None,
+            files: None,
             spawn_us: None,
             stages: None,
         }
@@ -143,6 +147,7 @@ impl ToolResult {
             call_id: call_id.into(),
             duration_ms,
             approval_id: None,
+            files: None,
             spawn_us: None,
             stages: None,
         }

@@ -11,7 +11,14 @@ use crate::methods::{
     HealthResult, ReadFileResult, SignResult, SkillReloadParams, SkillReloadResult,
     ToolExecuteParams, ToolListParams, ToolListResult,
 };
+use crate::methods::{
+    CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
+};
 use crate::result::ToolResult;
+use crate::session::{
+    SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
+};
+use crate::workdir::{ContextFileChunk, ContextFileDeleted, ContextFileWritten};
 
 /// A method of the channel and its types.
 pub trait RpcMethod {
@@ -52,6 +59,18 @@ rpc_methods! {
     CoreSign = method::CORE_SIGN, CoreSignParams => SignResult;
     /// Executor → core: a tool's `readFile`, forwarded.
     CoreReadFile = method::CORE_READ_FILE, CoreReadFileParams => ReadFileResult;
+    /// Core → executor: start a command session.
+    SessionExec = method::SESSION_EXEC, SessionExecParams => SessionAnswer;
+    /// Core → executor: write to a session, or poll it.
+    SessionWrite = method::SESSION_WRITE, SessionWriteParams => SessionAnswer;
+    /// Core → executor: end sessions.
+    SessionClose = method::SESSION_CLOSE, SessionCloseParams => SessionCloseResult;
+    /// Executor → core: a chunk of a file of the call's context.
+    CoreContextFileRead = method::CORE_CONTEXT_FILE_READ, CoreContextFileReadParams => ContextFileChunk;
+    /// Executor → core: a chunk of a file the call wrote.
+    CoreContextFileWrite = method::CORE_CONTEXT_FILE_WRITE, CoreContextFileWriteParams => ContextFileWritten;
+    /// Executor → core: a file the call removed.
+    CoreContextFileDelete = method::CORE_CONTEXT_FILE_DELETE, CoreContextFileDeleteParams => ContextFileDeleted;
 }
 
 #[cfg(test)]
@@ -66,10 +85,20 @@ mod tests {
             ToolList::NAME,
             SkillReload::NAME,
             Health::NAME,
+            SessionExec::NAME,
+            SessionWrite::NAME,
+            SessionClose::NAME,
         ];
         let served: Vec<&str> = ExecutorMethod::ALL.iter().map(|m| m.as_str()).collect();
         assert_eq!(served, executor);
-        let core = [CoreFetch::NAME, CoreSign::NAME, CoreReadFile::NAME];
+        let core = [
+            CoreFetch::NAME,
+            CoreSign::NAME,
+            CoreReadFile::NAME,
+            CoreContextFileRead::NAME,
+            CoreContextFileWrite::NAME,
+            CoreContextFileDelete::NAME,
+        ];
         let served: Vec<&str> = CoreMethod::ALL.iter().map(|m| m.as_str()).collect();
         assert_eq!(served, core);
     }

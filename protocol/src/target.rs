@@ -16,9 +16,15 @@ pub enum Target {
     Tool(ToolRef),
     /// `load_skill {name}`: a skill's instructions and file list.
     LoadSkill,
-    /// `run_skill_script {name, script, args?}`: a script of a skill, through the declared
-    /// tool that runs it.
+    /// `run_skill_script {name, script, args?}`: a file under a skill's `scripts/`, run by
+    /// its shebang or extension with those arguments.
     RunSkillScript,
+    /// `exec_command {cmd, skill?, ...}`: a command in a context's sandboxed shell.
+    ExecCommand,
+    /// `write_stdin {session_id, chars?}`: input to a running command, or a poll.
+    WriteStdin,
+    /// `close_context {session_id?}`: ends a command session, or all of a context's.
+    CloseContext,
 }
 
 impl Target {
@@ -26,6 +32,19 @@ impl Target {
     pub const LOAD_SKILL: &'static str = "load_skill";
     /// The name of [`Target::RunSkillScript`].
     pub const RUN_SKILL_SCRIPT: &'static str = "run_skill_script";
+    /// The name of [`Target::ExecCommand`].
+    pub const EXEC_COMMAND: &'static str = "exec_command";
+    /// The name of [`Target::WriteStdin`].
+    pub const WRITE_STDIN: &'static str = "write_stdin";
+    /// The name of [`Target::CloseContext`].
+    pub const CLOSE_CONTEXT: &'static str = "close_context";
+
+    /// The built-ins every context has (seed 004's execution tools).
+    pub const SESSION_TOOLS: [Target; 3] = [
+        Target::ExecCommand,
+        Target::WriteStdin,
+        Target::CloseContext,
+    ];
 
     /// Parses a built-in's name or `skill:tool`.
     ///
@@ -35,6 +54,9 @@ impl Target {
         match s {
             Self::LOAD_SKILL => Ok(Target::LoadSkill),
             Self::RUN_SKILL_SCRIPT => Ok(Target::RunSkillScript),
+            Self::EXEC_COMMAND => Ok(Target::ExecCommand),
+            Self::WRITE_STDIN => Ok(Target::WriteStdin),
+            Self::CLOSE_CONTEXT => Ok(Target::CloseContext),
             _ => ToolRef::parse(s).map(Target::Tool),
         }
     }
@@ -43,8 +65,13 @@ impl Target {
     pub fn tool(&self) -> Option<&ToolRef> {
         match self {
             Target::Tool(r) => Some(r),
-            Target::LoadSkill | Target::RunSkillScript => None,
+            _ => None,
         }
+    }
+
+    /// Whether this is one of the command-session built-ins, which need a context.
+    pub fn is_session_tool(&self) -> bool {
+        Self::SESSION_TOOLS.contains(self)
     }
 
     /// Whether this is a built-in tool.
@@ -65,6 +92,9 @@ impl fmt::Display for Target {
             Target::Tool(r) => r.fmt(f),
             Target::LoadSkill => f.write_str(Self::LOAD_SKILL),
             Target::RunSkillScript => f.write_str(Self::RUN_SKILL_SCRIPT),
+            Target::ExecCommand => f.write_str(Self::EXEC_COMMAND),
+            Target::WriteStdin => f.write_str(Self::WRITE_STDIN),
+            Target::CloseContext => f.write_str(Self::CLOSE_CONTEXT),
         }
     }
 }
@@ -99,6 +129,9 @@ mod tests {
         for (name, want) in [
             ("load_skill", Target::LoadSkill),
             ("run_skill_script", Target::RunSkillScript),
+            ("exec_command", Target::ExecCommand),
+            ("write_stdin", Target::WriteStdin),
+            ("close_context", Target::CloseContext),
             ("echo:echo", Target::Tool(ToolRef::new("echo", "echo"))),
         ] {
             let t = Target::parse(name).unwrap();

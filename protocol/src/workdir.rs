@@ -1,0 +1,131 @@
+//! A context's working folder as it travels with a call (docs/sessions.md): the core keeps
+//! the files; with each call made in a context it sends the executor the list of them
+//! ([`WorkDir`]); the executor lays them out as the call's working directory, fetching the
+//! bytes it does not hold yet with `core.contextFileRead`, and after the call (and after
+//! each answer of a session) sends back what the call created, changed or removed
+//! (`core.contextFileWrite`, `core.contextFileDelete`). The core judges each of those by
+//! the call's context, never by what the executor names.
+
+use serde::{Deserialize, Serialize};
+
+/// Largest chunk of a file one `core.contextFileRead` answers or one
+/// `core.contextFileWrite` carries (before base64), well under the channel's message limit.
+pub const MAX_CHUNK_BYTES: usize = 2 * 1024 * 1024;
+
+/// One file of a context's folder.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkFile {
+    /// Relative, `/`-separated path.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// SHA-256 of the bytes, lowercase hex.
+    pub sha256: String,
+}
+
+/// What a call made in a context gets: the context's files and the limits on what it may
+/// leave there.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkDir {
+    /// Every file of the context's folder.
+    pub files: Vec<WorkFile>,
+    /// Largest file the call may leave (`[files] max_file_bytes`).
+    pub max_file_bytes: u64,
+    /// Most bytes the folder may hold (`[files] max_total_bytes`).
+    pub max_total_bytes: u64,
+    /// Most files the folder may hold (`[files] max_files`).
+    pub max_files: usize,
+}
+
+/// `core.contextFileRead` request: a chunk of a file the call's [`WorkDir`] named, by its
+/// digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileReadParams {
+    /// The file's path.
+    pub path: String,
+    /// Its SHA-256 as the [`WorkDir`] gave it.
+    pub sha256: String,
+    /// First byte.
+    pub offset: u64,
+    /// Most bytes ([`MAX_CHUNK_BYTES`] at most).
+    pub len: u64,
+}
+
+/// `core.contextFileRead` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileChunk {
+    /// The bytes, base64.
+    pub data: String,
+    /// Whether the chunk reaches the end of the file.
+    pub eof: bool,
+}
+
+/// `core.contextFileWrite` request: a chunk of a file the call created or changed.
+/// Chunks of one file come in order, from offset 0; the last one has `last` and the
+/// digest of the whole file, and only then does the file replace the context's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileWriteParams {
+    /// The file's path in the context's folder.
+    pub path: String,
+    /// Where the chunk starts.
+    pub offset: u64,
+    /// The bytes, base64.
+    pub data: String,
+    /// Whether this is the last chunk.
+    pub last: bool,
+    /// The SHA-256 of the whole file (lowercase hex), with the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// `core.contextFileWrite` answer, with the last chunk: the file as the context now
+/// holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileWritten {
+    /// The file, once in place (absent before the last chunk).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<WorkFile>,
+}
+
+/// `core.contextFileDelete` request: a file of the [`WorkDir`] the call removed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileDeleteParams {
+    /// The file's path.
+    pub path: String,
+}
+
+/// `core.contextFileDelete` answer (nothing).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextFileDeleted {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_work_dir_travels_as_json_and_refuses_unknown_fields() {
+        let w = WorkDir {
+            files: vec![WorkFile {
+                path: "in/a.pdf".into(),
+                size: 3,
+                sha256: "ab".into(),
+            }],
+            max_file_bytes: 10,
+            max_total_bytes: 20,
+            max_files: 2,
+        };
+        let v = serde_json::to_value(&w).unwrap();
+        assert_eq!(serde_json::from_value::<WorkDir>(v).unwrap(), w);
+        let bad = json!({"path": "a", "size": 1, "sha256": "x", "mode": 7});
+        assert!(serde_json::from_value::<WorkFile>(bad).is_err());
+    }
+}
