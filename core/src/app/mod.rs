@@ -175,6 +175,7 @@ impl App {
             Loaded::new(catalog, Arc::new(config.clone())).with_stamps(stamps),
         ));
         let availability = SkillAvailability::new(Arc::clone(&executor), secrets);
+        let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
         let container_sandbox = containers.is_some();
         let pipeline = Arc::new(Dispatcher::new(DispatcherParts {
             load: Arc::clone(&load),
@@ -185,6 +186,7 @@ impl App {
             in_flight,
             call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
             metrics: Arc::clone(&metrics),
+            files: files.clone(),
         }));
         let core = CoreParts {
             pipeline,
@@ -195,7 +197,7 @@ impl App {
             executors: Arc::clone(&executor),
             availability,
             container_sandbox,
-            files: ContextFiles::new(&state_dir, store.clone(), config.files.clone()),
+            files,
         };
         let supervisor = match engine {
             Some(engine) if config.docker.supervise && !options.embedded => {

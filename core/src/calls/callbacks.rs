@@ -58,7 +58,15 @@ impl Callbacks {
         capability: Capability,
         params: Option<Value>,
     ) -> Result<(Arc<ActiveCall>, T), ProxyError> {
-        let cap = capability.as_str();
+        self.authorize_as(capability.as_str(), params)
+    }
+
+    /// [`Callbacks::authorize`] of a callback named `cap`.
+    fn authorize_as<T: DeserializeOwned>(
+        &self,
+        cap: &'static str,
+        params: Option<Value>,
+    ) -> Result<(Arc<ActiveCall>, T), ProxyError> {
         let p: CoreCallbackParams<Value> = serde_json::from_value(params.unwrap_or(Value::Null))
             .map_err(|e| ProxyError::invalid(cap, format!("callback params: {e}")))?;
         let call = self
@@ -87,9 +95,55 @@ impl Callbacks {
                 ),
             ));
         };
-        self.capability(called, params)
-            .await
-            .map_err(|e| e.to_error_object())
+        match called {
+            CoreMethod::ContextFileRead
+            | CoreMethod::ContextFileWrite
+            | CoreMethod::ContextFileDelete => self.context_file(called, params).await,
+            _ => self
+                .capability(called, params)
+                .await
+                .map_err(|e| e.to_error_object()),
+        }
+    }
+
+    /// A file of the call's context, read, written or removed by the executor for the call
+    /// (calls/workfiles.rs judges it).
+    async fn context_file(
+        &self,
+        called: CoreMethod,
+        params: Option<Value>,
+    ) -> Result<Value, ErrorObject> {
+        let name = called.as_str();
+        let (call, request): (_, Value) = self
+            .authorize_as(name, params)
+            .map_err(|e| e.to_error_object())?;
+        let Some(files) = call.files.clone() else {
+            return Err(
+                ProxyError::denied(name, "the call was not made in a context").to_error_object(),
+            );
+        };
+        let bad = |e: serde_json::Error| {
+            ProxyError::invalid(name, format!("request: {e}")).to_error_object()
+        };
+        let answer = match called {
+            CoreMethod::ContextFileRead => to_value(
+                &files
+                    .read(serde_json::from_value(request).map_err(bad)?)
+                    .await?,
+            ),
+            CoreMethod::ContextFileWrite => to_value(
+                &files
+                    .write(serde_json::from_value(request).map_err(bad)?)
+                    .await?,
+            ),
+            _ => {
+                files
+                    .delete(serde_json::from_value(request).map_err(bad)?)
+                    .await?;
+                to_value(&skillbox_protocol::workdir::ContextFileDeleted {})
+            }
+        };
+        answer.map_err(|e| e.to_error_object())
     }
 
     /// Performs one capability request; every refusal is a [`ProxyError`], turned into its
@@ -174,6 +228,12 @@ impl Callbacks {
                 })?;
                 to_value(&self.signer.sign(&call.skill.name, &req)?)
             }
+            CoreMethod::ContextFileRead
+            | CoreMethod::ContextFileWrite
+            | CoreMethod::ContextFileDelete => Err(ProxyError::invalid(
+                called.as_str(),
+                "not a capability of a tool",
+            )),
         }
     }
 }

@@ -30,6 +30,14 @@ pub enum CallError {
     /// A built-in tool (`load_skill`, `run_skill_script`) refused its arguments.
     #[error(transparent)]
     Disclosure(#[from] crate::contexts::disclosure::DisclosureError),
+    /// A command-session built-in refused or failed, with its kind.
+    #[error("{message}")]
+    Builtin {
+        /// The kind the caller sees.
+        kind: ErrorKind,
+        /// What happened and what to do.
+        message: String,
+    },
     /// A blocking step of the call's gate panicked or was cancelled.
     #[error("the call's context could not be read ({0}); retry")]
     Task(String),
@@ -112,6 +120,7 @@ impl CallError {
             CallError::Context(e) => e.error_kind(),
             CallError::Disclosure(e) => e.error_kind(),
             CallError::Task(_) => ErrorKind::Unavailable,
+            CallError::Builtin { kind, .. } => *kind,
             CallError::Unavailable { .. }
             | CallError::Random(_)
             | CallError::NoContainerEngine(_)
@@ -135,6 +144,26 @@ impl CallError {
             ClientError::Rpc(e) => CallError::ExecutorRefused(e.message),
             e @ ClientError::Timeout { .. } => CallError::ExecutorTimeout(e),
             e => CallError::ExecutorUnavailable(e),
+        }
+    }
+
+    /// The error of a session request the executor answered with a JSON-RPC error: its
+    /// message, and the kind its `data.kind` names (`tool_error` when none).
+    pub fn from_session(e: ClientError) -> Self {
+        match e {
+            ClientError::Rpc(o) if o.code != code::EXECUTOR_DRAINING => {
+                let kind = o
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("kind"))
+                    .and_then(|k| serde_json::from_value::<ErrorKind>(k.clone()).ok())
+                    .unwrap_or(ErrorKind::ToolError);
+                CallError::Builtin {
+                    kind,
+                    message: o.message,
+                }
+            }
+            e => CallError::from_pool(e, Resend::OnlyUndelivered),
         }
     }
 

@@ -23,6 +23,8 @@ pub struct ActiveCall {
     pub origin: crate::auth::CallOrigin,
     pub(super) token: SecretValue,
     pub(super) approvals: ApprovalTrail,
+    /// The context's files, when the call was made in a context.
+    pub files: Option<Arc<super::workfiles::CallFiles>>,
 }
 
 impl ActiveCall {
@@ -114,6 +116,21 @@ impl InFlight {
         InFlightGuard {
             table: self,
             call_id: call_id.to_string(),
+        }
+    }
+
+    /// Registers `call` under `call_id` until [`InFlight::remove`] (a command session,
+    /// whose callbacks outlive the call that started it).
+    pub(super) fn insert(&self, call_id: &str, call: Arc<ActiveCall>) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(call_id.to_string(), call);
+        }
+    }
+
+    /// Ends what [`InFlight::insert`] registered.
+    pub(super) fn remove(&self, call_id: &str) {
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.remove(call_id);
         }
     }
 

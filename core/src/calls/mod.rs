@@ -19,7 +19,9 @@ mod error;
 mod inflight;
 mod load;
 mod pipeline;
+pub mod sessions;
 pub mod transport;
+pub mod workfiles;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +32,7 @@ pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::load::{LoadCell, Loaded};
 pub use self::transport::ExecutorTransport;
 use crate::approvals::Approvals;
+use crate::contexts::files::ContextFiles;
 use crate::executors::availability::SkillAvailability;
 use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
@@ -74,6 +77,8 @@ pub struct Dispatcher {
     call_timeout: Duration,
     rng: Arc<dyn RandomSource>,
     metrics: Arc<Metrics>,
+    files: ContextFiles,
+    sessions: sessions::Sessions,
 }
 
 /// What a [`Dispatcher`] is built from.
@@ -95,6 +100,8 @@ pub struct DispatcherParts {
     pub call_timeout: Duration,
     /// Where calls are counted.
     pub metrics: Arc<Metrics>,
+    /// The contexts' working folders (a call made in a context works in its files).
+    pub files: ContextFiles,
 }
 
 impl Dispatcher {
@@ -110,6 +117,8 @@ impl Dispatcher {
             call_timeout: parts.call_timeout,
             rng: Arc::new(SystemSource::default()),
             metrics: parts.metrics,
+            files: parts.files,
+            sessions: sessions::Sessions::default(),
         }
     }
 
@@ -202,6 +211,7 @@ fn test_dispatcher_over(
         .unwrap(),
     );
     let store = Store::open(&ws.db_file()).unwrap();
+    let files = ContextFiles::new(&state, store.clone(), Default::default());
     let load = Arc::new(LoadCell::new(Loaded::new(
         catalog,
         Arc::new(crate::state::config::Config::default()),
@@ -216,6 +226,7 @@ fn test_dispatcher_over(
         in_flight: Arc::new(InFlight::default()),
         call_timeout: Duration::from_secs(5),
         metrics: Arc::new(Metrics::default()),
+        files,
     })
 }
 

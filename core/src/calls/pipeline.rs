@@ -6,15 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{ScriptRun, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ExecutorStages, ToolResult};
 use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
+use skillbox_protocol::workdir::WorkDir;
 use skillbox_protocol::{Target, ToolRef};
 use tracing::Instrument;
 
 use super::call::ToolCall;
 use super::inflight::{ActiveCall, ApprovalTrail};
 use super::transport::Dispatched;
+use super::workfiles::CallFiles;
 use super::{CallError, Dispatcher, Loaded};
 use crate::approvals::ApprovalRequest;
 use crate::auth::{CallOrigin, Caller};
@@ -30,13 +32,13 @@ pub const UNKNOWN_LABEL: &str = "(unknown)";
 /// What a call waited on outside the pipeline's own work, for the stage metrics: an
 /// approval, and the transport (the channel and the executor).
 #[derive(Debug, Default)]
-struct Waits {
+pub(super) struct Waits {
     approval_us: AtomicU64,
-    transport_us: AtomicU64,
+    pub(super) transport_us: AtomicU64,
 }
 
 impl Waits {
-    fn add(counter: &AtomicU64, since: Instant) {
+    pub(super) fn add(counter: &AtomicU64, since: Instant) {
         let us = u64::try_from(since.elapsed().as_micros()).unwrap_or(u64::MAX);
         counter.fetch_add(us, Ordering::Relaxed);
     }
@@ -48,20 +50,37 @@ impl Waits {
     }
 }
 
-/// A call that passed admission: the skill and the tool it names.
-struct Admitted {
-    skill: Arc<Skill>,
-    tool: Tool,
+/// A call that passed admission: the skill, and the tool it runs (a declared tool, or a
+/// built-in run under the skill's envelope).
+pub(super) struct Admitted {
+    pub(super) skill: Arc<Skill>,
+    pub(super) tool: String,
+    pub(super) security: Security,
+    pub(super) timeout_ms: u64,
+}
+
+/// What a call runs under a skill's envelope without a declared tool (a script, a
+/// command) may do at most what the skill's tools may: `sign` when one of them signs,
+/// `write` when one writes, `read` otherwise.
+pub(super) fn envelope_security(skill: &Skill) -> Security {
+    let has = |level| skill.tools.iter().any(|t: &Tool| t.security == level);
+    if has(Security::Sign) {
+        Security::Sign
+    } else if has(Security::Write) {
+        Security::Write
+    } else {
+        Security::Read
+    }
 }
 
 /// What the dispatch of one admitted call carries: its id, who asked, the approvals it
 /// waited on, the caller's trace context and the waits of the stage metrics.
-struct Run<'a> {
-    call_id: &'a str,
-    origin: &'a CallOrigin,
-    trail: &'a ApprovalTrail,
-    trace: Option<TraceParent>,
-    waits: &'a Waits,
+pub(super) struct Run<'a> {
+    pub(super) call_id: &'a str,
+    pub(super) origin: &'a CallOrigin,
+    pub(super) trail: &'a ApprovalTrail,
+    pub(super) trace: Option<TraceParent>,
+    pub(super) waits: &'a Waits,
 }
 
 /// When a call started and how long it took.
@@ -150,26 +169,42 @@ impl Dispatcher {
             trace,
         } = call;
         let context = self.gate(loaded, &origin, &target, &args).await?;
-        let (tool, args) = match target {
-            Target::Tool(tool) => (tool, args),
+        if target.is_session_tool() {
+            *recorded = None;
+            let run = Run {
+                call_id,
+                origin: &origin,
+                trail,
+                trace,
+                waits,
+            };
+            return self
+                .session_call(loaded, run, &target, args, context, recorded)
+                .await;
+        }
+        let (admitted, args, script) = match target {
+            Target::Tool(tool) => (self.admit(loaded, &origin.caller, &tool)?, args, None),
             Target::LoadSkill => {
                 let data = disclosure::load_skill(&loaded.catalog, &args)?;
                 return Ok(ToolResult::ok(call_id, data, 0));
             }
             Target::RunSkillScript => {
-                let (tool, args) = disclosure::resolve_script(&loaded.catalog, &args)?;
-                *recorded = Some(tool.clone());
-                // In a context, the script's tool must be active or its skill pinned.
+                let script = disclosure::resolve_script(&loaded.catalog, &args)?;
+                *recorded = Some(ToolRef::new(&script.skill, disclosure::RUN_SKILL_SCRIPT));
                 if let Some(c) = &context {
-                    let reached = Target::Tool(tool.clone());
-                    if !c.allows(&reached) && !c.pins(&tool.skill) {
-                        return Err(CallError::NotInContext(c.refusal(&reached)));
-                    }
+                    disclosure::script_in_context(&loaded.catalog, c, &script.skill)
+                        .map_err(CallError::NotInContext)?;
                 }
-                (tool, args)
+                let admitted = self.admit_envelope(
+                    loaded,
+                    &origin.caller,
+                    &script.skill,
+                    disclosure::RUN_SKILL_SCRIPT,
+                )?;
+                (admitted, args, Some(script.run))
             }
+            _ => return Err(CallError::Task(format!("{target} is not dispatched here"))),
         };
-        let admitted = self.admit(loaded, &origin.caller, &tool)?;
         let asked = Instant::now();
         let approved = self.approve(&origin, &admitted, &args, trail).await;
         Waits::add(&waits.approval_us, asked);
@@ -181,7 +216,35 @@ impl Dispatcher {
             trace,
             waits,
         };
-        self.dispatch(run, admitted, args).await
+        let work = match &context {
+            Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => {
+                Some(self.work_dir(&c.context_id, call_id).await?)
+            }
+            _ => None,
+        };
+        self.dispatch(run, admitted, args, script, work).await
+    }
+
+    /// The files a call in `context_id` is sent, and their side in the core.
+    pub(super) async fn work_dir(
+        &self,
+        context_id: &str,
+        call_id: &str,
+    ) -> Result<(WorkDir, Arc<CallFiles>), CallError> {
+        let (files, ctx) = (self.files.clone(), context_id.to_string());
+        let work = tokio::task::spawn_blocking(move || files.work_dir(&ctx))
+            .await
+            .map_err(|e| CallError::Task(e.to_string()))?
+            .map_err(|e| {
+                CallError::Task(format!("the context's files could not be listed: {e}"))
+            })?;
+        let side = Arc::new(CallFiles::new(
+            self.files.clone(),
+            context_id,
+            call_id,
+            &work,
+        ));
+        Ok((work, side))
     }
 
     /// The gate: the caller may use the skill the call names (before anything about it is
@@ -196,6 +259,8 @@ impl Dispatcher {
     ) -> Result<Option<ContextTools>, CallError> {
         let named = match target {
             Target::Tool(t) => Some(t.skill.as_str()),
+            Target::ExecCommand => args.get("skill").and_then(Value::as_str),
+            Target::WriteStdin | Target::CloseContext => None,
             Target::LoadSkill | Target::RunSkillScript => disclosure::named_skill(args),
         };
         if let Some(why) = named.and_then(|s| origin.caller.skill_refusal(s)) {
@@ -254,44 +319,90 @@ impl Dispatcher {
                 skill: skill_name.to_string(),
                 tool: tool_name.to_string(),
             })?;
+        self.admit_skill(loaded, &skill)?;
+        Ok(Admitted {
+            timeout_ms: skill.timeout_ms(&tool),
+            skill,
+            tool: tool.name,
+            security: tool.security,
+        })
+    }
+
+    /// [`Dispatcher::admit`] of a built-in (`builtin`) run under the envelope of skill
+    /// `skill_name`: its limits, and the security of its tools ([`envelope_security`]).
+    pub(super) fn admit_envelope(
+        &self,
+        loaded: &Loaded,
+        caller: &Caller,
+        skill_name: &str,
+        builtin: &str,
+    ) -> Result<Admitted, CallError> {
+        if let Some(why) = caller.skill_refusal(skill_name) {
+            return Err(CallError::NotPermitted(why));
+        }
+        let skill = match loaded.skill(skill_name) {
+            Some(skill) => skill,
+            None => {
+                return Err(
+                    match crate::skills::install::disabled::reason(&loaded.catalog, skill_name) {
+                        Some(why) => CallError::Disabled {
+                            skill: skill_name.to_string(),
+                            why,
+                        },
+                        None => CallError::NoSuchSkill(skill_name.to_string()),
+                    },
+                )
+            }
+        };
+        self.admit_skill(loaded, &skill)?;
+        Ok(Admitted {
+            timeout_ms: skill.execution.timeout_ms,
+            security: envelope_security(&skill),
+            tool: builtin.to_string(),
+            skill,
+        })
+    }
+
+    /// The skill's files are still the ones verified, and it can run where tools run.
+    fn admit_skill(&self, loaded: &Loaded, skill: &Arc<Skill>) -> Result<(), CallError> {
         // An installed skill whose files changed since they were verified is refused now,
         // not at the next reload (skills/stamp.rs).
         loaded
             .stamps
-            .check(&skill)
+            .check(skill)
             .map_err(|why| CallError::Disabled {
-                skill: skill_name.to_string(),
+                skill: skill.name.clone(),
                 why,
             })?;
-        if let Availability::Unavailable(reason) = self.availability.of(&skill) {
+        if let Availability::Unavailable(reason) = self.availability.of(skill) {
             return Err(CallError::Unavailable {
-                skill: skill_name.to_string(),
+                skill: skill.name.clone(),
                 reason,
             });
         }
-        Ok(Admitted { skill, tool })
+        Ok(())
     }
 
     /// A `write` tool waits for an approval of the call. A `sign` tool waits at each
     /// signature instead, where the operator sees what is being signed (callbacks.rs):
     /// asking twice for one signature would only train operators to click through.
-    async fn approve(
+    pub(super) async fn approve(
         &self,
         origin: &CallOrigin,
         admitted: &Admitted,
         args: &Value,
         trail: &ApprovalTrail,
     ) -> Result<(), CallError> {
-        if admitted.tool.security != Security::Write {
+        if admitted.security != Security::Write {
             return Ok(());
         }
         let asked = self
             .approvals
             .request(ApprovalRequest {
                 skill: admitted.skill.name.clone(),
-                tool: admitted.tool.name.clone(),
+                tool: admitted.tool.clone(),
                 args: args.clone(),
-                security: admitted.tool.security,
+                security: admitted.security,
                 requested_by: origin.caller.name().to_owned(),
                 context_id: origin.context_id.clone(),
             })
@@ -313,38 +424,68 @@ impl Dispatcher {
         run: Run<'_>,
         admitted: Admitted,
         args: Value,
+        script: Option<ScriptRun>,
+        work: Option<(WorkDir, Arc<CallFiles>)>,
     ) -> Result<ToolResult, CallError> {
-        let Admitted { skill, tool } = admitted;
+        let Admitted {
+            skill,
+            tool,
+            security,
+            timeout_ms,
+        } = admitted;
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
+        let (workdir, files) = match work {
+            Some((w, f)) => (Some(w), Some(f)),
+            None => (None, None),
+        };
         let params = ToolExecuteParams {
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
             skill: skill.name.clone(),
-            tool: tool.name.clone(),
+            tool: tool.clone(),
             args,
             env: self
                 .availability
                 .secrets()
                 .for_names(&skill.permissions.env),
-            traceparent: run.trace.map(|t| t.to_string()),
+            traceparent: run.trace.as_ref().map(|t| t.to_string()),
+            workdir,
+            script,
         };
         let active = Arc::new(ActiveCall {
             skill: Arc::clone(&skill),
-            tool: tool.name.clone(),
-            security: tool.security,
+            tool,
+            security,
             origin: run.origin.clone(),
             token,
             approvals: run.trail.clone(),
+            files: files.clone(),
         });
         let _registered = self.in_flight.register(run.call_id, active);
+        let mut answer = self.send(run, skill, security, timeout_ms, params).await;
+        if let (Ok(result), Some(files)) = (answer.as_mut(), files) {
+            result.files = Some(files.take_written());
+        }
+        answer
+    }
+
+    /// Hands a registered call to the transport of its skill's sandbox.
+    async fn send(
+        &self,
+        run: Run<'_>,
+        skill: Arc<Skill>,
+        security: Security,
+        timeout_ms: u64,
+        params: ToolExecuteParams,
+    ) -> Result<ToolResult, CallError> {
         let sandbox = skill.execution.sandbox;
         let timeout = match sandbox {
-            SandboxKind::Container => Duration::from_millis(skill.timeout_ms(&tool)),
+            SandboxKind::Container => Duration::from_millis(timeout_ms),
             _ => self.call_timeout,
         };
         let dispatched = Dispatched {
             skill,
-            security: tool.security,
+            security,
             params,
         };
         if sandbox == SandboxKind::Container {
@@ -395,9 +536,14 @@ impl Dispatcher {
         // tools must not grow the metrics without bound.
         let known = loaded.catalog.get(&tool.skill);
         let skill_label = known.map_or(UNKNOWN_LABEL, |s| s.name.as_str());
-        let tool_label = known
-            .and_then(|s| s.tool(&tool.tool))
-            .map_or(UNKNOWN_LABEL, |t| t.name.as_str());
+        let builtin = Target::parse(&tool.tool).ok().filter(Target::is_builtin);
+        let builtin_label = builtin.as_ref().map(Target::to_string);
+        let tool_label = match &builtin_label {
+            Some(name) => name.as_str(),
+            None => known
+                .and_then(|s| s.tool(&tool.tool))
+                .map_or(UNKNOWN_LABEL, |t| t.name.as_str()),
+        };
         self.metrics.observe_call(
             skill_label,
             tool_label,

@@ -2,11 +2,11 @@
 //! first, reads a skill's body with the built-in tool `load_skill`, one reference file
 //! with `GET /v1/skills/{name}/files/{path}`, and runs a script with `run_skill_script`.
 //!
-//! `run_skill_script` runs only a script under `scripts/` that a declared tool of the skill
-//! already runs (its `command` names the file): the call is then that tool's call, through
-//! the dispatcher, with the tool's sandbox, limits, permissions and approvals. A script no
-//! tool declares is refused with what to do, so the built-in never becomes a way around
-//! the manifest.
+//! `run_skill_script` runs any file under the skill's `scripts/` (published skills are
+//! instructions plus scripts, with no manifest of tools) by its shebang or extension, with
+//! command-line arguments, under the skill's envelope: its sandbox, limits, declared env,
+//! and the security of its most powerful declared tool (a skill with a `write` tool asks
+//! for an approval of each script run, so a script is never a way around one).
 
 use skillbox_protocol::ToolRef;
 use std::io::Read;
@@ -15,14 +15,20 @@ use std::path::{Component, Path, PathBuf};
 
 use serde_json::{json, Value};
 use skillbox_protocol::result::ErrorKind;
-use skillbox_protocol::skill::{Catalog, Skill, ToolEntry};
+use skillbox_protocol::skill::{Catalog, Skill};
 
 use crate::state::protected::{refuse_protected, ProtectedError};
 
 /// The built-in tool that returns a skill's instructions.
 pub const LOAD_SKILL: &str = skillbox_protocol::Target::LOAD_SKILL;
-/// The built-in tool that runs a script of a skill through the tool that declares it.
+/// The built-in tool that runs a script of a skill with command-line arguments.
 pub const RUN_SKILL_SCRIPT: &str = skillbox_protocol::Target::RUN_SKILL_SCRIPT;
+/// OpenClaw's name for a skill's folder in its instructions.
+pub const BASE_DIR_TOKEN: &str = "{baseDir}";
+/// What `load_skill` puts in its place: the variable every program in the sandbox has,
+/// naming the skill's folder as the executor running it sees it (the path differs from
+/// one executor to another; a shell expands the variable on each).
+pub const SKILL_DIR_VAR: &str = "$SKILLBOX_SKILL_DIR";
 /// The largest reference file served.
 pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
 
@@ -107,14 +113,6 @@ pub enum DisclosureError {
         /// Its link count.
         links: u64,
     },
-    /// The script is not run by any declared tool of the skill.
-    #[error("{script:?} is not run by any declared tool of skill {skill:?}; run_skill_script only runs a script under scripts/ that a tool in the skill's manifest runs, so it gets that tool's sandbox, limits and approvals: declare a tool whose command runs it")]
-    UndeclaredScript {
-        /// The skill.
-        skill: String,
-        /// The script asked for.
-        script: String,
-    },
 }
 
 impl DisclosureError {
@@ -131,8 +129,7 @@ impl DisclosureError {
             DisclosureError::PathOutside { .. }
             | DisclosureError::Symlink { .. }
             | DisclosureError::Protected { .. }
-            | DisclosureError::HardLink { .. }
-            | DisclosureError::UndeclaredScript { .. } => ErrorKind::PermissionDenied,
+            | DisclosureError::HardLink { .. } => ErrorKind::PermissionDenied,
             DisclosureError::TooLarge { .. } => ErrorKind::ResourceLimit,
             DisclosureError::Read { .. } => ErrorKind::Unavailable,
             DisclosureError::BadArgs { .. } => ErrorKind::InvalidArgs,
@@ -251,8 +248,9 @@ pub fn file_response(
 }
 
 /// The built-in tools as `GET /v1/tools` lists them; `name` is an enum of `available`.
-pub fn builtin_tools(available: &[String]) -> Vec<Value> {
-    vec![
+/// The command-session tools (which need a context) are listed when `exec` is on.
+pub fn builtin_tools(available: &[String], exec: bool) -> Vec<Value> {
+    let mut tools = vec![
         json!({
             "name": LOAD_SKILL,
             "description": "Read a skill's instructions (the body of its SKILL.md) and its file list.",
@@ -267,15 +265,73 @@ pub fn builtin_tools(available: &[String]) -> Vec<Value> {
         }),
         json!({
             "name": RUN_SKILL_SCRIPT,
-            "description": "Run a script under a skill's scripts/ folder through the declared tool that runs it (same sandbox and approvals).",
+            "description": "Run a file under a skill's scripts/ folder (by its shebang or extension: .py python3, .sh sh, .js node) with command-line arguments, in the skill's sandbox; in a context it works in the context's files. A failed run returns stdout, stderr and the exit code.",
             "parameters": {
                 "type": "object",
                 "properties": {
                     "name": {"type": "string", "enum": available},
-                    "script": {"type": "string", "description": "path under scripts/, e.g. scripts/price.py"},
-                    "args": {"type": "object"}
+                    "script": {"type": "string", "description": "path under scripts/, e.g. scripts/fill_form.py"},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "command-line arguments"}
                 },
                 "required": ["name", "script"],
+                "additionalProperties": false
+            },
+            "security": "read",
+            "builtin": true,
+        }),
+    ];
+    if exec {
+        tools.extend(session_tools(available));
+    }
+    tools
+}
+
+/// `exec_command`, `write_stdin`, `close_context` (docs/sessions.md).
+fn session_tools(available: &[String]) -> [Value; 3] {
+    let max_yield = crate::state::config::exec::MAX_YIELD_MS;
+    [
+        json!({
+            "name": skillbox_protocol::Target::EXEC_COMMAND,
+            "description": "Run a shell command (sh -c) or an argv list in the context's sandboxed shell: the context's files are the working directory, the skill's folder is $SKILLBOX_SKILL_DIR. Answers with the output and exit_code when it ends within yield_ms, else with a session_id to drive with write_stdin. Needs a context.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "cmd": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
+                    "skill": {"type": "string", "enum": available, "description": "whose envelope (env, limits) the command runs under; default: the context's only pinned skill"},
+                    "workdir": {"type": "string", "description": "a folder of the context's files"},
+                    "yield_ms": {"type": "integer", "minimum": 0, "maximum": max_yield},
+                    "max_output_bytes": {"type": "integer", "minimum": 1},
+                    "tty": {"type": "boolean"}
+                },
+                "required": ["cmd"],
+                "additionalProperties": false
+            },
+            "security": "read",
+            "builtin": true,
+        }),
+        json!({
+            "name": skillbox_protocol::Target::WRITE_STDIN,
+            "description": "Write to a running command of exec_command (empty chars: just poll) and get its output since the last answer, and exit_code once it ended.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "session_id": {"type": "string"},
+                    "chars": {"type": "string"},
+                    "yield_ms": {"type": "integer", "minimum": 0, "maximum": max_yield},
+                    "max_output_bytes": {"type": "integer", "minimum": 1}
+                },
+                "required": ["session_id"],
+                "additionalProperties": false
+            },
+            "security": "read",
+            "builtin": true,
+        }),
+        json!({
+            "name": skillbox_protocol::Target::CLOSE_CONTEXT,
+            "description": "End a command session (or, without session_id, every session of the context) and every process in it.",
+            "parameters": {
+                "type": "object",
+                "properties": {"session_id": {"type": "string"}},
                 "additionalProperties": false
             },
             "security": "read",
@@ -315,8 +371,9 @@ pub fn load_skill(catalog: &Catalog, args: &Value) -> Result<Value, DisclosureEr
         .iter()
         .map(|t| ToolRef::new(&skill.name, &t.name).to_string())
         .collect();
+    let body = body.replace(BASE_DIR_TOKEN, SKILL_DIR_VAR);
     Ok(
-        json!({"name": skill.name, "description": skill.description, "body": body, "files": files, "tools": tools}),
+        json!({"name": skill.name, "description": skill.description, "body": body, "files": files, "tools": tools, "base_dir": SKILL_DIR_VAR}),
     )
 }
 
@@ -325,12 +382,22 @@ pub fn named_skill(args: &Value) -> Option<&str> {
     args.get("name").and_then(Value::as_str)
 }
 
-/// `run_skill_script {name, script, args?}`: the tool whose command runs the script
-/// (under `scripts/`), and the arguments to call it with.
-pub fn resolve_script(
-    catalog: &Catalog,
-    args: &Value,
-) -> Result<(ToolRef, Value), DisclosureError> {
+/// A `run_skill_script` call: the skill and what the executor runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptCall {
+    /// The skill.
+    pub skill: String,
+    /// The script (`scripts/...`) and its arguments.
+    pub run: skillbox_protocol::methods::ScriptRun,
+}
+
+/// Most arguments of one `run_skill_script`.
+pub const MAX_SCRIPT_ARGS: usize = 256;
+
+/// `run_skill_script {name, script, args?: [..]}`: a regular file under the skill's
+/// `scripts/` (a bare name is looked up there), reached without a symbolic link, and its
+/// arguments (strings; numbers and booleans are written as text).
+pub fn resolve_script(catalog: &Catalog, args: &Value) -> Result<ScriptCall, DisclosureError> {
     let name = string_arg(RUN_SKILL_SCRIPT, args, "name")?;
     let script = string_arg(RUN_SKILL_SCRIPT, args, "script")?;
     let skill = catalog
@@ -342,18 +409,79 @@ pub fn resolve_script(
     } else {
         Path::new("scripts").join(rel)
     };
-    let tool = skill.tools.iter().find(|t| match &t.entry {
-        ToolEntry::Command { argv } => argv
-            .iter()
-            .any(|a| plain_relative(a).is_ok_and(|p| p == rel)),
-        ToolEntry::JsExport { .. } => false,
-    });
-    let Some(tool) = tool else {
-        return Err(DisclosureError::UndeclaredScript {
-            skill: name,
-            script: rel.to_string_lossy().into_owned(),
+    let shown = rel.to_string_lossy().into_owned();
+    let mut at = skill.dir.clone();
+    for c in rel.components() {
+        at.push(c);
+        let meta = std::fs::symlink_metadata(&at).map_err(|_| DisclosureError::NoFile {
+            skill: skill.name.clone(),
+            path: shown.clone(),
+        })?;
+        if meta.file_type().is_symlink() {
+            return Err(DisclosureError::Symlink {
+                path: shown.clone(),
+                link: at.strip_prefix(&skill.dir).unwrap_or(&at).to_path_buf(),
+            });
+        }
+    }
+    if !at.is_file() {
+        return Err(DisclosureError::NoFile {
+            skill: skill.name.clone(),
+            path: shown,
         });
+    }
+    let script_args = match args.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) if items.len() <= MAX_SCRIPT_ARGS => items
+            .iter()
+            .map(|v| match v {
+                Value::String(s) => Ok(s.clone()),
+                Value::Number(n) => Ok(n.to_string()),
+                Value::Bool(b) => Ok(b.to_string()),
+                _ => Err(DisclosureError::BadArgs {
+                    tool: RUN_SKILL_SCRIPT,
+                    reason: "each of \"args\" is a string (a command-line argument)".into(),
+                }),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(DisclosureError::BadArgs {
+                tool: RUN_SKILL_SCRIPT,
+                reason: format!(
+                    "\"args\" is a list of at most {MAX_SCRIPT_ARGS} command-line arguments, e.g. [\"in.pdf\", \"out.pdf\"]"
+                ),
+            })
+        }
     };
-    let call_args = args.get("args").cloned().unwrap_or_else(|| json!({}));
-    Ok((ToolRef::new(&skill.name, &tool.name), call_args))
+    Ok(ScriptCall {
+        skill: skill.name.clone(),
+        run: skillbox_protocol::methods::ScriptRun {
+            path: shown,
+            args: script_args,
+        },
+    })
+}
+
+/// Whether a script of `skill` may run in context `c`: the skill is pinned there, or the
+/// context does not restrict tools, or one of the skill's tools is active; else the refusal.
+pub fn script_in_context(
+    catalog: &Catalog,
+    c: &crate::contexts::ContextTools,
+    skill: &str,
+) -> Result<(), String> {
+    let active = catalog.get(skill).is_some_and(|s| {
+        s.tools.iter().any(|t| {
+            c.allows(&skillbox_protocol::Target::Tool(ToolRef::new(
+                skill, &t.name,
+            )))
+        })
+    });
+    if c.pins(skill) || !c.restricted || active {
+        return Ok(());
+    }
+    Err(format!(
+        "skill {skill:?} has no tool active in context {:?} and is not pinned there; pin it \
+         (`skillbox context pin`) to run its scripts",
+        c.context_id
+    ))
 }

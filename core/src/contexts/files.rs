@@ -25,6 +25,8 @@ use skillbox_protocol::result::ErrorKind;
 use tokio::io::AsyncWriteExt;
 
 use crate::state::config::files::FilesSection;
+
+mod work;
 use crate::state::store::{unix_ms_now, ContextFile, Store, StoreError};
 
 /// Longest path of a file in a context's folder, in bytes.
@@ -288,6 +290,22 @@ impl ContextFiles {
         B: hyper::body::Body<Data = Bytes> + Unpin,
         B::Error: std::fmt::Display,
     {
+        self.put_by(context_id, path, body, timeout, UPLOAD).await
+    }
+
+    /// [`ContextFiles::put`] of a file `written_by` names (a call id, or [`UPLOAD`]).
+    pub async fn put_by<B>(
+        &self,
+        context_id: &str,
+        path: &str,
+        body: B,
+        timeout: Duration,
+        written_by: &str,
+    ) -> Result<(ContextFile, bool), FileError>
+    where
+        B: hyper::body::Body<Data = Bytes> + Unpin,
+        B::Error: std::fmt::Display,
+    {
         let segments = check_path(path)?;
         let name = segments.last().copied().unwrap_or_default().to_string();
         let existing = self.store.context_files(context_id)?;
@@ -372,7 +390,7 @@ impl ContextFiles {
             size,
             sha256,
             modified: unix_ms_now(),
-            written_by: UPLOAD.to_string(),
+            written_by: written_by.to_string(),
         };
         self.store.put_context_file(context_id, &file)?;
         Ok((file, before.is_none()))

@@ -23,8 +23,15 @@ use skillbox_protocol::skill::{Catalog, Skill};
 use crate::auth::Caller;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
-/// The built-in tools every context keeps (progressive disclosure, [`disclosure`]).
-pub const BASE_TOOLS: [Target; 2] = [Target::LoadSkill, Target::RunSkillScript];
+/// The built-in tools every context keeps: progressive disclosure ([`disclosure`]) and the
+/// command sessions (seed 004's execution tools; `[exec] enabled = false` refuses them).
+pub const BASE_TOOLS: [Target; 5] = [
+    Target::LoadSkill,
+    Target::RunSkillScript,
+    Target::ExecCommand,
+    Target::WriteStdin,
+    Target::CloseContext,
+];
 
 /// Longest context id.
 pub const MAX_CONTEXT_ID: usize = 128;

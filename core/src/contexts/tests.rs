@@ -72,7 +72,10 @@ fn active_tools_union_of_allowed_and_base_intersected_with_existing() {
             "mail:send",
             "notes:search",
             "load_skill",
-            "run_skill_script"
+            "run_skill_script",
+            "exec_command",
+            "write_stdin",
+            "close_context"
         ]
     );
     // A pinned skill without allowed-tools adds its own tools.
@@ -194,35 +197,95 @@ fn load_skill_returns_the_body_and_builtins_list_available_names() {
     assert!(v["body"].as_str().unwrap().contains("# guide body"));
     let e = disclosure::load_skill(&c, &json!({"name": "nope"})).unwrap_err();
     assert_eq!(e.error_kind(), ErrorKind::NotFound);
-    let tools = disclosure::builtin_tools(&["guide".into(), "mail".into()]);
+    let tools = disclosure::builtin_tools(&["guide".into(), "mail".into()], false);
     assert_eq!(
         tools[0]["parameters"]["properties"]["name"]["enum"],
         json!(["guide", "mail"])
     );
+    let names = |t: &[serde_json::Value]| -> Vec<String> {
+        t.iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(&tools), ["load_skill", "run_skill_script"]);
+    let with_exec = disclosure::builtin_tools(&["guide".into()], true);
+    assert_eq!(
+        names(&with_exec),
+        [
+            "load_skill",
+            "run_skill_script",
+            "exec_command",
+            "write_stdin",
+            "close_context"
+        ]
+    );
 }
 
 #[test]
-fn run_skill_script_resolves_only_scripts_a_tool_declares() {
+fn run_skill_script_runs_any_file_under_scripts_with_string_arguments() {
     let (dir, c) = fixture();
-    let (tool, args) = disclosure::resolve_script(
+    std::fs::write(dir.path().join("mail/scripts/other.py"), "").unwrap();
+    let s = disclosure::resolve_script(
         &c,
-        &json!({"name": "mail", "script": "scripts/send.py", "args": {"to": "x"}}),
+        &json!({"name": "mail", "script": "other.py", "args": ["in.pdf", 3, true]}),
     )
     .unwrap();
-    assert_eq!(tool.to_string(), "mail:send");
-    assert_eq!(args, json!({"to": "x"}));
-    let (tool, _) =
-        disclosure::resolve_script(&c, &json!({"name": "mail", "script": "read.py"})).unwrap();
-    assert_eq!(tool.to_string(), "mail:read");
-    std::fs::write(dir.path().join("mail/scripts/other.py"), "").unwrap();
-    let e = disclosure::resolve_script(&c, &json!({"name": "mail", "script": "scripts/other.py"}))
-        .unwrap_err();
-    assert!(matches!(e, DisclosureError::UndeclaredScript { .. }), "{e}");
-    assert!(e.to_string().contains("declare a tool"), "{e}");
+    assert_eq!(s.skill, "mail");
+    assert_eq!(s.run.path, "scripts/other.py");
+    assert_eq!(s.run.args, ["in.pdf", "3", "true"]);
     let e = disclosure::resolve_script(
         &c,
         &json!({"name": "mail", "script": "../notes/scripts/search.py"}),
     )
     .unwrap_err();
     assert!(matches!(e, DisclosureError::PathOutside { .. }), "{e}");
+    let e =
+        disclosure::resolve_script(&c, &json!({"name": "mail", "script": "nope.py"})).unwrap_err();
+    assert!(matches!(e, DisclosureError::NoFile { .. }), "{e}");
+    let e = disclosure::resolve_script(
+        &c,
+        &json!({"name": "mail", "script": "other.py", "args": {"to": "x"}}),
+    )
+    .unwrap_err();
+    assert_eq!(e.error_kind(), ErrorKind::InvalidArgs, "{e}");
+    assert!(e.to_string().contains("command-line arguments"), "{e}");
+    let e = disclosure::resolve_script(
+        &c,
+        &json!({"name": "mail", "script": "other.py", "args": [{"a": 1}]}),
+    )
+    .unwrap_err();
+    assert_eq!(e.error_kind(), ErrorKind::InvalidArgs, "{e}");
+}
+
+#[cfg(unix)]
+#[test]
+fn run_skill_script_refuses_a_link_under_scripts() {
+    let (dir, c) = fixture();
+    let outside = dir.path().join("outside.py");
+    std::fs::write(&outside, "print(1)").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.path().join("mail/scripts/link.py")).unwrap();
+    let e =
+        disclosure::resolve_script(&c, &json!({"name": "mail", "script": "link.py"})).unwrap_err();
+    assert!(matches!(e, DisclosureError::Symlink { .. }), "{e}");
+}
+
+#[test]
+fn load_skill_points_base_dir_at_the_skill_folder_variable() {
+    let (dir, _) = fixture();
+    let md = dir.path().join("guide/SKILL.md");
+    let text = std::fs::read_to_string(&md).unwrap();
+    std::fs::write(
+        &md,
+        format!("{text}\nRun `python3 {{baseDir}}/scripts/x.py`.\n"),
+    )
+    .unwrap();
+    let c = load(dir.path());
+    let v = disclosure::load_skill(&c, &json!({"name": "guide"})).unwrap();
+    let body = v["body"].as_str().unwrap();
+    assert!(
+        body.contains("python3 $SKILLBOX_SKILL_DIR/scripts/x.py"),
+        "{body}"
+    );
+    assert!(!body.contains("{baseDir}"), "{body}");
+    assert_eq!(v["base_dir"], "$SKILLBOX_SKILL_DIR");
 }

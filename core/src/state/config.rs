@@ -65,6 +65,16 @@
 //! max_files = 1000                 # files in one context
 //! idle_days = 7                    # a context unwritten this long is removed (0: kept)
 //!
+//! [exec]                           # command sessions of a context (docs/sessions.md)
+//! enabled = true                   # exec_command, write_stdin, close_context in every context
+//! approval = "never"               # or "always": each command waits for an operator's approval
+//! max_sessions_per_context = 4     # sessions running at once in one context
+//! idle_timeout_ms = 600000         # a session nobody writes to or polls this long ends
+//! lifetime_ms = 3600000            # a session ends this long after it started
+//! output_kept_bytes = 1048576      # output kept between answers (head and tail)
+//! max_output_bytes = 65536         # output in one answer unless the call asks for less
+//! memory_mb = 512                  # memory of a session without a skill (a skill's own otherwise)
+//!
 //! [console]                        # the operator console (docs/console.md)
 //! session_minutes = 480            # a console session expires this long after sign-in
 //! max_sessions = 32                # sessions at once; signing in beyond it ends the oldest
@@ -127,6 +137,7 @@ pub use gateway::GatewayConfig;
 
 pub mod approvals;
 pub mod console;
+pub mod exec;
 pub mod fetch;
 pub mod files;
 pub mod log;
@@ -151,6 +162,8 @@ pub struct Config {
     pub fetch: fetch::FetchConfig,
     /// `[files]`: a context's working folder.
     pub files: files::FilesSection,
+    /// `[exec]`: a context's command sessions.
+    pub exec: exec::ExecSection,
     /// readFile proxy settings.
     pub read_file: ReadFileSection,
     /// Approval settings.

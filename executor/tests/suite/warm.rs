@@ -111,6 +111,8 @@ async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: 
         args: json!({}),
         env: BTreeMap::new(),
         traceparent: None,
+        workdir: None,
+        script: None,
     };
     let result = call::execute(
         sandbox,

@@ -233,6 +233,58 @@ impl ExecutorPool {
         decode_result::<M>(answer)
     }
 
+    /// [`ExecutorPool::call_method`] that also says which executor answered (a command
+    /// session stays on the executor that holds it). Sent again only when surely
+    /// undelivered.
+    pub async fn call_method_placed<M: RpcMethod>(
+        &self,
+        params: &M::Params,
+        timeout: Duration,
+    ) -> Result<(M::Result, SocketAddr), ClientError> {
+        let params = encode_params::<M>(params)?;
+        let mut tried: Vec<SocketAddr> = Vec::new();
+        let mut last: Option<ClientError> = None;
+        while tried.len() < MAX_ATTEMPTS {
+            let Some(endpoint) = self.pick(&tried) else {
+                break;
+            };
+            tried.push(endpoint.addr);
+            match self
+                .call_on(&endpoint, M::NAME, params.clone(), timeout)
+                .await
+            {
+                Ok(v) => return Ok((decode_result::<M>(v)?, endpoint.addr)),
+                Err(e) if Failure::of(&e).may_resend(Resend::OnlyUndelivered) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| ClientError::Connect {
+            url: self.describe(),
+            reason: "no executor takes calls now".into(),
+        }))
+    }
+
+    /// Calls `M` on the executor at `addr` only (the one holding a session); `Connect`
+    /// when the pool no longer has it.
+    pub async fn call_method_at<M: RpcMethod>(
+        &self,
+        addr: SocketAddr,
+        params: &M::Params,
+        timeout: Duration,
+    ) -> Result<M::Result, ClientError> {
+        let params = encode_params::<M>(params)?;
+        let endpoint = self
+            .snapshot()
+            .into_iter()
+            .find(|e| e.addr == addr)
+            .ok_or_else(|| ClientError::Connect {
+                url: addr.to_string(),
+                reason: "that executor is gone from the pool".into(),
+            })?;
+        let answer = self.call_on(&endpoint, M::NAME, params, timeout).await?;
+        decode_result::<M>(answer)
+    }
+
     /// Calls `method` on an executor picked round-robin among the routable ones. When the
     /// attempt fails in a way `resend` allows (no connection, refused as draining; with
     /// [`Resend::AlsoDelivered`] also a connection that broke after sending), the call goes

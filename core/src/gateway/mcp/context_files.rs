@@ -13,6 +13,11 @@ use crate::gateway::Gateway;
 /// The uri prefix of a context's files.
 pub const SCHEME: &str = "skillbox://contexts/";
 
+/// The uri of file `path` of context `id`.
+pub fn uri(id: &str, path: &str) -> String {
+    format!("{SCHEME}{id}/files/{path}")
+}
+
 /// The context id and file path of a context file's uri.
 pub fn parse(uri: &str) -> Option<(&str, &str)> {
     let (id, path) = uri.strip_prefix(SCHEME)?.split_once("/files/")?;
@@ -68,11 +73,6 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The uri of `path` in context `id`.
-    fn uri(id: &str, path: &str) -> String {
-        format!("{SCHEME}{id}/files/{path}")
-    }
 
     #[test]
     fn context_file_uris_round_trip_and_others_are_not_ones() {

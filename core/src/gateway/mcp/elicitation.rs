@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::Security;
-use skillbox_protocol::Target;
+use skillbox_protocol::{Target, ToolRef};
 use tokio::sync::{broadcast, watch};
 
 use super::errors::McpError;
@@ -117,11 +117,26 @@ impl WaitingCalls {
 pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
     let catalog = gw.core.load.catalog();
     let (origin, args) = (call.origin.clone(), call.args.clone());
-    // The tool whose approvals this call waits for: a script's tool for run_skill_script.
+    // What the approvals this call may wait for name: the tool, or the built-in run
+    // under a skill's envelope.
     let reached = match &call.target {
         Target::Tool(r) => Some((r.clone(), args.clone())),
-        Target::RunSkillScript => disclosure::resolve_script(&catalog, &args).ok(),
-        Target::LoadSkill => None,
+        Target::RunSkillScript => disclosure::resolve_script(&catalog, &args).ok().map(|s| {
+            (
+                ToolRef::new(&s.skill, Target::RUN_SKILL_SCRIPT),
+                args.clone(),
+            )
+        }),
+        Target::ExecCommand => Some((
+            ToolRef::new(
+                args.get("skill")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or(crate::calls::sessions::NO_SKILL),
+                Target::EXEC_COMMAND,
+            ),
+            args.clone(),
+        )),
+        Target::LoadSkill | Target::WriteStdin | Target::CloseContext => None,
     };
     let watched = reached.map(|(r, a)| Watched {
         skill: r.skill,

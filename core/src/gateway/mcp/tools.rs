@@ -27,13 +27,11 @@ pub fn mcp_name(skill: &str, tool: &str) -> String {
 /// (split at the last dot: tool names have none). `Err` says what is missing, or that the
 /// caller may not use the skill (before anything about the skill is looked up).
 pub fn resolve(catalog: &Catalog, caller: &Caller, name: &str) -> Result<Target, String> {
-    match name {
-        Target::LOAD_SKILL => return Ok(Target::LoadSkill),
-        Target::RUN_SKILL_SCRIPT => return Ok(Target::RunSkillScript),
-        _ => {}
+    if let Some(builtin) = Target::parse(name).ok().filter(Target::is_builtin) {
+        return Ok(builtin);
     }
     let Some((skill, tool)) = name.rsplit_once('.') else {
-        return Err("tool names are <skill>.<tool> (or load_skill, run_skill_script)".into());
+        return Err("tool names are <skill>.<tool> (or a built-in: load_skill, run_skill_script, exec_command, write_stdin, close_context)".into());
     };
     if let Some(why) = caller.skill_refusal(skill) {
         return Err(why);
@@ -105,21 +103,27 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
     }
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let available = gw.core.usable_skills(&catalog, caller);
-    for builtin in disclosure::builtin_tools(&available) {
+    // The command sessions need a context: listed on /mcp/{context_id} only.
+    let exec = gw.core.load.config().exec.enabled && origin.context_id.is_some();
+    for builtin in disclosure::builtin_tools(&available, exec) {
         let name = builtin["name"].as_str().unwrap_or_default().to_string();
-        if !Target::parse(&name).is_ok_and(|t| allowed(&t)) {
+        let Some(target) = Target::parse(&name).ok().filter(|t| allowed(t)) else {
             continue;
-        }
-        // `run_skill_script` runs whichever declared tool runs the script, a `write` one
-        // included: it is annotated as such.
-        let runs_any = name == disclosure::RUN_SKILL_SCRIPT;
+        };
+        // A script or a command runs with its skill's envelope, a `write` one included;
+        // closing a session ends processes but reaches nothing outside.
+        let runs_any = matches!(
+            target,
+            Target::RunSkillScript | Target::ExecCommand | Target::WriteStdin
+        );
+        let ends = target == Target::CloseContext;
         tools.push(json!({
             "name": name,
             "description": builtin["description"],
             "inputSchema": builtin["parameters"],
             "annotations": {
-                "readOnlyHint": !runs_any,
-                "destructiveHint": runs_any,
+                "readOnlyHint": !runs_any && !ends,
+                "destructiveHint": runs_any || ends,
                 "openWorldHint": runs_any,
             },
         }));
@@ -179,7 +183,7 @@ pub async fn call(
     if !era.client_takes_url_elicitation() {
         let call = ToolCall::new(target, args, origin.clone()).traced(asked.trace.clone());
         let result = gw.core.pipeline.call(call).await;
-        return Ok(call_result(&result));
+        return Ok(call_result(&result, origin.context_id.as_deref()));
     }
     // A waiting call is resumed only by the caller that started it, in the same context.
     let resumed = params
@@ -191,7 +195,7 @@ pub async fn call(
         elicitation::start(gw, &name, call)
     });
     match elicitation::next(waiting).await {
-        Next::Done(result) => Ok(call_result(&result)),
+        Next::Done(result) => Ok(call_result(&result, origin.context_id.as_deref())),
         Next::Asked(record, waiting) => {
             let state = elicitation::new_state()?;
             let answer = elicitation::input_required(&record, &state, &asked.console_base);
@@ -203,9 +207,10 @@ pub async fn call(
 }
 
 /// A tool result as MCP's `CallToolResult`: success → the data as `structuredContent`
-/// (when an object) and as a JSON text block; failure → `isError` with the message the
-/// REST call gives.
-pub fn call_result(result: &ToolResult) -> Value {
+/// (when an object) and as a JSON text block, then a `resource_link` for each file of
+/// context `context_id` the call created or changed; failure → `isError` with the
+/// message the REST call gives.
+pub fn call_result(result: &ToolResult, context_id: Option<&str>) -> Value {
     let mut meta = json!({"dev.skillbox/callId": result.call_id});
     if let Some(id) = &result.approval_id {
         meta["dev.skillbox/approvalId"] = id.clone().into();
@@ -225,8 +230,20 @@ pub fn call_result(result: &ToolResult) -> Value {
         });
     }
     let data = result.data.clone().unwrap_or(Value::Null);
+    let mut content = vec![json!({"type": "text", "text": data.to_string()})];
+    if let (Some(id), Some(files)) = (context_id, &result.files) {
+        content.extend(files.iter().map(|f| {
+            json!({
+                "type": "resource_link",
+                "uri": super::context_files::uri(id, &f.path),
+                "name": f.path,
+                "mimeType": crate::contexts::files::content_type(&f.path),
+                "size": f.size,
+            })
+        }));
+    }
     let mut out = json!({
-        "content": [{"type": "text", "text": data.to_string()}],
+        "content": content,
         "isError": false,
         "_meta": meta,
     });

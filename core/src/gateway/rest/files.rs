@@ -80,9 +80,13 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
     Ok(ok(&json!({ "files": listed })))
 }
 
-/// `DELETE /v1/contexts/{id}`: the context's pins, files and owner; 204.
+/// `DELETE /v1/contexts/{id}`: the context's sessions (their processes ended), pins,
+/// files and owner; 204.
 pub async fn delete_context(gw: &Gateway, req: Req) -> Reply {
     let (id, files) = enter(gw, &req).await?;
+    if let Err(e) = gw.core.pipeline.close_sessions(&id, None).await {
+        tracing::warn!(context = %id, error = %e, "a session of a removed context could not be closed");
+    }
     tokio::task::spawn_blocking(move || files.delete_context(&id)).await??;
     Ok(no_content())
 }

@@ -38,7 +38,8 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         .collect();
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let available = gw.core.usable_skills(&catalog, caller);
-    out.extend(disclosure::builtin_tools(&available));
+    let exec = gw.core.load.config().exec.enabled;
+    out.extend(disclosure::builtin_tools(&available, exec));
     Ok(ok_of(&ToolList { tools: out }))
 }
 

@@ -163,8 +163,23 @@ async fn context_endpoint_lists_and_allows_only_the_active_tools() {
     let list = modern(&f.gw, "/mcp/c1", "tools/list", json!({})).await;
     assert_eq!(
         names(list.result()),
-        ["web.get", "load_skill", "run_skill_script"]
+        [
+            "web.get",
+            "load_skill",
+            "run_skill_script",
+            "exec_command",
+            "write_stdin",
+            "close_context"
+        ]
     );
+    let tools = list.result()["tools"].as_array().unwrap().clone();
+    let exec = tools.iter().find(|t| t["name"] == "exec_command").unwrap();
+    assert_eq!(exec["annotations"]["readOnlyHint"], false, "{exec}");
+    assert_eq!(exec["annotations"]["destructiveHint"], true, "{exec}");
+    // The command sessions need a context: not listed without one.
+    let outside = modern(&f.gw, "/mcp", "tools/list", json!({})).await;
+    let outside = names(outside.result());
+    assert!(!outside.iter().any(|n| n == "exec_command"), "{outside:?}");
     // Listed elsewhere, refused here, with the REST call's message.
     let a = modern(
         &f.gw,

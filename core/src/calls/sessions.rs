@@ -1,0 +1,487 @@
+//! The command-session built-ins (`exec_command`, `write_stdin`, `close_context`;
+//! docs/sessions.md), on the one pipeline: the gate has let the caller into the call's
+//! context; here the envelope is chosen (a skill's, or none), the approval asked when
+//! `[exec] approval` or the skill's tools want one, and the command handed to an executor.
+//! A command still running when its answer is due becomes a session: its id, made here,
+//! names the context and the executor that holds it, so `write_stdin` reaches that
+//! executor and no other context can name it. While it lives, its call stays registered
+//! for its callbacks (its files going back to the context).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use skillbox_channel::client::ClientError;
+use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::rpc::{SessionClose, SessionExec, SessionWrite};
+use skillbox_protocol::session::{
+    Command, SessionAnswer, SessionCloseParams, SessionExecParams, SessionLimits,
+    SessionWriteParams,
+};
+use skillbox_protocol::skill::{SandboxKind, Security, Skill};
+use skillbox_protocol::{Target, ToolRef};
+
+use super::inflight::ActiveCall;
+use super::pipeline::{Admitted, Run};
+use super::workfiles::CallFiles;
+use super::{CallError, Dispatcher, Loaded};
+use crate::contexts::ContextTools;
+use crate::random;
+use crate::state::config::exec::{ExecApproval, ExecSection, DEFAULT_YIELD_MS, MAX_YIELD_MS};
+
+/// The skill name a command without a skill is recorded under.
+pub const NO_SKILL: &str = "-";
+
+/// Extra wait for an executor's answer beyond the call's `yield_ms`.
+const ANSWER_SLACK: Duration = Duration::from_secs(30);
+
+/// One running session, as the core remembers it.
+#[derive(Debug)]
+struct Held {
+    context_id: String,
+    executor: SocketAddr,
+    call_id: String,
+    files: Arc<CallFiles>,
+    started: Instant,
+    last_used: Instant,
+}
+
+/// The running sessions of every context.
+#[derive(Debug, Default)]
+pub struct Sessions {
+    held: Mutex<HashMap<String, Held>>,
+}
+
+impl Sessions {
+    fn count_in(&self, context_id: &str) -> usize {
+        self.held
+            .lock()
+            .map(|h| h.values().filter(|s| s.context_id == context_id).count())
+            .unwrap_or(0)
+    }
+
+    /// Takes the sessions `pick` chooses out of the table.
+    fn take(&self, pick: impl Fn(&str, &Held) -> bool) -> Vec<(String, Held)> {
+        let Ok(mut held) = self.held.lock() else {
+            return Vec::new();
+        };
+        let ids: Vec<String> = held
+            .iter()
+            .filter(|(id, s)| pick(id, s))
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.into_iter()
+            .filter_map(|id| held.remove(&id).map(|s| (id, s)))
+            .collect()
+    }
+}
+
+/// `exec_command` arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ExecArgs {
+    cmd: Command,
+    #[serde(default)]
+    skill: Option<String>,
+    #[serde(default)]
+    workdir: Option<String>,
+    #[serde(default)]
+    yield_ms: Option<u64>,
+    #[serde(default)]
+    max_output_bytes: Option<u64>,
+    #[serde(default)]
+    tty: bool,
+}
+
+/// `write_stdin` arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    session_id: String,
+    #[serde(default)]
+    chars: String,
+    #[serde(default)]
+    yield_ms: Option<u64>,
+    #[serde(default)]
+    max_output_bytes: Option<u64>,
+}
+
+/// `close_context` arguments.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloseArgs {
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(target: &Target, args: Value) -> Result<T, CallError> {
+    serde_json::from_value(args).map_err(|e| CallError::Builtin {
+        kind: skillbox_protocol::result::ErrorKind::InvalidArgs,
+        message: format!("{target}: {e}"),
+    })
+}
+
+fn invalid(message: String) -> CallError {
+    CallError::Builtin {
+        kind: skillbox_protocol::result::ErrorKind::InvalidArgs,
+        message,
+    }
+}
+
+impl Dispatcher {
+    /// One call of a command-session built-in.
+    pub(super) async fn session_call(
+        &self,
+        loaded: &Loaded,
+        run: Run<'_>,
+        target: &Target,
+        args: Value,
+        context: Option<ContextTools>,
+        recorded: &mut Option<ToolRef>,
+    ) -> Result<ToolResult, CallError> {
+        let exec = &loaded.config.exec;
+        if !exec.enabled {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::PermissionDenied,
+                message: format!("{target} is turned off on this core ([exec] enabled = false)"),
+            });
+        }
+        let Some(context) = context else {
+            return Err(invalid(format!(
+                "{target} needs a context: call it with \"context_id\" (or on /mcp/{{context_id}})"
+            )));
+        };
+        self.sweep_sessions(exec);
+        match target {
+            Target::ExecCommand => {
+                let shown = args.clone();
+                let args: ExecArgs = parse(target, args)?;
+                self.exec_command(loaded, run, context, (args, shown), recorded)
+                    .await
+            }
+            Target::WriteStdin => {
+                let args: WriteArgs = parse(target, args)?;
+                *recorded = Some(ToolRef::new(NO_SKILL, Target::WRITE_STDIN));
+                self.write_stdin(run.call_id, &context.context_id, args, exec)
+                    .await
+            }
+            _ => {
+                let args: CloseArgs = parse(target, args)?;
+                *recorded = Some(ToolRef::new(NO_SKILL, Target::CLOSE_CONTEXT));
+                let closed = self
+                    .close_sessions(&context.context_id, args.session_id.as_deref())
+                    .await?;
+                Ok(ToolResult::ok(run.call_id, json!({"closed": closed}), 0))
+            }
+        }
+    }
+
+    async fn exec_command(
+        &self,
+        loaded: &Loaded,
+        run: Run<'_>,
+        context: ContextTools,
+        (args, shown): (ExecArgs, Value),
+        recorded: &mut Option<ToolRef>,
+    ) -> Result<ToolResult, CallError> {
+        let exec = &loaded.config.exec;
+        match &args.cmd {
+            Command::Shell(s) if s.trim().is_empty() => {
+                return Err(invalid("exec_command: \"cmd\" is empty".into()))
+            }
+            Command::Argv(v) if v.is_empty() => {
+                return Err(invalid("exec_command: \"cmd\" is an empty list".into()))
+            }
+            _ => {}
+        }
+        let skill_name = match &args.skill {
+            Some(s) => Some(s.clone()),
+            None if context.pinned.len() == 1 => Some(context.pinned[0].name.clone()),
+            None => None,
+        };
+        *recorded = Some(ToolRef::new(
+            skill_name.as_deref().unwrap_or(NO_SKILL),
+            Target::EXEC_COMMAND,
+        ));
+        let mut admitted = match &skill_name {
+            Some(name) => {
+                self.admit_envelope(loaded, &run.origin.caller, name, Target::EXEC_COMMAND)?
+            }
+            None => Admitted {
+                skill: Arc::new(no_skill()),
+                tool: Target::EXEC_COMMAND.to_string(),
+                security: Security::Read,
+                timeout_ms: exec.lifetime_ms,
+            },
+        };
+        if admitted.skill.execution.sandbox == SandboxKind::Container {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::Unavailable,
+                message: format!(
+                    "skill {:?} runs its tools in containers (execution.sandbox: container); exec_command runs in the executors' process sandbox only",
+                    admitted.skill.name
+                ),
+            });
+        }
+        if context.pinned.is_empty() && args.skill.is_none() {
+            tracing::debug!(context = %context.context_id, "exec_command without a skill: no secrets");
+        }
+        if exec.approval == ExecApproval::Always && admitted.security == Security::Read {
+            admitted.security = Security::Write;
+        }
+        if self.sessions.count_in(&context.context_id) >= exec.max_sessions_per_context {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::ResourceLimit,
+                message: format!(
+                    "context {:?} has {} sessions running ([exec] max_sessions_per_context); end one with close_context",
+                    context.context_id, exec.max_sessions_per_context
+                ),
+            });
+        }
+        self.approve(run.origin, &admitted, &shown, run.trail)
+            .await?;
+        let session_id = format!("sess_{}", random::hex(self.rng.as_ref(), 16, "session id")?);
+        let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
+        let (work, files) = self.work_dir(&context.context_id, run.call_id).await?;
+        let skill = Arc::clone(&admitted.skill);
+        let params = SessionExecParams {
+            session_id: session_id.clone(),
+            call_id: run.call_id.to_string(),
+            capability_token: token.clone(),
+            skill: skill_name.clone(),
+            cmd: args.cmd,
+            workdir: args.workdir,
+            files: work,
+            env: match &skill_name {
+                Some(_) => self
+                    .availability
+                    .secrets()
+                    .for_names(&skill.permissions.env),
+                None => Default::default(),
+            },
+            yield_ms: yield_of(args.yield_ms),
+            max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
+            tty: args.tty,
+            limits: SessionLimits {
+                idle_timeout_ms: exec.idle_timeout_ms,
+                lifetime_ms: exec.lifetime_ms,
+                output_kept_bytes: exec.output_kept_bytes,
+                memory_mb: match &skill_name {
+                    Some(_) => skill.execution.memory_mb,
+                    None => exec.memory_mb,
+                },
+            },
+            traceparent: run.trace.map(|t| t.to_string()),
+        };
+        let active = Arc::new(ActiveCall {
+            skill,
+            tool: admitted.tool.clone(),
+            security: admitted.security,
+            origin: run.origin.clone(),
+            token,
+            approvals: run.trail.clone(),
+            files: Some(Arc::clone(&files)),
+        });
+        self.in_flight.insert(run.call_id, active);
+        let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
+        let sent = Instant::now();
+        let answer = self
+            .transports
+            .pool
+            .call_method_placed::<SessionExec>(&params, timeout)
+            .await;
+        super::pipeline::Waits::add(&run.waits.transport_us, sent);
+        let (answer, executor) = match answer {
+            Ok(a) => a,
+            Err(e) => {
+                self.in_flight.remove(run.call_id);
+                return Err(CallError::from_session(e));
+            }
+        };
+        if answer.running {
+            if let Ok(mut held) = self.sessions.held.lock() {
+                held.insert(
+                    session_id.clone(),
+                    Held {
+                        context_id: context.context_id.clone(),
+                        executor,
+                        call_id: run.call_id.to_string(),
+                        files: Arc::clone(&files),
+                        started: Instant::now(),
+                        last_used: Instant::now(),
+                    },
+                );
+            }
+        } else {
+            self.in_flight.remove(run.call_id);
+        }
+        let mut data = answer_data(&answer);
+        if answer.running {
+            data["session_id"] = json!(session_id);
+        }
+        let mut result = ToolResult::ok(run.call_id, data, 0);
+        result.files = Some(files.take_written());
+        Ok(result)
+    }
+
+    async fn write_stdin(
+        &self,
+        call_id: &str,
+        context_id: &str,
+        args: WriteArgs,
+        exec: &ExecSection,
+    ) -> Result<ToolResult, CallError> {
+        let found = self.sessions.held.lock().ok().and_then(|mut h| {
+            let s = h.get_mut(&args.session_id)?;
+            if s.context_id != context_id {
+                return None;
+            }
+            s.last_used = Instant::now();
+            Some((s.executor, Arc::clone(&s.files), s.call_id.clone()))
+        });
+        let Some((executor, files, session_call)) = found else {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::NotFound,
+                message: format!(
+                    "no session {:?} in context {context_id:?} (it ended, was closed, or belongs to another context)",
+                    args.session_id
+                ),
+            });
+        };
+        let params = SessionWriteParams {
+            session_id: args.session_id.clone(),
+            chars: args.chars,
+            yield_ms: yield_of(args.yield_ms),
+            max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
+        };
+        let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
+        let answer = self
+            .transports
+            .pool
+            .call_method_at::<SessionWrite>(executor, &params, timeout)
+            .await;
+        let answer = match answer {
+            Ok(a) => a,
+            Err(e @ ClientError::Rpc(_)) => {
+                self.forget_session(&args.session_id, &session_call);
+                return Err(CallError::from_session(e));
+            }
+            Err(e) => {
+                self.forget_session(&args.session_id, &session_call);
+                return Err(CallError::Builtin {
+                    kind: skillbox_protocol::result::ErrorKind::Unavailable,
+                    message: session_gone(&args.session_id, &e),
+                });
+            }
+        };
+        if !answer.running {
+            self.forget_session(&args.session_id, &session_call);
+        }
+        let mut result = ToolResult::ok(call_id, answer_data(&answer), 0);
+        result.files = Some(files.take_written());
+        Ok(result)
+    }
+
+    /// Ends session `only` of `context_id` (or all of them), and every process in them;
+    /// how many were running.
+    pub async fn close_sessions(
+        &self,
+        context_id: &str,
+        only: Option<&str>,
+    ) -> Result<usize, CallError> {
+        let taken = self
+            .sessions
+            .take(|id, s| s.context_id == context_id && only.is_none_or(|o| o == id));
+        if let (Some(id), true) = (only, taken.is_empty()) {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::NotFound,
+                message: format!("no session {id:?} in context {context_id:?}"),
+            });
+        }
+        let mut closed = 0;
+        for (id, held) in taken {
+            self.in_flight.remove(&held.call_id);
+            let params = SessionCloseParams {
+                session_ids: vec![id.clone()],
+            };
+            match self
+                .transports
+                .pool
+                .call_method_at::<SessionClose>(held.executor, &params, ANSWER_SLACK)
+                .await
+            {
+                Ok(r) => closed += r.closed.max(1),
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "the executor holding a session did not answer its close; its processes end with it");
+                    closed += 1;
+                }
+            }
+        }
+        Ok(closed)
+    }
+
+    fn forget_session(&self, session_id: &str, call_id: &str) {
+        self.sessions.take(|id, _| id == session_id);
+        self.in_flight.remove(call_id);
+    }
+
+    /// Forgets sessions past their lifetime or idle limit (their executor has ended them;
+    /// a late `write_stdin` then hears that they ended).
+    fn sweep_sessions(&self, exec: &ExecSection) {
+        let idle = Duration::from_millis(exec.idle_timeout_ms);
+        let life = Duration::from_millis(exec.lifetime_ms);
+        for (_, held) in self
+            .sessions
+            .take(|_, s| s.last_used.elapsed() > idle || s.started.elapsed() > life)
+        {
+            self.in_flight.remove(&held.call_id);
+        }
+    }
+}
+
+fn yield_of(asked: Option<u64>) -> u64 {
+    asked.unwrap_or(DEFAULT_YIELD_MS).min(MAX_YIELD_MS)
+}
+
+fn answer_data(answer: &SessionAnswer) -> Value {
+    let mut data = json!({"output": answer.output});
+    if let Some(code) = answer.exit_code {
+        data["exit_code"] = json!(code);
+    }
+    if answer.elided_bytes > 0 {
+        data["elided_bytes"] = json!(answer.elided_bytes);
+    }
+    data
+}
+
+fn session_gone(session_id: &str, e: &ClientError) -> String {
+    format!(
+        "session {session_id:?} ended: the executor holding it did not answer ({e}); its processes are gone with it, and the context's files are intact up to its last answer"
+    )
+}
+
+/// The envelope of a command run without a skill: no folder, no env, no network, no
+/// tools; the `[exec]` limits.
+fn no_skill() -> Skill {
+    Skill {
+        name: NO_SKILL.to_string(),
+        version: None,
+        description: String::new(),
+        dir: std::path::PathBuf::new(),
+        formats: Vec::new(),
+        license: None,
+        compatibility: None,
+        allowed_tools: Vec::new(),
+        routing: Default::default(),
+        prerequisites: Default::default(),
+        permissions: Default::default(),
+        execution: Default::default(),
+        tools: Vec::new(),
+        body: None,
+        warnings: Vec::new(),
+    }
+}

@@ -1,0 +1,86 @@
+//! A context's folder as a call made in it gets it: the list of its files
+//! ([`ContextFiles::work_dir`]) and their bytes chunk by chunk ([`ContextFiles::read_chunk`])
+//! for the executor that runs the call (docs/sessions.md).
+
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{fstat, SFlag};
+use skillbox_protocol::workdir::{WorkDir, WorkFile, MAX_CHUNK_BYTES};
+
+use super::{beneath, check_path, ContextFiles, FileError};
+
+impl ContextFiles {
+    /// Every file of `context_id` with the quotas a call must keep to. Blocking.
+    pub fn work_dir(&self, context_id: &str) -> Result<WorkDir, FileError> {
+        let files = self
+            .store
+            .context_files(context_id)?
+            .into_iter()
+            .map(|f| WorkFile {
+                path: f.path,
+                size: f.size,
+                sha256: f.sha256,
+            })
+            .collect();
+        Ok(WorkDir {
+            files,
+            max_file_bytes: self.limits.max_file_bytes,
+            max_total_bytes: self.limits.max_total_bytes,
+            max_files: self.limits.max_files,
+        })
+    }
+
+    /// Up to `len` bytes (at most [`MAX_CHUNK_BYTES`]) of `path` of `context_id` from
+    /// `offset`, and whether they reach its end. Blocking.
+    pub fn read_chunk(
+        &self,
+        context_id: &str,
+        path: &str,
+        offset: u64,
+        len: u64,
+    ) -> Result<(Vec<u8>, bool), FileError> {
+        let segments = check_path(path)?;
+        let not_found = || FileError::NotFound {
+            context: context_id.to_string(),
+            path: path.to_string(),
+        };
+        let folder = self.open_folder(context_id, false)?.ok_or_else(not_found)?;
+        let fd = match beneath(&folder, &segments.join("/"), OFlag::O_RDONLY) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => return Err(not_found()),
+            Err(Errno::ELOOP | Errno::EXDEV | Errno::ENOTDIR) => {
+                return Err(FileError::NotAFile {
+                    path: path.to_string(),
+                })
+            }
+            Err(e) => return Err(FileError::io("open the file")(e)),
+        };
+        let stat = fstat(&fd).map_err(FileError::io("read the file's type"))?;
+        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
+            return Err(FileError::NotAFile {
+                path: path.to_string(),
+            });
+        }
+        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        let want = len.min(MAX_CHUNK_BYTES as u64);
+        let end = offset.saturating_add(want).min(size);
+        let mut buf = vec![0u8; usize::try_from(end.saturating_sub(offset)).unwrap_or(0)];
+        let file = std::fs::File::from(fd);
+        let mut filled = 0;
+        while filled < buf.len() {
+            let at = offset + filled as u64;
+            let n = std::os::unix::fs::FileExt::read_at(&file, &mut buf[filled..], at).map_err(
+                |source| FileError::Io {
+                    step: "read the file",
+                    source,
+                },
+            )?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        buf.truncate(filled);
+        Ok((buf, offset + filled as u64 >= size))
+    }
+}
