@@ -298,4 +298,6 @@ impl Dispatcher {
 }
 
 #[cfg(test)]
+mod session_tests;
+#[cfg(test)]
 mod tests;

@@ -1,0 +1,193 @@
+//! The command-session built-ins and `run_skill_script` on the pipeline: their refusals
+//! before anything reaches an executor, and what a script call carries to it.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+use skillbox_protocol::methods::{ScriptRun, ToolExecuteParams};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::skill::{discover, DiscoveryOptions};
+use skillbox_protocol::Target;
+
+use super::*;
+use crate::auth::{CallOrigin, Caller};
+
+/// A published-shaped skill `pdf` (SKILL.md and a script, no tools) and a skill `mail`
+/// with a `write` tool and a script, in `ws`.
+fn dispatcher(ws: &Path) -> Dispatcher {
+    let skills = ws.join("skills");
+    std::fs::create_dir_all(skills.join("pdf/scripts")).unwrap();
+    std::fs::write(
+        skills.join("pdf/SKILL.md"),
+        "---\nname: pdf\ndescription: fill PDF forms\n---\nRun `python3 {baseDir}/scripts/fill.py in.pdf out.pdf`.\n",
+    )
+    .unwrap();
+    std::fs::write(skills.join("pdf/scripts/fill.py"), "print('ok')\n").unwrap();
+    std::fs::create_dir_all(skills.join("mail/scripts")).unwrap();
+    std::fs::write(
+        skills.join("mail/skill.yaml"),
+        "name: mail\nversion: 0.1.0\ndescription: send mail\ntools:\n  - name: send\n    \
+         description: send\n    security: write\n    command: [\"python3\", \"scripts/send.py\"]\n",
+    )
+    .unwrap();
+    std::fs::write(skills.join("mail/scripts/send.py"), "print('sent')\n").unwrap();
+    let catalog = discover(&[skills], DiscoveryOptions::default());
+    assert!(catalog.get("pdf").is_some(), "{:?}", catalog.skipped);
+    assert!(catalog.get("mail").is_some(), "{:?}", catalog.skipped);
+    test_dispatcher(ws, catalog)
+}
+
+async fn call_in(d: &Dispatcher, context: Option<&str>, name: &str, args: Value) -> ToolResult {
+    let origin = CallOrigin::new(Caller::Operator, context.map(str::to_string));
+    d.call(ToolCall::new(Target::parse(name).unwrap(), args, origin))
+        .await
+}
+
+#[tokio::test]
+async fn the_session_tools_need_a_context() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path());
+    for (name, args) in [
+        ("exec_command", json!({"cmd": "true"})),
+        ("write_stdin", json!({"session_id": "sess_x"})),
+        ("close_context", json!({})),
+    ] {
+        let r = call_in(&d, None, name, args).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::InvalidArgs), "{name}: {r:?}");
+        let error = r.error.unwrap_or_default();
+        assert!(error.contains("needs a context"), "{name}: {error}");
+    }
+}
+
+#[tokio::test]
+async fn a_session_id_this_context_does_not_hold_is_not_found() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path());
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "write_stdin",
+        json!({"session_id": "sess_made_up", "chars": "x"}),
+    )
+    .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::NotFound), "{r:?}");
+    assert!(r
+        .error
+        .unwrap_or_default()
+        .contains("no session \"sess_made_up\" in context \"c1\""));
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "close_context",
+        json!({"session_id": "sess_made_up"}),
+    )
+    .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::NotFound), "{r:?}");
+    // Closing every session of a context that has none closes none.
+    let r = call_in(&d, Some("c1"), "close_context", json!({})).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.data, Some(json!({"closed": 0})));
+}
+
+#[tokio::test]
+async fn bad_exec_arguments_are_refused_by_name() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path());
+    for (args, says) in [
+        (json!({"cmd": ""}), "\"cmd\" is empty"),
+        (json!({"cmd": []}), "empty list"),
+        (json!({"cmd": 3}), "exec_command"),
+        (json!({"cmd": "ls", "shell": "bash"}), "unknown field"),
+    ] {
+        let r = call_in(&d, Some("c1"), "exec_command", args.clone()).await;
+        assert_eq!(r.error_kind, Some(ErrorKind::InvalidArgs), "{args}: {r:?}");
+        let error = r.error.unwrap_or_default();
+        assert!(error.contains(says), "{args}: {error}");
+    }
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "exec_command",
+        json!({"cmd": "ls", "skill": "nope"}),
+    )
+    .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::NotFound), "{r:?}");
+}
+
+#[tokio::test]
+async fn exec_turned_off_refuses_the_session_tools() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path());
+    let mut config = (*d.load().config()).clone();
+    config.exec.enabled = false;
+    let catalog = discover(&[ws.path().join("skills")], DiscoveryOptions::default());
+    d.load().set_catalog(catalog, Some(config));
+    let r = call_in(&d, Some("c1"), "exec_command", json!({"cmd": "true"})).await;
+    assert_eq!(r.error_kind, Some(ErrorKind::PermissionDenied), "{r:?}");
+    assert!(r
+        .error
+        .unwrap_or_default()
+        .contains("[exec] enabled = false"));
+}
+
+#[tokio::test]
+async fn a_script_call_carries_the_script_its_args_and_in_a_context_the_files() {
+    let ws = tempfile::tempdir().unwrap();
+    let seen: std::sync::Arc<Mutex<Vec<ToolExecuteParams>>> = Default::default();
+    let log = std::sync::Arc::clone(&seen);
+    let d = dispatcher(ws.path()).with_fake_transport(move |p| {
+        log.lock().unwrap().push(p.clone());
+        Ok(ToolResult::ok(
+            p.call_id.clone(),
+            json!({"stdout": "ok"}),
+            1,
+        ))
+    });
+    let args = json!({"name": "pdf", "script": "fill.py", "args": ["in.pdf", "out.pdf"]});
+    let r = call_in(&d, None, "run_skill_script", args.clone()).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.files, None, "no context, no files");
+    let r = call_in(&d, Some("c1"), "run_skill_script", args).await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.files, Some(Vec::new()));
+    let seen = seen.lock().unwrap();
+    let want = ScriptRun {
+        path: "scripts/fill.py".into(),
+        args: vec!["in.pdf".into(), "out.pdf".into()],
+    };
+    assert_eq!(seen[0].script.as_ref(), Some(&want));
+    assert_eq!(seen[0].tool, "run_skill_script");
+    assert!(seen[0].workdir.is_none());
+    let work = seen[1].workdir.as_ref().expect("the context's files");
+    assert!(work.files.is_empty());
+    assert_eq!(work.max_files, 1000);
+    // Recorded as the skill's run_skill_script.
+    let calls = d
+        .store()
+        .recent_calls(&crate::state::store::CallFilter::default(), 10)
+        .unwrap();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(
+        calls
+            .iter()
+            .all(|c| c.skill == "pdf" && c.tool == "run_skill_script"),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_script_of_a_skill_with_a_write_tool_waits_for_an_approval() {
+    let ws = tempfile::tempdir().unwrap();
+    let d = dispatcher(ws.path())
+        .with_fake_transport(|p| Ok(ToolResult::ok(p.call_id.clone(), json!({}), 1)));
+    let r = call_in(
+        &d,
+        None,
+        "run_skill_script",
+        json!({"name": "mail", "script": "send.py"}),
+    )
+    .await;
+    assert_eq!(r.error_kind, Some(ErrorKind::ApprovalDenied), "{r:?}");
+    assert!(r.approval_id.is_some(), "{r:?}");
+}
