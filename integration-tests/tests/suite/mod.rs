@@ -23,5 +23,6 @@ mod resilience;
 mod roles;
 mod scratch_tmpfs;
 mod secrets;
+mod sessions;
 mod signing;
 mod up;

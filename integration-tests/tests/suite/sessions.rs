@@ -1,0 +1,205 @@
+//! Skills as their authors publish them (a SKILL.md and scripts, no manifest of tools),
+//! run under `skillbox up` in a context: a script that reads an uploaded file and writes
+//! one the bot downloads; a two-step job whose second step reads the first one's output;
+//! a script the agent writes and runs with `exec_command`; a long command driven with
+//! `write_stdin`; a session that outlives its idle timeout; and the refusals (another
+//! context's session id, a closed session's processes gone, a file over the quota).
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::harness::skills::{open_up, write};
+use crate::harness::{poll, Options, Skillbox};
+
+/// A form filler shaped like the published document skills: instructions naming its
+/// script by `{baseDir}`, and a script that prints its usage and exits 1 when misused.
+fn published_skills(ws: &Path) {
+    let dir = ws.join("skills/form-filler");
+    write(
+        &dir.join("SKILL.md"),
+        "---\nname: form-filler\ndescription: Fill a text form from a JSON file of field values and write the filled form.\n---\n\
+         # Form filler\n\nRun `python3 {baseDir}/scripts/fill_form.py fields.json form.txt out.txt`.\n",
+    );
+    write(
+        &dir.join("scripts/fill_form.py"),
+        "import json, sys\n\
+         if len(sys.argv) != 4:\n    print('usage: fill_form.py FIELDS.json FORM OUT'); sys.exit(1)\n\
+         fields = json.load(open(sys.argv[1]))\n\
+         text = open(sys.argv[2]).read()\n\
+         for k, v in fields.items():\n    text = text.replace('{{' + k + '}}', str(v))\n\
+         open(sys.argv[3], 'w').write(text)\n\
+         print('wrote', sys.argv[3])\n",
+    );
+    open_up(&dir);
+}
+
+fn start(extra_toml: &str) -> Skillbox {
+    Skillbox::start(Options {
+        prepare: Some(published_skills),
+        extra_toml: extra_toml.to_string(),
+        ..Options::default()
+    })
+}
+
+/// `POST /v1/tools/call` of `tool` in `context` as the operator.
+fn call_in(sb: &Skillbox, context: &str, tool: &str, args: Value) -> Value {
+    sb.request(
+        "POST",
+        "/v1/tools/call",
+        Some(&json!({"tool": tool, "args": args, "context_id": context})),
+    )
+    .json()
+}
+
+fn put(sb: &Skillbox, context: &str, path: &str, bytes: &[u8]) {
+    let local = sb.ws.join(format!("upload-{}", path.replace('/', "_")));
+    std::fs::write(&local, bytes).unwrap();
+    let out = sb.cli(&["files", "put", context, path, local.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn get(sb: &Skillbox, context: &str, path: &str) -> Option<Vec<u8>> {
+    let local = sb.ws.join(format!("download-{}", path.replace('/', "_")));
+    let out = sb.cli(&["files", "get", context, path, local.to_str().unwrap()]);
+    out.status.success().then(|| std::fs::read(&local).unwrap())
+}
+
+fn paths(result: &Value) -> Vec<String> {
+    result["files"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no files in {result}"))
+        .iter()
+        .map(|f| f["path"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_published_script_fills_an_uploaded_form_and_the_bot_downloads_the_result() {
+    let sb = start("");
+    put(&sb, "job-1", "fields.json", br#"{"name": "Ada", "city": "Paris"}"#);
+    put(&sb, "job-1", "form.txt", b"Name: {{name}}\nCity: {{city}}\n");
+    // The instructions name the script by the folder variable.
+    let loaded = sb.call_ok("load_skill", json!({"name": "form-filler"}));
+    let body = loaded["body"].as_str().unwrap();
+    assert!(body.contains("python3 $SKILLBOX_SKILL_DIR/scripts/fill_form.py"), "{body}");
+    // A misuse shows the script's usage (stdout) with the exit code.
+    let r = call_in(&sb, "job-1", "run_skill_script", json!({"name": "form-filler", "script": "fill_form.py"}));
+    assert_eq!(r["success"], false, "{r}");
+    let error = r["error"].as_str().unwrap();
+    assert!(error.contains("exited with code 1"), "{error}");
+    assert!(error.contains("usage: fill_form.py"), "{error}");
+    let r = call_in(
+        &sb,
+        "job-1",
+        "run_skill_script",
+        json!({"name": "form-filler", "script": "scripts/fill_form.py", "args": ["fields.json", "form.txt", "out/filled.txt"]}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(paths(&r), ["out/filled.txt"], "{r}");
+    assert_eq!(
+        get(&sb, "job-1", "out/filled.txt").unwrap(),
+        b"Name: Ada\nCity: Paris\n"
+    );
+    // The same command through the shell, with the instructions' own spelling.
+    let r = call_in(
+        &sb,
+        "job-1",
+        "exec_command",
+        json!({"cmd": "python3 $SKILLBOX_SKILL_DIR/scripts/fill_form.py fields.json form.txt again.txt && cat again.txt", "skill": "form-filler"}),
+    );
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["exit_code"], 0, "{r}");
+    assert!(r["data"]["output"].as_str().unwrap().contains("City: Paris"), "{r}");
+    // The listing says which call wrote it.
+    let listed = sb.request("GET", "/v1/contexts/job-1/files", None).json();
+    let again = listed["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["path"] == "again.txt")
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(again["written_by"], r["call_id"], "{listed}");
+}
+
+#[test]
+fn step_two_reads_step_one_output_and_an_agent_written_script_runs() {
+    let sb = start("");
+    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": "mkdir -p out && seq 1 5 > out/numbers.txt"}));
+    assert_eq!(r["data"]["exit_code"], 0, "{r}");
+    assert_eq!(paths(&r), ["out/numbers.txt"]);
+    put(
+        &sb,
+        "job-2",
+        "sum.py",
+        b"print(sum(int(l) for l in open('out/numbers.txt')))\n",
+    );
+    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": ["python3", "sum.py"]}));
+    assert_eq!(r["data"]["output"].as_str().unwrap().trim(), "15", "{r}");
+    // A removal reaches the context; a non-zero exit is still a success with its code.
+    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": "rm out/numbers.txt; exit 3"}));
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["exit_code"], 3, "{r}");
+    assert!(get(&sb, "job-2", "out/numbers.txt").is_none());
+    // Another context sees none of it.
+    let r = call_in(&sb, "job-3", "exec_command", json!({"cmd": "ls"}));
+    assert_eq!(r["data"]["output"], "", "{r}");
+}
+
+#[test]
+fn a_long_command_is_driven_with_write_stdin_and_closed_with_its_processes() {
+    let sb = start("");
+    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": "cat", "yield_ms": 200}));
+    let session = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    assert!(r["data"].get("exit_code").is_none(), "{r}");
+    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": session, "chars": "hello\n", "yield_ms": 500}));
+    assert_eq!(r["data"]["output"], "hello\n", "{r}");
+    // Another context cannot name it.
+    let r = call_in(&sb, "job-5", "write_stdin", json!({"session_id": session, "chars": "x\n"}));
+    assert_eq!(r["error_kind"], "not_found", "{r}");
+    // An interactive interpreter keeps its state between writes.
+    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": ["python3", "-i", "-q"], "yield_ms": 300}));
+    let py = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    call_in(&sb, "job-4", "write_stdin", json!({"session_id": py, "chars": "x = 6 * 7\n", "yield_ms": 300}));
+    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": py, "chars": "print(x)\n", "yield_ms": 1000}));
+    assert!(r["data"]["output"].as_str().unwrap().contains("42"), "{r}");
+    // A background process of a session dies when the session is closed.
+    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": "sleep 1000 & echo $!; wait", "yield_ms": 500}));
+    let sleeper = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    let pid: u32 = r["data"]["output"].as_str().unwrap().trim().parse().unwrap_or_else(|_| panic!("{r}"));
+    let r = call_in(&sb, "job-4", "close_context", json!({}));
+    assert_eq!(r["data"]["closed"], 3, "{r}");
+    poll("the session's sleep to end", Duration::from_secs(10), || {
+        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
+    });
+    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": sleeper, "chars": ""}));
+    assert_eq!(r["error_kind"], "not_found", "{r}");
+    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": session, "chars": "again\n"}));
+    assert_eq!(r["error_kind"], "not_found", "{r}");
+}
+
+#[test]
+fn a_session_past_its_idle_timeout_has_ended() {
+    let sb = start("[exec]\nidle_timeout_ms = 500\n");
+    let r = call_in(&sb, "job-6", "exec_command", json!({"cmd": "cat", "yield_ms": 100}));
+    let session = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    std::thread::sleep(Duration::from_millis(1500));
+    let r = call_in(&sb, "job-6", "write_stdin", json!({"session_id": session, "chars": "late\n"}));
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error_kind"], "not_found", "{r}");
+}
+
+#[test]
+fn a_file_over_the_quota_is_not_kept_and_the_call_says_so() {
+    let sb = start("[files]\nmax_file_bytes = 1000\n");
+    let r = call_in(&sb, "job-7", "exec_command", json!({"cmd": "head -c 5000 /dev/zero > big.bin; echo small > small.txt"}));
+    let text = r.to_string();
+    assert!(text.contains("max_file_bytes"), "{r}");
+    assert!(get(&sb, "job-7", "big.bin").is_none());
+}
