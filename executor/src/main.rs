@@ -393,6 +393,8 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         args,
         env,
         traceparent: None,
+        workdir: None,
+        script: None,
     };
     let Some(runtime) = current_thread_runtime() else {
         return ExitCode::from(EXIT_FAILED);

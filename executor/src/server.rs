@@ -54,6 +54,14 @@ impl CapabilityBroker for CoreBroker {
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
         let (core_method, params) = core_request(call, method_name, params)?;
+        self.forward(core_method, params).await
+    }
+
+    async fn forward(
+        &self,
+        core_method: &'static str,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
         match self
             .client
             .call(core_method, params, CALLBACK_TIMEOUT)
@@ -63,7 +71,7 @@ impl CapabilityBroker for CoreBroker {
             Err(ClientError::Rpc(e)) => Err(e),
             Err(e) => Err(ErrorObject::new(
                 code::CAPABILITY_UNAVAILABLE,
-                format!("the core is unreachable for {method_name}: {e}"),
+                format!("the core is unreachable for {core_method}: {e}"),
             )),
         }
     }
@@ -220,6 +228,12 @@ impl RpcHandler for ExecutorService {
                     }
                     to_value(&result)
                 }
+                ExecutorMethod::SessionExec
+                | ExecutorMethod::SessionWrite
+                | ExecutorMethod::SessionClose => Err(ErrorObject::new(
+                    code::METHOD_NOT_FOUND,
+                    format!("{method_name} is not served yet"),
+                )),
                 ExecutorMethod::Health => {
                     let k = self.sandbox.kernel();
                     let sandboxed = !self.sandbox.config().insecure_no_sandbox;

@@ -92,6 +92,8 @@ pub async fn timed_call(
         args: json!({}),
         env: BTreeMap::new(),
         traceparent: None,
+        workdir: None,
+        script: None,
     };
     let start = Instant::now();
     let result = call::execute(

@@ -18,6 +18,7 @@ fn open_setup() -> ChildSetup {
         landlock: None,
         seccomp: crate::sandbox::child::Seccomp::Off,
         new_session: true,
+        controlling_terminal: false,
     }
 }
 
