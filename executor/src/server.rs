@@ -1,5 +1,7 @@
 //! `skillbox-executor serve`: the daemon the core talks to (docs/architecture.md). JSON-RPC over
-//! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`;
+//! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`, and the
+//! command sessions `session.exec`, `session.write`, `session.close` ([`crate::session`];
+//! an unknown session id answers `SESSION_NOT_FOUND`, -32005);
 //! bounded concurrency with a bounded queue (`unavailable` when full); a call whose
 //! connection the core drops is cancelled (its processes killed, its scratch removed).
 //! On SIGTERM the service drains ([`crate::drain`]): new calls are refused as draining,
@@ -18,7 +20,7 @@ use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolListResult, HEALTH_DRAINING,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::rpc::{RpcMethod, ToolExecute};
+use skillbox_protocol::rpc::{RpcMethod, SessionClose, SessionExec, SessionWrite, ToolExecute};
 use tokio::sync::Semaphore;
 
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
@@ -26,6 +28,7 @@ use crate::call;
 use crate::drain::{Drain, DrainOutcome};
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::session::Sessions;
 use crate::warm;
 
 /// Default calls waiting for a slot before new ones are refused.
@@ -83,7 +86,8 @@ pub struct ExecutorService {
     sandbox: Sandbox,
     skills_roots: Vec<PathBuf>,
     registry: RwLock<Arc<Registry>>,
-    broker: CoreBroker,
+    broker: Arc<CoreBroker>,
+    sessions: Sessions<CoreBroker>,
     slots: Semaphore,
     max_queue: usize,
     waiting: AtomicUsize,
@@ -103,7 +107,9 @@ impl ExecutorService {
     ) -> Self {
         let registry = Registry::load_roots(&skills_roots);
         log_registry(&registry);
+        let broker = Arc::new(broker);
         Self {
+            sessions: Sessions::new(sandbox.clone(), Arc::clone(&broker)),
             sandbox,
             registry: RwLock::new(Arc::new(registry)),
             skills_roots,
@@ -120,6 +126,7 @@ impl ExecutorService {
     /// once the calls it holds have ended and the core knows (or `linger` passed), at most
     /// after `grace` ([`crate::drain`]).
     pub async fn drain(&self, grace: Duration, linger: Duration) -> DrainOutcome {
+        self.sessions.end_all().await;
         self.drain.run(grace, linger).await
     }
 
@@ -173,7 +180,7 @@ impl ExecutorService {
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let registry = self.registry();
-        let result = call::execute(&self.sandbox, &registry, &self.broker, params, arrived).await;
+        let result = call::execute(&self.sandbox, &registry, &*self.broker, params, arrived).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         to_value(&result)
     }
@@ -228,12 +235,19 @@ impl RpcHandler for ExecutorService {
                     }
                     to_value(&result)
                 }
-                ExecutorMethod::SessionExec
-                | ExecutorMethod::SessionWrite
-                | ExecutorMethod::SessionClose => Err(ErrorObject::new(
-                    code::METHOD_NOT_FOUND,
-                    format!("{method_name} is not served yet"),
-                )),
+                ExecutorMethod::SessionExec => {
+                    let p = decode::<SessionExec>(params)?;
+                    let answer = self.sessions.exec(&self.registry(), p).await?;
+                    to_value(&answer)
+                }
+                ExecutorMethod::SessionWrite => {
+                    let p = decode::<SessionWrite>(params)?;
+                    to_value(&self.sessions.write(p).await?)
+                }
+                ExecutorMethod::SessionClose => {
+                    let p = decode::<SessionClose>(params)?;
+                    to_value(&self.sessions.close(p).await)
+                }
                 ExecutorMethod::Health => {
                     let k = self.sandbox.kernel();
                     let sandboxed = !self.sandbox.config().insecure_no_sandbox;
