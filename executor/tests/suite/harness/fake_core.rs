@@ -81,8 +81,8 @@ impl FakeCore {
                     .push(format!("read {}", p.request.path));
                 let files = self.files.lock().unwrap();
                 let bytes = files.get(&p.request.path).ok_or("no such file")?;
-                let start = (p.request.offset as usize).min(bytes.len());
-                let end = (start + p.request.len as usize).min(bytes.len());
+                let start = usize::try_from(p.request.offset).unwrap().min(bytes.len());
+                let end = (start + usize::try_from(p.request.len).unwrap()).min(bytes.len());
                 Ok(json!({"data": b64.encode(&bytes[start..end]), "eof": end == bytes.len()}))
             }
             "core.contextFileWrite" => {
@@ -94,7 +94,11 @@ impl FakeCore {
                 }
                 let mut uploads = self.uploads.lock().unwrap();
                 let buf = uploads.entry(r.path.clone()).or_default();
-                assert_eq!(r.offset as usize, buf.len(), "chunks out of order");
+                assert_eq!(
+                    usize::try_from(r.offset).unwrap(),
+                    buf.len(),
+                    "chunks out of order"
+                );
                 buf.extend(b64.decode(r.data).unwrap());
                 if !r.last {
                     return Ok(json!({}));
