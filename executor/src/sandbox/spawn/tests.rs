@@ -127,7 +127,10 @@ async fn a_missing_working_folder_fails_before_exec() {
     let e = bare("/bin/true", "/nonexistent-folder")
         .spawn()
         .unwrap_err();
-    assert!(e.to_string().contains("entering the skill folder"), "{e}");
+    assert!(
+        e.to_string().contains("entering the working directory"),
+        "{e}"
+    );
 }
 
 #[test]
