@@ -437,7 +437,8 @@ impl Bench<'_> {
             guard,
             timings,
         } = self.sandbox.prepare(LaunchSpec {
-            skill_dir: self.skill_dir,
+            skill_dir: Some(self.skill_dir),
+            work: None,
             argv: &tool.sandbox_argv,
             env: Vec::new(),
             memory_mb: 512,

@@ -2,13 +2,15 @@
 //! (`server::CoreBroker`, over mutual TLS) and the stdio relay (`relay::RelayBroker`, over
 //! the executor's own stdin/stdout) implement [`CapabilityBroker`] and forward each request
 //! as [`core_request`] says; in one-shot mode ([`OneShotBroker`]) there is no core and every
-//! request answers -32003.
+//! request answers -32003. The executor's own callbacks for a call's context files
+//! (`core.contextFileRead/Write/Delete`) go the same way ([`core_call`]).
 
 use std::future::Future;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{Capability, CoreCallbackParams, SecretValue};
+use skillbox_protocol::rpc::RpcMethod;
 
 /// The call a capability request belongs to.
 #[derive(Debug, Clone)]
@@ -32,6 +34,42 @@ pub trait CapabilityBroker: Send + Sync {
         method: &str,
         params: Option<Value>,
     ) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
+
+    /// Sends one core method with its params as they are (they carry the call id and
+    /// token already): the path of [`core_call`].
+    fn forward(
+        &self,
+        core_method: &'static str,
+        params: Value,
+    ) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
+}
+
+/// Calls core method `M` for `call` with `request`, typed both ways: the params carry the
+/// call's id and capability token, as a tool's forwarded capability request does.
+pub async fn core_call<M, T, B>(
+    broker: &B,
+    call: &CallInfo,
+    request: T,
+) -> Result<M::Result, ErrorObject>
+where
+    M: RpcMethod<Params = CoreCallbackParams<T>>,
+    T: serde::Serialize,
+    B: CapabilityBroker + ?Sized,
+{
+    let body = CoreCallbackParams {
+        call_id: call.call_id.clone(),
+        capability_token: call.capability_token.clone(),
+        request,
+    };
+    let params = serde_json::to_value(body)
+        .map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+    let answer = broker.forward(M::NAME, params).await?;
+    serde_json::from_value(answer).map_err(|e| {
+        ErrorObject::new(
+            code::INTERNAL_ERROR,
+            format!("the core's answer to {} does not parse: {e}", M::NAME),
+        )
+    })
 }
 
 /// The core method a tool's capability request is forwarded as (`fetch` → `core.fetch`,
@@ -79,6 +117,17 @@ impl CapabilityBroker for OneShotBroker {
         Err(ErrorObject::new(
             code::CAPABILITY_UNAVAILABLE,
             format!("capability {method:?} is unavailable: no core is connected (one-shot mode)"),
+        ))
+    }
+
+    async fn forward(
+        &self,
+        core_method: &'static str,
+        _params: Value,
+    ) -> Result<Value, ErrorObject> {
+        Err(ErrorObject::new(
+            code::CAPABILITY_UNAVAILABLE,
+            format!("{core_method} is unavailable: no core is connected (one-shot mode)"),
         ))
     }
 }

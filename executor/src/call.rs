@@ -18,9 +18,11 @@ use crate::exit_cause::{exit_failure, last_line, memory_exhausted};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
 use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::script;
 use crate::stdio::output::{self, Budget, StderrLog};
 use crate::stdio::{jsonrpc, StdioFailure};
-use crate::warm::{call_env, launch_argv};
+use crate::warm::{absolutize_skill_paths, call_env, launch_argv};
+use crate::workdir::{self, WorkDirError};
 
 /// Why a call failed; mapped to `error_kind` in [`CallError::kind`] only.
 #[derive(Debug, thiserror::Error)]
@@ -68,6 +70,12 @@ pub enum CallError {
     /// The tool broke the stdio protocol.
     #[error("{0}")]
     Protocol(String),
+    /// The context's files could not be laid out before the call.
+    #[error("{0}")]
+    Layout(#[from] WorkDirError),
+    /// What the call left in its context's folder was not all kept.
+    #[error("{1}")]
+    Files(ErrorKind, String),
 }
 
 impl CallError {
@@ -90,6 +98,8 @@ impl CallError {
             | CallError::FileSize(_) => ErrorKind::ResourceLimit,
             CallError::Tool(_) => ErrorKind::ToolError,
             CallError::Protocol(_) => ErrorKind::Protocol,
+            CallError::Layout(e) => e.kind(),
+            CallError::Files(kind, _) => *kind,
         }
     }
 }
@@ -164,20 +174,31 @@ async fn run<B: CapabilityBroker>(
                 )),
             })?;
     let skill = &registered.skill;
-    let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
-        CallError::NotFound(format!(
-            "skill {:?} has no tool {:?}",
-            skill.name, params.tool
-        ))
-    })?;
-    let problems: Vec<String> = validator
-        .iter_errors(&params.args)
-        .take(5)
-        .map(|e| schema_problem(&e))
-        .collect();
-    if !problems.is_empty() {
-        return Err(CallError::InvalidArgs(problems.join("; ")));
-    }
+    let script_tool;
+    let tool = match &params.script {
+        Some(run) => {
+            script_tool = script::script_tool(skill, run)?;
+            &script_tool
+        }
+        None => {
+            let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
+                CallError::NotFound(format!(
+                    "skill {:?} has no tool {:?}",
+                    skill.name, params.tool
+                ))
+            })?;
+            let problems: Vec<String> = validator
+                .iter_errors(&params.args)
+                .take(5)
+                .map(|e| schema_problem(&e))
+                .collect();
+            if !problems.is_empty() {
+                return Err(CallError::InvalidArgs(problems.join("; ")));
+            }
+            tool
+        }
+    };
+    let is_script = params.script.is_some();
     let timeout_ms = skill.timeout_ms(tool);
     let mut values = Vec::new();
     for (name, value) in &params.env {
@@ -189,13 +210,24 @@ async fn run<B: CapabilityBroker>(
     }
     // A plain tool gets its arguments on stdin and in a file of the scratch dir, never in
     // the environment (whose size the kernel caps at 128 KiB a string).
-    let plain_args = (tool.protocol == ToolProtocol::Plain).then(|| params.args.to_string());
-    // A prestarted process has no per-call env values: a call that carries some starts cold.
-    let warm = if skill.execution.prestart > 0 && values.is_empty() {
+    // A script gets nothing on stdin.
+    let plain_args =
+        (tool.protocol == ToolProtocol::Plain && !is_script).then(|| params.args.to_string());
+    let call = CallInfo {
+        call_id: params.call_id.clone(),
+        skill: skill.name.clone(),
+        tool: tool.name.clone(),
+        capability_token: params.capability_token.clone(),
+    };
+    // A prestarted process has no per-call env values and runs in the skill folder: a
+    // call that carries some, or runs in a context, starts cold.
+    let cold_only = !values.is_empty() || params.workdir.is_some() || is_script;
+    let warm = if skill.execution.prestart > 0 && !cold_only {
         registry.warm().take(sandbox, &registered, tool)
     } else {
         None
     };
+    let mut baseline = None;
     let (mut child, guard) = match warm {
         Some(warm) => {
             if let Some(args) = &plain_args {
@@ -214,11 +246,15 @@ async fn run<B: CapabilityBroker>(
             (warm.child, warm.guard)
         }
         None => {
-            let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
-            let mut env = call_env(skill, tool, &params.call_id);
+            let (mut argv, memory_mb) = launch_argv(sandbox, skill, tool);
+            if params.workdir.is_some() {
+                absolutize_skill_paths(&mut argv, &skill.dir);
+            }
+            let mut env = call_env(skill, &tool.name, &params.call_id);
             env.extend(values);
             let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
-                skill_dir: &skill.dir,
+                skill_dir: Some(&skill.dir),
+                work: params.workdir.as_ref().map(|_| std::path::Path::new("")),
                 argv: &argv,
                 env,
                 memory_mb,
@@ -228,6 +264,19 @@ async fn run<B: CapabilityBroker>(
                     None => ArgsFile::None,
                 },
             })?;
+            if let Some(w) = &params.workdir {
+                let work = guard.scratch().join(sandbox::WORK_DIR);
+                let laid =
+                    workdir::lay_out(broker, &call, sandbox.blobs(), &work, guard.uid(), &w.files)
+                        .await;
+                match laid {
+                    Ok(b) => baseline = Some(b),
+                    Err(e) => {
+                        guard.finish(None);
+                        return Err(e.into());
+                    }
+                }
+            }
             match sandbox.spawn_async(launch).await {
                 Ok(child) => (child, guard),
                 Err(e) => {
@@ -240,12 +289,6 @@ async fn run<B: CapabilityBroker>(
         }
     };
     clock.spawned = Some(Instant::now());
-    let call = CallInfo {
-        call_id: params.call_id.clone(),
-        skill: skill.name.clone(),
-        tool: tool.name.clone(),
-        capability_token: params.capability_token.clone(),
-    };
     let budget = Budget::new(skill.execution.max_output_bytes);
     let log = Arc::new(Mutex::new(StderrLog::default()));
     let mut stderr_task = child.stderr.take().map(|s| {
@@ -340,6 +383,12 @@ async fn run<B: CapabilityBroker>(
                 });
                 Ok(if code == Some(0) {
                     Ok(result)
+                } else if is_script && !memory_exhausted(&stderr) {
+                    Err(CallError::Tool(script::failure_message(
+                        code.unwrap_or(-1),
+                        &out,
+                        &stderr,
+                    )))
                 } else if memory_exhausted(&stderr) {
                     // Python, for one, exits 1 on an uncaught MemoryError.
                     Err(CallError::Memory(
@@ -376,6 +425,17 @@ async fn run<B: CapabilityBroker>(
     // Reaped before the release, so that a call that left nothing behind needs no kill
     // helper there (the tool itself would still count as a process of the call's user).
     child.reap();
+    let outcome = match (&params.workdir, &mut baseline) {
+        (Some(limits), Some(baseline)) => {
+            let work = guard.scratch().join(sandbox::WORK_DIR);
+            let report = workdir::sync_back(broker, &call, &work, limits, baseline).await;
+            match (outcome, report.failure()) {
+                (Ok(_), Some((kind, message))) => Err(CallError::Files(kind, message)),
+                (outcome, _) => outcome,
+            }
+        }
+        _ => outcome,
+    };
     guard.release();
     if let Some(task) = stderr_task {
         task.abort();

@@ -11,6 +11,7 @@
 //! - [`call`]: one tool call from arguments to [`skillbox_protocol::result::ToolResult`].
 //! - [`drain`]: stopping without failing a call (SIGTERM: refuse new calls, finish held ones).
 //! - [`warm`]: prestarted tool processes (`execution.prestart`).
+//! - [`workdir`]: a call's working folder from its context: laid out, then sent back.
 
 pub mod availability;
 pub mod broker;
@@ -21,6 +22,9 @@ mod exit_cause;
 pub mod registry;
 pub mod relay;
 pub mod sandbox;
+pub mod script;
 pub mod server;
+pub mod session;
 pub mod stdio;
 pub mod warm;
+pub mod workdir;

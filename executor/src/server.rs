@@ -1,5 +1,7 @@
 //! `skillbox-executor serve`: the daemon the core talks to (docs/architecture.md). JSON-RPC over
-//! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`;
+//! mutual TLS with methods `tool.execute`, `tool.list`, `skill.reload`, `health`, and the
+//! command sessions `session.exec`, `session.write`, `session.close` ([`crate::session`];
+//! an unknown session id answers `SESSION_NOT_FOUND`, -32005);
 //! bounded concurrency with a bounded queue (`unavailable` when full); a call whose
 //! connection the core drops is cancelled (its processes killed, its scratch removed).
 //! On SIGTERM the service drains ([`crate::drain`]): new calls are refused as draining,
@@ -18,7 +20,7 @@ use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolListResult, HEALTH_DRAINING,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::rpc::{RpcMethod, ToolExecute};
+use skillbox_protocol::rpc::{RpcMethod, SessionClose, SessionExec, SessionWrite, ToolExecute};
 use tokio::sync::Semaphore;
 
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
@@ -26,6 +28,7 @@ use crate::call;
 use crate::drain::{Drain, DrainOutcome};
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
+use crate::session::Sessions;
 use crate::warm;
 
 /// Default calls waiting for a slot before new ones are refused.
@@ -54,6 +57,14 @@ impl CapabilityBroker for CoreBroker {
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
         let (core_method, params) = core_request(call, method_name, params)?;
+        self.forward(core_method, params).await
+    }
+
+    async fn forward(
+        &self,
+        core_method: &'static str,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
         match self
             .client
             .call(core_method, params, CALLBACK_TIMEOUT)
@@ -63,7 +74,7 @@ impl CapabilityBroker for CoreBroker {
             Err(ClientError::Rpc(e)) => Err(e),
             Err(e) => Err(ErrorObject::new(
                 code::CAPABILITY_UNAVAILABLE,
-                format!("the core is unreachable for {method_name}: {e}"),
+                format!("the core is unreachable for {core_method}: {e}"),
             )),
         }
     }
@@ -75,7 +86,8 @@ pub struct ExecutorService {
     sandbox: Sandbox,
     skills_roots: Vec<PathBuf>,
     registry: RwLock<Arc<Registry>>,
-    broker: CoreBroker,
+    broker: Arc<CoreBroker>,
+    sessions: Sessions<CoreBroker>,
     slots: Semaphore,
     max_queue: usize,
     waiting: AtomicUsize,
@@ -95,7 +107,9 @@ impl ExecutorService {
     ) -> Self {
         let registry = Registry::load_roots(&skills_roots);
         log_registry(&registry);
+        let broker = Arc::new(broker);
         Self {
+            sessions: Sessions::new(sandbox.clone(), Arc::clone(&broker)),
             sandbox,
             registry: RwLock::new(Arc::new(registry)),
             skills_roots,
@@ -112,6 +126,7 @@ impl ExecutorService {
     /// once the calls it holds have ended and the core knows (or `linger` passed), at most
     /// after `grace` ([`crate::drain`]).
     pub async fn drain(&self, grace: Duration, linger: Duration) -> DrainOutcome {
+        self.sessions.end_all().await;
         self.drain.run(grace, linger).await
     }
 
@@ -165,7 +180,7 @@ impl ExecutorService {
         };
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let registry = self.registry();
-        let result = call::execute(&self.sandbox, &registry, &self.broker, params, arrived).await;
+        let result = call::execute(&self.sandbox, &registry, &*self.broker, params, arrived).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         to_value(&result)
     }
@@ -219,6 +234,19 @@ impl RpcHandler for ExecutorService {
                         *r = new;
                     }
                     to_value(&result)
+                }
+                ExecutorMethod::SessionExec => {
+                    let p = decode::<SessionExec>(params)?;
+                    let answer = self.sessions.exec(&self.registry(), p).await?;
+                    to_value(&answer)
+                }
+                ExecutorMethod::SessionWrite => {
+                    let p = decode::<SessionWrite>(params)?;
+                    to_value(&self.sessions.write(p).await?)
+                }
+                ExecutorMethod::SessionClose => {
+                    let p = decode::<SessionClose>(params)?;
+                    to_value(&self.sessions.close(p).await)
                 }
                 ExecutorMethod::Health => {
                     let k = self.sandbox.kernel();

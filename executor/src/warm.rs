@@ -47,12 +47,34 @@ pub fn launch_argv(sandbox: &Sandbox, skill: &Skill, tool: &Tool) -> (Vec<String
     }
 }
 
-/// The variables every call's process gets beyond the sandbox base set.
-pub fn call_env(skill: &Skill, tool: &Tool, call_id: &str) -> Vec<(String, String)> {
+/// For a call made in a context, whose working directory is the context's folder:
+/// the arguments of `argv` (after the program) that name a file or folder of the skill by
+/// a relative path (`scripts/price.py`, a JavaScript tool's main module) become absolute,
+/// so that they still name it ("relative paths are inside the skill").
+pub fn absolutize_skill_paths(argv: &mut [String], skill_dir: &std::path::Path) {
+    for arg in argv.iter_mut().skip(1) {
+        let relative = !arg.is_empty()
+            && !arg.starts_with('-')
+            && !arg.starts_with('/')
+            && !arg.split('/').any(|s| s == "..");
+        if relative && std::fs::symlink_metadata(skill_dir.join(&*arg)).is_ok() {
+            *arg = skill_dir.join(&*arg).to_string_lossy().into_owned();
+        }
+    }
+}
+
+/// The variables every call's process gets beyond the sandbox base set: the skill, the
+/// tool, the call id and the skill's folder (`SKILLBOX_SKILL_DIR`, readable; in a context
+/// the working directory is the context's folder instead).
+pub fn call_env(skill: &Skill, tool: &str, call_id: &str) -> Vec<(String, String)> {
     vec![
         ("SKILLBOX_SKILL".to_string(), skill.name.clone()),
-        ("SKILLBOX_TOOL".to_string(), tool.name.clone()),
+        ("SKILLBOX_TOOL".to_string(), tool.to_string()),
         ("SKILLBOX_CALL_ID".to_string(), call_id.to_string()),
+        (
+            "SKILLBOX_SKILL_DIR".to_string(),
+            skill.dir.to_string_lossy().into_owned(),
+        ),
     ]
 }
 
@@ -127,9 +149,10 @@ impl WarmPool {
         }
         let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
         let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
-            skill_dir: &skill.dir,
+            skill_dir: Some(&skill.dir),
+            work: None,
             argv: &argv,
-            env: call_env(skill, tool, PRESTARTED_CALL_ID),
+            env: call_env(skill, &tool.name, PRESTARTED_CALL_ID),
             memory_mb,
             timeout_ms: skill.timeout_ms(tool),
             args_file: if tool.protocol == ToolProtocol::Plain {

@@ -35,6 +35,12 @@ pub mod code {
     /// The executor is draining (it was told to stop): it refused a `tool.execute` before
     /// running anything of it, so the core may send that call to another executor.
     pub const EXECUTOR_DRAINING: i64 = -32004;
+    /// `session.write` named a session the executor does not hold (it ended, or its
+    /// executor restarted): the core answers `not_found`.
+    pub const SESSION_NOT_FOUND: i64 = -32005;
+    /// A quota or size limit refused the request (a context file over `[files]` quotas):
+    /// the call's result says `resource_limit`.
+    pub const RESOURCE_LIMIT: i64 = -32006;
 }
 
 /// A request or response id: a number or a string (`null` only in error responses to

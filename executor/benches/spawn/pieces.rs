@@ -69,7 +69,7 @@ pub async fn components(
         "`landlock::build` (ruleset fd + one rule per runtime path)",
         &mut || {
             let scratch = skill_dir;
-            drop(landlock::build(skill_dir, scratch, &runtime_paths)?);
+            drop(landlock::build(Some(skill_dir), scratch, &runtime_paths)?);
             Ok(())
         },
     )?;
@@ -242,7 +242,7 @@ pub fn child_steps(
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
                         landlock: if step.landlock {
-                            landlock::build(skill_dir, scratch.path(), &runtime_paths)?
+                            landlock::build(Some(skill_dir), scratch.path(), &runtime_paths)?
                         } else {
                             None
                         },
@@ -252,6 +252,7 @@ pub fn child_steps(
                             Seccomp::Off
                         },
                         new_session: true,
+                        controlling_terminal: false,
                     })
                 } else {
                     None

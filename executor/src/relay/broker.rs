@@ -107,6 +107,14 @@ impl CapabilityBroker for RelayBroker {
         params: Option<Value>,
     ) -> Result<Value, ErrorObject> {
         let (core_method, params) = core_request(call, capability, params)?;
+        self.forward(core_method, params).await
+    }
+
+    async fn forward(
+        &self,
+        core_method: &'static str,
+        params: Value,
+    ) -> Result<Value, ErrorObject> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {

@@ -55,6 +55,9 @@ pub struct ChildSetup {
     /// Start a session of its own (`setsid`) rather than only a process group: needed
     /// while the executor has a controlling terminal ([`super::terminal`]).
     pub new_session: bool,
+    /// Start a session of its own and make the terminal on fd 0 its controlling terminal
+    /// (`setsid`, `TIOCSCTTY`): a command session on a pseudo-terminal.
+    pub controlling_terminal: bool,
 }
 
 /// How a tool's process comes under the seccomp filters.
@@ -125,7 +128,12 @@ impl ChildSetup {
         if let Some(ruleset) = ruleset {
             landlock::add_own_proc_rule(ruleset)?;
         }
-        if self.new_session {
+        if self.controlling_terminal {
+            nix::unistd::setsid()?;
+            // SAFETY: TIOCSCTTY on fd 0, the terminal the spawn put there; 0: do not steal
+            // it from another session.
+            check(unsafe { libc::ioctl(0, libc::TIOCSCTTY, 0) })?;
+        } else if self.new_session {
             nix::unistd::setsid()?;
         } else {
             // SAFETY: setpgid takes integers: this process leads a new group.

@@ -27,7 +27,7 @@ pub struct SandboxChild {
     pub stdin: Option<pipe::Sender>,
     /// The tool's stdout.
     pub stdout: Option<pipe::Receiver>,
-    /// The tool's stderr.
+    /// The tool's stderr (`None` when it shares stdout's pipe or a terminal).
     pub stderr: Option<pipe::Receiver>,
 }
 
@@ -35,9 +35,9 @@ impl SandboxChild {
     pub(super) fn new(
         pid: libc::pid_t,
         pidfd: OwnedFd,
-        stdin: OwnedFd,
-        stdout: OwnedFd,
-        stderr: OwnedFd,
+        stdin: Option<OwnedFd>,
+        stdout: Option<OwnedFd>,
+        stderr: Option<OwnedFd>,
     ) -> io::Result<Self> {
         // Owned from here: dropping on an error below kills and reaps the process.
         let mut child = Self {
@@ -54,9 +54,9 @@ impl SandboxChild {
         let registered =
             unsafe { AsyncFd::register_with_interest(pidfd, tokio::io::Interest::READABLE) };
         child.pidfd = Some(registered.map_err(|e| e.into_parts().1)?);
-        child.stdin = Some(pipe::Sender::from_owned_fd(stdin)?);
-        child.stdout = Some(pipe::Receiver::from_owned_fd(stdout)?);
-        child.stderr = Some(pipe::Receiver::from_owned_fd(stderr)?);
+        child.stdin = stdin.map(pipe::Sender::from_owned_fd).transpose()?;
+        child.stdout = stdout.map(pipe::Receiver::from_owned_fd).transpose()?;
+        child.stderr = stderr.map(pipe::Receiver::from_owned_fd).transpose()?;
         Ok(child)
     }
 

@@ -27,6 +27,8 @@ pub struct SandboxConfig {
     pub max_file_bytes: u64,
     /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
     pub insecure_no_sandbox: bool,
+    /// Most bytes of context files the executor keeps cached ([`crate::workdir::BlobCache`]).
+    pub blob_cache_bytes: u64,
 }
 
 impl SandboxConfig {
@@ -47,6 +49,7 @@ impl Default for SandboxConfig {
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             insecure_no_sandbox: false,
+            blob_cache_bytes: crate::workdir::DEFAULT_CAP_BYTES,
         }
     }
 }
@@ -84,6 +87,9 @@ pub enum SandboxError {
     /// The sandbox user cannot read the skill folder.
     #[error("the sandbox user cannot reach {0}: every parent folder needs o+x and the skill folder o+rx (chmod o+rx)")]
     SkillNotReadable(PathBuf),
+    /// The working directory asked for is not a plain relative path.
+    #[error("the working directory {0:?} must be relative, without `..` or empty segments")]
+    WorkDir(PathBuf),
     /// The executor keeps as many prestarted processes as it may.
     #[error("{0} prestarted processes are waiting already, the most this executor holds; calls beyond them start cold (raise skillbox-executor serve --max-prestarted to keep more)")]
     TooManyPrestarted(usize),

@@ -167,10 +167,10 @@ fn is_file(fd: &PathFd) -> std::io::Result<bool> {
 }
 
 /// Builds the ruleset of one call, ready for its child: the runtime rules, the skill
-/// folder (read and execute) and the scratch dir (everything). `None` when the kernel
-/// enforces no Landlock.
+/// folder when there is one (read and execute; a command session outside any skill has
+/// none) and the scratch dir (everything). `None` when the kernel enforces no Landlock.
 pub fn build(
-    skill_dir: &Path,
+    skill_dir: Option<&Path>,
     scratch_dir: &Path,
     runtime: &RuntimeRules,
 ) -> Result<Option<OwnProcRule>, LandlockError> {
@@ -182,7 +182,7 @@ pub fn build(
         .handle_access(AccessNet::from_all(TARGET_ABI))?
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
-        .add_rules(path_beneath_rules([skill_dir], read_exec))?
+        .add_rules(path_beneath_rules(skill_dir, read_exec))?
         .add_rules(path_beneath_rules([scratch_dir], all))?;
     let child =
         OwnProcRule::for_ruleset(&ruleset).map_err(|source| LandlockError::Duplicate { source })?;

@@ -42,8 +42,9 @@ use self::reaper::{CallUser, Releaser, UserPool};
 use self::scratch::Scratch;
 use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
-pub use self::spawn::Launch;
+pub use self::spawn::{ChildStdio, Launch};
 use self::spawner::Spawner;
+use crate::workdir::BlobCache;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;
@@ -82,6 +83,8 @@ pub struct Sandbox {
     slots: Option<Arc<ReadySlots>>,
     /// Skill folders found reachable by the call users ([`Sandbox::reachable_by_others`]).
     reachable: Arc<Mutex<HashSet<PathBuf>>>,
+    /// Context files by digest, for calls made in a context.
+    blobs: Arc<BlobCache>,
 }
 
 /// The runner for JavaScript skills, written next to the scratch dirs at startup.
@@ -98,12 +101,21 @@ pub struct PreparedCall {
     pub timings: PrepareTimings,
 }
 
+/// The folder of the scratch dir a call made in a context runs in ([`LaunchSpec::work`]).
+pub const WORK_DIR: &str = "work";
+
 /// What to run.
 #[derive(Debug)]
 pub struct LaunchSpec<'a> {
-    /// The skill folder (working directory, read-only).
-    pub skill_dir: &'a Path,
-    /// argv; argv[0] is looked up on the sandbox PATH unless it holds a `/`.
+    /// The skill folder (read-only; the working directory unless `work` is set). `None`
+    /// only for a command session outside any skill: no skill folder is reachable then.
+    pub skill_dir: Option<&'a Path>,
+    /// A call made in a context: it runs in `<scratch>/`[`WORK_DIR`]`/<this>` (relative,
+    /// plain names only; empty for the work folder itself), made here, empty and owned
+    /// by the call's user, for the context's files to be laid out in before the spawn.
+    pub work: Option<&'a Path>,
+    /// argv; argv[0] is looked up on the sandbox PATH unless it holds a `/` (then it is
+    /// taken relative to the skill folder, or to the working directory without one).
     pub argv: &'a [String],
     /// Variables beyond the contract's base set (SKILLBOX_*, declared names).
     pub env: Vec<(String, String)>,
@@ -176,6 +188,13 @@ impl Sandbox {
                 root: config.scratch_root.clone(),
                 source,
             })?;
+        let blobs =
+            BlobCache::new(&config.scratch_root, config.blob_cache_bytes).map_err(|source| {
+                SandboxError::Scratch {
+                    root: config.scratch_root.clone(),
+                    source,
+                }
+            })?;
         let mut runtime_paths = landlock::runtime_paths();
         runtime_paths.extend(node_runner.parent().map(Path::to_path_buf));
         let runtime_rules = Arc::new(landlock::RuntimeRules::open(&runtime_paths)?);
@@ -194,6 +213,7 @@ impl Sandbox {
             users,
             slots: None,
             reachable: Arc::default(),
+            blobs: Arc::new(blobs),
             kernel,
             filters,
             config,
@@ -254,9 +274,27 @@ impl Sandbox {
         &self.config
     }
 
+    /// The cache of context files.
+    pub fn blobs(&self) -> &BlobCache {
+        &self.blobs
+    }
+
     /// Prepares one call.
     pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
-        let program = resolve_program(spec.skill_dir, &spec.argv[0])?;
+        if let Some(sub) = spec.work {
+            if !sub
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)))
+            {
+                return Err(SandboxError::WorkDir(sub.to_path_buf()));
+            }
+        }
+        let Some(program) = spec.argv.first() else {
+            return Err(SandboxError::ProgramNotFound {
+                program: String::new(),
+                path: env::SANDBOX_PATH,
+            });
+        };
         let mut timings = PrepareTimings::default();
         let mut step = Instant::now();
         let mut lap = |d: &mut Duration| {
@@ -273,8 +311,10 @@ impl Sandbox {
             },
         };
         lap(&mut timings.user);
-        if user.is_some() && !self.reachable_by_others(spec.skill_dir) {
-            return Err(SandboxError::SkillNotReadable(spec.skill_dir.to_path_buf()));
+        if let Some(skill_dir) = spec.skill_dir {
+            if user.is_some() && !self.reachable_by_others(skill_dir) {
+                return Err(SandboxError::SkillNotReadable(skill_dir.to_path_buf()));
+            }
         }
         let scratch = match ready_scratch {
             Some(scratch) => scratch,
@@ -284,6 +324,25 @@ impl Sandbox {
                     source,
                 })?,
         };
+        let uid = user.as_ref().map(|u| u.uid);
+        let cwd = match spec.work {
+            Some(sub) => {
+                let work = scratch.path().join(WORK_DIR);
+                let cwd = work.join(sub);
+                scratch::make_owned_dirs(scratch.path(), &cwd, uid).map_err(|source| {
+                    SandboxError::Scratch {
+                        root: self.config.scratch_root.clone(),
+                        source,
+                    }
+                })?;
+                cwd
+            }
+            None => match spec.skill_dir {
+                Some(dir) => dir.to_path_buf(),
+                None => scratch.path().to_path_buf(),
+            },
+        };
+        let program = resolve_program(spec.skill_dir.unwrap_or(&cwd), program)?;
         lap(&mut timings.scratch);
         let mut env = spec.env;
         if spec.args_file != ArgsFile::None {
@@ -329,12 +388,13 @@ impl Sandbox {
                 None => Seccomp::Off,
             },
             new_session: self.new_session,
+            controlling_terminal: false,
         };
         let launch = Launch::new(
             &program,
             &spec.argv[1..],
             env::base(scratch.path()).into_iter().chain(env),
-            spec.skill_dir,
+            &cwd,
             setup,
         )
         .map_err(SandboxError::Spawn)?;

@@ -87,6 +87,38 @@ pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::
     Ok(())
 }
 
+/// Makes `dir` and its missing parents up to `base` (which exists), each 0700 and owned
+/// by `owner` when given; an existing one must be a folder (not a link).
+pub fn make_owned_dirs(base: &Path, dir: &Path, owner: Option<u32>) -> std::io::Result<()> {
+    let rel = dir.strip_prefix(base).map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not under the scratch dir",
+        )
+    })?;
+    let mut at = base.to_path_buf();
+    for part in rel.components() {
+        at.push(part);
+        match std::fs::DirBuilder::new().mode(0o700).create(&at) {
+            Ok(()) => {
+                if let Some(uid) = owner {
+                    std::os::unix::fs::lchown(&at, Some(uid), Some(uid))?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                if !std::fs::symlink_metadata(&at)?.is_dir() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        format!("{} is a file, not a folder", at.display()),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         // Most tools leave nothing but the arguments file: two system calls, in place,

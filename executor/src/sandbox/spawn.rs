@@ -46,6 +46,22 @@ pub struct Launch {
     argv_ptrs: Vec<*const libc::c_char>,
     envp_ptrs: Vec<*const libc::c_char>,
     setup: ChildSetup,
+    stdio: ChildStdio,
+}
+
+/// How a child's stdin, stdout and stderr are connected.
+#[derive(Debug, Default)]
+pub enum ChildStdio {
+    /// Three pipes (a tool call).
+    #[default]
+    Piped,
+    /// A stdin pipe and one pipe for both stdout and stderr, interleaved as written (a
+    /// command session); [`SandboxChild::stderr`] is `None`.
+    Merged,
+    /// The terminal whose other side the executor holds (a command session with a
+    /// pseudo-terminal): on 0, 1 and 2, made the controlling terminal of the child's new
+    /// session; the child has no pipes.
+    Terminal(OwnedFd),
 }
 
 // SAFETY: the raw pointers point into `_strings`, owned by the same value and never
@@ -77,7 +93,7 @@ impl Step {
     fn from_code(code: i64) -> &'static str {
         match code {
             1 => "connecting stdio",
-            2 => "entering the skill folder",
+            2 => "entering the working directory",
             3 => "confining the process",
             _ => "executing the program",
         }
@@ -156,7 +172,18 @@ impl Launch {
             argv_ptrs,
             envp_ptrs,
             setup,
+            stdio: ChildStdio::Piped,
         })
+    }
+
+    /// Connects the child's stdio as `stdio` says instead of three pipes. A terminal
+    /// makes the child start a session of its own with it as its controlling terminal.
+    pub fn with_stdio(mut self, stdio: ChildStdio) -> Self {
+        if matches!(stdio, ChildStdio::Terminal(_)) {
+            self.setup.controlling_terminal = true;
+        }
+        self.stdio = stdio;
+        self
     }
 
     /// Whether the process must inherit its seccomp filters from a spawner thread
@@ -181,18 +208,33 @@ impl Launch {
                 "refusing to start a sandboxed tool on a thread without the seccomp filters (it must go through the sandbox's spawner)",
             ));
         }
-        let (stdin_read, stdin_write) = pipe()?;
-        let (stdout_read, stdout_write) = pipe()?;
-        let (stderr_read, stderr_write) = pipe()?;
+        // The child's ends (closed here once it has exec'd) and the executor's.
+        let (child_ends, parent_ends): (Vec<OwnedFd>, [Option<OwnedFd>; 3]) =
+            match std::mem::take(&mut self.stdio) {
+                ChildStdio::Piped => {
+                    let (stdin_read, stdin_write) = pipe()?;
+                    let (stdout_read, stdout_write) = pipe()?;
+                    let (stderr_read, stderr_write) = pipe()?;
+                    (
+                        vec![stdin_read, stdout_write, stderr_write],
+                        [Some(stdin_write), Some(stdout_read), Some(stderr_read)],
+                    )
+                }
+                ChildStdio::Merged => {
+                    let (stdin_read, stdin_write) = pipe()?;
+                    let (out_read, out_write) = pipe()?;
+                    (
+                        vec![stdin_read, out_write],
+                        [Some(stdin_write), Some(out_read), None],
+                    )
+                }
+                ChildStdio::Terminal(slave) => (vec![slave], [None, None, None]),
+            };
+        let end = |i: usize| child_ends[i.min(child_ends.len() - 1)].as_raw_fd();
         let failure = AtomicI64::new(0);
         let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
         let ruleset = self.setup.landlock.as_ref().map(|l| l.as_raw_fd());
-        let own = [
-            stdin_read.as_raw_fd(),
-            stdout_write.as_raw_fd(),
-            stderr_write.as_raw_fd(),
-            ruleset.unwrap_or(-1),
-        ];
+        let own = [end(0), end(1), end(2), ruleset.unwrap_or(-1)];
         let needed = if ruleset.is_some() { 4 } else { 3 };
         let mut pidfd: libc::c_int = -1;
         let pid = child_fds::with(|kept| {
@@ -251,7 +293,7 @@ impl Launch {
             // `placed` drops here: the kept numbers go back to their placeholders.
         })?;
         // The child's ends, and with them the parent's copies, close here.
-        drop((stdin_read, stdout_write, stderr_write));
+        drop(child_ends);
         // SAFETY: CLONE_PIDFD stored a new pidfd (O_CLOEXEC) that nothing else owns.
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
         let reported = failure.load(Ordering::SeqCst);
@@ -268,7 +310,7 @@ impl Launch {
         Ok(Started {
             pid: Some(pid),
             pidfd: Some(pidfd),
-            stdio: Some([stdin_write, stdout_read, stderr_read]),
+            stdio: Some(parent_ends),
         })
     }
 }
@@ -280,7 +322,7 @@ impl Launch {
 pub struct Started {
     pid: Option<libc::pid_t>,
     pidfd: Option<OwnedFd>,
-    stdio: Option<[OwnedFd; 3]>,
+    stdio: Option<[Option<OwnedFd>; 3]>,
 }
 
 impl Started {

@@ -69,6 +69,7 @@ fn sandbox_hides_executor_environment_from_tool_as(start: Start) {
             "PATH",
             "SKILLBOX_CALL_ID",
             "SKILLBOX_SKILL",
+            "SKILLBOX_SKILL_DIR",
             "SKILLBOX_TOOL",
             "TMPDIR"
         ],
@@ -84,6 +85,10 @@ fn sandbox_hides_executor_environment_from_tool_as(start: Start) {
         env["HOME"]
     );
     assert_eq!(env["SKILLBOX_SKILL"], "attack");
+    assert_eq!(
+        env["SKILLBOX_SKILL_DIR"],
+        root.skills().join("attack").to_string_lossy()
+    );
     assert_eq!(env["SKILLBOX_TOOL"], "run");
     assert_eq!(env["SKILLBOX_CALL_ID"], start.env_call_id(&outcome));
 }
@@ -116,6 +121,7 @@ fn sandbox_passes_declared_env_and_drops_undeclared() {
             "PATH",
             "SKILLBOX_CALL_ID",
             "SKILLBOX_SKILL",
+            "SKILLBOX_SKILL_DIR",
             "SKILLBOX_TOOL",
             "TMPDIR"
         ],

@@ -14,6 +14,7 @@
 //! they run in parallel.
 
 mod calls;
+mod context_files;
 mod escape_env;
 mod escape_files;
 mod escape_kernel;
@@ -24,5 +25,6 @@ mod limits;
 mod relay;
 mod runs;
 mod scratch_cleanup;
+mod sessions;
 mod spawn;
 mod warm;

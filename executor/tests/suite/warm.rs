@@ -320,7 +320,8 @@ fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
     let skill_dir = root.skills().join("cold");
     let prepared = sandbox
         .prepare(LaunchSpec {
-            skill_dir: &skill_dir,
+            skill_dir: Some(&skill_dir),
+            work: None,
             argv: &["python3".to_string()],
             env: Vec::new(),
             memory_mb: 256,

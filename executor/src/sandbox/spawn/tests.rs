@@ -18,6 +18,7 @@ fn open_setup() -> ChildSetup {
         landlock: None,
         seccomp: crate::sandbox::child::Seccomp::Off,
         new_session: true,
+        controlling_terminal: false,
     }
 }
 
@@ -126,7 +127,10 @@ async fn a_missing_working_folder_fails_before_exec() {
     let e = bare("/bin/true", "/nonexistent-folder")
         .spawn()
         .unwrap_err();
-    assert!(e.to_string().contains("entering the skill folder"), "{e}");
+    assert!(
+        e.to_string().contains("entering the working directory"),
+        "{e}"
+    );
 }
 
 #[test]

@@ -21,6 +21,7 @@ fn cat_own_status(seccomp: Seccomp) -> Launch {
         landlock: None,
         seccomp,
         new_session: true,
+        controlling_terminal: false,
     };
     let args = vec!["/proc/self/status".to_string()];
     Launch::new(

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 mod call;
+pub mod fake_core;
 pub use call::{Call, Outcome};
 
 /// The binary under test.

@@ -1,0 +1,371 @@
+//! Command sessions (`session.exec`, `session.write`, `session.close`; CONTRACT §12): a
+//! command (`sh -c TEXT` or an argv) run in the sandbox of a call (its own user id from
+//! the pool, scratch dir, Landlock, seccomp, rlimits: memory from `limits.memory_mb`, CPU
+//! time from `limits.lifetime_ms`), in the context's folder laid out as for a call
+//! ([`crate::workdir`]), under a skill's envelope when one is named (its folder readable
+//! as `SKILLBOX_SKILL_DIR`, its declared env values) or with no skill folder at all.
+//! stdout and stderr come interleaved on one pipe, or on a pseudo-terminal (`tty`).
+//!
+//! An answer waits up to `yield_ms` (for the end; after a write, for new output or the
+//! end), then gives the output since the last answer ([`output::Kept`], head and tail
+//! kept), syncs the folder back, and either the exit code (the session is gone) or
+//! `running: true` (the session stays in the table by id). Idle timeout and lifetime end
+//! a session on their own; a later write answers [`code::SESSION_NOT_FOUND`] saying why.
+//! A session's end kills every process of its user.
+
+mod output;
+mod process;
+mod start;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use skillbox_protocol::jsonrpc::{code, ErrorObject};
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::session::{
+    SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
+};
+use skillbox_protocol::workdir::WorkDir;
+
+use self::process::{EndReason, Input, Shared};
+use crate::broker::{CallInfo, CapabilityBroker};
+use crate::registry::Registry;
+use crate::sandbox::{Sandbox, SandboxError};
+use crate::workdir::{self, Baseline, WorkDirError};
+
+/// Longest `yield_ms` honoured.
+pub const MAX_YIELD_MS: u64 = 30_000;
+/// How long an answer after a write waits for more once output came.
+const SETTLE: Duration = Duration::from_millis(30);
+/// Most ended sessions whose end is remembered for a later write.
+const REMEMBERED_ENDS: usize = 1024;
+
+/// Why a session request was refused; [`SessionError::code`] is its JSON-RPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// No session by that id.
+    #[error("no session {id:?} on this executor ({why})")]
+    NotFound {
+        /// The id.
+        id: String,
+        /// What is known of it.
+        why: String,
+    },
+    /// The id is taken.
+    #[error("session {0:?} is running already; the core names each session once")]
+    Duplicate(String),
+    /// The request is malformed.
+    #[error("{0}")]
+    Invalid(String),
+    /// The skill named is not on this executor.
+    #[error("no skill named {0:?} on this executor")]
+    NoSkill(String),
+    /// The sandbox could not be prepared (a busy pool among others).
+    #[error("{0}")]
+    Sandbox(#[from] SandboxError),
+    /// The context's files could not be laid out.
+    #[error("{0}")]
+    Layout(#[from] WorkDirError),
+    /// The process could not start.
+    #[error("the command could not start in the sandbox: {0}")]
+    Spawn(std::io::Error),
+    /// The executor is stopping.
+    #[error("the executor is draining; start the session on another executor")]
+    Draining,
+}
+
+impl SessionError {
+    /// The JSON-RPC code of the refusal.
+    pub fn code(&self) -> i64 {
+        match self {
+            SessionError::NotFound { .. } => code::SESSION_NOT_FOUND,
+            SessionError::Duplicate(_) | SessionError::Invalid(_) | SessionError::NoSkill(_) => {
+                code::INVALID_PARAMS
+            }
+            SessionError::Sandbox(SandboxError::Busy(_)) => code::CAPABILITY_UNAVAILABLE,
+            SessionError::Sandbox(SandboxError::ProgramNotFound { .. }) => code::INVALID_PARAMS,
+            SessionError::Sandbox(_) | SessionError::Spawn(_) => code::INTERNAL_ERROR,
+            SessionError::Layout(e) => match e.kind() {
+                ErrorKind::InvalidArgs => code::INVALID_PARAMS,
+                ErrorKind::ResourceLimit => code::RESOURCE_LIMIT,
+                ErrorKind::PermissionDenied => code::PERMISSION_DENIED,
+                _ => code::CAPABILITY_UNAVAILABLE,
+            },
+            SessionError::Draining => code::EXECUTOR_DRAINING,
+        }
+    }
+}
+
+impl From<SessionError> for ErrorObject {
+    fn from(e: SessionError) -> Self {
+        ErrorObject::new(e.code(), e.to_string())
+    }
+}
+
+/// A session's files: what the syncs need.
+#[derive(Debug)]
+struct Files {
+    call: CallInfo,
+    work: PathBuf,
+    limits: WorkDir,
+    baseline: tokio::sync::Mutex<Baseline>,
+}
+
+/// One running (or ended, not yet answered) session.
+#[derive(Debug)]
+struct Session {
+    shared: Arc<Shared>,
+    input: Input,
+    files: Arc<Files>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+/// The sessions of an executor, by id.
+#[derive(Debug)]
+pub struct Sessions<B> {
+    sandbox: Sandbox,
+    broker: Arc<B>,
+    table: Mutex<HashMap<String, Arc<Session>>>,
+    ends: Mutex<std::collections::VecDeque<(String, String)>>,
+    draining: AtomicBool,
+}
+
+impl<B: CapabilityBroker + 'static> Sessions<B> {
+    /// No sessions yet; their file callbacks go through `broker`.
+    pub fn new(sandbox: Sandbox, broker: Arc<B>) -> Self {
+        Self {
+            sandbox,
+            broker,
+            table: Mutex::default(),
+            ends: Mutex::default(),
+            draining: AtomicBool::new(false),
+        }
+    }
+
+    /// Sessions running (or ended and not yet answered).
+    pub fn len(&self) -> usize {
+        self.table.lock().map(|t| t.len()).unwrap_or(0)
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `session.exec`: starts the command and answers as the module docs say.
+    pub async fn exec(
+        &self,
+        registry: &Registry,
+        p: SessionExecParams,
+    ) -> Result<SessionAnswer, SessionError> {
+        if self.draining.load(Ordering::SeqCst) {
+            return Err(SessionError::Draining);
+        }
+        if self.get(&p.session_id).is_some() {
+            return Err(SessionError::Duplicate(p.session_id));
+        }
+        let session = self.start(registry, &p).await?;
+        self.table
+            .lock()
+            .map_err(|_| SessionError::Invalid("the session table is unusable".into()))?
+            .insert(p.session_id.clone(), Arc::clone(&session));
+        Ok(self
+            .answer(
+                &p.session_id,
+                &session,
+                false,
+                p.yield_ms,
+                p.max_output_bytes,
+            )
+            .await)
+    }
+
+    /// `session.write`: writes `chars`, then answers.
+    pub async fn write(&self, p: SessionWriteParams) -> Result<SessionAnswer, SessionError> {
+        let Some(session) = self.get(&p.session_id) else {
+            let why = self
+                .end_of(&p.session_id)
+                .unwrap_or_else(|| "it ended, was closed, or its executor restarted".to_string());
+            return Err(SessionError::NotFound {
+                id: p.session_id,
+                why,
+            });
+        };
+        session.shared.touch();
+        if let Some(ended) = session.shared.ended() {
+            if matches!(ended.why, EndReason::Idle(_) | EndReason::Lifetime(_)) {
+                self.forget(&p.session_id, format!("it ended: {}", ended.why));
+                return Err(SessionError::NotFound {
+                    id: p.session_id,
+                    why: format!("it ended: {}", ended.why),
+                });
+            }
+        }
+        if !p.chars.is_empty() && session.shared.ended().is_none() {
+            let limit = Duration::from_millis(p.yield_ms.clamp(100, MAX_YIELD_MS));
+            if let Err(e) = session.input.write(p.chars.as_bytes(), limit).await {
+                tracing::info!(session = %p.session_id, error = %e, "writing to a session failed");
+            }
+        }
+        Ok(self
+            .answer(
+                &p.session_id,
+                &session,
+                true,
+                p.yield_ms,
+                p.max_output_bytes,
+            )
+            .await)
+    }
+
+    /// `session.close`: ends each session named and every process in it.
+    pub async fn close(&self, p: SessionCloseParams) -> SessionCloseResult {
+        let mut closed = 0;
+        for id in p.session_ids {
+            let Some(session) = self.get(&id) else {
+                continue;
+            };
+            self.forget(&id, "it was closed".into());
+            if session.shared.ended().is_none() {
+                closed += 1;
+            }
+            end(&session).await;
+        }
+        SessionCloseResult { closed }
+    }
+
+    /// Ends every session (the executor is stopping) and refuses new ones.
+    pub async fn end_all(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+        let all: Vec<(String, Arc<Session>)> = self
+            .table
+            .lock()
+            .map(|mut t| t.drain().collect())
+            .unwrap_or_default();
+        for (_, session) in all {
+            end(&session).await;
+        }
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Session>> {
+        self.table.lock().ok()?.get(id).cloned()
+    }
+
+    fn forget(&self, id: &str, why: String) {
+        if let Ok(mut t) = self.table.lock() {
+            t.remove(id);
+        }
+        if let Ok(mut ends) = self.ends.lock() {
+            if ends.len() >= REMEMBERED_ENDS {
+                ends.pop_front();
+            }
+            ends.push_back((id.to_string(), why));
+        }
+    }
+
+    fn end_of(&self, id: &str) -> Option<String> {
+        let ends = self.ends.lock().ok()?;
+        ends.iter()
+            .rev()
+            .find(|(i, _)| i == id)
+            .map(|(_, w)| w.clone())
+    }
+
+    /// Waits as the answer rule says, takes the output, syncs, answers.
+    async fn answer(
+        &self,
+        id: &str,
+        session: &Arc<Session>,
+        after_write: bool,
+        yield_ms: u64,
+        max_output_bytes: u64,
+    ) -> SessionAnswer {
+        let shared = &session.shared;
+        let deadline =
+            tokio::time::Instant::now() + Duration::from_millis(yield_ms.min(MAX_YIELD_MS));
+        loop {
+            let notified = shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let has_output = shared.out.lock().map(|o| !o.is_empty()).unwrap_or(false);
+            if shared.ended().is_some() || (after_write && has_output) {
+                break;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break;
+            }
+        }
+        if after_write && shared.ended().is_none() {
+            // Let the rest of a burst of output arrive.
+            let settle = (tokio::time::Instant::now() + SETTLE).min(deadline);
+            let _ = tokio::time::timeout_at(settle, async {
+                while shared.ended().is_none() {
+                    let notified = shared.changed.notified();
+                    if tokio::time::timeout(SETTLE, notified).await.is_err() {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }
+        shared.touch();
+        let ended = shared.ended();
+        let mut note = None;
+        if ended.is_none() {
+            note = sync(&*self.broker, &session.files).await;
+        }
+        let (mut output, elided_bytes) = shared
+            .out
+            .lock()
+            .map(|mut o| o.take(max_output_bytes))
+            .unwrap_or_default();
+        if let Some(note) = note {
+            output.push_str(&note);
+        }
+        match ended {
+            Some(ended) => {
+                self.forget(id, format!("it ended: {}", ended.why));
+                SessionAnswer {
+                    output,
+                    exit_code: Some(ended.exit_code),
+                    running: false,
+                    elided_bytes,
+                }
+            }
+            None => SessionAnswer {
+                output,
+                exit_code: None,
+                running: true,
+                elided_bytes,
+            },
+        }
+    }
+}
+
+/// Syncs a session's folder back; a marker line for the output when not all was kept.
+async fn sync<B: CapabilityBroker>(broker: &B, files: &Files) -> Option<String> {
+    let mut baseline = files.baseline.lock().await;
+    let report = workdir::sync_back(
+        broker,
+        &files.call,
+        &files.work,
+        &files.limits,
+        &mut baseline,
+    )
+    .await;
+    report
+        .failure()
+        .map(|(_, message)| format!("\n[skillbox: {message}]\n"))
+}
+
+/// Asks the session's task to end it and waits (bounded) until it has.
+async fn end(session: &Session) {
+    session.shared.kill.notify_one();
+    let task = session.task.lock().ok().and_then(|mut t| t.take());
+    if let Some(task) = task {
+        let _ = tokio::time::timeout(Duration::from_secs(5), task).await;
+    }
+}

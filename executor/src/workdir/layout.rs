@@ -1,0 +1,151 @@
+//! Lays a context's files out in a call's work folder before the spawn: parent folders
+//! made (0700), each file written new (0644), all owned by the call's user; the bytes
+//! come from the [`BlobCache`] or from the core in chunks of
+//! [`MAX_CHUNK_BYTES`](skillbox_protocol::workdir::MAX_CHUNK_BYTES), checked against the
+//! file's size and SHA-256 before use.
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use base64::Engine;
+use ring::digest;
+use skillbox_protocol::rpc::CoreContextFileRead;
+use skillbox_protocol::workdir::{ContextFileReadParams, WorkFile, MAX_CHUNK_BYTES};
+
+use super::blobs::BlobCache;
+use super::{hex, path, Baseline, Known, Stamp, WorkDirError};
+use crate::broker::{core_call, CallInfo, CapabilityBroker};
+use crate::sandbox::scratch::make_owned_dirs;
+
+/// Writes every file of `files` under `work` (which exists), owned by `uid` when given,
+/// and returns what was written, for the sync after the call.
+pub async fn lay_out<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    cache: &BlobCache,
+    work: &Path,
+    uid: Option<u32>,
+    files: &[WorkFile],
+) -> Result<Baseline, WorkDirError> {
+    let mut baseline = Baseline::default();
+    for file in files {
+        let parts = path::segments(&file.path).map_err(|reason| WorkDirError::BadPath {
+            path: file.path.clone(),
+            reason,
+        })?;
+        let write_error = |source| WorkDirError::Write {
+            path: file.path.clone(),
+            source,
+        };
+        let target = parts.iter().fold(work.to_path_buf(), |p, s| p.join(s));
+        if let Some(parent) = target.parent() {
+            make_owned_dirs(work, parent, uid).map_err(write_error)?;
+        }
+        let mut source = match cache.open(&file.sha256) {
+            Some(f) => f,
+            None => fetch(broker, call, cache, file).await?,
+        };
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&target)
+            .map_err(write_error)?;
+        let copied = std::io::copy(&mut source, &mut out).map_err(write_error)?;
+        if copied != file.size {
+            return Err(WorkDirError::Mismatch {
+                path: file.path.clone(),
+                what: "size",
+            });
+        }
+        out.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .map_err(write_error)?;
+        if let Some(uid) = uid {
+            std::os::unix::fs::fchown(&out, Some(uid), Some(uid)).map_err(write_error)?;
+        }
+        let st = nix::sys::stat::fstat(&out).map_err(|e| write_error(e.into()))?;
+        baseline.files.insert(
+            file.path.clone(),
+            Known {
+                stamp: Stamp::of(&st),
+                sha256: file.sha256.clone(),
+            },
+        );
+    }
+    Ok(baseline)
+}
+
+/// Fetches `file` from the core into the cache, checks it, and returns it open.
+async fn fetch<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    cache: &BlobCache,
+    file: &WorkFile,
+) -> Result<File, WorkDirError> {
+    let write_error = |source| WorkDirError::Write {
+        path: file.path.clone(),
+        source,
+    };
+    let mismatch = |what| WorkDirError::Mismatch {
+        path: file.path.clone(),
+        what,
+    };
+    let mut incoming = cache.incoming().map_err(write_error)?;
+    let mut hash = digest::Context::new(&digest::SHA256);
+    let mut offset = 0u64;
+    loop {
+        let len = (file.size - offset).min(MAX_CHUNK_BYTES as u64);
+        let request = ContextFileReadParams {
+            path: file.path.clone(),
+            sha256: file.sha256.clone(),
+            offset,
+            len,
+        };
+        let chunk = core_call::<CoreContextFileRead, _, _>(broker, call, request)
+            .await
+            .map_err(|error| WorkDirError::Fetch {
+                path: file.path.clone(),
+                error,
+            })?;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(chunk.data.as_bytes())
+            .map_err(|_| mismatch("encoding (base64)"))?;
+        offset += data.len() as u64;
+        if offset > file.size || (data.is_empty() && !chunk.eof) {
+            return Err(mismatch("size"));
+        }
+        hash.update(&data);
+        incoming.file.write_all(&data).map_err(write_error)?;
+        if chunk.eof {
+            break;
+        }
+    }
+    if offset != file.size {
+        return Err(mismatch("size"));
+    }
+    if hex(hash.finish().as_ref()) != file.sha256 {
+        return Err(mismatch("SHA-256"));
+    }
+    cache
+        .keep(incoming, &file.sha256, file.size)
+        .map_err(write_error)
+}
+
+/// SHA-256 of what `file` holds from its start, as lowercase hex (rewinds it after).
+pub(super) fn digest_of(file: &mut File) -> std::io::Result<String> {
+    file.rewind()?;
+    let mut hash = digest::Context::new(&digest::SHA256);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hash.update(&buf[..n]);
+    }
+    file.rewind()?;
+    Ok(hex(hash.finish().as_ref()))
+}

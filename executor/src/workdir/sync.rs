@@ -1,0 +1,356 @@
+//! Sends back what a call left in its work folder: walked without following a link
+//! (every entry opened `O_NOFOLLOW` relative to its folder's descriptor, typed by `fstat`
+//! of what was opened), regular files only, at most [`MAX_DEPTH`] deep and
+//! [`MAX_WALK_ENTRIES`] entries; links, FIFOs, sockets and devices are skipped and
+//! logged. A file is unchanged when its [`Stamp`] is the one last written or sent, or,
+//! with the same size, when its SHA-256 is. New and changed files go to the core in
+//! chunks (`core.contextFileWrite`), files of the baseline that are gone as
+//! `core.contextFileDelete`, within the context's limits; what is not kept, and why, is
+//! in the [`SyncReport`].
+
+use std::fs::File;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+
+use base64::Engine;
+use nix::dir::Dir;
+use nix::fcntl::{openat, OFlag};
+use nix::sys::stat::{fstat, Mode, SFlag};
+use ring::digest;
+use skillbox_protocol::jsonrpc::ErrorObject;
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::rpc::{CoreContextFileDelete, CoreContextFileWrite};
+use skillbox_protocol::workdir::{
+    ContextFileDeleteParams, ContextFileWriteParams, WorkDir, MAX_CHUNK_BYTES,
+};
+
+use super::layout::digest_of;
+use super::{core_error_kind, hex, Baseline, Known, Stamp, MAX_DEPTH, MAX_WALK_ENTRIES};
+use crate::broker::{core_call, CallInfo, CapabilityBroker};
+
+/// What one sync did, and what it could not keep.
+#[derive(Debug, Default)]
+pub struct SyncReport {
+    /// Files sent, by path.
+    pub written: Vec<String>,
+    /// Files reported removed.
+    pub deleted: Vec<String>,
+    /// Files not kept, with the reason (a limit of the context's folder).
+    pub not_kept: Vec<(String, String)>,
+    /// Files the core refused, with its error.
+    pub refused: Vec<(String, ErrorObject)>,
+}
+
+impl SyncReport {
+    /// The failure the call reports for this sync, if any: the core's refusals first
+    /// (its quota is `resource_limit`), then the files not kept (`resource_limit`).
+    pub fn failure(&self) -> Option<(ErrorKind, String)> {
+        let mut parts = Vec::new();
+        let mut kind = None;
+        for (path, e) in &self.refused {
+            kind.get_or_insert(core_error_kind(e));
+            parts.push(format!("{path}: {}", e.message));
+        }
+        for (path, why) in &self.not_kept {
+            kind.get_or_insert(ErrorKind::ResourceLimit);
+            parts.push(format!("{path}: {why}"));
+        }
+        let kind = kind?;
+        Some((
+            kind,
+            format!(
+                "the call's files were not all kept in the context: {}",
+                parts.join("; ")
+            ),
+        ))
+    }
+}
+
+/// A regular file found by the walk.
+struct Found {
+    path: String,
+    file: File,
+    stamp: Stamp,
+}
+
+/// The walk's result: every regular file's path, the new or changed ones open (at most
+/// `max_candidates`), and whether it saw the whole folder.
+#[derive(Default)]
+struct Walk {
+    present: Vec<String>,
+    files: Vec<Found>,
+    max_candidates: usize,
+    entries: usize,
+    complete: bool,
+    not_kept: Vec<(String, String)>,
+}
+
+impl Walk {
+    /// Takes a regular file: unchanged ones (same stamp, or same size and digest) only
+    /// count as present; the others are kept open to be judged and sent.
+    fn take(&mut self, mut found: Found, baseline: &mut Baseline) {
+        self.present.push(found.path.clone());
+        if let Some(known) = baseline.files.get_mut(&found.path) {
+            if known.stamp == found.stamp {
+                return;
+            }
+            if known.stamp.size == found.stamp.size
+                && digest_of(&mut found.file).is_ok_and(|d| d == known.sha256)
+            {
+                known.stamp = found.stamp;
+                return;
+            }
+        }
+        if self.files.len() >= self.max_candidates {
+            let why = format!(
+                "the call left more than max_files ({}) new or changed files",
+                self.max_candidates
+            );
+            self.not_kept.push((found.path, why));
+            return;
+        }
+        self.files.push(found);
+    }
+}
+
+/// Walks `work`, sends what changed, and updates `baseline` to what the core now holds.
+pub async fn sync_back<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    work: &Path,
+    limits: &WorkDir,
+    baseline: &mut Baseline,
+) -> SyncReport {
+    let mut report = SyncReport::default();
+    let mut walk = Walk {
+        complete: true,
+        max_candidates: limits.max_files,
+        ..Walk::default()
+    };
+    match openat(
+        nix::fcntl::AT_FDCWD,
+        work,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => walk_dir(fd, "", 0, &mut walk, baseline),
+        Err(e) => {
+            tracing::warn!(work = %work.display(), error = %e, "the work folder cannot be opened; nothing is sent back");
+            return report;
+        }
+    }
+    report.not_kept.append(&mut walk.not_kept);
+    walk.files.sort_by(|a, b| a.path.cmp(&b.path));
+    // The folder as the context holds it while the changes are judged.
+    let present: std::collections::HashSet<String> = walk.present.into_iter().collect();
+    let kept: Vec<&Known> = (baseline.files.iter())
+        .filter(|(p, _)| present.contains(*p))
+        .map(|(_, k)| k)
+        .collect();
+    let mut count = kept.len();
+    let mut total: u64 = kept.iter().map(|k| k.stamp.size).sum();
+    let mut send = Vec::new();
+    for found in walk.files {
+        let old = baseline.files.get(&found.path).cloned();
+        let size = found.stamp.size;
+        let (new_count, new_total) = match &old {
+            Some(k) => (count, total - k.stamp.size + size),
+            None => (count + 1, total + size),
+        };
+        let refusal = if size > limits.max_file_bytes {
+            Some(format!(
+                "{size} bytes, larger than the context's max_file_bytes ({})",
+                limits.max_file_bytes
+            ))
+        } else if new_count > limits.max_files {
+            Some(format!(
+                "the context's folder would hold more than max_files ({}) files",
+                limits.max_files
+            ))
+        } else if new_total > limits.max_total_bytes {
+            Some(format!(
+                "the context's folder would hold more than max_total_bytes ({}) bytes",
+                limits.max_total_bytes
+            ))
+        } else {
+            None
+        };
+        match refusal {
+            Some(why) => report.not_kept.push((found.path, why)),
+            None => {
+                (count, total) = (new_count, new_total);
+                send.push(found);
+            }
+        }
+    }
+    if walk.complete {
+        let gone: Vec<String> = baseline
+            .files
+            .keys()
+            .filter(|p| !present.contains(*p))
+            .cloned()
+            .collect();
+        for path in gone {
+            let request = ContextFileDeleteParams { path: path.clone() };
+            match core_call::<CoreContextFileDelete, _, _>(broker, call, request).await {
+                Ok(_) => {
+                    baseline.files.remove(&path);
+                    report.deleted.push(path);
+                }
+                Err(e) => report.refused.push((path, e)),
+            }
+        }
+    }
+    for mut found in send {
+        match send_file(
+            broker,
+            call,
+            &found.path,
+            &mut found.file,
+            limits.max_file_bytes,
+        )
+        .await
+        {
+            Ok(sha256) => {
+                let stamp = fstat(found.file.as_fd())
+                    .map(|s| Stamp::of(&s))
+                    .unwrap_or(found.stamp);
+                baseline
+                    .files
+                    .insert(found.path.clone(), Known { stamp, sha256 });
+                report.written.push(found.path);
+            }
+            Err(e) => report.refused.push((found.path, e)),
+        }
+    }
+    report
+}
+
+/// Adds the regular files under the folder open as `fd` to `walk`.
+fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: &mut Baseline) {
+    let Ok(mut dir) = Dir::from_fd(fd) else {
+        return;
+    };
+    let names: Vec<std::ffi::CString> = dir
+        .iter()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_owned())
+        .filter(|n| n.as_bytes() != b"." && n.as_bytes() != b"..")
+        .collect();
+    for name in names {
+        walk.entries += 1;
+        if walk.entries > MAX_WALK_ENTRIES {
+            if walk.complete {
+                walk.not_kept.push((
+                    prefix.to_string(),
+                    format!("the folder holds more than {MAX_WALK_ENTRIES} entries; the rest was not looked at"),
+                ));
+            }
+            walk.complete = false;
+            return;
+        }
+        let Ok(text) = name.to_str() else {
+            let shown = format!("{prefix}{}", String::from_utf8_lossy(name.as_bytes()));
+            walk.not_kept
+                .push((shown, "its name is not valid UTF-8".into()));
+            continue;
+        };
+        let path = format!("{prefix}{text}");
+        // O_NONBLOCK: opening a FIFO must not wait for a writer.
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let opened = match openat(dir.as_fd(), name.as_c_str(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ELOOP) => {
+                tracing::info!(path = %path, "a link in the work folder is not kept");
+                continue;
+            }
+            Err(e) => {
+                tracing::info!(path = %path, error = %e, "an entry of the work folder cannot be opened; not kept");
+                continue;
+            }
+        };
+        let Ok(st) = fstat(opened.as_fd()) else {
+            continue;
+        };
+        match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+            SFlag::S_IFREG => {
+                let found = Found {
+                    path,
+                    file: File::from(opened),
+                    stamp: Stamp::of(&st),
+                };
+                walk.take(found, baseline);
+            }
+            SFlag::S_IFDIR if depth + 1 < MAX_DEPTH => {
+                walk_dir(opened, &format!("{path}/"), depth + 1, walk, baseline);
+            }
+            SFlag::S_IFDIR => {
+                walk.complete = false;
+                walk.not_kept
+                    .push((path, format!("deeper than {MAX_DEPTH} folders")));
+            }
+            _ => tracing::info!(path = %path, "a special file in the work folder is not kept"),
+        }
+    }
+}
+
+/// Sends `file` in order from offset 0, the last chunk with the whole file's digest;
+/// returns the digest.
+async fn send_file<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    path: &str,
+    file: &mut File,
+    max_bytes: u64,
+) -> Result<String, ErrorObject> {
+    let io = |e: std::io::Error| {
+        ErrorObject::new(
+            skillbox_protocol::jsonrpc::code::INTERNAL_ERROR,
+            format!("reading it failed: {e}"),
+        )
+    };
+    use std::io::Seek;
+    file.rewind().map_err(io)?;
+    let mut hash = digest::Context::new(&digest::SHA256);
+    let mut offset = 0u64;
+    let mut current = read_chunk(file).map_err(io)?;
+    loop {
+        let next = if current.len() == MAX_CHUNK_BYTES {
+            read_chunk(file).map_err(io)?
+        } else {
+            Vec::new()
+        };
+        let last = next.is_empty();
+        if offset + current.len() as u64 > max_bytes {
+            return Err(ErrorObject::new(
+                skillbox_protocol::jsonrpc::code::RESOURCE_LIMIT,
+                format!("it grew beyond max_file_bytes ({max_bytes}) while it was sent"),
+            ));
+        }
+        hash.update(&current);
+        let sha256 = last.then(|| hex(hash.clone().finish().as_ref()));
+        let request = ContextFileWriteParams {
+            path: path.to_string(),
+            offset,
+            data: base64::engine::general_purpose::STANDARD.encode(&current),
+            last,
+            sha256: sha256.clone(),
+        };
+        core_call::<CoreContextFileWrite, _, _>(broker, call, request).await?;
+        offset += current.len() as u64;
+        if let Some(sha256) = sha256 {
+            return Ok(sha256);
+        }
+        current = next;
+    }
+}
+
+/// Up to [`MAX_CHUNK_BYTES`] from `file`'s position (fewer only at its end).
+fn read_chunk(file: &mut File) -> std::io::Result<Vec<u8>> {
+    let mut buf = Vec::with_capacity(MAX_CHUNK_BYTES);
+    file.by_ref()
+        .take(MAX_CHUNK_BYTES as u64)
+        .read_to_end(&mut buf)?;
+    Ok(buf)
+}

@@ -1,0 +1,238 @@
+//! A call made in a context (`tool.execute` with `workdir`) and `run_skill_script`, run in
+//! this process against a [`FakeCore`]: the context's files are laid out as the working
+//! directory, what the tool creates, changes or removes goes back to the core, links and
+//! FIFOs never do, a quota refusal fails the call; a script runs by shebang with its
+//! arguments, a failed one shows its stdout, a path leaving `scripts/` is refused.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use serde_json::json;
+use skillbox_executor::call;
+use skillbox_executor::registry::Registry;
+use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
+use skillbox_protocol::jsonrpc::code;
+use skillbox_protocol::methods::{ScriptRun, SecretValue, ToolExecuteParams};
+use skillbox_protocol::result::{ErrorKind, ToolResult};
+
+use super::harness::fake_core::FakeCore;
+use super::harness::{assert_mentions, scratch_root, shell_skill, SkillRoot};
+
+pub fn sandbox() -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap()
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Runs `skill:tool` (or a script of `skill`) in the context `core` holds.
+fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>) -> ToolResult {
+    let params = ToolExecuteParams {
+        call_id: "ctx-call".into(),
+        capability_token: SecretValue("tok".into()),
+        skill: skill.into(),
+        tool: if script.is_some() {
+            "run_skill_script"
+        } else {
+            "run"
+        }
+        .into(),
+        args: json!({}),
+        env: BTreeMap::new(),
+        traceparent: None,
+        workdir: Some(core.workdir()),
+        script,
+    };
+    let registry = Registry::load(root.skills());
+    runtime().block_on(call::execute(
+        &sandbox(),
+        &registry,
+        core,
+        params,
+        Instant::now(),
+    ))
+}
+
+fn stdout(r: &ToolResult) -> String {
+    assert!(r.success, "{r:?}");
+    r.data.as_ref().unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_call_in_a_context_runs_in_its_files_with_the_skill_folder_named() {
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "pwd; cat in/a.txt; echo; echo \"$SKILLBOX_SKILL_DIR\"; test -w . && echo writable\n",
+    );
+    let core = FakeCore::with(&[("in/a.txt", b"hello")]);
+    let r = run(&root, &core, "shell", None);
+    let out = stdout(&r);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].ends_with("/work"), "{out}");
+    assert_eq!(lines[1], "hello", "{out}");
+    assert_eq!(
+        lines[2],
+        root.skills().join("shell").to_string_lossy(),
+        "{out}"
+    );
+    assert_eq!(lines[3], "writable", "{out}");
+    assert_eq!(
+        core.calls(),
+        ["read in/a.txt"],
+        "nothing changed, nothing sent"
+    );
+}
+
+#[test]
+fn files_the_tool_creates_changes_or_removes_go_back_to_the_core() {
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "printf new > out.txt; mkdir -p sub; printf deep > sub/d.txt; rm gone.txt; printf changed > change.txt\n",
+    );
+    let core = FakeCore::with(&[
+        ("keep.txt", b"same"),
+        ("gone.txt", b"bye"),
+        ("change.txt", b"old"),
+    ]);
+    let r = run(&root, &core, "shell", None);
+    assert!(r.success, "{r:?}");
+    assert_eq!(core.file("out.txt").as_deref(), Some(&b"new"[..]));
+    assert_eq!(core.file("sub/d.txt").as_deref(), Some(&b"deep"[..]));
+    assert_eq!(core.file("change.txt").as_deref(), Some(&b"changed"[..]));
+    assert_eq!(core.file("gone.txt"), None);
+    assert_eq!(core.file("keep.txt").as_deref(), Some(&b"same"[..]));
+    let calls = core.calls();
+    assert!(calls.contains(&"delete gone.txt".to_string()), "{calls:?}");
+    assert!(!calls.contains(&"write keep.txt".to_string()), "{calls:?}");
+}
+
+#[test]
+fn links_and_fifos_the_tool_makes_are_not_sent_back() {
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "ln -s /etc/passwd link; ln -s keep.txt l2; mkfifo f; mkdir d; ln -s / d/root\n",
+    );
+    let core = FakeCore::with(&[("keep.txt", b"same")]);
+    let r = run(&root, &core, "shell", None);
+    assert!(r.success, "{r:?}");
+    let files: Vec<String> = core.files.lock().unwrap().keys().cloned().collect();
+    assert_eq!(files, ["keep.txt"]);
+    assert!(
+        core.calls().iter().all(|c| !c.starts_with("write")),
+        "{:?}",
+        core.calls()
+    );
+}
+
+#[test]
+fn a_quota_refusal_of_the_core_fails_the_call_as_resource_limit() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "printf big > big.bin\n");
+    let core = FakeCore::default();
+    *core.refuse_writes.lock().unwrap() =
+        Some((code::RESOURCE_LIMIT, "context over its 1 MiB quota".into()));
+    let r = run(&root, &core, "shell", None);
+    assert!(!r.success, "{r:?}");
+    assert_eq!(r.error_kind, Some(ErrorKind::ResourceLimit));
+    assert_mentions(
+        r.error.as_deref().unwrap(),
+        "big.bin: context over its 1 MiB quota",
+    );
+}
+
+fn script_skill(root: &SkillRoot) {
+    root.skill(
+        "scripts",
+        "name: scripts\ndescription: a skill of scripts\n",
+        &[
+            ("scripts/greet.py", "#!/usr/bin/env python3\nimport sys, os\nprint(sys.argv[1:], os.path.exists('in.txt'))\n"),
+            ("scripts/fail.sh", "echo 'usage: fail.sh NAME'\necho 'no name given' >&2\nexit 1\n"),
+            ("scripts/plain.rb", "puts 1\n"),
+        ],
+    );
+}
+
+fn script(path: &str, args: &[&str]) -> Option<ScriptRun> {
+    Some(ScriptRun {
+        path: path.into(),
+        args: args.iter().map(|a| a.to_string()).collect(),
+    })
+}
+
+#[test]
+fn run_skill_script_runs_by_shebang_with_its_arguments_in_the_context() {
+    let root = SkillRoot::new();
+    script_skill(&root);
+    let core = FakeCore::with(&[("in.txt", b"x")]);
+    let r = run(
+        &root,
+        &core,
+        "scripts",
+        script("scripts/greet.py", &["a", "b c"]),
+    );
+    assert_eq!(stdout(&r), "['a', 'b c'] True\n");
+}
+
+#[test]
+fn run_skill_script_failure_shows_the_exit_code_and_the_usage_it_printed() {
+    let root = SkillRoot::new();
+    script_skill(&root);
+    let r = run(
+        &root,
+        &FakeCore::default(),
+        "scripts",
+        script("scripts/fail.sh", &[]),
+    );
+    assert!(!r.success, "{r:?}");
+    assert_eq!(r.error_kind, Some(ErrorKind::ToolError));
+    let e = r.error.unwrap();
+    assert!(e.starts_with("exited with code 1"), "{e}");
+    assert_mentions(&e, "--- stdout");
+    assert_mentions(&e, "usage: fail.sh NAME");
+    assert_mentions(&e, "--- stderr");
+    assert_mentions(&e, "no name given");
+}
+
+#[test]
+fn run_skill_script_refuses_paths_leaving_scripts_and_unknown_kinds() {
+    let root = SkillRoot::new();
+    script_skill(&root);
+    std::os::unix::fs::symlink(
+        "../skill.yaml",
+        root.skills().join("scripts/scripts/out.sh"),
+    )
+    .unwrap();
+    let core = FakeCore::default();
+    for (path, kind, says) in [
+        ("scripts/../skill.yaml", ErrorKind::InvalidArgs, "`..`"),
+        ("/etc/passwd", ErrorKind::InvalidArgs, "absolute"),
+        ("skill.yaml", ErrorKind::InvalidArgs, "not under scripts/"),
+        (
+            "scripts/out.sh",
+            ErrorKind::InvalidArgs,
+            "leads out of scripts/",
+        ),
+        ("scripts/none.py", ErrorKind::NotFound, "no script"),
+        ("scripts/plain.rb", ErrorKind::InvalidArgs, ".py (python3)"),
+    ] {
+        let r = run(&root, &core, "scripts", script(path, &[]));
+        assert!(!r.success, "{path}: {r:?}");
+        assert_eq!(r.error_kind, Some(kind), "{path}: {r:?}");
+        assert_mentions(r.error.as_deref().unwrap(), says);
+    }
+}
