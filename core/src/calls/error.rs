@@ -148,16 +148,24 @@ impl CallError {
     }
 
     /// The error of a session request the executor answered with a JSON-RPC error: its
-    /// message, and the kind its `data.kind` names (`tool_error` when none).
+    /// message, and the kind its `data.kind` names, else its code's (`tool_error` when
+    /// neither says).
     pub fn from_session(e: ClientError) -> Self {
         match e {
             ClientError::Rpc(o) if o.code != code::EXECUTOR_DRAINING => {
+                let by_code = match o.code {
+                    code::SESSION_NOT_FOUND => ErrorKind::NotFound,
+                    code::RESOURCE_LIMIT => ErrorKind::ResourceLimit,
+                    code::INVALID_PARAMS => ErrorKind::InvalidArgs,
+                    code::CAPABILITY_UNAVAILABLE => ErrorKind::Unavailable,
+                    _ => ErrorKind::ToolError,
+                };
                 let kind = o
                     .data
                     .as_ref()
                     .and_then(|d| d.get("kind"))
                     .and_then(|k| serde_json::from_value::<ErrorKind>(k.clone()).ok())
-                    .unwrap_or(ErrorKind::ToolError);
+                    .unwrap_or(by_code);
                 CallError::Builtin {
                     kind,
                     message: o.message,

@@ -247,9 +247,9 @@ fn finished(
 fn file_error(e: &FileError) -> ErrorObject {
     let kind = e.error_kind();
     let code = match kind {
+        skillbox_protocol::result::ErrorKind::ResourceLimit => code::RESOURCE_LIMIT,
         skillbox_protocol::result::ErrorKind::InvalidArgs
-        | skillbox_protocol::result::ErrorKind::NotFound
-        | skillbox_protocol::result::ErrorKind::ResourceLimit => code::INVALID_PARAMS,
+        | skillbox_protocol::result::ErrorKind::NotFound => code::INVALID_PARAMS,
         _ => code::INTERNAL_ERROR,
     };
     ErrorObject {
@@ -368,6 +368,7 @@ mod tests {
             .unwrap_err();
         assert!(e.message.contains("max_file_bytes"), "{}", e.message);
         assert_eq!(e.data.unwrap()["kind"], "resource_limit");
+        assert_eq!(e.code, code::RESOURCE_LIMIT);
     }
 
     #[tokio::test]

@@ -82,14 +82,32 @@ fn paths(result: &Value) -> Vec<String> {
 #[test]
 fn a_published_script_fills_an_uploaded_form_and_the_bot_downloads_the_result() {
     let sb = start("");
-    put(&sb, "job-1", "fields.json", br#"{"name": "Ada", "city": "Paris"}"#);
-    put(&sb, "job-1", "form.txt", b"Name: {{name}}\nCity: {{city}}\n");
+    put(
+        &sb,
+        "job-1",
+        "fields.json",
+        br#"{"name": "Ada", "city": "Paris"}"#,
+    );
+    put(
+        &sb,
+        "job-1",
+        "form.txt",
+        b"Name: {{name}}\nCity: {{city}}\n",
+    );
     // The instructions name the script by the folder variable.
     let loaded = sb.call_ok("load_skill", json!({"name": "form-filler"}));
     let body = loaded["body"].as_str().unwrap();
-    assert!(body.contains("python3 $SKILLBOX_SKILL_DIR/scripts/fill_form.py"), "{body}");
+    assert!(
+        body.contains("python3 $SKILLBOX_SKILL_DIR/scripts/fill_form.py"),
+        "{body}"
+    );
     // A misuse shows the script's usage (stdout) with the exit code.
-    let r = call_in(&sb, "job-1", "run_skill_script", json!({"name": "form-filler", "script": "fill_form.py"}));
+    let r = call_in(
+        &sb,
+        "job-1",
+        "run_skill_script",
+        json!({"name": "form-filler", "script": "fill_form.py"}),
+    );
     assert_eq!(r["success"], false, "{r}");
     let error = r["error"].as_str().unwrap();
     assert!(error.contains("exited with code 1"), "{error}");
@@ -98,12 +116,12 @@ fn a_published_script_fills_an_uploaded_form_and_the_bot_downloads_the_result() 
         &sb,
         "job-1",
         "run_skill_script",
-        json!({"name": "form-filler", "script": "scripts/fill_form.py", "args": ["fields.json", "form.txt", "out/filled.txt"]}),
+        json!({"name": "form-filler", "script": "scripts/fill_form.py", "args": ["fields.json", "form.txt", "filled.txt"]}),
     );
     assert_eq!(r["success"], true, "{r}");
-    assert_eq!(paths(&r), ["out/filled.txt"], "{r}");
+    assert_eq!(paths(&r), ["filled.txt"], "{r}");
     assert_eq!(
-        get(&sb, "job-1", "out/filled.txt").unwrap(),
+        get(&sb, "job-1", "filled.txt").unwrap(),
         b"Name: Ada\nCity: Paris\n"
     );
     // The same command through the shell, with the instructions' own spelling.
@@ -115,7 +133,13 @@ fn a_published_script_fills_an_uploaded_form_and_the_bot_downloads_the_result() 
     );
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["exit_code"], 0, "{r}");
-    assert!(r["data"]["output"].as_str().unwrap().contains("City: Paris"), "{r}");
+    assert!(
+        r["data"]["output"]
+            .as_str()
+            .unwrap()
+            .contains("City: Paris"),
+        "{r}"
+    );
     // The listing says which call wrote it.
     let listed = sb.request("GET", "/v1/contexts/job-1/files", None).json();
     let again = listed["files"]
@@ -131,7 +155,12 @@ fn a_published_script_fills_an_uploaded_form_and_the_bot_downloads_the_result() 
 #[test]
 fn step_two_reads_step_one_output_and_an_agent_written_script_runs() {
     let sb = start("");
-    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": "mkdir -p out && seq 1 5 > out/numbers.txt"}));
+    let r = call_in(
+        &sb,
+        "job-2",
+        "exec_command",
+        json!({"cmd": "mkdir -p out && seq 1 5 > out/numbers.txt"}),
+    );
     assert_eq!(r["data"]["exit_code"], 0, "{r}");
     assert_eq!(paths(&r), ["out/numbers.txt"]);
     put(
@@ -140,10 +169,20 @@ fn step_two_reads_step_one_output_and_an_agent_written_script_runs() {
         "sum.py",
         b"print(sum(int(l) for l in open('out/numbers.txt')))\n",
     );
-    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": ["python3", "sum.py"]}));
+    let r = call_in(
+        &sb,
+        "job-2",
+        "exec_command",
+        json!({"cmd": ["python3", "sum.py"]}),
+    );
     assert_eq!(r["data"]["output"].as_str().unwrap().trim(), "15", "{r}");
     // A removal reaches the context; a non-zero exit is still a success with its code.
-    let r = call_in(&sb, "job-2", "exec_command", json!({"cmd": "rm out/numbers.txt; exit 3"}));
+    let r = call_in(
+        &sb,
+        "job-2",
+        "exec_command",
+        json!({"cmd": "rm out/numbers.txt; exit 3"}),
+    );
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["exit_code"], 3, "{r}");
     assert!(get(&sb, "job-2", "out/numbers.txt").is_none());
@@ -155,42 +194,116 @@ fn step_two_reads_step_one_output_and_an_agent_written_script_runs() {
 #[test]
 fn a_long_command_is_driven_with_write_stdin_and_closed_with_its_processes() {
     let sb = start("");
-    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": "cat", "yield_ms": 200}));
-    let session = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    let r = call_in(
+        &sb,
+        "job-4",
+        "exec_command",
+        json!({"cmd": "cat", "yield_ms": 200}),
+    );
+    let session = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
     assert!(r["data"].get("exit_code").is_none(), "{r}");
-    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": session, "chars": "hello\n", "yield_ms": 500}));
+    let r = call_in(
+        &sb,
+        "job-4",
+        "write_stdin",
+        json!({"session_id": session, "chars": "hello\n", "yield_ms": 500}),
+    );
     assert_eq!(r["data"]["output"], "hello\n", "{r}");
     // Another context cannot name it.
-    let r = call_in(&sb, "job-5", "write_stdin", json!({"session_id": session, "chars": "x\n"}));
+    let r = call_in(
+        &sb,
+        "job-5",
+        "write_stdin",
+        json!({"session_id": session, "chars": "x\n"}),
+    );
     assert_eq!(r["error_kind"], "not_found", "{r}");
     // An interactive interpreter keeps its state between writes.
-    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": ["python3", "-i", "-q"], "yield_ms": 300}));
-    let py = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
-    call_in(&sb, "job-4", "write_stdin", json!({"session_id": py, "chars": "x = 6 * 7\n", "yield_ms": 300}));
-    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": py, "chars": "print(x)\n", "yield_ms": 1000}));
+    let r = call_in(
+        &sb,
+        "job-4",
+        "exec_command",
+        json!({"cmd": ["python3", "-i", "-q"], "yield_ms": 300}),
+    );
+    let py = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    call_in(
+        &sb,
+        "job-4",
+        "write_stdin",
+        json!({"session_id": py, "chars": "x = 6 * 7\n", "yield_ms": 300}),
+    );
+    let r = call_in(
+        &sb,
+        "job-4",
+        "write_stdin",
+        json!({"session_id": py, "chars": "print(x)\n", "yield_ms": 1000}),
+    );
     assert!(r["data"]["output"].as_str().unwrap().contains("42"), "{r}");
     // A background process of a session dies when the session is closed.
-    let r = call_in(&sb, "job-4", "exec_command", json!({"cmd": "sleep 1000 & echo $!; wait", "yield_ms": 500}));
-    let sleeper = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
-    let pid: u32 = r["data"]["output"].as_str().unwrap().trim().parse().unwrap_or_else(|_| panic!("{r}"));
+    let r = call_in(
+        &sb,
+        "job-4",
+        "exec_command",
+        json!({"cmd": "sleep 1000 & echo $!; wait", "yield_ms": 500}),
+    );
+    let sleeper = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let pid: u32 = r["data"]["output"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{r}"));
     let r = call_in(&sb, "job-4", "close_context", json!({}));
     assert_eq!(r["data"]["closed"], 3, "{r}");
-    poll("the session's sleep to end", Duration::from_secs(10), || {
-        (!Path::new(&format!("/proc/{pid}")).exists()).then_some(())
-    });
-    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": sleeper, "chars": ""}));
+    poll(
+        "the session's sleep to end",
+        Duration::from_secs(10),
+        || (!Path::new(&format!("/proc/{pid}")).exists()).then_some(()),
+    );
+    let r = call_in(
+        &sb,
+        "job-4",
+        "write_stdin",
+        json!({"session_id": sleeper, "chars": ""}),
+    );
     assert_eq!(r["error_kind"], "not_found", "{r}");
-    let r = call_in(&sb, "job-4", "write_stdin", json!({"session_id": session, "chars": "again\n"}));
+    let r = call_in(
+        &sb,
+        "job-4",
+        "write_stdin",
+        json!({"session_id": session, "chars": "again\n"}),
+    );
     assert_eq!(r["error_kind"], "not_found", "{r}");
 }
 
 #[test]
 fn a_session_past_its_idle_timeout_has_ended() {
     let sb = start("[exec]\nidle_timeout_ms = 500\n");
-    let r = call_in(&sb, "job-6", "exec_command", json!({"cmd": "cat", "yield_ms": 100}));
-    let session = r["data"]["session_id"].as_str().unwrap_or_else(|| panic!("{r}")).to_string();
+    let r = call_in(
+        &sb,
+        "job-6",
+        "exec_command",
+        json!({"cmd": "cat", "yield_ms": 100}),
+    );
+    let session = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
     std::thread::sleep(Duration::from_millis(1500));
-    let r = call_in(&sb, "job-6", "write_stdin", json!({"session_id": session, "chars": "late\n"}));
+    let r = call_in(
+        &sb,
+        "job-6",
+        "write_stdin",
+        json!({"session_id": session, "chars": "late\n"}),
+    );
     assert_eq!(r["success"], false, "{r}");
     assert_eq!(r["error_kind"], "not_found", "{r}");
 }
@@ -198,8 +311,16 @@ fn a_session_past_its_idle_timeout_has_ended() {
 #[test]
 fn a_file_over_the_quota_is_not_kept_and_the_call_says_so() {
     let sb = start("[files]\nmax_file_bytes = 1000\n");
-    let r = call_in(&sb, "job-7", "exec_command", json!({"cmd": "head -c 5000 /dev/zero > big.bin; echo small > small.txt"}));
-    let text = r.to_string();
-    assert!(text.contains("max_file_bytes"), "{r}");
+    let r = call_in(
+        &sb,
+        "job-7",
+        "exec_command",
+        json!({"cmd": "head -c 5000 /dev/zero > big.bin; echo small > small.txt"}),
+    );
+    // A command's answer says it in its output (the command itself ran).
+    let output = r["data"]["output"].as_str().unwrap();
+    assert!(output.contains("big.bin") && output.contains("max_file_bytes"), "{r}");
+    assert_eq!(paths(&r), ["small.txt"], "{r}");
     assert!(get(&sb, "job-7", "big.bin").is_none());
+    assert_eq!(get(&sb, "job-7", "small.txt").unwrap(), b"small\n");
 }
