@@ -24,7 +24,14 @@ fn context_pin_limits_tool_calls_to_its_active_tools() {
     assert_eq!(ctx["restricted"], true, "{ctx}");
     assert_eq!(
         ctx["active_tools"],
-        json!(["echo:echo", "load_skill", "run_skill_script"])
+        json!([
+            "echo:echo",
+            "load_skill",
+            "run_skill_script",
+            "exec_command",
+            "write_stdin",
+            "close_context"
+        ])
     );
     assert!(ctx["prompt"].as_str().unwrap().contains("# Echo only"));
 
