@@ -461,6 +461,45 @@ expect "scale: six calls are spread over both executors (round robin)" \
   "$(printf '%s\n' "${hosts[@]}" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))')" \
   'len(set(r)) == 2 and "failed" not in r and all(r.count(h) >= 2 for h in set(r))'
 
+# --- a context's files and shell, with two executors ----------------------------------------
+# form-filler is shaped like a published skill (SKILL.md and a script, no tools). The files
+# live in the core's volume and travel with each call, so consecutive calls landing on
+# either executor see the last call's output; a session stays on the executor holding it.
+echo "test-compose: a context's files and shell"
+ctx_call() { # context tool args-json
+  curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "{\"tool\":\"$2\",\"context_id\":\"$1\",\"args\":$3}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
+}
+put_file() { # context path text
+  printf '%s' "$3" | curl -sS --max-time 30 -X PUT --data-binary @- \
+    -H "Authorization: Bearer $token" "$gateway/v1/contexts/$1/files/$2"
+}
+as_json() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+expect "PUT a file into a context" "$(put_file job-c fields.json '{"name": "Ada"}')" 'r["size"] == 15'
+put_file job-c form.txt 'Name: {{name}}' >/dev/null
+r=$(ctx_call job-c run_skill_script '{"name":"form-filler","script":"fill_form.py","args":["fields.json","form.txt","filled.txt"]}')
+expect "run_skill_script runs a published-shaped script on uploaded files" "$r" \
+  'r["success"] is True and [f["path"] for f in r["files"]] == ["filled.txt"]'
+got=$(curl -sS --max-time 30 -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-c/files/filled.txt" | as_json)
+expect "the bot downloads the file the script wrote" "$got" 'r == "Name: Ada"'
+for i in 1 2 3 4; do
+  ctx_call job-c exec_command "{\"cmd\":\"echo $i \$(uname -n) >> steps.txt\"}" >/dev/null
+done
+r=$(ctx_call job-c exec_command '{"cmd":"cat steps.txt"}')
+expect "four steps on two executors each see the step before (files travel with the calls)" "$r" \
+  '[l.split()[0] for l in r["data"]["output"].split("\n") if l] == ["1","2","3","4"] and len({l.split()[1] for l in r["data"]["output"].split("\n") if l}) == 2'
+r=$(ctx_call job-c exec_command '{"cmd":"cat","yield_ms":200}')
+session=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["data"].get("session_id",""))' "$r" 2>/dev/null || true)
+outs=()
+for i in 1 2 3 4; do
+  outs+=("$(ctx_call job-c write_stdin "{\"session_id\":\"$session\",\"chars\":\"line$i\\n\",\"yield_ms\":1000}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["output"].strip())' 2>/dev/null || echo failed)")
+done
+expect "a session's writes reach the executor that holds it, four times of four" \
+  "$(printf '%s\n' "${outs[@]}" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read().split()))')" \
+  'r == ["line1", "line2", "line3", "line4"]'
+r=$(ctx_call job-c close_context '{}')
+expect "close_context ends the session" "$r" 'r["data"]["closed"] == 1'
+
 # --- teardown is checked by the EXIT trap ----------------------------------------------------
 echo "test-compose: up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, process ${process_ms:-?} ms vs container ${container_ms:-?} ms (median), suite $(($(date +%s) - suite_started)) s"
 echo "compose: $passed passed, $failures failed"

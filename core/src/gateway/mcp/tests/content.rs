@@ -332,3 +332,25 @@ async fn skill_md_resource_is_served_verbatim_and_nothing_outside_the_skill() {
         );
     }
 }
+
+#[test]
+fn files_a_call_wrote_come_back_as_resource_links_of_its_context() {
+    let mut r = skillbox_protocol::result::ToolResult::ok("c1", json!({"output": ""}), 1);
+    r.files = Some(vec![skillbox_protocol::workdir::WorkFile {
+        path: "out/report.csv".into(),
+        size: 42,
+        sha256: "ab".into(),
+    }]);
+    let v = crate::gateway::mcp::tools::call_result(&r, Some("job-1"));
+    let link = &v["content"][1];
+    assert_eq!(link["type"], "resource_link", "{v}");
+    assert_eq!(
+        link["uri"],
+        "skillbox://contexts/job-1/files/out/report.csv"
+    );
+    assert_eq!(link["mimeType"], "text/csv; charset=utf-8");
+    assert_eq!(link["size"], 42);
+    // Outside a context, no link (there is nowhere to read it from).
+    let v = crate::gateway::mcp::tools::call_result(&r, None);
+    assert_eq!(v["content"].as_array().unwrap().len(), 1, "{v}");
+}
