@@ -202,7 +202,7 @@ async fn run<B: CapabilityBroker>(
     let timeout_ms = skill.timeout_ms(tool);
     let mut values = Vec::new();
     for (name, value) in &params.env {
-        if skill.permissions.env.contains(name) {
+        if skill.permissions.env.contains(name) || params.granted_env.contains(name) {
             values.push((name.clone(), value.0.clone()));
         } else {
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");

@@ -392,6 +392,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         tool: tool.to_string(),
         args,
         env,
+        granted_env: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,

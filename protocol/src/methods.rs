@@ -318,6 +318,10 @@ pub struct ToolExecuteParams {
     /// Values of the skill's declared env names that the core holds.
     #[serde(default)]
     pub env: BTreeMap<String, SecretValue>,
+    /// Env names the operator granted the skill (`[grants.<skill>] env`) beyond those it
+    /// declares: the executor passes their values too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted_env: Vec<String>,
     /// The W3C `traceparent` a bot sent with the call, validated by the core; the
     /// executor puts it on the call's log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -504,6 +508,7 @@ mod tests {
             tool: "t".into(),
             args: json!({}),
             env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
+            granted_env: Vec::new(),
             traceparent: None,
             workdir: None,
             script: None,

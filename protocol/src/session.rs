@@ -59,6 +59,9 @@ pub struct SessionExecParams {
     /// Values of the skill's declared env names.
     #[serde(default)]
     pub env: BTreeMap<String, SecretValue>,
+    /// Env names granted to the skill beyond those it declares (`[grants.<skill>] env`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted_env: Vec<String>,
     /// How long to wait for the command to end before answering with a session.
     pub yield_ms: u64,
     /// Most output bytes in this answer.

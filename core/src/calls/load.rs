@@ -5,10 +5,11 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
-use skillbox_protocol::skill::{Catalog, Skill};
+use skillbox_protocol::skill::{Catalog, Permissions, Skill};
 
 use crate::router::Router;
 use crate::skills::stamp::InstalledStamps;
+use crate::state::config::grants::Grant;
 use crate::state::config::Config;
 
 /// What a load or reload produced, swapped as one: the catalogue, the configuration read
@@ -16,8 +17,11 @@ use crate::state::config::Config;
 /// first use and kept with them: no global cache).
 #[derive(Debug)]
 pub struct Loaded {
-    /// The skills.
+    /// The skills, each with its effective permissions (declared plus granted).
     pub catalog: Arc<Catalog>,
+    /// The permissions each skill with a `[grants.<skill>]` declared itself, before the
+    /// grant was added (what `GET /v1/skills/{name}` shows beside the grant).
+    declared: std::collections::HashMap<String, Permissions>,
     /// `skillbox.toml` as it was at that load.
     pub config: Arc<Config>,
     /// Each skill of the catalogue, shared, by name: a call takes a reference to its skill
@@ -31,12 +35,25 @@ pub struct Loaded {
 
 impl Loaded {
     /// The catalogue and the configuration of one load.
-    pub fn new(catalog: Catalog, config: Arc<Config>) -> Self {
+    pub fn new(mut catalog: Catalog, config: Arc<Config>) -> Self {
+        let mut declared = std::collections::HashMap::new();
+        for skill in &mut catalog.skills {
+            if let Some(grant) = config.grants.get(&skill.name).filter(|g| !g.is_empty()) {
+                declared.insert(skill.name.clone(), skill.permissions.clone());
+                grant.apply(&mut skill.permissions);
+            }
+        }
+        for name in config.grants.keys() {
+            if catalog.get(name).is_none() {
+                tracing::warn!(skill = %name, "[grants.{name}] names no loaded skill; it applies once one of that name loads");
+            }
+        }
         let skills = (catalog.skills.iter())
             .map(|s| (s.name.clone(), Arc::new(s.clone())))
             .collect();
         Self {
             catalog: Arc::new(catalog),
+            declared,
             config,
             skills,
             stamps: Arc::default(),
@@ -58,6 +75,13 @@ impl Loaded {
     pub fn with_stamps(mut self, stamps: InstalledStamps) -> Self {
         self.stamps = Arc::new(stamps);
         self
+    }
+
+    /// What skill `name` declared itself and what `[grants.<name>]` adds, when the
+    /// operator grants it anything.
+    pub fn grant_of(&self, name: &str) -> Option<(&Permissions, &Grant)> {
+        let declared = self.declared.get(name)?;
+        Some((declared, self.config.grants.get(name)?))
     }
 
     /// The skill `name`, shared.

@@ -59,6 +59,19 @@ pub(super) struct Admitted {
     pub(super) timeout_ms: u64,
 }
 
+/// The env names `[grants.<skill>]` adds to what `skill` declares.
+pub(super) fn granted_env(loaded: &Loaded, skill: &str) -> Vec<String> {
+    loaded
+        .grant_of(skill)
+        .map(|(declared, grant)| {
+            (grant.env.iter())
+                .filter(|n| !declared.env.contains(n))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What a call runs under a skill's envelope without a declared tool (a script, a
 /// command) may do at most what the skill's tools may: `sign` when one of them signs,
 /// `write` when one writes, `read` otherwise.
@@ -448,6 +461,7 @@ impl Dispatcher {
                 .availability
                 .secrets()
                 .for_names(&skill.permissions.env),
+            granted_env: granted_env(&self.load.current(), &skill.name),
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
             workdir,
             script,

@@ -191,3 +191,39 @@ async fn a_script_of_a_skill_with_a_write_tool_waits_for_an_approval() {
     assert_eq!(r.error_kind, Some(ErrorKind::ApprovalDenied), "{r:?}");
     assert!(r.approval_id.is_some(), "{r:?}");
 }
+
+#[tokio::test]
+async fn a_grant_widens_a_published_skill_and_its_env_names_travel_to_the_executor() {
+    let ws = tempfile::tempdir().unwrap();
+    let seen: std::sync::Arc<Mutex<Vec<ToolExecuteParams>>> = Default::default();
+    let log = std::sync::Arc::clone(&seen);
+    let d = dispatcher(ws.path()).with_fake_transport(move |p| {
+        log.lock().unwrap().push(p.clone());
+        Ok(ToolResult::ok(p.call_id.clone(), json!({}), 1))
+    });
+    let mut config = (*d.load().config()).clone();
+    config.grants.insert(
+        "pdf".into(),
+        toml::from_str("network = [\"api.example.com\"]\nenv = [\"PDF_KEY\"]\n").unwrap(),
+    );
+    let catalog = discover(&[ws.path().join("skills")], DiscoveryOptions::default());
+    d.load().set_catalog(catalog, Some(config));
+    let loaded = d.load().current();
+    let pdf = loaded.skill("pdf").unwrap();
+    assert_eq!(pdf.permissions.network, ["api.example.com"]);
+    assert_eq!(pdf.permissions.env, ["PDF_KEY"]);
+    let (declared, grant) = loaded.grant_of("pdf").unwrap();
+    assert!(declared.env.is_empty() && declared.network.is_empty());
+    assert_eq!(grant.env, ["PDF_KEY"]);
+    assert!(loaded.grant_of("mail").is_none());
+    // The executor is told the granted name, so that it passes its value on.
+    let r = call_in(
+        &d,
+        None,
+        "run_skill_script",
+        json!({"name": "pdf", "script": "fill.py"}),
+    )
+    .await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(seen.lock().unwrap()[0].granted_env, ["PDF_KEY"]);
+}

@@ -275,6 +275,10 @@ impl Dispatcher {
                     None => exec.memory_mb,
                 },
             },
+            granted_env: match &skill_name {
+                Some(name) => super::pipeline::granted_env(loaded, name),
+                None => Vec::new(),
+            },
             traceparent: run.trace.map(|t| t.to_string()),
         };
         let active = Arc::new(ActiveCall {

@@ -75,6 +75,11 @@
 //! max_output_bytes = 65536         # output in one answer unless the call asks for less
 //! memory_mb = 512                  # memory of a session without a skill (a skill's own otherwise)
 //!
+//! [grants.SKILL]                    # permissions granted to a skill beyond what it declares
+//! network = []                     # as permissions.network, e.g. ["wttr.in"]
+//! env = []                         # as permissions.env: names whose values the core supplies
+//! workspace = { read = [] }        # as permissions.workspace.read
+//!
 //! [console]                        # the operator console (docs/console.md)
 //! session_minutes = 480            # a console session expires this long after sign-in
 //! max_sessions = 32                # sessions at once; signing in beyond it ends the oldest
@@ -140,6 +145,7 @@ pub mod console;
 pub mod exec;
 pub mod fetch;
 pub mod files;
+pub mod grants;
 pub mod log;
 pub mod observe;
 pub mod repair;
@@ -164,6 +170,8 @@ pub struct Config {
     pub files: files::FilesSection,
     /// `[exec]`: a context's command sessions.
     pub exec: exec::ExecSection,
+    /// `[grants.<skill>]`: permissions the operator grants skills beyond their own.
+    pub grants: grants::Grants,
     /// readFile proxy settings.
     pub read_file: ReadFileSection,
     /// Approval settings.
@@ -383,6 +391,16 @@ pub enum ConfigError {
         /// Cause (names the key).
         source: toml::de::Error,
     },
+    /// A `[grants.<skill>]` entry that is not a valid permission.
+    #[error("{path}: [grants.{skill}] {problems}")]
+    BadGrant {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The skill.
+        skill: String,
+        /// What is wrong, key by key.
+        problems: String,
+    },
     /// A value outside the range the key allows.
     #[error("{path}: {key} = {value} is out of range; use {range}")]
     OutOfRange {
@@ -413,6 +431,16 @@ impl Config {
             source,
         })?;
         config.check_ranges(&path)?;
+        for (skill, grant) in &config.grants {
+            let problems = grant.problems();
+            if !problems.is_empty() {
+                return Err(ConfigError::BadGrant {
+                    path,
+                    skill: skill.clone(),
+                    problems: problems.join("; "),
+                });
+            }
+        }
         Ok(config)
     }
 

@@ -91,6 +91,7 @@ pub async fn timed_call(
         tool: tool.into(),
         args: json!({}),
         env: BTreeMap::new(),
+        granted_env: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,

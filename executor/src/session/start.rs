@@ -50,7 +50,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         if let Some(skill) = skill {
             env.extend(crate::warm::call_env(skill, "exec_command", &p.call_id));
             for (name, value) in &p.env {
-                if skill.permissions.env.contains(name) {
+                if skill.permissions.env.contains(name) || p.granted_env.contains(name) {
                     env.push((name.clone(), value.0.clone()));
                 }
             }

@@ -48,6 +48,7 @@ fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>
         .into(),
         args: json!({}),
         env: BTreeMap::new(),
+        granted_env: Vec::new(),
         traceparent: None,
         workdir: Some(core.workdir()),
         script,

@@ -58,6 +58,7 @@ impl Fixture {
                 output_kept_bytes: 1 << 20,
                 memory_mb: 512,
             },
+            granted_env: Vec::new(),
             traceparent: None,
         }
     }

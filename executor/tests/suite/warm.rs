@@ -110,6 +110,7 @@ async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: 
         tool: "run".to_string(),
         args: json!({}),
         env: BTreeMap::new(),
+        granted_env: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,

@@ -319,8 +319,44 @@ fn a_file_over_the_quota_is_not_kept_and_the_call_says_so() {
     );
     // A command's answer says it in its output (the command itself ran).
     let output = r["data"]["output"].as_str().unwrap();
-    assert!(output.contains("big.bin") && output.contains("max_file_bytes"), "{r}");
+    assert!(
+        output.contains("big.bin") && output.contains("max_file_bytes"),
+        "{r}"
+    );
     assert_eq!(paths(&r), ["small.txt"], "{r}");
     assert!(get(&sb, "job-7", "big.bin").is_none());
     assert_eq!(get(&sb, "job-7", "small.txt").unwrap(), b"small\n");
+}
+
+#[test]
+fn a_granted_env_name_reaches_a_published_skill_that_declares_none() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(published_skills),
+        extra_toml: "[grants.form-filler]\nenv = [\"FORM_API_KEY\"]\n".to_string(),
+        secrets: vec![("FORM_API_KEY".into(), "k-123".into())],
+        ..Options::default()
+    });
+    let echo = json!({"cmd": "echo ${FORM_API_KEY:-none}", "skill": "form-filler"});
+    let r = call_in(&sb, "job-8", "exec_command", echo);
+    assert_eq!(r["data"]["output"], "k-123\n", "{r}");
+    // Without the skill's envelope, no secret.
+    let r = call_in(
+        &sb,
+        "job-9",
+        "exec_command",
+        json!({"cmd": "echo ${FORM_API_KEY:-none}"}),
+    );
+    assert_eq!(r["data"]["output"], "none\n", "{r}");
+    let detail = sb.request("GET", "/v1/skills/form-filler", None).json();
+    assert_eq!(detail["permissions"]["env"], json!([]), "{detail}");
+    assert_eq!(
+        detail["granted"]["env"],
+        json!(["FORM_API_KEY"]),
+        "{detail}"
+    );
+    assert_eq!(
+        detail["effective_permissions"]["env"],
+        json!(["FORM_API_KEY"]),
+        "{detail}"
+    );
 }

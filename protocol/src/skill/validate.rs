@@ -90,7 +90,8 @@ pub fn is_env_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn is_reserved_env(name: &str) -> bool {
+/// Whether `name` is set by skillbox or changes how programs load (never a skill's to set).
+pub fn is_reserved_env(name: &str) -> bool {
     RESERVED_ENV.contains(&name) || RESERVED_ENV_PREFIXES.iter().any(|p| name.starts_with(p))
 }
 
@@ -433,8 +434,8 @@ fn has_parent_component(p: &str) -> bool {
         .any(|c| matches!(c, Component::ParentDir))
 }
 
-/// Why `p` is not a clean relative path, if it is not.
-fn relative_path_problem(p: &str) -> Option<&'static str> {
+/// Why `p` is not a clean relative path (empty, absolute, `..`), if it is not.
+pub fn relative_path_problem(p: &str) -> Option<&'static str> {
     if p.is_empty() {
         Some("empty")
     } else if p.contains('\0') {

@@ -133,8 +133,13 @@ pub struct SkillDetail {
     pub body: String,
     /// Every file of the skill folder.
     pub files: Vec<PathBuf>,
-    /// Its declared permissions.
+    /// The permissions it declares itself.
     pub permissions: Permissions,
+    /// What the operator grants it beyond them (`[grants.<skill>]`), when anything.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub granted: Option<crate::state::config::grants::Grant>,
+    /// What it may use: declared plus granted.
+    pub effective_permissions: Permissions,
     /// Its routing triggers.
     pub triggers: Vec<String>,
 }

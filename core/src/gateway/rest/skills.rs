@@ -1,6 +1,8 @@
 //! `GET /v1/skills`, `GET /v1/skills/{name}` and `GET /v1/skills/{name}/files/{path}`: the
 //! skills offered (and those the trust policy disabled, with the reason).
 
+use std::sync::Arc;
+
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{InstallLock, Skill};
 use skillbox_protocol::ToolRef;
@@ -25,7 +27,8 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
     if !req.caller.may_use_skill(name) {
         return Err(not_found(name));
     }
-    let catalog = gw.core.load.catalog();
+    let loaded = gw.core.load.current();
+    let catalog = Arc::clone(&loaded.catalog);
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     let Some(s) = catalog.get(name) else {
         return match disabled::list(&catalog).iter().find(|d| d.name == name) {
@@ -37,7 +40,12 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
         summary: summary(gw, s, lock.as_ref()),
         body: s.read_body().unwrap_or_default(),
         files: s.list_files().unwrap_or_default(),
-        permissions: s.permissions.clone(),
+        permissions: match loaded.grant_of(name) {
+            Some((declared, _)) => declared.clone(),
+            None => s.permissions.clone(),
+        },
+        granted: loaded.grant_of(name).map(|(_, g)| g.clone()),
+        effective_permissions: s.permissions.clone(),
         triggers: s.routing.triggers.clone(),
     }))
 }

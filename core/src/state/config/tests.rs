@@ -184,3 +184,24 @@ fn gateway_connection_limits_are_read_and_out_of_range_refused_with_the_key() {
         );
     }
 }
+
+#[test]
+fn grants_are_read_per_skill_and_a_bad_one_stops_the_load_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[grants.weather]\nnetwork = [\"wttr.in\"]\nenv = [\"WEATHER_KEY\"]\n",
+    )
+    .unwrap();
+    let c = Config::load(dir.path()).unwrap();
+    assert_eq!(c.grants["weather"].network, ["wttr.in"]);
+    assert_eq!(c.grants["weather"].env, ["WEATHER_KEY"]);
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[grants.weather]\nenv = [\"LD_PRELOAD\"]\n",
+    )
+    .unwrap();
+    let e = Config::load(dir.path()).unwrap_err().to_string();
+    assert!(e.contains("[grants.weather] env[0]"), "{e}");
+    assert!(e.contains("reserved"), "{e}");
+}

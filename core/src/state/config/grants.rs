@@ -1,0 +1,137 @@
+//! `[grants.<skill>]`: permissions the operator gives a skill beyond what it declares.
+//! Published skills declare no skillbox permissions (a bare `SKILL.md`, OpenClaw's
+//! `requires.env`): the operator grants them here, with the keys of a manifest's
+//! `permissions`. A skill's effective permissions are what it declares plus what it is
+//! granted ([`Grant::apply`]); `GET /v1/skills/{name}` shows the two side by side.
+//!
+//! ```toml
+//! [grants.weather]
+//! network = ["wttr.in"]
+//! env = ["WEATHER_API_KEY"]
+//! workspace = { read = ["data/**"] }
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use skillbox_protocol::skill::network::NetworkPattern;
+use skillbox_protocol::skill::validate::{is_env_name, is_reserved_env, relative_path_problem};
+use skillbox_protocol::skill::Permissions;
+
+/// `[grants.<skill>] workspace`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GrantedWorkspace {
+    /// Globs relative to the workspace the skill's `readFile` may read.
+    pub read: Vec<String>,
+}
+
+/// `[grants.<skill>]`: what the operator grants one skill.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grant {
+    /// Network patterns, as `permissions.network`.
+    pub network: Vec<String>,
+    /// Env names whose values the core supplies, as `permissions.env`.
+    pub env: Vec<String>,
+    /// Workspace read scope, as `permissions.workspace`.
+    pub workspace: GrantedWorkspace,
+}
+
+/// Every `[grants.<skill>]`, by skill name.
+pub type Grants = BTreeMap<String, Grant>;
+
+impl Grant {
+    /// Whether it grants nothing.
+    pub fn is_empty(&self) -> bool {
+        self.network.is_empty() && self.env.is_empty() && self.workspace.read.is_empty()
+    }
+
+    /// What is wrong with it, in the words of its keys (`network[0]: ...`), if anything.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for (i, n) in self.network.iter().enumerate() {
+            if let Err(e) = NetworkPattern::parse(n) {
+                out.push(format!("network[{i}]: {e}"));
+            }
+        }
+        for (i, e) in self.env.iter().enumerate() {
+            if !is_env_name(e) {
+                out.push(format!(
+                    "env[{i}]: {e:?} is not an env name ([A-Za-z_][A-Za-z0-9_]*)"
+                ));
+            } else if is_reserved_env(e) {
+                out.push(format!(
+                    "env[{i}]: {e:?} is reserved (set by skillbox or changes how programs load)"
+                ));
+            }
+        }
+        for (i, g) in self.workspace.read.iter().enumerate() {
+            if let Some(reason) = relative_path_problem(g) {
+                out.push(format!("workspace.read[{i}]: {g:?}: {reason}"));
+            } else if let Err(e) = globset::Glob::new(g) {
+                out.push(format!(
+                    "workspace.read[{i}]: {g:?} is not a valid glob: {e}"
+                ));
+            }
+        }
+        out
+    }
+
+    /// Adds what it grants to `perms` (each entry once).
+    pub fn apply(&self, perms: &mut Permissions) {
+        fn add(to: &mut Vec<String>, more: &[String]) {
+            for m in more {
+                if !to.contains(m) {
+                    to.push(m.clone());
+                }
+            }
+        }
+        add(&mut perms.network, &self.network);
+        add(&mut perms.env, &self.env);
+        add(&mut perms.workspace.read, &self.workspace.read);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grant_adds_to_what_a_skill_declares_each_entry_once() {
+        let grant: Grant = toml::from_str(
+            "network = [\"wttr.in\", \"api.example.com\"]\nenv = [\"KEY\"]\nworkspace = { read = [\"data/**\"] }\n",
+        )
+        .unwrap();
+        assert!(grant.problems().is_empty(), "{:?}", grant.problems());
+        let mut perms = Permissions {
+            network: vec!["api.example.com".into()],
+            ..Permissions::default()
+        };
+        grant.apply(&mut perms);
+        assert_eq!(perms.network, ["api.example.com", "wttr.in"]);
+        assert_eq!(perms.env, ["KEY"]);
+        assert_eq!(perms.workspace.read, ["data/**"]);
+    }
+
+    #[test]
+    fn a_bad_grant_is_refused_naming_each_key() {
+        let grant = Grant {
+            network: vec!["http://".into()],
+            env: vec!["1BAD".into(), "LD_PRELOAD".into()],
+            workspace: GrantedWorkspace {
+                read: vec!["../up/**".into()],
+            },
+        };
+        let p = grant.problems();
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p[0].starts_with("network[0]"), "{p:?}");
+        assert!(p[1].contains("not an env name"), "{p:?}");
+        assert!(p[2].contains("reserved"), "{p:?}");
+        assert!(p[3].starts_with("workspace.read[0]"), "{p:?}");
+        assert!(
+            toml::from_str::<Grant>("secrets = []\n").is_err(),
+            "unknown keys are errors"
+        );
+    }
+}
