@@ -28,6 +28,7 @@ use crate::state::store::{EgressEntry, EgressVerdict};
 mod channel;
 mod forward;
 mod limits;
+mod record;
 mod tunnel;
 
 /// The call id and token of the test call.
