@@ -124,6 +124,11 @@ impl EgressProxy {
         let authorized = self
             .in_flight
             .authorize(call_id, &SecretValue(token.to_string()));
+        // A slot is taken before the head is read: connections that never ask count too.
+        let slot = match &authorized {
+            Ok(call) => call.egress.open(self.config.max_connections_per_call),
+            Err(_) => None,
+        };
         // The head is read first, so that the program reads the refusal it gets.
         let mut buf = Vec::new();
         let head = read_head(&mut io, &mut buf).await;
@@ -139,7 +144,7 @@ impl EgressProxy {
             }
         };
         let (host, port, outcome, (bytes_out, bytes_in)) = match head {
-            Ok(head) => self.serve_head(&call, head, buf, io).await,
+            Ok(head) => self.serve_head(&call, slot, head, buf, io).await,
             // Nothing was asked.
             Err(HeadError::Closed) => return,
             Err(e) => {
@@ -169,11 +174,13 @@ impl EgressProxy {
         });
     }
 
-    /// Serves a connection whose head was read (`buf` holds it and any bytes after it):
-    /// the host and port asked for, the outcome, and the bytes carried each way.
+    /// Serves a connection whose head was read (`buf` holds it and any bytes after it),
+    /// holding `slot` (`None`: the call's connections limit was reached): the host and
+    /// port asked for, the outcome, and the bytes carried each way.
     async fn serve_head<S>(
         &self,
         call: &ActiveCall,
+        slot: Option<log::OpenSlot>,
         head: head::Head,
         mut buf: Vec<u8>,
         mut io: S,
@@ -203,7 +210,7 @@ impl EgressProxy {
         };
         let (host, port) = (target.host.clone(), target.port);
         let max = self.config.max_connections_per_call;
-        let Some(_slot) = call.egress.open(max) else {
+        let Some(_slot) = slot else {
             let reason = format!(
                 "the call has {max} connections open through the proxy, its limit ([egress] \
                  max_connections_per_call); close one first"
