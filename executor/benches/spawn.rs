@@ -444,6 +444,7 @@ impl Bench<'_> {
             memory_mb: 512,
             timeout_ms: 10_000,
             args_file: ArgsFile::Write(b"{}"),
+            network: None,
         })?;
         let prepared = Instant::now();
         let mut child = self

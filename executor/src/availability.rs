@@ -12,8 +12,9 @@ use skillbox_protocol::methods::SandboxFacts;
 use crate::registry::Registry;
 use crate::sandbox::env::SANDBOX_PATH;
 
-/// The facts for the skills of `registry`.
-pub fn sandbox_facts(registry: &Registry) -> SandboxFacts {
+/// The facts for the skills of `registry`, on an executor that can (`network_namespaces`)
+/// or cannot give a network call a namespace of its own.
+pub fn sandbox_facts(registry: &Registry, network_namespaces: bool) -> SandboxFacts {
     let mut programs = BTreeMap::new();
     for registered in registry.skills() {
         for program in registered.skill.programs() {
@@ -26,6 +27,7 @@ pub fn sandbox_facts(registry: &Registry) -> SandboxFacts {
         os: os_name().to_string(),
         path: SANDBOX_PATH.to_string(),
         programs,
+        network_namespaces,
     }
 }
 
@@ -74,7 +76,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("x.py"), "").unwrap();
-        let facts = sandbox_facts(&Registry::load(root.path()));
+        let facts = sandbox_facts(&Registry::load(root.path()), false);
         assert_eq!(facts.os, "linux");
         assert_eq!(facts.programs.get("sh"), Some(&true));
         assert_eq!(facts.programs.get("skillbox-missing-bin"), Some(&false));

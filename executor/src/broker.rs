@@ -3,14 +3,19 @@
 //! the executor's own stdin/stdout) implement [`CapabilityBroker`] and forward each request
 //! as [`core_request`] says; in one-shot mode ([`OneShotBroker`]) there is no core and every
 //! request answers -32003. The executor's own callbacks for a call's context files
-//! (`core.contextFileRead/Write/Delete`) go the same way ([`core_call`]).
+//! (`core.contextFileRead/Write/Delete`) go the same way ([`core_call`]), and so do a
+//! network call's connections ([`CapabilityBroker::egress`], [`crate::egress`]).
 
 use std::future::Future;
+
+use skillbox_channel::stream::BoxedStream;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{Capability, CoreCallbackParams, SecretValue};
 use skillbox_protocol::rpc::RpcMethod;
+
+use crate::egress::EgressError;
 
 /// The call a capability request belongs to.
 #[derive(Debug, Clone)]
@@ -42,6 +47,17 @@ pub trait CapabilityBroker: Send + Sync {
         core_method: &'static str,
         params: Value,
     ) -> impl Future<Output = Result<Value, ErrorObject>> + Send;
+
+    /// Opens a stream to the core's egress proxy for one connection of `call`'s programs,
+    /// naming the call and presenting its token ([`crate::egress`]). Without a core (the
+    /// default) there is none.
+    fn egress(
+        &self,
+        call: &CallInfo,
+    ) -> impl Future<Output = Result<BoxedStream, EgressError>> + Send {
+        let _ = call;
+        async { Err(EgressError::NoCore) }
+    }
 }
 
 /// Calls core method `M` for `call` with `request`, typed both ways: the params carry the

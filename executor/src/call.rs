@@ -1,5 +1,6 @@
 //! One tool call, from `tool.execute` params to a [`ToolResult`]: look up the tool,
-//! validate the arguments before anything is spawned, prepare the sandbox, run the stdio
+//! validate the arguments before anything is spawned, prepare the sandbox (for a network
+//! call, its namespace and the relay of its connections, [`crate::egress`]), run the stdio
 //! protocol under the timeout and output budget, end every process, and say which limit
 //! or rule ended the call.
 
@@ -14,6 +15,7 @@ use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::call_clock::CallClock;
+use crate::egress;
 use crate::exit_cause::{exit_failure, last_line, memory_exhausted};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
@@ -46,6 +48,10 @@ pub enum CallError {
     /// The executor is at its concurrency limit.
     #[error("{0}")]
     Busy(String),
+    /// The executor cannot run this call at all (a network call without network
+    /// namespaces): another executor may.
+    #[error("{0}")]
+    Unavailable(String),
     /// Wall-clock limit.
     #[error("timed out after {0} ms (the tool's timeout_ms)")]
     Timeout(u64),
@@ -90,7 +96,7 @@ impl CallError {
             CallError::LockUnreadable(_) => ErrorKind::Unavailable,
             CallError::InvalidArgs(_) => ErrorKind::InvalidArgs,
             CallError::Sandbox(_) | CallError::Forbidden(_) => ErrorKind::Sandbox,
-            CallError::Busy(_) => ErrorKind::Unavailable,
+            CallError::Busy(_) | CallError::Unavailable(_) => ErrorKind::Unavailable,
             CallError::Timeout(_) => ErrorKind::Timeout,
             CallError::Output(_)
             | CallError::Memory(..)
@@ -108,6 +114,7 @@ impl From<SandboxError> for CallError {
     fn from(e: SandboxError) -> Self {
         match e {
             SandboxError::Busy(_) => CallError::Busy(e.to_string()),
+            SandboxError::NoNetworkNamespaces => CallError::Unavailable(e.to_string()),
             SandboxError::ProgramNotFound { .. } => CallError::NotFound(e.to_string()),
             _ => CallError::Sandbox(e.to_string()),
         }
@@ -199,6 +206,9 @@ async fn run<B: CapabilityBroker>(
         }
     };
     let is_script = params.script.is_some();
+    // A network call: the skill declares hosts, or the operator granted it some. The core
+    // judges the hosts; here it only decides the namespace and the proxy.
+    let network = !skill.permissions.network.is_empty() || !params.granted_network.is_empty();
     let timeout_ms = skill.timeout_ms(tool);
     let mut values = Vec::new();
     for (name, value) in &params.env {
@@ -220,14 +230,16 @@ async fn run<B: CapabilityBroker>(
         capability_token: params.capability_token.clone(),
     };
     // A prestarted process has no per-call env values and runs in the skill folder: a
-    // call that carries some, or runs in a context, starts cold.
-    let cold_only = !values.is_empty() || params.workdir.is_some() || is_script;
+    // call that carries some, runs in a context or needs a namespace of its own starts
+    // cold.
+    let cold_only = !values.is_empty() || params.workdir.is_some() || is_script || network;
     let warm = if skill.execution.prestart > 0 && !cold_only {
         registry.warm().take(sandbox, &registered, tool)
     } else {
         None
     };
     let mut baseline = None;
+    let mut listener = None;
     let (mut child, guard) = match warm {
         Some(warm) => {
             if let Some(args) = &plain_args {
@@ -252,6 +264,17 @@ async fn run<B: CapabilityBroker>(
             }
             let mut env = call_env(skill, &tool.name, &params.call_id);
             env.extend(values);
+            let namespace = match network {
+                true => {
+                    let net = sandbox.call_network().await?;
+                    let served = tokio::net::TcpListener::from_std(net.listener);
+                    listener = Some(served.map_err(|e| {
+                        CallError::Sandbox(format!("cannot serve the call's proxy port: {e}"))
+                    })?);
+                    Some(net.namespace)
+                }
+                false => None,
+            };
             let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
                 skill_dir: Some(&skill.dir),
                 work: params.workdir.as_ref().map(|_| std::path::Path::new("")),
@@ -263,6 +286,7 @@ async fn run<B: CapabilityBroker>(
                     Some(args) => ArgsFile::Write(args.as_bytes()),
                     None => ArgsFile::None,
                 },
+                network: namespace,
             })?;
             if let Some(w) = &params.workdir {
                 let work = guard.scratch().join(sandbox::WORK_DIR);
@@ -289,6 +313,13 @@ async fn run<B: CapabilityBroker>(
         }
     };
     clock.spawned = Some(Instant::now());
+    // The proxy port's connections are carried while the call runs and dropped with it.
+    let relay = async {
+        match listener {
+            Some(listener) => egress::relay(listener, broker, &call).await,
+            None => std::future::pending::<std::convert::Infallible>().await,
+        }
+    };
     let budget = Budget::new(skill.execution.max_output_bytes);
     let log = Arc::new(Mutex::new(StderrLog::default()));
     let mut stderr_task = child.stderr.take().map(|s| {
@@ -409,6 +440,7 @@ async fn run<B: CapabilityBroker>(
         tokio::select! {
             r = conversation => r,
             _ = budget.exceeded.notified() => Err(CallError::Output(budget.max())),
+            never = relay => match never {},
         }
     };
     let outcome = match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {

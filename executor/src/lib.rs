@@ -5,6 +5,7 @@
 //!   rlimits, the env allowlist, process lifetime), and the kernel probe.
 //! - [`stdio`]: the tool stdio protocols of docs/skill-format.md (`jsonrpc`, `plain`).
 //! - [`broker`]: where a tool's capability requests go (the core, or nowhere in one-shot mode).
+//! - [`egress`]: a network call's connections carried to the core's egress proxy.
 //! - [`relay`]: `exec --stdio`, one call whose request and capability traffic go over the
 //!   executor's own stdin/stdout (a one-off container the core attaches to).
 //! - [`registry`]: the skills this executor can run, with compiled argument schemas.
@@ -18,6 +19,7 @@ pub mod broker;
 pub mod call;
 mod call_clock;
 pub mod drain;
+pub mod egress;
 mod exit_cause;
 pub mod registry;
 pub mod relay;

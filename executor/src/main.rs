@@ -216,6 +216,15 @@ fn run_probe(json: bool) -> ExitCode {
                 "no (not root: process-tree kill only)"
             }
         );
+        match skillbox_executor::sandbox::netns::probe() {
+            Ok(()) => println!(
+                "network ns:    yes (skills that declare network run behind the egress proxy)"
+            ),
+            Err(e) => println!(
+                "network ns:    no ({e}): {}",
+                skillbox_executor::sandbox::netns::UNAVAILABLE
+            ),
+        }
         for p in &problems {
             println!("problem:       {p}");
         }
@@ -393,6 +402,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         args,
         env,
         granted_env: Vec::new(),
+        granted_network: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,

@@ -3,7 +3,8 @@
 //! refuse new calls, finish the held ones within `--drain-grace-ms` — before exiting.
 
 use anyhow::Context;
-use skillbox_channel::{client::RpcClient, server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_channel::client::{RpcClient, StreamClient};
+use skillbox_channel::{server, TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
 use skillbox_executor::server::{CoreBroker, ExecutorService};
 
@@ -51,10 +52,12 @@ fn serve(a: ServeArgs, files: TlsFiles, config: SandboxConfig) -> anyhow::Result
     );
     let client =
         RpcClient::new(&a.core_url, CORE_IDENTITY, &files).context("core callback client")?;
+    let streams = StreamClient::new(&a.core_url, CORE_IDENTITY, &files)
+        .context("core egress stream client")?;
     let service = ExecutorService::new(
         sandbox,
         a.skills,
-        CoreBroker::new(client),
+        CoreBroker::new(client).with_streams(streams),
         a.max_concurrent,
         a.max_queue,
     );

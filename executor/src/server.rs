@@ -13,8 +13,9 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use serde_json::Value;
-use skillbox_channel::client::{ClientError, RpcClient};
+use skillbox_channel::client::{ClientError, RpcClient, StreamClient};
 use skillbox_channel::server::{RpcFuture, RpcHandler};
+use skillbox_channel::stream::BoxedStream;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolListResult, HEALTH_DRAINING,
@@ -26,6 +27,7 @@ use tokio::sync::Semaphore;
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
 use crate::call;
 use crate::drain::{Drain, DrainOutcome};
+use crate::egress::EgressError;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 use crate::session::Sessions;
@@ -36,16 +38,27 @@ pub const DEFAULT_MAX_QUEUE: usize = 64;
 /// How long a capability callback to the core may take.
 pub const CALLBACK_TIMEOUT: Duration = Duration::from_secs(150);
 
-/// Forwards a tool's capability requests to the core with the call's id and token.
+/// Forwards a tool's capability requests to the core with the call's id and token, and
+/// carries network calls' connections to its egress proxy.
 #[derive(Debug)]
 pub struct CoreBroker {
     client: RpcClient,
+    streams: Option<StreamClient>,
 }
 
 impl CoreBroker {
     /// A broker over a client of the core's callback listener.
     pub fn new(client: RpcClient) -> Self {
-        Self { client }
+        Self {
+            client,
+            streams: None,
+        }
+    }
+
+    /// Opens network calls' egress streams with `streams` (a client of the same listener).
+    pub fn with_streams(mut self, streams: StreamClient) -> Self {
+        self.streams = Some(streams);
+        self
     }
 }
 
@@ -77,6 +90,13 @@ impl CapabilityBroker for CoreBroker {
                 format!("the core is unreachable for {core_method}: {e}"),
             )),
         }
+    }
+
+    async fn egress(&self, call: &CallInfo) -> Result<BoxedStream, EgressError> {
+        let streams = self.streams.as_ref().ok_or(EgressError::NoCore)?;
+        let token = &call.capability_token.0;
+        let stream = streams.open_egress(&call.call_id, token).await?;
+        Ok(Box::new(stream))
     }
 }
 
@@ -262,7 +282,10 @@ impl RpcHandler for ExecutorService {
                         landlock_abi: if sandboxed { k.landlock_abi } else { 0 },
                         seccomp: sandboxed && k.seccomp,
                         in_flight: self.in_flight.load(Ordering::SeqCst),
-                        sandbox: Some(crate::availability::sandbox_facts(&self.registry())),
+                        sandbox: Some(crate::availability::sandbox_facts(
+                            &self.registry(),
+                            k.network_namespaces,
+                        )),
                     })
                 }
             }

@@ -10,7 +10,8 @@
 //! [`PRESTARTED_CALL_ID`], the real id comes in the `tool.invoke` request, and a `plain`
 //! tool's `SKILLBOX_ARGS_FILE` names a file written only when the call arrives. A call
 //! that carries values for the skill's declared env names never takes a prestarted process
-//! (those values are per call; a process started earlier cannot have them).
+//! (those values are per call; a process started earlier cannot have them), nor does a
+//! network call (its namespace is made for it): a skill that declares network gets none.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -124,7 +125,11 @@ impl WarmPool {
     pub fn fill(&self, sandbox: &Sandbox, registry: &Registry) {
         for registered in registry.skills() {
             let skill = &registered.skill;
-            let want = usize::try_from(skill.execution.prestart).unwrap_or(0);
+            // A network call needs a namespace made for it: its skill's calls start cold.
+            let want = match skill.permissions.network.is_empty() {
+                true => usize::try_from(skill.execution.prestart).unwrap_or(0),
+                false => 0,
+            };
             for tool in &skill.tools {
                 for _ in self.waiting(&skill.name, &tool.name)..want {
                     if let Err(e) = self.start_one(sandbox, skill, tool) {
@@ -160,6 +165,7 @@ impl WarmPool {
             } else {
                 ArgsFile::None
             },
+            network: None,
         })?;
         let child = match sandbox.spawn(launch) {
             Ok(child) => child,

@@ -322,6 +322,13 @@ pub struct ToolExecuteParams {
     /// declares: the executor passes their values too.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_env: Vec<String>,
+    /// Hosts the operator granted the skill (`[grants.<skill>] network`) beyond those it
+    /// declares. A call whose skill declares or is granted any host is a network call: it
+    /// runs in a network namespace of its own whose only way out is the core's egress
+    /// proxy (CONTRACT §13). The executor only tests it for emptiness; the core's proxy
+    /// enforces the hosts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted_network: Vec<String>,
     /// The W3C `traceparent` a bot sent with the call, validated by the core; the
     /// executor puts it on the call's log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -430,6 +437,11 @@ pub struct SandboxFacts {
     pub path: String,
     /// Program name → found as an executable file on `path`.
     pub programs: std::collections::BTreeMap<String, bool>,
+    /// Whether the executor can give a call a network namespace of its own, which a skill
+    /// that declares (or is granted) `permissions.network` needs; without it such skills are
+    /// unavailable (fail closed). Absent (false) from executors that predate it.
+    #[serde(default)]
+    pub network_namespaces: bool,
 }
 
 /// A capability callback from the executor to the core: the call it belongs to, the
@@ -509,6 +521,7 @@ mod tests {
             args: json!({}),
             env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
             granted_env: Vec::new(),
+            granted_network: Vec::new(),
             traceparent: None,
             workdir: None,
             script: None,

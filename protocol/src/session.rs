@@ -62,6 +62,11 @@ pub struct SessionExecParams {
     /// Env names granted to the skill beyond those it declares (`[grants.<skill>] env`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_env: Vec<String>,
+    /// Hosts granted to the skill beyond those it declares (`[grants.<skill>] network`):
+    /// with the skill's own, a non-empty list makes the session a network one (its own
+    /// network namespace, the core's egress proxy as the only way out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub granted_network: Vec<String>,
     /// How long to wait for the command to end before answering with a session.
     pub yield_ms: u64,
     /// Most output bytes in this answer.

@@ -73,6 +73,20 @@ pub(super) fn granted_env(loaded: &Loaded, skill: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The network hosts `[grants.<skill>]` adds to what `skill` declares: a non-empty list
+/// makes the executor run the call in a network namespace behind the egress proxy.
+pub(super) fn granted_network(loaded: &Loaded, skill: &str) -> Vec<String> {
+    loaded
+        .grant_of(skill)
+        .map(|(declared, grant)| {
+            (grant.network.iter())
+                .filter(|h| !declared.network.contains(h))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// What a call runs under a skill's envelope without a declared tool (a script, a
 /// command) may do at most what the skill's tools may: `sign` when one of them signs,
 /// `write` when one writes, `read` otherwise.
@@ -478,6 +492,7 @@ impl Dispatcher {
                 .secrets()
                 .for_names(&skill.permissions.env),
             granted_env: granted_env(&self.load.current(), &skill.name),
+            granted_network: granted_network(&self.load.current(), &skill.name),
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
             workdir,
             script,

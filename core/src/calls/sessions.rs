@@ -279,6 +279,10 @@ impl Dispatcher {
                 Some(name) => super::pipeline::granted_env(loaded, name),
                 None => Vec::new(),
             },
+            granted_network: match &skill_name {
+                Some(name) => super::pipeline::granted_network(loaded, name),
+                None => Vec::new(),
+            },
             traceparent: run.trace.map(|t| t.to_string()),
         };
         let active = Arc::new(ActiveCall {

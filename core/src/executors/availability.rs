@@ -95,6 +95,7 @@ mod tests {
                 .iter()
                 .map(|(p, present)| (p.to_string(), *present))
                 .collect::<BTreeMap<_, _>>(),
+            ..SandboxFacts::default()
         }
     }
 

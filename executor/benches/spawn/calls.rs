@@ -92,6 +92,7 @@ pub async fn timed_call(
         args: json!({}),
         env: BTreeMap::new(),
         granted_env: Vec::new(),
+        granted_network: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,

@@ -69,7 +69,12 @@ pub async fn components(
         "`landlock::build` (ruleset fd + one rule per runtime path)",
         &mut || {
             let scratch = skill_dir;
-            drop(landlock::build(Some(skill_dir), scratch, &runtime_paths)?);
+            drop(landlock::build(
+                Some(skill_dir),
+                scratch,
+                &runtime_paths,
+                None,
+            )?);
             Ok(())
         },
     )?;
@@ -242,7 +247,7 @@ pub fn child_steps(
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
                         landlock: if step.landlock {
-                            landlock::build(Some(skill_dir), scratch.path(), &runtime_paths)?
+                            landlock::build(Some(skill_dir), scratch.path(), &runtime_paths, None)?
                         } else {
                             None
                         },
@@ -253,6 +258,7 @@ pub fn child_steps(
                         },
                         new_session: true,
                         controlling_terminal: false,
+                        netns: None,
                     })
                 } else {
                     None
@@ -261,7 +267,7 @@ pub fn child_steps(
                 // calls with data prepared here; the empty step does nothing.
                 unsafe {
                     command.pre_exec(move || match setup.as_ref() {
-                        Some(setup) => setup.apply(false, None),
+                        Some(setup) => setup.apply(false, None, None),
                         None => Ok(()),
                     });
                 }

@@ -1,5 +1,6 @@
 //! The steps run in the tool's process between clone and exec ([`super::spawn`]), in this
-//! order: its own `/proc/<pid>` added to the Landlock ruleset, new session, rlimits, fds
+//! order: a network call's namespace joined (`setns`, while the process still has
+//! `CAP_SYS_ADMIN` and no seccomp filter), its own `/proc/<pid>` added to the Landlock ruleset, new session, rlimits, fds
 //! above 2 closed (on exec), capabilities dropped (bounding set, securebits locked, user
 //! switched when the executor is root, effective/permitted/inheritable/ambient cleared),
 //! no_new_privs, Landlock enforced, seccomp. Everything they need is prepared before the
@@ -7,7 +8,7 @@
 //! process-wide state (the child shares the executor's memory until it execs).
 
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
 
 use super::landlock::{self, OwnProcRule};
@@ -52,6 +53,10 @@ pub struct ChildSetup {
     pub landlock: Option<OwnProcRule>,
     /// How the process comes under the seccomp filters.
     pub seccomp: Seccomp,
+    /// The network namespace of a network call ([`super::netns::CallNetwork::namespace`]),
+    /// joined first. `None`: the process stays in the executor's namespace, where its
+    /// seccomp filter leaves it no way to make a socket.
+    pub netns: Option<OwnedFd>,
     /// Start a session of its own (`setsid`) rather than only a process group: needed
     /// while the executor has a controlling terminal ([`super::terminal`]).
     pub new_session: bool,
@@ -118,9 +123,21 @@ impl ChildSetup {
     /// Runs in the child before exec. Returns an error to make the spawn fail.
     /// `bounding_set_empty`: the parent saw its (so this process's) bounding set empty
     /// ([`bounding_set_empty`]), so there is nothing to drop from it.
-    /// `ruleset_fd`: where this process holds the Landlock ruleset, when not at the
-    /// number of [`ChildSetup::landlock`] (the spawn moved it).
-    pub fn apply(&self, bounding_set_empty: bool, ruleset_fd: Option<RawFd>) -> io::Result<()> {
+    /// `ruleset_fd` and `netns_fd`: where this process holds the Landlock ruleset and the
+    /// network namespace, when not at the numbers of [`ChildSetup::landlock`] and
+    /// [`ChildSetup::netns`] (the spawn moved them).
+    pub fn apply(
+        &self,
+        bounding_set_empty: bool,
+        ruleset_fd: Option<RawFd>,
+        netns_fd: Option<RawFd>,
+    ) -> io::Result<()> {
+        // First, while the process still has CAP_SYS_ADMIN (setns needs it) and before any
+        // seccomp filter (the tool's filters allow no setns): the tool's namespace.
+        if let Some(netns) = (self.netns.as_ref()).map(|own| netns_fd.unwrap_or(own.as_raw_fd())) {
+            // SAFETY: setns takes an fd (the namespace, open in this process) and a flag.
+            check(unsafe { libc::setns(netns, libc::CLONE_NEWNET) })?;
+        }
         let ruleset = (self.landlock.as_ref()).map(|own| ruleset_fd.unwrap_or(own.as_raw_fd()));
         // First, before RLIMIT_NOFILE is lowered: opening `/proc/self` takes the lowest
         // free descriptor, and a process that copied the executor's whole table has every

@@ -81,6 +81,12 @@ pub enum SandboxError {
         /// Cause.
         source: std::io::Error,
     },
+    /// A network call on an executor that cannot make network namespaces (fail closed).
+    #[error("{}", super::netns::UNAVAILABLE)]
+    NoNetworkNamespaces,
+    /// The kernel refused one call's network namespace.
+    #[error("the call's network namespace could not be made: {0}")]
+    Network(super::netns::NetnsError),
     /// Every per-call user id is in use.
     #[error("all {0} sandbox users are busy; retry later or raise the concurrency limit")]
     Busy(usize),

@@ -1,6 +1,6 @@
 //! The exact environment of a tool process (docs/skill-format.md): a fixed base, the call's
-//! SKILLBOX_* variables, and the declared names whose values the core supplied. Nothing
-//! is inherited from the executor.
+//! SKILLBOX_* variables, the declared names whose values the core supplied, and for a
+//! network call the proxy variables ([`proxy`]). Nothing is inherited from the executor.
 
 use std::path::Path;
 
@@ -16,4 +16,39 @@ pub fn base(scratch: &Path) -> Vec<(String, String)> {
         ("HOME".into(), scratch.clone()),
         ("TMPDIR".into(), scratch),
     ]
+}
+
+/// The variables that point a network call's programs at the egress proxy on their
+/// loopback ([`super::netns::PROXY_URL`]), in the forms curl, Python, Node and Go read:
+/// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and their lower-case forms (curl reads only
+/// `http_proxy` for plain HTTP), `NO_PROXY` empty (nothing bypasses it), and
+/// `NODE_USE_ENV_PROXY=1` (Node's `fetch` and `http` honour the variables only then).
+/// Skills cannot declare these names (`is_reserved_env`), and they come last, so nothing
+/// overrides them.
+pub fn proxy() -> Vec<(String, String)> {
+    let url = super::netns::PROXY_URL;
+    let mut vars: Vec<(String, String)> = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"]
+        .into_iter()
+        .flat_map(|name| [name.to_string(), name.to_lowercase()])
+        .map(|name| (name, url.to_string()))
+        .collect();
+    vars.push(("NO_PROXY".into(), String::new()));
+    vars.push(("no_proxy".into(), String::new()));
+    vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
+    vars
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proxy_names_are_reserved_for_skills() {
+        for (name, _) in proxy() {
+            assert!(
+                skillbox_protocol::skill::validate::is_reserved_env(&name),
+                "{name} must be reserved"
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The Landlock ruleset of one call: read+execute on the skill folder and the runtime
 //! paths of `policies/sandbox/runtime-paths.txt`, read+write on the null devices, full
-//! access to the scratch dir, no TCP bind or connect, and abstract UNIX sockets and signals
+//! access to the scratch dir, no TCP bind, no TCP connect but a network call's to its
+//! egress proxy port ([`super::netns::PROXY_PORT`]), and abstract UNIX sockets and signals
 //! scoped to the sandbox where the kernel offers it (ABI 6). Created in the parent; the
 //! child adds its own `/proc/<pid>` ([`OwnProcRule`]) and enforces it.
 
@@ -8,8 +9,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathFd,
-    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort,
+    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 
 /// The newest ABI whose rights we ask for; older kernels get what they support (the
@@ -168,11 +169,15 @@ fn is_file(fd: &PathFd) -> std::io::Result<bool> {
 
 /// Builds the ruleset of one call, ready for its child: the runtime rules, the skill
 /// folder when there is one (read and execute; a command session outside any skill has
-/// none) and the scratch dir (everything). `None` when the kernel enforces no Landlock.
+/// none) and the scratch dir (everything), and TCP connect to `connect_port` alone when
+/// given (a network call's proxy; the namespace has no other listener, this keeps a
+/// program from probing its loopback's other ports). `None` when the kernel enforces no
+/// Landlock.
 pub fn build(
     skill_dir: Option<&Path>,
     scratch_dir: &Path,
     runtime: &RuntimeRules,
+    connect_port: Option<u16>,
 ) -> Result<Option<OwnProcRule>, LandlockError> {
     let read_exec = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
@@ -183,7 +188,11 @@ pub fn build(
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
         .add_rules(path_beneath_rules(skill_dir, read_exec))?
-        .add_rules(path_beneath_rules([scratch_dir], all))?;
+        .add_rules(path_beneath_rules([scratch_dir], all))?
+        .add_rules(
+            connect_port
+                .map(|port| Ok::<_, RulesetError>(NetPort::new(port, AccessNet::ConnectTcp))),
+        )?;
     let child =
         OwnProcRule::for_ruleset(&ruleset).map_err(|source| LandlockError::Duplicate { source })?;
     if let Some(child) = &child {

@@ -4,7 +4,9 @@
 //! start where the sandbox cannot be enforced (unless `insecure_no_sandbox`).
 //! [`Sandbox::prepare`] makes one call's scratch dir, user, Landlock ruleset, environment
 //! and command; [`spawn::Launch::spawn`] starts it, and [`child::ChildSetup`] applies the
-//! rest between clone and exec.
+//! rest between clone and exec. A network call ([`Sandbox::call_network`]) gets a network
+//! namespace of its own ([`netns`]), the network variant of the seccomp filters and the
+//! proxy environment.
 
 pub mod child;
 pub mod child_process;
@@ -13,6 +15,7 @@ pub mod env;
 pub mod guard;
 pub mod landlock;
 pub mod limits;
+pub mod netns;
 pub mod orphans;
 pub mod probe;
 pub mod reaper;
@@ -26,6 +29,7 @@ pub mod spawner;
 pub mod terminal;
 
 use std::collections::HashSet;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -36,6 +40,7 @@ pub use self::child_process::SandboxChild;
 pub use self::config::{SandboxConfig, SandboxError};
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
 use self::limits::Limits;
+use self::netns::CallNetwork;
 pub use self::orphans::run_adopting_orphans;
 use self::probe::KernelSupport;
 use self::reaper::{CallUser, Releaser, UserPool};
@@ -74,6 +79,11 @@ pub struct Sandbox {
     filters: Option<Arc<ToolFilters>>,
     /// Threads with the filters installed that sandboxed tools are cloned from.
     spawner: Option<Arc<Spawner>>,
+    /// The filters of a network call (`tool_network_allow`), installed by the process.
+    network_filters: Option<Arc<ToolFilters>>,
+    /// Threads without filters that network calls are cloned from (when the executor can
+    /// make network namespaces).
+    network_spawner: Option<Arc<Spawner>>,
     runtime_rules: Arc<landlock::RuntimeRules>,
     node_runner: PathBuf,
     cap_last: u32,
@@ -126,7 +136,16 @@ pub struct LaunchSpec<'a> {
     /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named
     /// by `SKILLBOX_ARGS_FILE`).
     pub args_file: ArgsFile<'a>,
+    /// A network call's namespace ([`CallNetwork::namespace`], from
+    /// [`Sandbox::call_network`]): the process joins it, runs under the network variant of
+    /// the seccomp filters, may connect to the proxy port and gets the proxy environment.
+    /// `None`: no network at all (no socket can be made).
+    pub network: Option<OwnedFd>,
 }
+
+/// Spawner threads without filters for network calls (a network call's spawn is a small
+/// share of its cost; [`SPAWNER_THREADS`](spawner::SPAWNER_THREADS) serve the rest).
+pub const NETWORK_SPAWNER_THREADS: usize = 2;
 
 /// What [`Sandbox::prepare`] does about the arguments file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +185,10 @@ impl Sandbox {
             }
             Some(Arc::new(seccomp::compile()?))
         };
+        let network_filters = match filters {
+            Some(_) => Some(Arc::new(seccomp::compile_network()?)),
+            None => None,
+        };
         let users = if kernel.user_switch {
             let lock_dir = config.uid_lock_dir.clone();
             Some(
@@ -204,8 +227,16 @@ impl Sandbox {
             )),
             None => None,
         };
+        let network_spawner = if kernel.network_namespaces {
+            let threads = Spawner::start_unfiltered(NETWORK_SPAWNER_THREADS);
+            Some(Arc::new(threads.map_err(SandboxError::Spawn)?))
+        } else {
+            None
+        };
         Ok(Self {
             spawner,
+            network_filters,
+            network_spawner,
             runtime_rules,
             node_runner,
             cap_last: child::cap_last(),
@@ -245,18 +276,41 @@ impl Sandbox {
     /// Starts a prepared launch with stdio piped: a sandboxed one from a spawner thread
     /// carrying the seccomp filters (`spawner`), tied to the calling thread's runtime.
     pub fn spawn(&self, launch: Launch) -> std::io::Result<SandboxChild> {
-        match &self.spawner {
-            Some(spawner) if launch.inherits_seccomp() => spawner.spawn(launch),
-            _ => launch.spawn(),
+        match self.spawner_for(&launch) {
+            Some(spawner) => spawner.spawn(launch),
+            None => launch.spawn(),
         }
     }
 
     /// [`Sandbox::spawn`] for a task: the runtime's worker runs other tasks meanwhile.
     pub async fn spawn_async(&self, launch: Launch) -> std::io::Result<SandboxChild> {
-        match &self.spawner {
-            Some(spawner) if launch.inherits_seccomp() => spawner.spawn_async(launch).await,
-            _ => launch.spawn(),
+        match self.spawner_for(&launch) {
+            Some(spawner) => spawner.spawn_async(launch).await,
+            None => launch.spawn(),
         }
+    }
+
+    /// The threads `launch` starts from: the filtered spawners for a launch that inherits
+    /// its filters, the unfiltered ones for a network call's (it joins its namespace, then
+    /// installs its filters), none (the calling thread) otherwise.
+    fn spawner_for(&self, launch: &Launch) -> Option<&Spawner> {
+        if launch.inherits_seccomp() {
+            self.spawner.as_deref()
+        } else if launch.joins_namespace() {
+            self.network_spawner.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// A network namespace for one network call ([`netns::create_async`]), or why there
+    /// is none: this executor cannot make them (fail closed: the call is refused as
+    /// `unavailable`), or the kernel refused this one.
+    pub async fn call_network(&self) -> Result<CallNetwork, SandboxError> {
+        if !self.kernel.network_namespaces {
+            return Err(SandboxError::NoNetworkNamespaces);
+        }
+        netns::create_async().await.map_err(SandboxError::Network)
     }
 
     /// What the kernel enforces.
@@ -365,7 +419,9 @@ impl Sandbox {
         // unconfined, so it fails here instead (Landlock is checked at start, too).
         let landlock = match self.filters {
             Some(_) => {
-                let child = landlock::build(spec.skill_dir, scratch.path(), &self.runtime_rules)?;
+                let port = spec.network.as_ref().map(|_| netns::PROXY_PORT);
+                let rules = &self.runtime_rules;
+                let child = landlock::build(spec.skill_dir, scratch.path(), rules, port)?;
                 Some(child.ok_or_else(|| SandboxError::Unenforceable {
                     problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
                 })?)
@@ -373,7 +429,7 @@ impl Sandbox {
             None => None,
         };
         lap(&mut timings.landlock);
-        let setup = ChildSetup {
+        let mut setup = ChildSetup {
             limits: Limits::for_call(
                 spec.memory_mb,
                 spec.timeout_ms,
@@ -383,13 +439,28 @@ impl Sandbox {
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
             landlock,
-            seccomp: match self.filters {
-                Some(_) => Seccomp::Inherit,
-                None => Seccomp::Off,
+            // A network call's process joins its namespace between clone and exec, which
+            // takes `setns`: under the tool filters (inherited from a spawner thread) it
+            // would need `setns` on every tool's allow list. So it is cloned from a thread
+            // without filters and installs its own after the `setns` (the kernel converts
+            // and JIT-compiles them for that process: ~0.12 ms, docs/hot-path.md, next to
+            // ~1 ms for the namespace itself).
+            seccomp: match (&self.filters, &spec.network, &self.network_filters) {
+                (None, _, _) => Seccomp::Off,
+                (Some(_), None, _) => Seccomp::Inherit,
+                (Some(_), Some(_), Some(network)) => Seccomp::Install(Arc::clone(network)),
+                (Some(_), Some(_), None) => {
+                    return Err(SandboxError::NoNetworkNamespaces);
+                }
             },
             new_session: self.new_session,
             controlling_terminal: false,
+            netns: None,
         };
+        if let Some(namespace) = spec.network {
+            env.extend(env::proxy());
+            setup.netns = Some(namespace);
+        }
         let launch = Launch::new(
             &program,
             &spec.argv[1..],

@@ -20,6 +20,10 @@ pub struct KernelSupport {
     pub seccomp: bool,
     /// Whether the executor runs as root and so can give each call its own user id.
     pub user_switch: bool,
+    /// Whether the executor can give a network call a namespace of its own
+    /// ([`super::netns`]); without it skills that declare network are unavailable, the
+    /// rest of the sandbox is unaffected.
+    pub network_namespaces: bool,
     /// Kernel release.
     pub kernel: String,
 }
@@ -55,9 +59,22 @@ pub fn probe() -> KernelSupport {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_available(),
         user_switch: nix::unistd::geteuid().is_root(),
+        network_namespaces: network_namespaces(),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
+    }
+}
+
+/// Whether a call's network namespace can be made here ([`super::netns::probe`]); logs
+/// why not.
+fn network_namespaces() -> bool {
+    match super::netns::probe() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(error = %e, "{}", super::netns::UNAVAILABLE);
+            false
+        }
     }
 }
 
@@ -101,6 +118,7 @@ mod tests {
             landlock_abi: 3,
             seccomp: false,
             user_switch: false,
+            network_namespaces: false,
             kernel: "x".into(),
         };
         let p = k.problems();

@@ -107,6 +107,8 @@ struct ChildContext<'a> {
     stdio: [RawFd; 3],
     /// The Landlock ruleset as numbered in the child's table, when the spawn moved it.
     ruleset: Option<RawFd>,
+    /// The network namespace as numbered in the child's table, when the spawn moved it.
+    netns: Option<RawFd>,
     /// The child shares the executor's table at clone and unshares it first thing,
     /// keeping the descriptors below this number ([`child_fds`]).
     unshare_below: Option<RawFd>,
@@ -186,6 +188,11 @@ impl Launch {
         self
     }
 
+    /// Whether the process joins a network call's namespace ([`ChildSetup::netns`]).
+    pub fn joins_namespace(&self) -> bool {
+        self.setup.netns.is_some()
+    }
+
     /// Whether the process must inherit its seccomp filters from a spawner thread
     /// ([`super::spawner`]).
     pub fn inherits_seccomp(&self) -> bool {
@@ -234,8 +241,20 @@ impl Launch {
         let failure = AtomicI64::new(0);
         let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
         let ruleset = self.setup.landlock.as_ref().map(|l| l.as_raw_fd());
-        let own = [end(0), end(1), end(2), ruleset.unwrap_or(-1)];
-        let needed = if ruleset.is_some() { 4 } else { 3 };
+        let netns = self.setup.netns.as_ref().map(|n| n.as_raw_fd());
+        // The child's descriptors in order: stdio, then the ruleset and the namespace
+        // when it has them (`ruleset_at`, `netns_at`: their indices).
+        let mut own = [end(0), end(1), end(2), -1, -1];
+        let mut needed = 3;
+        let mut add = |fd: Option<RawFd>| {
+            fd.map(|fd| {
+                own[needed] = fd;
+                needed += 1;
+                needed - 1
+            })
+        };
+        let ruleset_at = add(ruleset);
+        let netns_at = add(netns);
         let mut pidfd: libc::c_int = -1;
         let pid = child_fds::with(|kept| {
             // The child's descriptors on this thread's kept numbers, or (none kept) where
@@ -245,6 +264,7 @@ impl Launch {
                 launch: &mut self,
                 stdio: [own[0], own[1], own[2]],
                 ruleset: None,
+                netns: None,
                 unshare_below: None,
                 failure: &failure,
                 bounding_set_empty,
@@ -252,7 +272,8 @@ impl Launch {
             let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
             if let Some((end, placed)) = &placed {
                 context.stdio = [placed.number(0), placed.number(1), placed.number(2)];
-                context.ruleset = ruleset.map(|_| placed.number(3));
+                context.ruleset = ruleset_at.map(|i| placed.number(i));
+                context.netns = netns_at.map(|i| placed.number(i));
                 context.unshare_below = Some(*end);
                 flags |= libc::CLONE_FILES;
             }
@@ -476,7 +497,8 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             return Err((Step::Chdir, errno()));
         }
     }
-    if let Err(e) = (context.launch.setup).apply(context.bounding_set_empty, context.ruleset) {
+    let (ruleset, netns) = (context.ruleset, context.netns);
+    if let Err(e) = (context.launch.setup).apply(context.bounding_set_empty, ruleset, netns) {
         return Err((Step::Setup, e.raw_os_error().unwrap_or(libc::EPERM)));
     }
     // SAFETY: execve with NUL-terminated arrays of pointers to live C strings.

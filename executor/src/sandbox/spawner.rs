@@ -12,6 +12,12 @@
 //! which is why the policy allows those calls; each only narrows what the calling process
 //! may do, and an unprivileged tool gains nothing from them.
 //!
+//! A network call's process cannot come from these threads: it must join its network
+//! namespace before it is under any filter (the tool filters allow no `setns`). A
+//! sandbox that can make namespaces keeps a few more threads without filters
+//! ([`Spawner::start_unfiltered`]); its network calls are cloned from them and install
+//! their filters themselves ([`Seccomp::Install`](super::child::Seccomp::Install)).
+//!
 //! A call's task awaits its job ([`Spawner::spawn_async`]), so the runtime's worker is not
 //! blocked while the child sets itself up and execs; the prestart pool's filler, a plain
 //! thread, blocks ([`Spawner::spawn`]).
@@ -131,6 +137,17 @@ impl Spawner {
     /// installed on itself. Fails if a thread cannot start or the kernel refuses the
     /// filters: the sandbox does not start without them.
     pub fn start(filters: &Arc<ToolFilters>, threads: usize) -> io::Result<Self> {
+        Self::start_with(Some(filters), threads)
+    }
+
+    /// Starts `threads` threads without filters, for launches that install their own
+    /// (a network call's, which joins its namespace first); they refuse launches marked
+    /// [`Seccomp::Inherit`](super::child::Seccomp::Inherit) ([`Launch::start`]).
+    pub fn start_unfiltered(threads: usize) -> io::Result<Self> {
+        Self::start_with(None, threads)
+    }
+
+    fn start_with(filters: Option<&Arc<ToolFilters>>, threads: usize) -> io::Result<Self> {
         let threads = threads.clamp(1, MAX_SPAWNER_THREADS);
         // Made first: returning early drops it, which ends the threads already started.
         let spawner = Self {
@@ -139,10 +156,10 @@ impl Spawner {
         };
         for _ in 0..threads {
             let (ready, installed) = mpsc::sync_channel::<io::Result<()>>(1);
-            let (filters, queue) = (Arc::clone(filters), Arc::clone(&spawner.queue));
+            let (filters, queue) = (filters.map(Arc::clone), Arc::clone(&spawner.queue));
             std::thread::Builder::new()
                 .name("tool-spawner".into())
-                .spawn(move || serve(&filters, &queue, &ready))?;
+                .spawn(move || serve(filters.as_deref(), &queue, &ready))?;
             installed
                 .recv()
                 .map_err(|_| io::Error::other("a tool spawner thread ended before it started"))?
@@ -187,21 +204,21 @@ fn ended() -> io::Error {
     io::Error::other("a tool spawner thread ended during a spawn")
 }
 
-/// A spawner thread: installs the filters on itself, reports, then starts jobs until the
-/// queue closes.
-fn serve(filters: &ToolFilters, queue: &Queue, ready: &SyncSender<io::Result<()>>) {
+/// A spawner thread: installs the filters on itself (when given), reports, then starts
+/// jobs until the queue closes.
+fn serve(filters: Option<&ToolFilters>, queue: &Queue, ready: &SyncSender<io::Result<()>>) {
     // Low numbers for the children's descriptors, kept while the table is still small
     // (a thread without them starts children that copy the whole table).
     if let Err(e) = super::spawn::child_fds::reserve() {
         tracing::warn!(error = %e, "a tool spawner keeps no descriptors for its children");
     }
-    let installed = filters.apply();
+    let installed = filters.map_or(Ok(()), ToolFilters::apply);
     let ok = installed.is_ok();
     let _ = ready.send(installed);
     if !ok {
         return;
     }
-    FILTERED.with(|f| f.set(true));
+    FILTERED.with(|f| f.set(filters.is_some()));
     while let Some(job) = queue.pop() {
         let started = job.launch.start();
         // A caller that is gone drops the process, which kills and reaps it.

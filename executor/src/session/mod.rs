@@ -85,7 +85,9 @@ impl SessionError {
             SessionError::Duplicate(_) | SessionError::Invalid(_) | SessionError::NoSkill(_) => {
                 code::INVALID_PARAMS
             }
-            SessionError::Sandbox(SandboxError::Busy(_)) => code::CAPABILITY_UNAVAILABLE,
+            SessionError::Sandbox(SandboxError::Busy(_) | SandboxError::NoNetworkNamespaces) => {
+                code::CAPABILITY_UNAVAILABLE
+            }
             SessionError::Sandbox(SandboxError::ProgramNotFound { .. }) => code::INVALID_PARAMS,
             SessionError::Sandbox(_) | SessionError::Spawn(_) => code::INTERNAL_ERROR,
             SessionError::Layout(e) => match e.kind() {

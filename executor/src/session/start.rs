@@ -1,6 +1,8 @@
 //! Starting a session: the skill's envelope, the command line, the sandbox prepared as
-//! for a call (a work folder of the scratch dir as the working directory), the context's
-//! files laid out, the process spawned on a merged pipe or a pseudo-terminal, and its task.
+//! for a call (a work folder of the scratch dir as the working directory; under a skill
+//! with network, its namespace and the relay of its connections for the session's life,
+//! [`crate::egress`]), the context's files laid out, the process spawned on a merged pipe
+//! or a pseudo-terminal, and its task.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -12,6 +14,7 @@ use tokio::io::unix::AsyncFd;
 use super::process::{self, EndReason, Input, Output, Shared};
 use super::{sync, Files, Session, SessionError, Sessions};
 use crate::broker::{CallInfo, CapabilityBroker};
+use crate::egress;
 use crate::registry::Registry;
 use crate::sandbox::{self, ChildStdio, LaunchSpec, PreparedCall};
 use crate::workdir;
@@ -62,6 +65,18 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         } else {
             (ChildStdio::Merged, None)
         };
+        // A session under a skill that declares (or is granted) hosts has the network of a
+        // call of that skill.
+        let network = skill.is_some_and(|s| !s.permissions.network.is_empty())
+            || !p.granted_network.is_empty();
+        let (namespace, listener) = if network {
+            let net = self.sandbox.call_network().await?;
+            let listener =
+                tokio::net::TcpListener::from_std(net.listener).map_err(SessionError::Spawn)?;
+            (Some(net.namespace), Some(listener))
+        } else {
+            (None, None)
+        };
         let PreparedCall { launch, guard, .. } = self.sandbox.prepare(LaunchSpec {
             skill_dir: skill.map(|s| s.dir.as_path()),
             work: Some(&sub),
@@ -70,6 +85,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             memory_mb: p.limits.memory_mb,
             timeout_ms: p.limits.lifetime_ms,
             args_file: sandbox::ArgsFile::None,
+            network: namespace,
         })?;
         let call = CallInfo {
             call_id: p.call_id.clone(),
@@ -150,7 +166,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                 }
             }
         };
-        let task = tokio::spawn(process::run(
+        let running = process::run(
             child,
             guard,
             output,
@@ -158,7 +174,21 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             Duration::from_millis(p.limits.idle_timeout_ms),
             Duration::from_millis(p.limits.lifetime_ms),
             finish,
-        ));
+        );
+        let (relay_broker, relay_call) = (Arc::clone(&self.broker), files.call.clone());
+        // The relay lives exactly as long as the session's process task.
+        let task = tokio::spawn(async move {
+            let relay = async {
+                match listener {
+                    Some(l) => egress::relay(l, &*relay_broker, &relay_call).await,
+                    None => std::future::pending::<std::convert::Infallible>().await,
+                }
+            };
+            tokio::select! {
+                () = running => {}
+                never = relay => match never {},
+            }
+        });
         Ok(Arc::new(Session {
             shared,
             input,

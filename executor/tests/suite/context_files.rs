@@ -49,6 +49,7 @@ fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>
         args: json!({}),
         env: BTreeMap::new(),
         granted_env: Vec::new(),
+        granted_network: Vec::new(),
         traceparent: None,
         workdir: Some(core.workdir()),
         script,

@@ -59,6 +59,7 @@ impl Fixture {
                 memory_mb: 512,
             },
             granted_env: Vec::new(),
+            granted_network: Vec::new(),
             traceparent: None,
         }
     }

@@ -134,6 +134,7 @@ fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::Prepa
             memory_mb: 256,
             timeout_ms: 5000,
             args_file: ArgsFile::None,
+            network: None,
         })
         .unwrap()
 }

@@ -111,6 +111,7 @@ async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: 
         args: json!({}),
         env: BTreeMap::new(),
         granted_env: Vec::new(),
+        granted_network: Vec::new(),
         traceparent: None,
         workdir: None,
         script: None,
@@ -328,6 +329,7 @@ fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
             memory_mb: 256,
             timeout_ms: 1000,
             args_file: ArgsFile::None,
+            network: None,
         })
         .unwrap();
     assert!(

@@ -29,7 +29,7 @@ pub const MAX_OUTPUT_BYTES_RANGE: (u64, u64) = (1024, 256 * DEFAULT_MAX_OUTPUT_B
 
 /// Env names skills may not declare: the contract sets them, or they change how the
 /// dynamic loader or an interpreter starts.
-const RESERVED_ENV: [&str; 14] = [
+const RESERVED_ENV: [&str; 23] = [
     "PATH",
     "HOME",
     "TMPDIR",
@@ -44,6 +44,17 @@ const RESERVED_ENV: [&str; 14] = [
     "PERL5OPT",
     "PERL5LIB",
     "RUBYOPT",
+    // The egress proxy of a network call (CONTRACT §13): set by the executor, never by a
+    // skill (a skill that set them could route around the proxy's view or break it).
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+    "no_proxy",
+    "NODE_USE_ENV_PROXY",
 ];
 const RESERVED_ENV_PREFIXES: [&str; 4] = ["SKILLBOX_", "LD_", "DYLD_", "LC_"];
 

@@ -21,6 +21,16 @@
 //!   errors the kernel keeps the last installed one's, and the result must not depend on
 //!   the order.
 //!
+//! A network call (a skill that declares `permissions.network`, CONTRACT §13) runs under
+//! a third program instead of `tool_allow`: `tool_network_allow`, the same allow list plus
+//! the rules of `policies/seccomp/tool-network.json` ([`NETWORK_POLICY_JSON`]: `socket`
+//! for TCP and UDP over IPv4 and IPv6 only, `connect`, `bind`), compiled by
+//! [`compile_network`]. A filter can only narrow what an earlier one allows, so the
+//! variant is a whole allow list, not a filter stacked on the first. Such a process is in
+//! a network namespace of its own ([`super::netns`]) and installs its filters itself
+//! ([`super::child::Seccomp::Install`]): see `Sandbox::prepare` for why it is not cloned
+//! from a spawner thread.
+//!
 //! seccompiler starts each program with an architecture check: a syscall made through the
 //! i386 entry points (`int 0x80`, `sysenter`) reports `AUDIT_ARCH_I386` and kills the
 //! process, so the 32-bit syscall table (different numbers, `socketcall`) is closed too.
@@ -34,6 +44,15 @@ mod search_tree;
 
 /// The seccomp policy of tool processes, as reviewed: `policies/seccomp/tool.json`.
 pub const POLICY_JSON: &str = include_str!("../../../../policies/seccomp/tool.json");
+
+/// The rules a network call's allow list adds to `tool_allow`:
+/// `policies/seccomp/tool-network.json`.
+pub const NETWORK_POLICY_JSON: &str =
+    include_str!("../../../../policies/seccomp/tool-network.json");
+
+/// Name in [`NETWORK_POLICY_JSON`] of the added rules, and of the network call's allow list
+/// made of `tool_allow` and them.
+pub const NETWORK_FILTER: &str = "tool_network_allow";
 
 /// Name in [`POLICY_JSON`] of the allow list (every other syscall fails with `EPERM`).
 pub const ALLOW_FILTER: &str = "tool_allow";
@@ -71,6 +90,12 @@ pub enum SeccompError {
         /// What was found instead of the expected shape.
         what: &'static str,
     },
+    /// `policies/seccomp/tool-network.json` is not one filter [`NETWORK_FILTER`] with the
+    /// actions of `tool_allow` and a list of rules.
+    #[error(
+        "policies/seccomp/tool-network.json must hold exactly one filter `{NETWORK_FILTER}` with the actions of `{ALLOW_FILTER}` and a `filter` list of rules; fix the file"
+    )]
+    NetworkRules,
     /// A filter the executor installs is absent from the policy.
     #[error(
         "the seccomp policy has no filter named `{name}`; add it to policies/seccomp/tool.json"
@@ -137,6 +162,67 @@ pub fn compile() -> Result<ToolFilters, SeccompError> {
     Ok(ToolFilters { allow, enosys })
 }
 
+/// The policy of a network call: [`POLICY_JSON`] with `tool_allow` replaced by
+/// [`NETWORK_FILTER`], its rules followed by those of [`NETWORK_POLICY_JSON`].
+pub fn network_policy() -> Result<serde_json::Value, SeccompError> {
+    use serde_json::Value;
+    let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
+    let (Some(mut policy), Some(mut added)) = (parse(POLICY_JSON), parse(NETWORK_POLICY_JSON))
+    else {
+        return Err(SeccompError::NetworkRules);
+    };
+    let added_filters = added.as_object_mut().ok_or(SeccompError::NetworkRules)?;
+    if added_filters.len() != 1 {
+        return Err(SeccompError::NetworkRules);
+    }
+    let mut extra = added_filters
+        .remove(NETWORK_FILTER)
+        .ok_or(SeccompError::NetworkRules)?;
+    let filters = policy.as_object_mut().ok_or(SeccompError::NetworkRules)?;
+    let mut allow = filters
+        .remove(ALLOW_FILTER)
+        .ok_or(SeccompError::MissingFilter { name: ALLOW_FILTER })?;
+    for action in ["mismatch_action", "match_action"] {
+        if allow.get(action) != extra.get(action) {
+            return Err(SeccompError::NetworkRules);
+        }
+    }
+    let rules = (extra.get_mut("filter").and_then(Value::as_array_mut))
+        .ok_or(SeccompError::NetworkRules)?;
+    let rules = std::mem::take(rules);
+    (allow.get_mut("filter").and_then(Value::as_array_mut))
+        .ok_or(SeccompError::MissingFilter { name: ALLOW_FILTER })?
+        .extend(rules);
+    filters.insert(NETWORK_FILTER.to_string(), allow);
+    Ok(policy)
+}
+
+/// Compiles the filters of a network call ([`network_policy`]), checked by seccompiler as
+/// [`compile`] checks the tool policy. Call once at startup.
+pub fn compile_network() -> Result<ToolFilters, SeccompError> {
+    if !cfg!(target_arch = "x86_64") {
+        return Err(SeccompError::UnsupportedArch {
+            arch: std::env::consts::ARCH,
+        });
+    }
+    let policy = network_policy()?;
+    let text = policy.to_string();
+    let mut programs = seccompiler::compile_from_json(text.as_bytes(), TargetArch::x86_64)
+        .map_err(|source| SeccompError::CompilePolicy { source })?;
+    let mut take = |name: &'static str| {
+        programs
+            .remove(name)
+            .ok_or(SeccompError::MissingFilter { name })
+    };
+    take(NETWORK_FILTER)?;
+    let enosys = take(ENOSYS_FILTER)?;
+    if let Some(name) = programs.into_keys().next() {
+        return Err(SeccompError::UnknownFilter { name });
+    }
+    let allow = search_tree::compile(&policy, NETWORK_FILTER)?;
+    Ok(ToolFilters { allow, enosys })
+}
+
 impl ToolFilters {
     /// The programs in the order [`ToolFilters::apply`] installs them: `tool_enosys`, then
     /// `tool_allow` (benchmarks install them themselves).
@@ -168,5 +254,7 @@ impl ToolFilters {
 
 #[cfg(test)]
 mod bpf_eval;
+#[cfg(test)]
+mod network_tests;
 #[cfg(test)]
 mod tests;

@@ -223,6 +223,8 @@ fn policy_denies_by_default_and_enosys_only_on_match() {
 
 #[test]
 fn policy_never_allows_the_denied_syscalls() {
+    // The network variant allows `socket` (TCP and UDP over IP), `connect` and `bind`:
+    // network_tests.rs.
     let policy = policy();
     let allowed = named(rules(&policy, ALLOW_FILTER));
     for syscall in NEVER_ALLOWED {

@@ -11,7 +11,7 @@
 //!
 //! The thread keeps [`SLOTS`] numbers below `end`, each open on `/dev/null` while no child
 //! is being started, so that no other thread gets them. Before a clone, [`ChildFds::place`]
-//! puts the child's stdio ends and its Landlock ruleset on them (`dup3`, which swaps a
+//! puts the child's stdio ends, its Landlock ruleset and its network namespace on them (`dup3`, which swaps a
 //! descriptor atomically); once the child has exec'd, dropping the [`Placed`] guard puts
 //! the placeholders back, which drops the executor's extra references to the call's pipes.
 
@@ -19,8 +19,9 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Descriptors a child may need: stdin, stdout, stderr and the Landlock ruleset.
-pub const SLOTS: usize = 4;
+/// Descriptors a child may need: stdin, stdout, stderr, the Landlock ruleset and the
+/// network namespace of a network call.
+pub const SLOTS: usize = 5;
 
 /// This thread's kept numbers and the placeholder they return to.
 #[derive(Debug)]
@@ -68,7 +69,13 @@ fn dev_null() -> io::Result<OwnedFd> {
 
 impl ChildFds {
     fn open() -> io::Result<Self> {
-        let slots = [dev_null()?, dev_null()?, dev_null()?, dev_null()?];
+        let slots = [
+            dev_null()?,
+            dev_null()?,
+            dev_null()?,
+            dev_null()?,
+            dev_null()?,
+        ];
         let end = slots.iter().map(AsRawFd::as_raw_fd).max().unwrap_or(2) + 1;
         Ok(Self {
             placeholder: dev_null()?,

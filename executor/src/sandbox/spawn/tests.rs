@@ -19,6 +19,7 @@ fn open_setup() -> ChildSetup {
         seccomp: crate::sandbox::child::Seccomp::Off,
         new_session: true,
         controlling_terminal: false,
+        netns: None,
     }
 }
 

@@ -22,6 +22,7 @@ fn cat_own_status(seccomp: Seccomp) -> Launch {
         seccomp,
         new_session: true,
         controlling_terminal: false,
+        netns: None,
     };
     let args = vec!["/proc/self/status".to_string()];
     Launch::new(

@@ -41,6 +41,19 @@ fn tool_and_env_names() {
 }
 
 #[test]
+fn proxy_env_names_are_reserved_for_the_executor() {
+    for name in [
+        "HTTP_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NODE_USE_ENV_PROXY",
+    ] {
+        assert!(is_reserved_env(name), "{name} must be reserved");
+    }
+}
+
+#[test]
 fn workspace_globs_that_cover_everything() {
     let whole =
         |g: &[&str]| covers_whole_workspace(&g.iter().map(|s| s.to_string()).collect::<Vec<_>>());

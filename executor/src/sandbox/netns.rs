@@ -1,0 +1,203 @@
+//! A network namespace per network call (CONTRACT §13): the only thing a tool of a skill
+//! that declares `permissions.network` can reach is the proxy port on its own loopback.
+//!
+//! [`create`] makes one on a thread of its own, never a runtime's worker (a thread that
+//! unshares its network namespace stays in it): `unshare(CLONE_NEWNET)`, `lo` brought up
+//! (`SIOCSIFFLAGS`, no `ip` binary), a TCP listener bound on `127.0.0.1:`[`PROXY_PORT`]
+//! and `/proc/thread-self/ns/net` opened; both fds come back and the thread ends. A
+//! socket stays in the namespace it was created in, so the executor serves the listener
+//! from any thread ([`crate::egress`]), and the tool's process joins the namespace by the
+//! fd (`setns` between clone and exec, [`super::child::ChildSetup::netns`]). The namespace
+//! has no other interface and no route: a direct connect to any address but its own
+//! loopback fails with `ENETUNREACH`, UDP and DNS with it, and its loopback is not the
+//! host's. It goes away with the last of its fds, its listener and its processes.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+/// The port of the egress proxy on a network call's loopback. Every call has a namespace
+/// of its own, so one constant serves all of them.
+pub const PROXY_PORT: u16 = 3128;
+
+/// The proxy URL a network call's environment names ([`super::env::proxy`]).
+pub const PROXY_URL: &str = "http://127.0.0.1:3128";
+
+/// What the executor can tell when a network call cannot have its namespace.
+pub const UNAVAILABLE: &str = "the executor cannot create network namespaces (it needs CAP_SYS_ADMIN and CAP_NET_ADMIN: run it as root, or in a container with --cap-add SYS_ADMIN --cap-add NET_ADMIN and a seccomp profile that allows unshare); skills that declare network are unavailable";
+
+/// Why a call's network namespace could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// The thread that makes it could not start.
+    #[error("cannot start the thread that makes a call's network namespace: {0}")]
+    Thread(io::Error),
+    /// The kernel refused a new network namespace (no CAP_SYS_ADMIN, or a seccomp
+    /// profile of the container).
+    #[error("unshare(CLONE_NEWNET) failed: {0}")]
+    Unshare(io::Error),
+    /// The loopback interface could not be brought up (no CAP_NET_ADMIN).
+    #[error("bringing up lo in a call's network namespace failed: {0}")]
+    Loopback(io::Error),
+    /// The proxy port could not be bound.
+    #[error("binding 127.0.0.1:{PROXY_PORT} in a call's network namespace failed: {0}")]
+    Listen(io::Error),
+    /// `/proc/thread-self/ns/net` could not be opened.
+    #[error("opening /proc/thread-self/ns/net failed: {0}")]
+    Open(io::Error),
+    /// The thread ended without answering.
+    #[error("the thread that makes a call's network namespace ended without an answer")]
+    Lost,
+}
+
+/// A network call's namespace: its fd, for the tool's process to join, and the proxy
+/// listener inside it.
+#[derive(Debug)]
+pub struct CallNetwork {
+    /// `/proc/thread-self/ns/net` of the namespace.
+    pub namespace: OwnedFd,
+    /// `127.0.0.1:`[`PROXY_PORT`] in the namespace, non-blocking (for
+    /// `tokio::net::TcpListener::from_std`).
+    pub listener: TcpListener,
+}
+
+/// Makes a namespace on a new thread and waits for it (blocking the calling thread).
+pub fn create() -> Result<CallNetwork, NetnsError> {
+    std::thread::Builder::new()
+        .name("call-netns".into())
+        .spawn(make_here)
+        .map_err(NetnsError::Thread)?
+        .join()
+        .map_err(|_| NetnsError::Lost)?
+}
+
+/// [`create`] for a task: the runtime's worker runs other tasks while the thread works.
+pub async fn create_async() -> Result<CallNetwork, NetnsError> {
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("call-netns".into())
+        .spawn(move || drop(answer.send(make_here())))
+        .map_err(NetnsError::Thread)?;
+    answered.await.map_err(|_| NetnsError::Lost)?
+}
+
+/// Whether this process can make a call's namespace: makes one and drops it.
+pub fn probe() -> Result<(), NetnsError> {
+    create().map(drop)
+}
+
+/// The steps, on the calling thread, which stays in the new namespace: only for a thread
+/// that ends right after.
+fn make_here() -> Result<CallNetwork, NetnsError> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
+        .map_err(|e| NetnsError::Unshare(e.into()))?;
+    loopback_up().map_err(NetnsError::Loopback)?;
+    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, PROXY_PORT))
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(NetnsError::Listen)?;
+    // SAFETY: a static NUL-terminated path; the new fd is owned below.
+    let fd = unsafe {
+        libc::open(
+            c"/proc/thread-self/ns/net".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(NetnsError::Open(io::Error::last_os_error()));
+    }
+    // SAFETY: just opened, owned by nothing else.
+    let namespace = unsafe { OwnedFd::from_raw_fd(fd) };
+    Ok(CallNetwork {
+        namespace,
+        listener,
+    })
+}
+
+/// Sets `IFF_UP` on `lo` of the calling thread's network namespace.
+fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket takes integers; the new fd is owned below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: just opened, owned by nothing else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: an all-zero ifreq is valid (a C struct of integers and arrays).
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(c"lo".to_bytes_with_nul()) {
+        *dst = libc::c_char::from_ne_bytes([*src]);
+    }
+    // SAFETY: SIOCGIFFLAGS reads the name from and writes the flags into a live ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel filled the flags member of the union just above.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    // IFF_UP is 1: it fits the c_short the kernel keeps the low flags in.
+    let up = libc::c_short::try_from(libc::IFF_UP).unwrap_or(1);
+    req.ifr_ifru.ifru_flags = flags | up;
+    // SAFETY: SIOCSIFFLAGS reads the name and flags from a live ifreq.
+    if unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Write};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Whether this test process may make namespaces (root with CAP_SYS_ADMIN).
+    fn can_make() -> bool {
+        match probe() {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("SKIPPED: network namespaces unavailable here: {e}");
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn a_call_namespace_serves_its_proxy_port_and_reaches_nothing_else() {
+        if !can_make() {
+            return;
+        }
+        let net = create().unwrap();
+        // A thread that joins the namespace sees the listener on its loopback and no
+        // route anywhere else.
+        let ns = net.namespace.try_clone().unwrap();
+        let inside = std::thread::spawn(move || {
+            nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            let mut c = std::net::TcpStream::connect(("127.0.0.1", PROXY_PORT)).unwrap();
+            c.write_all(b"ping").unwrap();
+            let out = std::net::TcpStream::connect(("192.0.2.1", 80)).unwrap_err();
+            out.raw_os_error()
+        });
+        let errno = inside.join().unwrap();
+        assert_eq!(errno, Some(libc::ENETUNREACH));
+        net.listener.set_nonblocking(false).unwrap();
+        let (mut conn, _) = net.listener.accept().unwrap();
+        let mut got = [0u8; 4];
+        conn.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"ping");
+    }
+
+    /// Reports (never asserts) what a namespace costs to make and drop.
+    #[test]
+    fn namespace_cost_is_reported() {
+        if !can_make() {
+            return;
+        }
+        let n = 50;
+        let start = Instant::now();
+        for _ in 0..n {
+            drop(create().unwrap());
+        }
+        let each = start.elapsed() / n;
+        eprintln!("network namespace per call: {each:?} to make (thread, unshare, lo up, bind, open) and drop");
+    }
+}
