@@ -5,6 +5,7 @@
 //! - `limits`: resource and lifetime limits (processes, memory, file size, output, time);
 //! - `calls`: how `exec` reports protocol errors, bad arguments and unknown tools;
 //! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
+//! - `egress`: a network call's namespace, proxy and relay, and the attacks on them;
 //! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
 //! - `spawn`: the clone-based spawn leaves the executor's own threads unchanged;
 //! - `warm`: prestarted processes (warm starts); the key `escape_*` attacks run against a
@@ -15,6 +16,8 @@
 
 mod calls;
 mod context_files;
+mod egress;
+mod egress_attacks;
 mod escape_env;
 mod escape_files;
 mod escape_kernel;

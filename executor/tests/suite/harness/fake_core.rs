@@ -1,18 +1,23 @@
 //! A fake core side for calls and sessions run in this process: it holds a context's
 //! files in memory and answers `core.contextFileRead/Write/Delete` as the core does
-//! (chunks in order, the digest checked on the last one), recording every method called.
+//! (chunks in order, the digest checked on the last one), recording every method called;
+//! and it serves a network call's egress streams with a [`FakeProxy`] of its own.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use serde_json::{json, Value};
+use skillbox_channel::stream::BoxedStream;
 use skillbox_executor::broker::{CallInfo, CapabilityBroker};
+use skillbox_executor::egress::EgressError;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
 };
 use skillbox_protocol::workdir::{WorkDir, WorkFile};
+
+use super::fake_proxy::FakeProxy;
 
 /// SHA-256 of `bytes`, lowercase hex.
 pub fn sha256(bytes: &[u8]) -> String {
@@ -30,6 +35,8 @@ pub struct FakeCore {
     pub log: Mutex<Vec<String>>,
     /// Refuse writes with this code and message (a quota).
     pub refuse_writes: Mutex<Option<(i64, String)>>,
+    /// The egress proxy behind [`CapabilityBroker::egress`].
+    pub proxy: Arc<FakeProxy>,
 }
 
 impl FakeCore {
@@ -149,5 +156,15 @@ impl CapabilityBroker for FakeCore {
             };
             ErrorObject::new(code, m)
         })
+    }
+
+    /// A stream into [`FakeCore::proxy`], as the core's `/egress` gives one, with the
+    /// call's id and token as the stream's headers carry them.
+    async fn egress(&self, call: &CallInfo) -> Result<BoxedStream, EgressError> {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let proxy = Arc::clone(&self.proxy);
+        let (id, token) = (call.call_id.clone(), call.capability_token.0.clone());
+        tokio::spawn(async move { proxy.serve(id, token, theirs).await });
+        Ok(Box::new(ours))
     }
 }

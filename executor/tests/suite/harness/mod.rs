@@ -31,6 +31,7 @@ use serde_json::Value;
 
 mod call;
 pub mod fake_core;
+pub mod fake_proxy;
 pub use call::{Call, Outcome};
 
 /// The binary under test.
