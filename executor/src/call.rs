@@ -539,6 +539,19 @@ mod tests {
     }
 
     #[test]
+    fn network_call_without_namespaces_is_unavailable_with_what_to_change() {
+        let e = CallError::from(SandboxError::NoNetworkNamespaces);
+        assert_eq!(e.kind(), ErrorKind::Unavailable);
+        let m = e.to_string();
+        assert!(m.contains("cannot create network namespaces"), "{m}");
+        assert!(m.contains("CAP_SYS_ADMIN"), "{m}");
+        assert!(
+            m.contains("skills that declare network are unavailable"),
+            "{m}"
+        );
+    }
+
+    #[test]
     fn schema_error_at_the_root_says_top_level() {
         let p = problems(json!({"type": "object"}), json!([1, 2]));
         assert_eq!(p, ["[1,2] is not of type \"object\" at the top level"]);

@@ -75,6 +75,20 @@ fn confined<T: Send + 'static>(attack: impl FnOnce() -> T + Send + 'static) -> T
     .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
+/// [`confined`] under a network call's filters (`tool_network_allow`).
+fn confined_network<T: Send + 'static>(attack: impl FnOnce() -> T + Send + 'static) -> T {
+    let filters = seccomp::compile_network().unwrap_or_else(|error| panic!("{error:?}"));
+    thread::spawn(move || {
+        set_no_new_privs();
+        filters
+            .apply()
+            .unwrap_or_else(|error| panic!("apply: {error}"));
+        attack()
+    })
+    .join()
+    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+}
+
 /// Result of a raw syscall: `Ok(return value)` or `Err(errno)`.
 fn outcome(rc: libc::c_long) -> Result<libc::c_long, i32> {
     if rc < 0 {
@@ -118,6 +132,49 @@ fn seccomp_apply_does_not_allocate() {
     .join()
     .unwrap();
     assert_eq!(allocations, 0, "apply() allocated between fork and exec");
+}
+
+#[test]
+fn network_filter_allows_ip_sockets_and_denies_packet_raw_netlink_and_unix() {
+    for (domain, kind) in [
+        (libc::AF_INET, libc::SOCK_STREAM),
+        (libc::AF_INET6, libc::SOCK_STREAM | libc::SOCK_CLOEXEC),
+        (libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_NONBLOCK),
+    ] {
+        let made = confined_network(move || socket(domain, kind));
+        assert!(made.is_ok(), "socket({domain}, {kind}): {made:?}");
+    }
+    for (domain, kind) in [
+        (libc::AF_PACKET, libc::SOCK_RAW),
+        (libc::AF_INET, libc::SOCK_RAW),
+        (libc::AF_NETLINK, libc::SOCK_RAW),
+        (libc::AF_UNIX, libc::SOCK_STREAM),
+    ] {
+        assert_eq!(
+            confined_network(move || socket(domain, kind)),
+            Err(libc::EPERM),
+            "socket({domain}, {kind})"
+        );
+    }
+    // SAFETY: unshare takes an integer; refused before it changes anything.
+    let unshare = confined_network(|| outcome(unsafe { libc::unshare(libc::CLONE_NEWNET) }.into()));
+    assert_eq!(unshare, Err(libc::EPERM), "unshare stays denied");
+}
+
+#[test]
+fn network_filter_apply_does_not_allocate() {
+    let filters = seccomp::compile_network().unwrap();
+    let allocations = thread::spawn(move || {
+        set_no_new_privs();
+        let before = ALLOCATIONS.with(Cell::get);
+        let applied = filters.apply();
+        let after = ALLOCATIONS.with(Cell::get);
+        applied.unwrap();
+        after - before
+    })
+    .join()
+    .unwrap();
+    assert_eq!(allocations, 0, "apply() allocated between clone and exec");
 }
 
 #[test]

@@ -32,7 +32,7 @@ use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use self::child::{ChildSetup, Seccomp};
@@ -81,9 +81,9 @@ pub struct Sandbox {
     spawner: Option<Arc<Spawner>>,
     /// The filters of a network call (`tool_network_allow`), installed by the process.
     network_filters: Option<Arc<ToolFilters>>,
-    /// Threads without filters that network calls are cloned from (when the executor can
-    /// make network namespaces).
-    network_spawner: Option<Arc<Spawner>>,
+    /// Threads without filters that network calls are cloned from, started with the first
+    /// network call (an executor that never runs one keeps no descriptors for them).
+    network_spawner: Arc<OnceLock<Option<Spawner>>>,
     runtime_rules: Arc<landlock::RuntimeRules>,
     node_runner: PathBuf,
     cap_last: u32,
@@ -227,16 +227,10 @@ impl Sandbox {
             )),
             None => None,
         };
-        let network_spawner = if kernel.network_namespaces {
-            let threads = Spawner::start_unfiltered(NETWORK_SPAWNER_THREADS);
-            Some(Arc::new(threads.map_err(SandboxError::Spawn)?))
-        } else {
-            None
-        };
         Ok(Self {
             spawner,
             network_filters,
-            network_spawner,
+            network_spawner: Arc::default(),
             runtime_rules,
             node_runner,
             cap_last: child::cap_last(),
@@ -297,7 +291,12 @@ impl Sandbox {
         if launch.inherits_seccomp() {
             self.spawner.as_deref()
         } else if launch.joins_namespace() {
-            self.network_spawner.as_deref()
+            let threads = self.network_spawner.get_or_init(|| {
+                Spawner::start_unfiltered(NETWORK_SPAWNER_THREADS)
+                    .inspect_err(|e| tracing::warn!(error = %e, "no spawner threads for network calls; they start from the calling thread"))
+                    .ok()
+            });
+            threads.as_ref()
         } else {
             None
         }

@@ -209,7 +209,12 @@ fn ended() -> io::Error {
 fn serve(filters: Option<&ToolFilters>, queue: &Queue, ready: &SyncSender<io::Result<()>>) {
     // Low numbers for the children's descriptors, kept while the table is still small
     // (a thread without them starts children that copy the whole table).
-    if let Err(e) = super::spawn::child_fds::reserve() {
+    // A filtered thread's children never join a namespace: one number fewer.
+    let slots = match filters {
+        Some(_) => super::spawn::child_fds::SLOTS - 1,
+        None => super::spawn::child_fds::SLOTS,
+    };
+    if let Err(e) = super::spawn::child_fds::reserve(slots) {
         tracing::warn!(error = %e, "a tool spawner keeps no descriptors for its children");
     }
     let installed = filters.map_or(Ok(()), ToolFilters::apply);

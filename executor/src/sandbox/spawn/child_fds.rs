@@ -9,7 +9,8 @@
 //! `close_range(end, ~0, CLOSE_RANGE_UNSHARE)`, for which the kernel copies only the
 //! descriptors below `end`.
 //!
-//! The thread keeps [`SLOTS`] numbers below `end`, each open on `/dev/null` while no child
+//! The thread keeps up to [`SLOTS`] numbers below `end` (a spawner thread of tools
+//! without network keeps [`SLOTS`]` - 1`: its children never have a namespace), each open on `/dev/null` while no child
 //! is being started, so that no other thread gets them. Before a clone, [`ChildFds::place`]
 //! puts the child's stdio ends, its Landlock ruleset and its network namespace on them (`dup3`, which swaps a
 //! descriptor atomically); once the child has exec'd, dropping the [`Placed`] guard puts
@@ -27,7 +28,7 @@ pub const SLOTS: usize = 5;
 #[derive(Debug)]
 pub struct ChildFds {
     placeholder: OwnedFd,
-    slots: [OwnedFd; SLOTS],
+    slots: Vec<OwnedFd>,
     /// One above the highest slot: the child keeps every descriptor below it.
     end: RawFd,
 }
@@ -36,13 +37,15 @@ thread_local! {
     static CHILD_FDS: RefCell<Option<ChildFds>> = const { RefCell::new(None) };
 }
 
-/// Keeps this thread's numbers now, while the table is small (a spawner thread does at
-/// start); a thread that starts a child without them keeps them on first use.
-pub fn reserve() -> io::Result<()> {
+/// Keeps `slots` (at most [`SLOTS`]) numbers for this thread now, while the table is
+/// small (a spawner thread does at start); a thread that starts a child without them keeps
+/// [`SLOTS`] on first use. A child needing more descriptors than its thread keeps copies
+/// the whole table.
+pub fn reserve(slots: usize) -> io::Result<()> {
     CHILD_FDS.with(|fds| {
         let mut fds = fds.borrow_mut();
         if fds.is_none() {
-            *fds = Some(ChildFds::open()?);
+            *fds = Some(ChildFds::open(slots.min(SLOTS))?);
         }
         Ok(())
     })
@@ -51,7 +54,7 @@ pub fn reserve() -> io::Result<()> {
 /// Runs `f` with this thread's numbers, or with `None` when they cannot be kept (no
 /// descriptor left): the child then copies the whole table, as a plain clone does.
 pub fn with<R>(f: impl FnOnce(Option<&ChildFds>) -> R) -> R {
-    if let Err(e) = reserve() {
+    if let Err(e) = reserve(SLOTS) {
         tracing::debug!(error = %e, "no descriptors kept for children; they copy the whole table");
     }
     CHILD_FDS.with(|fds| f(fds.borrow().as_ref()))
@@ -68,14 +71,10 @@ fn dev_null() -> io::Result<OwnedFd> {
 }
 
 impl ChildFds {
-    fn open() -> io::Result<Self> {
-        let slots = [
-            dev_null()?,
-            dev_null()?,
-            dev_null()?,
-            dev_null()?,
-            dev_null()?,
-        ];
+    fn open(count: usize) -> io::Result<Self> {
+        let slots = (0..count)
+            .map(|_| dev_null())
+            .collect::<io::Result<Vec<_>>>()?;
         let end = slots.iter().map(AsRawFd::as_raw_fd).max().unwrap_or(2) + 1;
         Ok(Self {
             placeholder: dev_null()?,
@@ -92,7 +91,7 @@ impl ChildFds {
     /// Puts `fds` (at most [`SLOTS`]) on the kept numbers, in order; the guard gives their
     /// numbers and puts the placeholders back when dropped.
     pub fn place(&self, fds: &[RawFd]) -> io::Result<Placed<'_>> {
-        if fds.len() > SLOTS {
+        if fds.len() > self.slots.len() {
             return Err(io::Error::other("more descriptors than kept slots"));
         }
         let mut placed = Placed {
@@ -153,7 +152,7 @@ mod tests {
 
     #[test]
     fn placed_descriptors_sit_below_the_end_and_the_placeholders_come_back() {
-        let kept = ChildFds::open().unwrap();
+        let kept = ChildFds::open(SLOTS).unwrap();
         let (read, write) = nix::unistd::pipe().unwrap();
         let null = identity(kept.placeholder.as_raw_fd());
         {
