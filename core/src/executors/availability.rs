@@ -79,6 +79,13 @@ impl Readiness for SandboxReadiness<'_> {
             None => host_os(),
         }
     }
+
+    /// As the executors reported (an executor that predates the fact reports none, so
+    /// false: it cannot run a network call behind the egress proxy). Assumed before any
+    /// report, as programs are.
+    fn network_namespaces(&self) -> bool {
+        self.facts.as_ref().is_none_or(|f| f.network_namespaces)
+    }
 }
 
 #[cfg(test)]
@@ -111,6 +118,36 @@ mod tests {
         assert!(ready.has_bin("python3"));
         assert!(ready.has_bin("not-reported"));
         assert_eq!(ready.os(), "linux");
+    }
+
+    #[test]
+    fn a_network_skill_is_unavailable_where_executors_cannot_make_namespaces() {
+        let secrets = Secrets::default();
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("netty");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("skill.yaml"),
+            "name: netty\ndescription: d\npermissions:\n  network: [\"api.test\"]\n\
+             tools:\n  - name: go\n    description: d\n    command: [\"true\"]\n",
+        )
+        .unwrap();
+        let opts = skillbox_protocol::skill::DiscoveryOptions::default();
+        let mut found = skillbox_protocol::skill::discover(&[root.path().to_path_buf()], opts);
+        let skill = found.skills.remove(0);
+        let without = facts(&[("true", true)]);
+        let mut with = without.clone();
+        with.network_namespaces = true;
+        let verdict = |f: SandboxFacts| {
+            let ready = SandboxReadiness::new(Some(Arc::new(f)), &secrets);
+            context_readiness(&skill, &ready).1
+        };
+        assert!(verdict(with).is_ready());
+        let refused = verdict(without);
+        assert_eq!(
+            refused.reason(),
+            Some(super::super::readiness::NO_NETWORK_NAMESPACES)
+        );
     }
 
     #[test]
