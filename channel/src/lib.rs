@@ -1,11 +1,13 @@
 //! The mutual-TLS JSON-RPC 2.0 channel between the core and the executor (docs/architecture.md):
 //! `POST /rpc` over HTTPS, TLS 1.3 only, no session resumption, client certificate
 //! required, and each side's identity (a DNS name in the certificate, issued by the
-//! internal CA) checked, not just its chain.
+//! internal CA) checked, not just its chain. `POST /egress` upgrades a connection to a
+//! raw byte stream of one call ([`stream`]).
 #![forbid(unsafe_code)]
 
 pub mod client;
 pub mod server;
+pub mod stream;
 pub mod tls;
 
 /// Identity (certificate DNS name) of the core.

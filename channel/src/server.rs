@@ -1,5 +1,7 @@
 //! Channel server: accepts TLS connections, checks the client's identity, and serves
-//! JSON-RPC requests on `POST /rpc` with a body-size limit.
+//! JSON-RPC requests on `POST /rpc` with a body-size limit, and, when a
+//! [`StreamHandler`] is registered, upgraded byte streams on `POST /egress`
+//! ([`crate::stream`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -18,6 +20,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::stream::{self, StreamHandler, EGRESS_PATH};
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Message};
@@ -91,12 +94,25 @@ fn stamps(files: &TlsFiles) -> Vec<Option<SystemTime>> {
         .collect()
 }
 
-/// Serves the channel on `listener` until the task is dropped.
+/// Serves the channel on `listener` until the task is dropped (JSON-RPC only; `/egress`
+/// is `404`).
 pub async fn serve(
     listener: TcpListener,
     tls: Arc<ReloadingServerConfig>,
     options: ServerOptions,
     handler: Arc<dyn RpcHandler>,
+) {
+    serve_with_streams(listener, tls, options, handler, None).await;
+}
+
+/// [`serve`], and the upgraded streams of `POST /egress` handed to `streams` when there
+/// is one (else `/egress` is `404`). Both are served to the expected peer only.
+pub async fn serve_with_streams(
+    listener: TcpListener,
+    tls: Arc<ReloadingServerConfig>,
+    options: ServerOptions,
+    handler: Arc<dyn RpcHandler>,
+    streams: Option<Arc<dyn StreamHandler>>,
 ) {
     let options = Arc::new(options);
     loop {
@@ -111,6 +127,7 @@ pub async fn serve(
         let Some(config) = tls.get() else { continue };
         let handler = Arc::clone(&handler);
         let options = Arc::clone(&options);
+        let streams = streams.clone();
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             let stream = match TlsAcceptor::from(config).accept(tcp).await {
@@ -131,13 +148,23 @@ pub async fn serve(
                 tracing::warn!(%peer, ?names, expected = %options.expected_peer, "channel peer refused: wrong identity");
                 return;
             }
-            let service = service_fn(move |req| {
+            let service = service_fn(move |req: Request<Incoming>| {
                 let handler = Arc::clone(&handler);
                 let options = Arc::clone(&options);
-                async move { Ok::<_, std::convert::Infallible>(respond(req, &*handler, &options).await) }
+                let streams = streams.clone();
+                async move {
+                    let answer = match streams {
+                        Some(streams) if req.uri().path() == EGRESS_PATH => {
+                            stream::upgrade(req, streams)
+                        }
+                        _ => respond(req, &*handler, &options).await,
+                    };
+                    Ok::<_, std::convert::Infallible>(answer)
+                }
             });
             let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service);
+                .serve_connection(TokioIo::new(stream), service)
+                .with_upgrades();
             if let Err(e) = conn.await {
                 tracing::debug!(%peer, error = %e, "channel connection ended");
             }

@@ -1,10 +1,10 @@
 //! The program's wiring: [`App::build`] makes every part of a running core from a
 //! workspace (configuration, state, PKI, the store, the executors and their channel, the
-//! callbacks, the call pipeline, the bot tokens, the console, the gateway and its
-//! listener), each from the parts it needs; [`App::serve`] runs them (the gateway, the
-//! reloads on SIGHUP and on changes of the trust folder and the skills roots) until
-//! shutdown. `skillbox up` (with an [`executor_child`]) and `skillbox serve` (against
-//! `[executor] url`) are this.
+//! callbacks and the egress proxy on the channel's callback listener, the call pipeline,
+//! the bot tokens, the console, the gateway and its listener), each from the parts it
+//! needs; [`App::serve`] runs them (the gateway, the reloads on SIGHUP and on changes of
+//! the trust folder and the skills roots) until shutdown. `skillbox up` (with an
+//! [`executor_child`]) and `skillbox serve` (against `[executor] url`) are this.
 
 mod error;
 pub mod executor_child;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skillbox_channel::server::{self, ReloadingServerConfig, ServerOptions};
+use skillbox_channel::stream::StreamHandler;
 use skillbox_channel::EXECUTOR_IDENTITY;
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 use tokio::net::TcpListener;
@@ -40,6 +41,7 @@ use crate::gateway::console::Console;
 use crate::gateway::{self, CoreParts, Gateway};
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
+use crate::proxy::egress::EgressProxy;
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
@@ -138,12 +140,21 @@ impl App {
         let callbacks = Arc::new(Callbacks::new(
             Arc::clone(&in_flight),
             Arc::clone(&approvals),
-            FetchProxy::new(config.fetch.clone()).with_metrics(Arc::clone(&metrics)),
+            FetchProxy::new(config.fetch.clone())
+                .with_resolve(&config.egress.resolve)
+                .with_metrics(Arc::clone(&metrics)),
             ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
             Signer::open(ws.keys_dir())?,
         ));
+        // The executor's programs reach the network through the callback listener too
+        // (`POST /egress`), under the calls' identities.
+        let egress = Arc::new(EgressProxy::new(
+            Arc::clone(&in_flight),
+            config.egress.clone(),
+            config.fetch.allow_private.clone(),
+        ));
         let tls = Arc::new(ReloadingServerConfig::new(core_files)?);
-        let mut background = vec![tokio::spawn(server::serve(
+        let mut background = vec![tokio::spawn(server::serve_with_streams(
             channel.callback_listener,
             tls,
             ServerOptions {
@@ -151,6 +162,7 @@ impl App {
                 max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
             },
             Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
+            Some(egress as Arc<dyn StreamHandler>),
         ))];
         let engine = Engine::connect(&config.docker).await?;
         let containers = match &engine {

@@ -10,6 +10,8 @@ use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{Security, Skill};
 use subtle::ConstantTimeEq;
 
+use crate::proxy::egress::EgressLog;
+
 /// A call in flight, as its capability callbacks see it.
 #[derive(Debug)]
 pub struct ActiveCall {
@@ -25,6 +27,8 @@ pub struct ActiveCall {
     pub(super) approvals: ApprovalTrail,
     /// The context's files, when the call was made in a context.
     pub files: Option<Arc<super::workfiles::CallFiles>>,
+    /// The connections its programs make through the egress proxy (stored with the call).
+    pub egress: EgressLog,
 }
 
 impl ActiveCall {
@@ -157,6 +161,36 @@ impl InFlight {
         } else {
             Err(CallbackAuthError::BadToken(call_id.to_string()))
         }
+    }
+}
+
+#[cfg(test)]
+impl InFlight {
+    /// Registers a call of `skill` under `call_id` with `token` until [`InFlight::remove`]
+    /// (tests of the callbacks' and the egress proxy's judging).
+    pub(crate) fn insert_for_test(
+        &self,
+        call_id: &str,
+        skill: Arc<Skill>,
+        token: &str,
+    ) -> Arc<ActiveCall> {
+        let call = Arc::new(ActiveCall {
+            tool: "t".into(),
+            security: Security::Read,
+            origin: crate::auth::CallOrigin::operator(),
+            token: SecretValue(token.to_string()),
+            approvals: ApprovalTrail::default(),
+            files: None,
+            egress: EgressLog::default(),
+            skill,
+        });
+        self.insert(call_id, Arc::clone(&call));
+        call
+    }
+
+    /// [`InFlight::remove`], for tests.
+    pub(crate) fn remove_for_test(&self, call_id: &str) {
+        self.remove(call_id);
     }
 }
 

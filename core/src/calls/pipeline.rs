@@ -23,8 +23,9 @@ use crate::auth::{CallOrigin, Caller};
 use crate::contexts::{self, disclosure, ContextTools};
 use crate::executors::readiness::Availability;
 use crate::observe::TraceParent;
+use crate::proxy::egress::EgressLog;
 use crate::random;
-use crate::state::store::{unix_ms_now, CallRecord};
+use crate::state::store::{unix_ms_now, CallEgress, CallRecord};
 
 /// The metrics label of a skill or tool the catalogue does not have.
 pub const UNKNOWN_LABEL: &str = "(unknown)";
@@ -94,12 +95,24 @@ pub(super) struct Run<'a> {
     pub(super) trail: &'a ApprovalTrail,
     pub(super) trace: Option<TraceParent>,
     pub(super) waits: &'a Waits,
+    /// The call's egress record, which its programs' connections fill.
+    pub(super) egress: &'a EgressLog,
 }
 
-/// When a call started and how long it took.
+/// What a call gathers beside its result while it runs: the approvals it waited on, its
+/// waits (for the stage metrics) and its programs' connections through the egress proxy.
+#[derive(Default)]
+struct Gathered {
+    trail: ApprovalTrail,
+    waits: Waits,
+    egress: EgressLog,
+}
+
+/// When a call started, how long it took, and the connections its programs made.
 struct Took {
     started_at: i64,
     duration_ms: u64,
+    egress: CallEgress,
 }
 
 impl Dispatcher {
@@ -132,11 +145,11 @@ impl Dispatcher {
         };
         let loaded = self.load.current();
         let origin = call.origin.clone();
-        let trail = ApprovalTrail::default();
-        let waits = Waits::default();
+        let gathered = Gathered::default();
+        let (trail, waits) = (&gathered.trail, &gathered.waits);
         let mut recorded = call.target.tool().cloned();
         let outcome = self
-            .run(&loaded, &call_id, call, &mut recorded, &trail, &waits)
+            .run(&loaded, &call_id, call, &mut recorded, &gathered)
             .await;
         let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut result = match outcome {
@@ -155,6 +168,7 @@ impl Dispatcher {
             let took = Took {
                 started_at,
                 duration_ms,
+                egress: gathered.egress.snapshot(),
             };
             self.record(&loaded, &origin, tool, call_id, took, &result)
                 .await;
@@ -172,9 +186,9 @@ impl Dispatcher {
         call_id: &str,
         call: ToolCall,
         recorded: &mut Option<ToolRef>,
-        trail: &ApprovalTrail,
-        waits: &Waits,
+        gathered: &Gathered,
     ) -> Result<ToolResult, CallError> {
+        let (trail, waits, egress) = (&gathered.trail, &gathered.waits, &gathered.egress);
         let ToolCall {
             target,
             args,
@@ -190,6 +204,7 @@ impl Dispatcher {
                 trail,
                 trace,
                 waits,
+                egress,
             };
             return self
                 .session_call(loaded, run, &target, args, context, recorded)
@@ -228,6 +243,7 @@ impl Dispatcher {
             trail,
             trace,
             waits,
+            egress,
         };
         let work = match &context {
             Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => {
@@ -474,6 +490,7 @@ impl Dispatcher {
             token,
             approvals: run.trail.clone(),
             files: files.clone(),
+            egress: run.egress.clone(),
         });
         let _registered = self.in_flight.register(run.call_id, active);
         let mut answer = self.send(run, skill, security, timeout_ms, params).await;
@@ -574,6 +591,8 @@ impl Dispatcher {
             success: result.success,
             error_kind: result.error_kind,
             caller: origin.caller.name().to_owned(),
+            egress: took.egress.connections,
+            egress_unlisted: took.egress.unlisted,
         };
         self.store.queue_call(record);
     }

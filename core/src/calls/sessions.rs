@@ -289,6 +289,7 @@ impl Dispatcher {
             token,
             approvals: run.trail.clone(),
             files: Some(Arc::clone(&files)),
+            egress: run.egress.clone(),
         });
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;

@@ -52,7 +52,7 @@ macro_rules! routes {
 /// (the handler limits a bot to its skills, contexts and records), `operator` routes to
 /// the operator only. Order matters only between patterns that match the same path with
 /// the same method (none do today).
-pub fn routes() -> [Route; 33] {
+pub fn routes() -> [Route; 34] {
     routes![
         GET "/healthz" anyone => health::healthz,
         GET "/v1/skills" bot => skills::list,
@@ -79,6 +79,7 @@ pub fn routes() -> [Route; 33] {
         POST "/v1/approvals/{id}" bot => approvals::decide,
         GET "/metrics" operator => observe::metrics,
         GET "/v1/calls" bot => observe::calls,
+        GET "/v1/calls/{id}" bot => observe::call,
         GET "/v1/routes" bot => observe::routes,
         GET "/v1/routes/{route_id}" bot => observe::route,
         GET "/v1/skills/{name}/repairs" operator => observe::repairs,
@@ -226,7 +227,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 34] = [
+    const ROUTES: [Sample; 35] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -260,6 +261,7 @@ mod tests {
         ("GET", "/v1/skills/reload", &[("name", "reload")]),
         ("GET", "/metrics", &[]),
         ("GET", "/v1/calls", &[]),
+        ("GET", "/v1/calls/c1", &[("id", "c1")]),
         ("GET", "/v1/routes", &[]),
         ("GET", "/v1/routes/rt_1", &[("route_id", "rt_1")]),
         ("GET", "/v1/skills/echo/repairs", &[("name", "echo")]),
@@ -345,6 +347,7 @@ mod tests {
             | ["v1", "tools"]
             | ["v1", "approvals"]
             | ["v1", "calls"]
+            | ["v1", "calls", _]
             | ["v1", "routes"]
             | ["v1", "routes", _] => vec![M::GET],
             ["v1", "skills", _, "repairs"] => vec![M::GET, M::POST],

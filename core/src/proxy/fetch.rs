@@ -8,6 +8,8 @@
 //!    `address.rs`), unless the operator allow-listed the exact `ip:port` or `host:port`;
 //! 3. the connection goes to an address from that same lookup.
 //!
+//! Steps 1 and 2 are `policy.rs`, which the egress proxy shares.
+//!
 //! **Address pinning.** The request is sent to a URL whose host is the checked IP
 //! (`https://93.184.216.34:443/path`), so hyper's connector parses the literal and does
 //! no DNS lookup of its own (no DNS-rebinding window). The `Host` header carries the
@@ -40,7 +42,7 @@ use rustls::pki_types::ServerName;
 use skillbox_protocol::methods::{FetchParams, FetchResult};
 use skillbox_protocol::skill::network::{NetworkPattern, Scheme};
 
-use super::address::forbidden_reason;
+use super::policy::{self, parse_patterns, NetPolicy, PolicyError};
 use super::target::Target;
 use super::ProxyError;
 use crate::observe::Metrics;
@@ -59,6 +61,8 @@ const CAP: &str = "fetch";
 #[derive(Debug)]
 pub struct FetchProxy {
     config: FetchConfig,
+    /// Private addresses allowed, names pinned (shared with the egress proxy).
+    policy: NetPolicy,
     /// The rustls client configuration, or why it could not be built (then `https`
     /// fetches fail closed as unavailable).
     tls: Result<Arc<rustls::ClientConfig>, String>,
@@ -70,10 +74,21 @@ impl FetchProxy {
     /// A proxy with the given limits; TLS trusts the webpki (Mozilla) roots only.
     pub fn new(config: FetchConfig) -> Self {
         Self {
+            policy: NetPolicy::new(config.allow_private.clone(), &Default::default()),
             config,
             tls: tls_config().map(Arc::new),
             metrics: Arc::new(Metrics::default()),
         }
+    }
+
+    /// Resolves the names of `pins` to their address without asking DNS (`[egress]
+    /// resolve`, one policy for fetch and the egress proxy).
+    pub fn with_resolve(
+        mut self,
+        pins: &std::collections::BTreeMap<String, std::net::IpAddr>,
+    ) -> Self {
+        self.policy = NetPolicy::new(self.config.allow_private.clone(), pins);
+        self
     }
 
     /// Counts each request's outcome into `metrics`.
@@ -194,51 +209,21 @@ impl FetchProxy {
         }
     }
 
-    /// Resolves the target's host and checks every address; returns them in order.
+    /// Resolves the target's host and checks every address ([`NetPolicy`]); returns
+    /// them in order.
     async fn resolve_checked(&self, target: &Target) -> Result<Vec<SocketAddr>, ProxyError> {
-        let host = target.bare_host();
-        let mut addrs: Vec<SocketAddr> = tokio::net::lookup_host((host, target.port))
+        self.policy
+            .resolve_checked(target)
             .await
-            .map_err(|e| ProxyError::Upstream {
-                url: target.display(),
-                reason: format!("cannot resolve {host}: {e}"),
-            })?
-            .collect();
-        addrs.dedup();
-        if addrs.is_empty() {
-            return Err(ProxyError::Upstream {
-                url: target.display(),
-                reason: format!("{host} resolves to no address"),
-            });
-        }
-        let host_key = format!("{}:{}", target.host.trim_end_matches('.'), target.port);
-        let host_allowed = self.allow_listed(&host_key);
-        for addr in &addrs {
-            let Some(why) = forbidden_reason(addr.ip()) else {
-                continue;
-            };
-            let ip_key = addr_key(addr);
-            if host_allowed || self.allow_listed(&ip_key) {
-                continue;
-            }
-            return Err(ProxyError::denied(
-                CAP,
-                format!(
-                    "{host} resolves to {ip}, which is {why}; the fetch proxy reaches only public \
-                     addresses (an operator can allow this exact address by adding \"{ip_key}\" \
-                     to the fetch allow_private setting)",
-                    ip = addr.ip()
-                ),
-            ));
-        }
-        Ok(addrs)
-    }
-
-    fn allow_listed(&self, key: &str) -> bool {
-        self.config
-            .allow_private
-            .iter()
-            .any(|entry| entry.trim().eq_ignore_ascii_case(key))
+            .map_err(|e| match e {
+                PolicyError::Resolve { .. } | PolicyError::NoAddress { .. } => {
+                    ProxyError::Upstream {
+                        url: target.display(),
+                        reason: e.to_string(),
+                    }
+                }
+                refused => ProxyError::denied(CAP, refused.to_string()),
+            })
     }
 
     /// Sends the request to the first address that accepts a connection.
@@ -356,55 +341,18 @@ fn tls_config() -> Result<rustls::ClientConfig, String> {
         .with_no_client_auth())
 }
 
-fn parse_patterns(network: &[String]) -> Vec<NetworkPattern> {
-    network
-        .iter()
-        .filter_map(|p| match NetworkPattern::parse(p) {
-            Ok(pattern) => Some(pattern),
-            Err(e) => {
-                tracing::warn!(error = %e, "ignoring an invalid network permission");
-                None
-            }
-        })
-        .collect()
-}
-
 fn check_declared(
     network: &[String],
     patterns: &[NetworkPattern],
     target: &Target,
     from: Option<&Target>,
 ) -> Result<(), ProxyError> {
-    if patterns
-        .iter()
-        .any(|p| p.matches(target.scheme, &target.host, target.port))
-    {
-        return Ok(());
-    }
     let what = match from {
         None => target.origin(),
         Some(from) => format!("redirect from {} to {}", from.display(), target.origin()),
     };
-    let reason = if network.is_empty() {
-        format!(
-            "{what}: the skill declares no permissions.network; declare the host in skill.yaml \
-             (permissions.network) to fetch it"
-        )
-    } else {
-        format!(
-            "{what}: {} is not in the skill's permissions.network {network:?}; declare it in \
-             skill.yaml to fetch it",
-            target.origin()
-        )
-    };
-    Err(ProxyError::denied(CAP, reason))
-}
-
-fn addr_key(addr: &SocketAddr) -> String {
-    match addr {
-        SocketAddr::V4(v4) => format!("{}:{}", v4.ip(), v4.port()),
-        SocketAddr::V6(v6) => format!("[{}]:{}", v6.ip(), v6.port()),
-    }
+    policy::check_declared(network, patterns, target, what)
+        .map_err(|e| ProxyError::denied(CAP, e.to_string()))
 }
 
 #[cfg(test)]

@@ -8,13 +8,18 @@
 //!   `openat2(RESOLVE_BENEATH)` so nothing outside the workspace is read, and never the
 //!   core's state folder or its config, whatever the glob or link.
 //! - [`sign`]: Ed25519 signatures by keys that never leave the core.
+//! - [`egress`]: the HTTP proxy of every program in a sandbox (`CONNECT` tunnels and
+//!   absolute-form HTTP), reaching exactly the skill's hosts under the same policy as
+//!   `fetch` (`policy.rs`), every connection in the call's record.
 //!
 //! Every refusal is a [`ProxyError`]; [`ProxyError::to_error_object`] is the one place that
 //! maps it to the JSON-RPC error a tool sees (docs/skill-format.md). Approvals (for `sign`) and the
 //! lookup of a call's skill are the dispatcher's, not this module's.
 
 mod address;
+pub mod egress;
 pub mod fetch;
+mod policy;
 pub mod readfile;
 pub mod sign;
 mod target;

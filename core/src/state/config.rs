@@ -49,6 +49,15 @@
 //! timeout_ms = 15000
 //! max_redirects = 5
 //!
+//! [egress]                         # the network of every program in a sandbox (contract §13)
+//! max_bytes_per_call = 268435456   # bytes one call moves through the proxy, both ways together
+//! max_connections_per_call = 64    # connections one call has open at once; one more is refused
+//! connect_timeout_ms = 10000       # longest TCP connect to a server
+//! idle_timeout_ms = 60000          # a connection carrying nothing either way this long is closed
+//! resolve = {}                     # names pinned to addresses, as curl --resolve:
+//!                                  # {"api.example.test" = "127.0.0.1"} (also for fetch); a private
+//!                                  # address still needs host:port in [fetch] allow_private
+//!
 //! [read_file]
 //! max_bytes = 1048576
 //!
@@ -142,6 +151,7 @@ pub use gateway::GatewayConfig;
 
 pub mod approvals;
 pub mod console;
+pub mod egress;
 pub mod exec;
 pub mod fetch;
 pub mod files;
@@ -166,6 +176,8 @@ pub struct Config {
     pub docker: DockerSection,
     /// Fetch proxy settings.
     pub fetch: fetch::FetchConfig,
+    /// `[egress]`: the egress proxy's limits and pinned names.
+    pub egress: egress::EgressConfig,
     /// `[files]`: a context's working folder.
     pub files: files::FilesSection,
     /// `[exec]`: a context's command sessions.
@@ -450,7 +462,32 @@ impl Config {
     fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
         let (e, d, g) = (&self.executor, &self.docker, &self.gateway);
         // (key, value, allowed range): integers as f64 are exact at these sizes.
-        let checks: [(&'static str, f64, f64, f64); 13] = [
+        let x = &self.egress;
+        let checks: [(&'static str, f64, f64, f64); 17] = [
+            (
+                "egress.max_bytes_per_call",
+                x.max_bytes_per_call as f64,
+                1.0,
+                1e15,
+            ),
+            (
+                "egress.max_connections_per_call",
+                x.max_connections_per_call as f64,
+                1.0,
+                65_536.0,
+            ),
+            (
+                "egress.connect_timeout_ms",
+                x.connect_timeout_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
+                "egress.idle_timeout_ms",
+                x.idle_timeout_ms as f64,
+                100.0,
+                86_400_000.0,
+            ),
             (
                 "gateway.header_timeout_ms",
                 g.header_timeout_ms as f64,

@@ -1,5 +1,5 @@
 //! The observability routes (docs/observability.md): `GET /metrics` (Prometheus text),
-//! `GET /v1/calls` (recent calls), `GET /v1/routes` and `GET /v1/routes/{route_id}` (every
+//! `GET /v1/calls` (recent calls), `GET /v1/calls/{id}` (one call, with its egress), `GET /v1/routes` and `GET /v1/routes/{route_id}` (every
 //! routing decision, with the state machine's events when it was executed), and
 //! `GET /v1/skills/{name}/repairs` (a skill's repair records).
 
@@ -152,6 +152,26 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
         .await?
         .map_err(store_error)?;
     Ok(ok_of(&CallList { calls }))
+}
+
+/// `GET /v1/calls/{id}`: one finished call, with `egress`: the connections its programs
+/// made through the egress proxy. A bot reads its own calls only.
+pub async fn call(gw: &Gateway, req: Req) -> Reply {
+    let id = req.param("id")?.to_string();
+    let store = gw.core.store.clone();
+    let found = tokio::task::spawn_blocking(move || store.get_call(&id))
+        .await?
+        .map_err(store_error)?;
+    match found.filter(|c| req.caller.sees(&c.caller)) {
+        Some(call) => Ok(ok_of(&call)),
+        None => Err(ApiError::new(
+            ErrorKind::NotFound,
+            format!(
+                "no finished call {}; a call is recorded when it ends. List them with GET /v1/calls",
+                req.param("id")?
+            ),
+        )),
+    }
 }
 
 /// `GET /v1/routes?limit=K`: newest first.

@@ -465,6 +465,17 @@ async fn a_bot_reads_only_its_own_calls_routes_and_approvals() {
     assert_eq!(calls["calls"][0]["caller"], "bot-b");
     let (_, all) = f.send(OPERATOR_TOKEN, Method::GET, "/v1/calls", None).await;
     assert!(all.to_string().contains(ra["call_id"].as_str().unwrap()));
+    // One call: its own with its (empty) egress record, another bot's not at all.
+    let own = format!("/v1/calls/{}", rb["call_id"].as_str().unwrap());
+    let (status, one) = f.send(&b, Method::GET, &own, None).await;
+    assert_eq!(status, StatusCode::OK, "{one}");
+    assert_eq!(
+        (one["caller"].as_str(), &one["egress"]),
+        (Some("bot-b"), &json!([]))
+    );
+    let other = format!("/v1/calls/{}", ra["call_id"].as_str().unwrap());
+    let (status, _) = f.send(&b, Method::GET, &other, None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
     let (_, plan) = f
         .send(
             &a,

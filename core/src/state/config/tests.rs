@@ -205,3 +205,53 @@ fn grants_are_read_per_skill_and_a_bad_one_stops_the_load_naming_it() {
     assert!(e.contains("[grants.weather] env[0]"), "{e}");
     assert!(e.contains("reserved"), "{e}");
 }
+
+#[test]
+fn egress_section_reads_limits_and_pinned_names() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[egress]\nmax_bytes_per_call = 1000\nmax_connections_per_call = 2\n\
+         connect_timeout_ms = 500\nidle_timeout_ms = 700\n\
+         resolve = { \"api.example.test\" = \"127.0.0.1\", \"v6.test\" = \"::1\" }\n",
+    )
+    .unwrap();
+    let egress = Config::load(dir.path()).unwrap().egress;
+    assert_eq!(
+        (
+            egress.max_bytes_per_call,
+            egress.max_connections_per_call,
+            egress.connect_timeout_ms,
+            egress.idle_timeout_ms
+        ),
+        (1000, 2, 500, 700)
+    );
+    assert_eq!(
+        egress.resolve["api.example.test"],
+        "127.0.0.1".parse::<std::net::IpAddr>().unwrap()
+    );
+    assert_eq!(egress.resolve.len(), 2);
+    let defaults = egress::EgressConfig::default();
+    assert_eq!(defaults.max_bytes_per_call, 256 * 1024 * 1024);
+    assert_eq!(defaults.max_connections_per_call, 64);
+}
+
+#[test]
+fn egress_bad_values_are_refused_with_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, key) in [
+        (
+            "[egress]\nresolve = { \"a.test\" = \"not-an-ip\" }\n",
+            "resolve",
+        ),
+        (
+            "[egress]\nmax_connections_per_call = 0\n",
+            "egress.max_connections_per_call",
+        ),
+        ("[egress]\nidle_timeout_ms = 0\n", "egress.idle_timeout_ms"),
+    ] {
+        std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
+        let err = Config::load(dir.path()).unwrap_err().to_string();
+        assert!(err.contains(key), "{toml}: {err}");
+    }
+}

@@ -198,6 +198,8 @@ mod tests {
             success,
             error_kind: None,
             caller: "operator".into(),
+            egress: Vec::new(),
+            egress_unlisted: 0,
         }
     }
 

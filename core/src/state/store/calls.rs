@@ -5,6 +5,7 @@ use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::result::ErrorKind;
 
+use super::egress::{CallEgress, EgressEntry};
 use super::{Store, StoreError};
 
 /// One finished tool call.
@@ -27,6 +28,28 @@ pub struct CallRecord {
     /// Who asked: a bot's name, or `operator`.
     #[serde(default = "operator_name")]
     pub caller: String,
+    /// The connections its programs made through the egress proxy (contract §13), the
+    /// first [`super::MAX_EGRESS_LISTED`] of them.
+    #[serde(default)]
+    pub egress: Vec<EgressEntry>,
+    /// Connections past those listed, counted only.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub egress_unlisted: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl CallRecord {
+    /// The egress record as stored.
+    fn egress_column(&self) -> Option<String> {
+        CallEgress {
+            connections: self.egress.clone(),
+            unlisted: self.egress_unlisted,
+        }
+        .to_column()
+    }
 }
 
 fn operator_name() -> String {
@@ -109,10 +132,11 @@ impl Store {
         self.conn()
             .query_row(
                 "SELECT call_id, skill, tool, started_at, duration_ms, success, error_kind, \
-                 caller FROM calls WHERE call_id = ?1",
+                 caller, egress_json FROM calls WHERE call_id = ?1",
                 [call_id],
                 |row| {
                     let error_kind: Option<String> = row.get(6)?;
+                    let egress = CallEgress::from_column(row.get(8)?);
                     Ok(CallRecord {
                         call_id: row.get(0)?,
                         skill: row.get(1)?,
@@ -124,6 +148,8 @@ impl Store {
                         // hiding the call.
                         error_kind: error_kind.as_deref().and_then(error_kind_from_name),
                         caller: row.get(7)?,
+                        egress: egress.connections,
+                        egress_unlisted: egress.unlisted,
                     })
                 },
             )
@@ -173,8 +199,9 @@ fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::R
     .execute(params![call.skill, successes, failures, call.started_at])?;
     tx.prepare_cached(
         "INSERT INTO calls \
-         (call_id, skill, tool, started_at, duration_ms, success, error_kind, caller) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+         (call_id, skill, tool, started_at, duration_ms, success, error_kind, caller, \
+          egress_json) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         call.call_id,
@@ -185,6 +212,7 @@ fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::R
         call.success,
         call.error_kind.map(ErrorKind::as_str),
         call.caller,
+        call.egress_column(),
     ])?;
     Ok(())
 }
@@ -203,6 +231,8 @@ mod tests {
             success,
             error_kind: (!success).then_some(ErrorKind::ToolError),
             caller: "operator".to_owned(),
+            egress: Vec::new(),
+            egress_unlisted: 0,
         }
     }
 

@@ -287,6 +287,8 @@ mod tests {
             success: kind.is_none(),
             error_kind: kind,
             caller: if skill == "mail" { "bot-a" } else { "operator" }.into(),
+            egress: Vec::new(),
+            egress_unlisted: 0,
         };
         store.record_call(&call("c1", "notes", 1, None)).unwrap();
         store

@@ -120,6 +120,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (context_id, path)
     ) STRICT;
     CREATE INDEX context_files_by_time ON context_files (modified);",
+    // 7: the connections a call's programs made through the egress proxy (JSON of
+    // `CallEgress`; NULL when none).
+    "ALTER TABLE calls ADD COLUMN egress_json TEXT;",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two

@@ -20,6 +20,8 @@ async fn calls_page_names_the_bot_that_made_each_call() {
                 success: true,
                 error_kind: None,
                 caller: caller.into(),
+                egress: Vec::new(),
+                egress_unlisted: 0,
             })
             .unwrap();
     }

@@ -1,0 +1,134 @@
+//! The egress proxy behind the real channel: `POST /egress` upgraded over mutual TLS (the
+//! core's callback server and the executor's [`StreamClient`], the test PKI of
+//! `state::pki`).
+
+use serde_json::Value;
+use skillbox_channel::client::{ClientError, StreamClient};
+use skillbox_channel::server::{self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions};
+use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
+use skillbox_protocol::jsonrpc::ErrorObject;
+
+use super::*;
+use crate::state::pki;
+
+/// Answers no method (the streams are what is tested).
+struct NoMethods;
+
+impl RpcHandler for NoMethods {
+    fn handle<'a>(&'a self, method: &'a str, _: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move { Err(ErrorObject::new(-32601, format!("no {method}"))) })
+    }
+}
+
+/// A callback server (with `streams`) and an executor's stream client of it.
+struct Channel {
+    _pki: tempfile::TempDir,
+    url: String,
+    client: StreamClient,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn channel(streams: Option<Arc<dyn StreamHandler>>) -> Channel {
+    let state = tempfile::tempdir().unwrap();
+    pki::ensure(state.path()).unwrap();
+    let tls = Arc::new(ReloadingServerConfig::new(pki::core_files(state.path())).unwrap());
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("https://{}", listener.local_addr().unwrap());
+    let task = tokio::spawn(server::serve_with_streams(
+        listener,
+        tls,
+        ServerOptions {
+            expected_peer: EXECUTOR_IDENTITY.to_string(),
+            max_body_bytes: 1024,
+        },
+        Arc::new(NoMethods),
+        streams,
+    ));
+    let files = TlsFiles::in_dir(&pki::pki_dir(state.path()), EXECUTOR_IDENTITY);
+    let client = StreamClient::new(&url, CORE_IDENTITY, &files).unwrap();
+    let url = url.clone();
+    Channel {
+        _pki: state,
+        url,
+        client,
+        task,
+    }
+}
+
+#[tokio::test]
+async fn connect_through_the_channel_reaches_a_declared_tls_server() {
+    let cert = api_cert();
+    let server = api_server(&cert).await;
+    let port = server.port;
+    let rig = Rig::new(
+        &[format!("api.test:{port}")],
+        pinned(),
+        &[format!("api.test:{port}")],
+    );
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    let mut stream = channel.client.open_egress(CALL, TOKEN).await.unwrap();
+    let answer = ask(
+        &mut stream,
+        &format!("CONNECT api.test:{port} HTTP/1.1\r\n\r\n"),
+    )
+    .await;
+    assert_eq!(answer, "HTTP/1.1 200 Connection established\r\n\r\n");
+    let tls = tls_client(stream, &cert, Some("api.test")).await.unwrap();
+    let (status, body) = get(tls, &format!("api.test:{port}"), "/hello").await;
+    assert_eq!((status, body.as_str()), (200, "hello"));
+    // The record is written when the proxy's side ends.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while rig.entries().is_empty() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let entries = rig.entries();
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert_eq!(entries[0].verdict, EgressVerdict::Allowed);
+    assert!(entries[0].bytes_in > 0 && entries[0].bytes_out > 0);
+}
+
+#[tokio::test]
+async fn a_stream_with_another_calls_token_is_refused_on_the_stream() {
+    let rig = Rig::new(&["api.test".into()], pinned(), &[]);
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    let mut stream = channel.client.open_egress(CALL, "stolen").await.unwrap();
+    let answer = ask_all(&mut stream, "CONNECT api.test:443 HTTP/1.1\r\n\r\n").await;
+    assert_refused(
+        &answer,
+        "403",
+        "the capability token does not belong to call",
+    );
+}
+
+#[tokio::test]
+async fn a_channel_without_a_stream_handler_refuses_egress_404() {
+    let channel = channel(None).await;
+    let err = channel.client.open_egress(CALL, TOKEN).await.unwrap_err();
+    assert!(
+        matches!(&err, ClientError::Refused { status: 404, .. }),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_peer_without_the_executor_identity_gets_no_stream() {
+    let rig = Rig::new(&["api.test".into()], pinned(), &[]);
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    // The core's own certificate is from the same CA but is not the executor.
+    let state = channel._pki.path();
+    let wrong = StreamClient::new(&channel.url, CORE_IDENTITY, &pki::core_files(state)).unwrap();
+    let err = wrong.open_egress(CALL, TOKEN).await.unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            ClientError::Unreachable { .. } | ClientError::Connect { .. }
+        ),
+        "{err}"
+    );
+}
