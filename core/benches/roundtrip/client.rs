@@ -5,8 +5,12 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::time::Instant;
 
-fn request(addr: &str, token: &str, tool: &str, connection: &str) -> String {
-    let body = format!(r#"{{"tool":"{tool}","args":{{"n":1}}}}"#);
+/// The body of a call of `tool` with `{"n":1}`.
+fn tool_body(tool: &str) -> String {
+    format!(r#"{{"tool":"{tool}","args":{{"n":1}}}}"#)
+}
+
+fn request(addr: &str, token: &str, body: &str, connection: &str) -> String {
     format!(
         "POST /v1/tools/call HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: {connection}\r\n\r\n{body}",
         body.len()
@@ -24,7 +28,7 @@ pub fn call(addr: &str, token: &str, tool: &str) -> (f64, serde_json::Value) {
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
-    s.write_all(request(addr, token, tool, "close").as_bytes())
+    s.write_all(request(addr, token, &tool_body(tool), "close").as_bytes())
         .unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
@@ -54,8 +58,14 @@ impl KeptBot {
 
     /// One call on the kept connection: its wall time in ms and the result.
     pub fn call(&mut self, tool: &str) -> (f64, serde_json::Value) {
+        self.call_body(tool, &tool_body(tool))
+    }
+
+    /// One `POST /v1/tools/call` of `body` (any call's JSON; `label` names it when it
+    /// fails) on the kept connection: its wall time in ms and the result.
+    pub fn call_body(&mut self, label: &str, body: &str) -> (f64, serde_json::Value) {
         let t = Instant::now();
-        let req = request(&self.addr, &self.token, tool, "keep-alive");
+        let req = request(&self.addr, &self.token, body, "keep-alive");
         self.conn.get_mut().write_all(req.as_bytes()).unwrap();
         let mut length = None;
         loop {
@@ -77,6 +87,6 @@ impl KeptBot {
         let mut body = vec![0; length.expect("a response with Content-Length")];
         self.conn.read_exact(&mut body).unwrap();
         let ms = t.elapsed().as_secs_f64() * 1000.0;
-        (ms, checked(tool, &String::from_utf8_lossy(&body)))
+        (ms, checked(label, &String::from_utf8_lossy(&body)))
     }
 }

@@ -27,6 +27,7 @@ use self::executor_child::{executor_binary, free_addr, supervise, ExecutorSpec};
 use crate::approvals::Approvals;
 use crate::auth::BotTokens;
 use crate::calls::callbacks::Callbacks;
+use crate::calls::egress::EgressProxy;
 use crate::calls::transport::Containers;
 use crate::calls::{
     Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
@@ -41,7 +42,6 @@ use crate::gateway::console::Console;
 use crate::gateway::{self, CoreParts, Gateway};
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
-use crate::proxy::egress::EgressProxy;
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;

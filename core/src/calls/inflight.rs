@@ -10,7 +10,7 @@ use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{Security, Skill};
 use subtle::ConstantTimeEq;
 
-use crate::proxy::egress::EgressLog;
+use crate::calls::egress::EgressLog;
 
 /// A call in flight, as its capability callbacks see it.
 #[derive(Debug)]

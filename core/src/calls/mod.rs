@@ -15,6 +15,7 @@
 
 mod call;
 pub mod callbacks;
+pub mod egress;
 mod error;
 mod inflight;
 mod load;

@@ -20,10 +20,10 @@ use super::workfiles::CallFiles;
 use super::{CallError, Dispatcher, Loaded};
 use crate::approvals::ApprovalRequest;
 use crate::auth::{CallOrigin, Caller};
+use crate::calls::egress::EgressLog;
 use crate::contexts::{self, disclosure, ContextTools};
 use crate::executors::readiness::Availability;
 use crate::observe::TraceParent;
-use crate::proxy::egress::EgressLog;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallEgress, CallRecord};
 

@@ -17,12 +17,11 @@
 //! lookup of a call's skill are the dispatcher's, not this module's.
 
 mod address;
-pub mod egress;
 pub mod fetch;
-mod policy;
+pub(crate) mod policy;
 pub mod readfile;
 pub mod sign;
-mod target;
+pub(crate) mod target;
 
 use serde_json::json;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};

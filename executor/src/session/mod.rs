@@ -38,8 +38,10 @@ use crate::workdir::{self, Baseline, WorkDirError};
 
 /// Longest `yield_ms` honoured.
 pub const MAX_YIELD_MS: u64 = 30_000;
-/// How long an answer after a write waits for more once output came.
-const SETTLE: Duration = Duration::from_millis(30);
+/// How long output must be quiet before an answer after a write goes.
+const SETTLE: Duration = Duration::from_millis(2);
+/// Longest an answer after a write waits for quiet once output came.
+const SETTLE_MAX: Duration = Duration::from_millis(50);
 /// Most ended sessions whose end is remembered for a later write.
 const REMEMBERED_ENDS: usize = 1024;
 
@@ -301,8 +303,10 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             }
         }
         if after_write && shared.ended().is_none() {
-            // Let the rest of a burst of output arrive.
-            let settle = (tokio::time::Instant::now() + SETTLE).min(deadline);
+            // Let the rest of a burst of output (and an exit right after it) join this
+            // answer: it goes once the output has been quiet for SETTLE, at most
+            // SETTLE_MAX after it came. Each echo pays about SETTLE (docs/hot-path.md).
+            let settle = (tokio::time::Instant::now() + SETTLE_MAX).min(deadline);
             let _ = tokio::time::timeout_at(settle, async {
                 while shared.ended().is_none() {
                     let notified = shared.changed.notified();

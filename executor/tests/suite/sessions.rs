@@ -128,7 +128,16 @@ fn session_sh_runs_the_commands_written_to_it_and_answers_its_exit() {
     let id = p.session_id.clone();
     assert!(f.exec(p).running);
     let a = f.write(&id, "echo $((6*7)); cat in.txt\n", 5000).unwrap();
-    assert!(a.output.contains("42\ninput"), "{a:?}");
+    // An answer goes once output is quiet for a moment: `cat` may start after it; polls
+    // (empty writes) bring the rest, as an agent would.
+    let mut output = a.output;
+    for _ in 0..50 {
+        if output.contains("42\ninput") {
+            break;
+        }
+        output.push_str(&f.write(&id, "", 200).unwrap().output);
+    }
+    assert!(output.contains("42\ninput"), "{output:?}");
     let a = f.write(&id, "exit 3\n", 5000).unwrap();
     assert_eq!((a.exit_code, a.running), (Some(3), false), "{a:?}");
     let refused = f.write(&id, "", 10).unwrap_err();
@@ -167,9 +176,18 @@ fn session_running_longer_answers_running_then_its_exit() {
         Some(&b"step"[..]),
         "a running session's files reach the context"
     );
-    let a = f.write(&id, "", 5000).unwrap();
+    let mut a = f.write(&id, "", 5000).unwrap();
+    let mut output = a.output.clone();
+    // The exit may come a moment after the last output: poll for it.
+    for _ in 0..50 {
+        if !a.running {
+            break;
+        }
+        a = f.write(&id, "", 200).unwrap();
+        output.push_str(&a.output);
+    }
     assert_eq!((a.exit_code, a.running), (Some(0), false), "{a:?}");
-    assert_eq!(a.output, "done\n");
+    assert_eq!(output, "done\n");
 }
 
 #[test]

@@ -5,10 +5,10 @@
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use super::super::target::Target;
 use super::head::Head;
 use super::relay::{relay, Meter, Way};
 use super::Outcome;
+use crate::proxy::target::Target;
 
 /// Headers that belong to one hop (RFC 9110 §7.6.1) or to the proxy, never forwarded.
 /// `Transfer-Encoding` stays: the body is copied as it was framed.

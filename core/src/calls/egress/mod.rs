@@ -45,9 +45,9 @@ use tokio::net::TcpStream;
 
 use self::head::{answer, is_ip_literal, read_head, Asked, HeadError, Mark};
 use self::relay::Meter;
-use super::policy::{check_declared, parse_patterns, NetPolicy, PolicyError};
-use super::target::Target;
 use crate::calls::{ActiveCall, InFlight};
+use crate::proxy::policy::{check_declared, parse_patterns, NetPolicy, PolicyError};
+use crate::proxy::target::Target;
 use crate::state::store::{unix_ms_now, EgressEntry, EgressVerdict};
 
 pub use self::log::EgressLog;

@@ -8,8 +8,8 @@ use std::time::Duration;
 use skillbox_protocol::skill::network::Scheme;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::super::target::Target;
-use super::super::ProxyError;
+use crate::proxy::target::Target;
+use crate::proxy::ProxyError;
 
 /// Largest request head read.
 pub const MAX_HEAD_BYTES: usize = 32 * 1024;
