@@ -265,14 +265,16 @@ async fn run<B: CapabilityBroker>(
             let mut env = call_env(skill, &tool.name, &params.call_id);
             env.extend(values);
             let namespace = match network {
-                true => {
-                    let net = sandbox.call_network().await?;
-                    let served = tokio::net::TcpListener::from_std(net.listener);
-                    listener = Some(served.map_err(|e| {
-                        CallError::Sandbox(format!("cannot serve the call's proxy port: {e}"))
-                    })?);
-                    Some(net.namespace)
-                }
+                true => match sandbox.call_network().await? {
+                    Some(net) => {
+                        let served = tokio::net::TcpListener::from_std(net.listener);
+                        listener = Some(served.map_err(|e| {
+                            CallError::Sandbox(format!("cannot serve the call's proxy port: {e}"))
+                        })?);
+                        Some(net.namespace)
+                    }
+                    None => None,
+                },
                 false => None,
             };
             let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
@@ -539,16 +541,13 @@ mod tests {
     }
 
     #[test]
-    fn network_call_without_namespaces_is_unavailable_with_what_to_change() {
+    fn no_namespaces_says_what_to_change_and_what_programs_then_get() {
         let e = CallError::from(SandboxError::NoNetworkNamespaces);
         assert_eq!(e.kind(), ErrorKind::Unavailable);
         let m = e.to_string();
         assert!(m.contains("cannot create network namespaces"), "{m}");
         assert!(m.contains("CAP_SYS_ADMIN"), "{m}");
-        assert!(
-            m.contains("skills that declare network are unavailable"),
-            "{m}"
-        );
+        assert!(m.contains("get no network of their own"), "{m}");
     }
 
     #[test]

@@ -53,10 +53,6 @@ pub trait Readiness: std::fmt::Debug + Send + Sync {
     }
 }
 
-/// Why a skill that declares network cannot run where the executors cannot make network
-/// namespaces.
-pub const NO_NETWORK_NAMESPACES: &str = "it declares network and the executor cannot create network namespaces (it needs CAP_SYS_ADMIN and CAP_NET_ADMIN; see skillbox-executor probe)";
-
 /// The real host: `PATH` lookups and an env check supplied by the caller (the
 /// dispatcher's secrets in the core, the process environment in the CLI).
 pub struct HostReadiness<F> {
@@ -182,11 +178,6 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
                 host.os()
             ));
         }
-    }
-    // Counted only when missing: a skill's share is unchanged where namespaces exist.
-    if !skill.permissions.network.is_empty() && !host.network_namespaces() {
-        total += 1;
-        missing.push(NO_NETWORK_NAMESPACES.to_string());
     }
     if total == 0 {
         return (1.0, Availability::Ready);

@@ -302,14 +302,23 @@ impl Sandbox {
         }
     }
 
-    /// A network namespace for one network call ([`netns::create_async`]), or why there
-    /// is none: this executor cannot make them (fail closed: the call is refused as
-    /// `unavailable`), or the kernel refused this one.
-    pub async fn call_network(&self) -> Result<CallNetwork, SandboxError> {
+    /// A network namespace for one network call ([`netns::create_async`]); `None` where
+    /// this executor cannot make them (a container without CAP_SYS_ADMIN and
+    /// CAP_NET_ADMIN): the call then runs as any other, `socket()` denied, so its programs
+    /// get no network at all (closed), while the `fetch` capability, done by the core,
+    /// still works. `health` and `skillbox-executor probe` say so.
+    pub async fn call_network(&self) -> Result<Option<CallNetwork>, SandboxError> {
         if !self.kernel.network_namespaces {
-            return Err(SandboxError::NoNetworkNamespaces);
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                tracing::warn!("{}", SandboxError::NoNetworkNamespaces);
+            });
+            return Ok(None);
         }
-        netns::create_async().await.map_err(SandboxError::Network)
+        netns::create_async()
+            .await
+            .map(Some)
+            .map_err(SandboxError::Network)
     }
 
     /// What the kernel enforces.

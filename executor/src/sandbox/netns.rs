@@ -24,7 +24,7 @@ pub const PROXY_PORT: u16 = 3128;
 pub const PROXY_URL: &str = "http://127.0.0.1:3128";
 
 /// What the executor can tell when a network call cannot have its namespace.
-pub const UNAVAILABLE: &str = "the executor cannot create network namespaces (it needs CAP_SYS_ADMIN and CAP_NET_ADMIN: run it as root, or in a container with --cap-add SYS_ADMIN --cap-add NET_ADMIN and a seccomp profile that allows unshare); skills that declare network are unavailable";
+pub const UNAVAILABLE: &str = "the executor cannot create network namespaces (it needs CAP_SYS_ADMIN and CAP_NET_ADMIN: run it as root, or in a container with --cap-add SYS_ADMIN --cap-add NET_ADMIN and a seccomp profile that allows unshare); programs of skills that declare network get no network of their own (socket() stays denied), the fetch capability still works";
 
 /// Why a call's network namespace could not be made.
 #[derive(Debug, thiserror::Error)]

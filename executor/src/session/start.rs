@@ -69,13 +69,16 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         // call of that skill.
         let network = skill.is_some_and(|s| !s.permissions.network.is_empty())
             || !p.granted_network.is_empty();
-        let (namespace, listener) = if network {
-            let net = self.sandbox.call_network().await?;
-            let listener =
-                tokio::net::TcpListener::from_std(net.listener).map_err(SessionError::Spawn)?;
-            (Some(net.namespace), Some(listener))
-        } else {
-            (None, None)
+        let (namespace, listener) = match network {
+            true => match self.sandbox.call_network().await? {
+                Some(net) => {
+                    let listener = tokio::net::TcpListener::from_std(net.listener)
+                        .map_err(SessionError::Spawn)?;
+                    (Some(net.namespace), Some(listener))
+                }
+                None => (None, None),
+            },
+            false => (None, None),
         };
         let PreparedCall { launch, guard, .. } = self.sandbox.prepare(LaunchSpec {
             skill_dir: skill.map(|s| s.dir.as_path()),
