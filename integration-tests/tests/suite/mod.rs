@@ -11,6 +11,7 @@ mod containers;
 mod context_files;
 mod contexts;
 mod drain;
+mod egress;
 mod fetch;
 mod gateway_limits;
 mod install;
