@@ -1,4 +1,4 @@
-//! The executor's side of egress (CONTRACT §13): every connection a network call's
+//! The executor's side of egress (docs/sandbox.md): every connection a network call's
 //! programs make to the proxy port on their loopback ([`crate::sandbox::netns`]) is carried
 //! to the core's egress proxy on a stream of its own ([`CapabilityBroker::egress`]: `POST
 //! /egress` upgraded over the channel's mutual TLS, naming the call and presenting its

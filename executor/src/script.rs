@@ -1,4 +1,4 @@
-//! `run_skill_script` (CONTRACT §12): a file under a skill's `scripts/` run with
+//! `run_skill_script` (docs/sessions.md): a file under a skill's `scripts/` run with
 //! arguments, no declared tool needed. The script must be a regular file inside
 //! `scripts/` (no `..`, no absolute path, no link leading out); it runs by its shebang
 //! when the interpreter it names exists in the sandbox, else by its extension (`.py`

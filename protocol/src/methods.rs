@@ -325,7 +325,7 @@ pub struct ToolExecuteParams {
     /// Hosts the operator granted the skill (`[grants.<skill>] network`) beyond those it
     /// declares. A call whose skill declares or is granted any host is a network call: it
     /// runs in a network namespace of its own whose only way out is the core's egress
-    /// proxy (CONTRACT §13). The executor only tests it for emptiness; the core's proxy
+    /// proxy (docs/sandbox.md). The executor only tests it for emptiness; the core's proxy
     /// enforces the hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_network: Vec<String>,

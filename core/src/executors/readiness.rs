@@ -47,7 +47,7 @@ pub trait Readiness: std::fmt::Debug + Send + Sync {
         os.iter().any(|o| o == self.os())
     }
     /// Whether a network call can have its own network namespace where the tools run
-    /// (a skill that declares network needs one, CONTRACT §13). Assumed unless told.
+    /// (a skill that declares network needs one, docs/sandbox.md). Assumed unless told.
     fn network_namespaces(&self) -> bool {
         true
     }

@@ -49,7 +49,7 @@
 //! timeout_ms = 15000
 //! max_redirects = 5
 //!
-//! [egress]                         # the network of every program in a sandbox (contract §13)
+//! [egress]                         # the network of every program in a sandbox (docs/sandbox.md)
 //! max_bytes_per_call = 268435456   # bytes one call moves through the proxy, both ways together
 //! max_connections_per_call = 64    # connections one call has open at once; one more is refused
 //! connect_timeout_ms = 10000       # longest TCP connect to a server

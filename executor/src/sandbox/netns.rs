@@ -1,4 +1,4 @@
-//! A network namespace per network call (CONTRACT §13): the only thing a tool of a skill
+//! A network namespace per network call (docs/sandbox.md): the only thing a tool of a skill
 //! that declares `permissions.network` can reach is the proxy port on its own loopback.
 //!
 //! [`create`] makes one on a thread of its own, never a runtime's worker (a thread that

@@ -1,4 +1,4 @@
-//! Command sessions (`session.exec`, `session.write`, `session.close`; CONTRACT §12): a
+//! Command sessions (`session.exec`, `session.write`, `session.close`; docs/sessions.md): a
 //! command (`sh -c TEXT` or an argv) run in the sandbox of a call (its own user id from
 //! the pool, scratch dir, Landlock, seccomp, rlimits: memory from `limits.memory_mb`, CPU
 //! time from `limits.lifetime_ms`), in the context's folder laid out as for a call

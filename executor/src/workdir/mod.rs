@@ -1,4 +1,4 @@
-//! A call's working folder from its context (CONTRACT §12, `protocol::workdir`): before
+//! A call's working folder from its context (docs/sessions.md, `protocol::workdir`): before
 //! the spawn, every file of the context is laid out in `<scratch>/work` ([`lay_out`]),
 //! its bytes from the executor's [`BlobCache`] or fetched from the core
 //! (`core.contextFileRead`, checked against their SHA-256); after the tool ends (and

@@ -1,4 +1,4 @@
-//! The rule every path of a context's folder follows (CONTRACT §12): relative,
+//! The rule every path of a context's folder follows (docs/sessions.md): relative,
 //! `/`-separated, no empty segment, no `.` or `..`, no NUL. Checked on what the core
 //! sends before anything is written under the call's work folder.
 

@@ -1,4 +1,4 @@
-//! Network calls (CONTRACT §13), run in this process against a [`FakeCore`] whose egress
+//! Network calls (docs/sandbox.md), run in this process against a [`FakeCore`] whose egress
 //! streams go to a [`FakeProxy`]: a tool of a skill that declares `permissions.network`
 //! reaches the test server through its proxy environment and the relay, each connection
 //! on a stream naming its call and token (Python's urllib, curl through a CONNECT tunnel);

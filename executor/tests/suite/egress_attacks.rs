@@ -1,4 +1,4 @@
-//! Attacks of a network call's program that ignores its proxy (CONTRACT §13: "a program
+//! Attacks of a network call's program that ignores its proxy (docs/sandbox.md: "a program
 //! that ignores the proxy gets nothing"), each asserting the refusal and its reason: TCP to
 //! the host's loopback (Landlock allows connect to the proxy port only, `EACCES`), UDP to
 //! it (the namespace has a loopback of its own: nothing arrives), TCP and UDP to public

@@ -44,7 +44,7 @@ const RESERVED_ENV: [&str; 23] = [
     "PERL5OPT",
     "PERL5LIB",
     "RUBYOPT",
-    // The egress proxy of a network call (CONTRACT §13): set by the executor, never by a
+    // The egress proxy of a network call (docs/sandbox.md): set by the executor, never by a
     // skill (a skill that set them could route around the proxy's view or break it).
     "HTTP_PROXY",
     "HTTPS_PROXY",

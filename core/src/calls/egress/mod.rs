@@ -1,4 +1,4 @@
-//! The egress proxy: the HTTP proxy of every program in a sandbox (contract §13).
+//! The egress proxy: the HTTP proxy of every program in a sandbox (docs/sandbox.md).
 //!
 //! The executor hands each connection a program makes to its proxy to the core over the
 //! channel (`POST /egress`, upgraded; `skillbox_channel::stream`), naming the call and

@@ -28,7 +28,7 @@ pub struct CallRecord {
     /// Who asked: a bot's name, or `operator`.
     #[serde(default = "operator_name")]
     pub caller: String,
-    /// The connections its programs made through the egress proxy (contract §13), the
+    /// The connections its programs made through the egress proxy (docs/sandbox.md), the
     /// first [`super::MAX_EGRESS_LISTED`] of them.
     #[serde(default)]
     pub egress: Vec<EgressEntry>,

@@ -1,5 +1,5 @@
 //! The egress record of a call: one entry per connection its programs made through the
-//! egress proxy (contract §13), kept in the `calls` row as JSON (`egress_json`), the
+//! egress proxy (docs/sandbox.md), kept in the `calls` row as JSON (`egress_json`), the
 //! first [`MAX_LISTED`] connections listed and the rest counted.
 
 use serde::{Deserialize, Serialize};

@@ -21,7 +21,7 @@
 //!   errors the kernel keeps the last installed one's, and the result must not depend on
 //!   the order.
 //!
-//! A network call (a skill that declares `permissions.network`, CONTRACT §13) runs under
+//! A network call (a skill that declares `permissions.network`, docs/sandbox.md) runs under
 //! a third program instead of `tool_allow`: `tool_network_allow`, the same allow list plus
 //! the rules of `policies/seccomp/tool-network.json` ([`NETWORK_POLICY_JSON`]: `socket`
 //! for TCP and UDP over IPv4 and IPv6 only, `connect`, `bind`), compiled by
