@@ -239,7 +239,14 @@ fn mcp_context_endpoint_lists_and_allows_only_the_context_tools() {
         );
         assert_eq!(
             out["tools"],
-            json!(["echo.echo", "load_skill", "run_skill_script"]),
+            json!([
+                "close_context",
+                "echo.echo",
+                "exec_command",
+                "load_skill",
+                "run_skill_script",
+                "write_stdin"
+            ]),
             "{out}"
         );
         assert_eq!(out["inside"]["is_error"], false, "{out}");
