@@ -3,6 +3,7 @@
 //! [`super::install`].
 
 use skillbox_protocol::ToolRef;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -303,7 +304,9 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
 fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
     let catalog = a.roots.discover()?;
     let mut results: Vec<(PathBuf, Option<String>, bool, Vec<Diagnostic>)> = Vec::new();
+    let mut advice: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     for s in &catalog.skills {
+        advice.insert(s.dir.clone(), skillbox_protocol::skill::validate::advice(s));
         let passed = !a.strict || s.warnings.is_empty();
         results.push((
             s.dir.clone(),
@@ -331,6 +334,7 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
             "passed": failed == 0,
             "results": results.iter().map(|(dir, name, passed, diags)| json!({
                 "dir": dir, "name": name, "passed": passed, "diagnostics": diags,
+                "advice": advice.get(dir).cloned().unwrap_or_default(),
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -343,6 +347,9 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
                 if shown {
                     println!("     {d}");
                 }
+            }
+            for line in advice.get(dir).into_iter().flatten() {
+                println!("     advice: {line}");
             }
         }
         let mode = if a.strict { "strict" } else { "lenient" };

@@ -437,6 +437,7 @@ impl Bench<'_> {
             guard,
             timings,
         } = self.sandbox.prepare(LaunchSpec {
+            trust_pem: None,
             skill_dir: Some(self.skill_dir),
             work: None,
             argv: &tool.sandbox_argv,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::ToolProtocol;
+use skillbox_protocol::skill::{Skill, ToolProtocol};
 use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
@@ -208,11 +208,11 @@ async fn run<B: CapabilityBroker>(
     let is_script = params.script.is_some();
     // A network call: the skill declares hosts, or the operator granted it some. The core
     // judges the hosts; here it only decides the namespace and the proxy.
-    let network = !skill.permissions.network.is_empty() || !params.granted_network.is_empty();
+    let network = skill.permissions.is_network() || !params.granted_network.is_empty();
     let timeout_ms = skill.timeout_ms(tool);
     let mut values = Vec::new();
     for (name, value) in &params.env {
-        if skill.permissions.env.contains(name) || params.granted_env.contains(name) {
+        if may_receive(skill, &params.granted_env, name) {
             values.push((name.clone(), value.0.clone()));
         } else {
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
@@ -289,6 +289,7 @@ async fn run<B: CapabilityBroker>(
                     None => ArgsFile::None,
                 },
                 network: namespace,
+                trust_pem: params.trust_pem.as_deref(),
             })?;
             if let Some(w) = &params.workdir {
                 let work = guard.scratch().join(sandbox::WORK_DIR);
@@ -497,6 +498,15 @@ const MAX_ECHOED_VALUE_CHARS: usize = 200;
 
 /// One schema violation for the caller: the rule it broke, the offending value shortened to
 /// [`MAX_ECHOED_VALUE_CHARS`] (a 20 KB string is not repeated back), and where it sits.
+/// Whether the call may set `name` in the process's environment: the skill declares it
+/// in `permissions.env` or binds it in `permissions.secrets` (the core then sends a
+/// placeholder, never the value), or the operator granted it.
+pub(crate) fn may_receive(skill: &Skill, granted: &[String], name: &str) -> bool {
+    skill.permissions.env.iter().any(|e| e == name)
+        || skill.permissions.secret_names().any(|s| s == name)
+        || granted.iter().any(|g| g == name)
+}
+
 fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
     let value = e.instance().to_string();
     let chars = value.chars().count();

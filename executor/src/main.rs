@@ -403,6 +403,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         env,
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        trust_pem: None,
         traceparent: None,
         workdir: None,
         script: None,

@@ -126,7 +126,7 @@ impl WarmPool {
         for registered in registry.skills() {
             let skill = &registered.skill;
             // A network call needs a namespace made for it: its skill's calls start cold.
-            let want = match skill.permissions.network.is_empty() {
+            let want = match !skill.permissions.is_network() {
                 true => usize::try_from(skill.execution.prestart).unwrap_or(0),
                 false => 0,
             };
@@ -166,6 +166,7 @@ impl WarmPool {
                 ArgsFile::None
             },
             network: None,
+            trust_pem: None,
         })?;
         let child = match sandbox.spawn(launch) {
             Ok(child) => child,

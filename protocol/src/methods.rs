@@ -339,6 +339,10 @@ pub struct ToolExecuteParams {
     /// A script of the skill to run instead of a declared tool (`run_skill_script`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptRun>,
+    /// Certificates (PEM) a network call's programs trust beyond the system roots: the
+    /// workspace's egress CA when the skill binds secrets, and `[egress] extra_roots`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
 }
 
 /// A script under a skill's `scripts/`, run by its shebang or extension with arguments.
@@ -514,6 +518,7 @@ mod tests {
     #[test]
     fn secret_value_debug_is_masked() {
         let p = ToolExecuteParams {
+            trust_pem: None,
             call_id: "c".into(),
             capability_token: SecretValue("tok-123".into()),
             skill: "s".into(),

@@ -79,6 +79,10 @@ pub struct SessionExecParams {
     /// The bot's W3C `traceparent`, for the log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Certificates (PEM) the session's programs trust beyond the system roots, as
+    /// [`crate::methods::ToolExecuteParams::trust_pem`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
 }
 
 /// `session.write` params.

@@ -91,6 +91,12 @@ impl FetchProxy {
         self
     }
 
+    /// Trusts `roots` (`[egress] extra_roots`) beside the webpki roots for `https`.
+    pub fn with_extra_roots(mut self, roots: &super::roots::ExtraRoots) -> Self {
+        self.tls = roots.client_config().map(Arc::new);
+        self
+    }
+
     /// Counts each request's outcome into `metrics`.
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
@@ -332,13 +338,7 @@ where
 }
 
 fn tls_config() -> Result<rustls::ClientConfig, String> {
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    super::roots::ExtraRoots::default().client_config()
 }
 
 fn check_declared(

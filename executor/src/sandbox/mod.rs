@@ -27,6 +27,7 @@ pub mod slots;
 pub mod spawn;
 pub mod spawner;
 pub mod terminal;
+pub mod trust;
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
@@ -141,6 +142,9 @@ pub struct LaunchSpec<'a> {
     /// the seccomp filters, may connect to the proxy port and gets the proxy environment.
     /// `None`: no network at all (no socket can be made).
     pub network: Option<OwnedFd>,
+    /// Certificates (PEM) a network call's programs trust beyond the system roots
+    /// ([`trust`]).
+    pub trust_pem: Option<&'a str>,
 }
 
 /// Spawner threads without filters for network calls (a network call's spawn is a small
@@ -467,6 +471,14 @@ impl Sandbox {
         };
         if let Some(namespace) = spec.network {
             env.extend(env::proxy());
+            let bundle =
+                trust::bundle_for(scratch.path(), spec.trust_pem, uid).map_err(|source| {
+                    SandboxError::Scratch {
+                        root: self.config.scratch_root.clone(),
+                        source,
+                    }
+                })?;
+            env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
             setup.netns = Some(namespace);
         }
         let launch = Launch::new(

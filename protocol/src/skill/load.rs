@@ -170,6 +170,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
             env: merged.permissions.env.unwrap_or_default(),
             network: merged.permissions.network.unwrap_or_default(),
             workspace: merged.permissions.workspace.unwrap_or_default(),
+            secrets: merged.permissions.secrets.unwrap_or_default(),
         },
         execution: Execution {
             timeout_ms: merged.execution.timeout_ms.unwrap_or(defaults.timeout_ms),

@@ -157,6 +157,45 @@ pub struct Permissions {
     pub network: Vec<String>,
     /// Workspace read scope.
     pub workspace: WorkspaceAccess,
+    /// Secrets bound to hosts: the tool sees a placeholder, the egress proxy puts the
+    /// value in requests to those hosts only (docs/permissions.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretBinding>,
+}
+
+impl Permissions {
+    /// Whether a call of the skill reaches the network: it declares hosts, or binds a
+    /// secret (whose hosts it reaches through the egress proxy).
+    pub fn is_network(&self) -> bool {
+        !self.network.is_empty() || !self.secrets.is_empty()
+    }
+
+    /// The host patterns its programs and its fetch capability may reach: `network`, and
+    /// the hosts its secrets are bound to (a binding implies reaching the host).
+    pub fn reachable(&self) -> Vec<String> {
+        let mut hosts = self.network.clone();
+        for h in self.secrets.iter().flat_map(|s| &s.hosts) {
+            if !hosts.contains(h) {
+                hosts.push(h.clone());
+            }
+        }
+        hosts
+    }
+
+    /// The names of its bound secrets.
+    pub fn secret_names(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|s| s.name.as_str())
+    }
+}
+
+/// `permissions.secrets[]`: a secret whose value only the listed hosts receive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretBinding {
+    /// The env name: the tool's environment holds a placeholder under it.
+    pub name: String,
+    /// Network patterns (as `permissions.network`) whose requests get the value.
+    pub hosts: Vec<String>,
 }
 
 /// Per-call limits.
