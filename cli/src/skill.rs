@@ -275,6 +275,16 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
         perm.network.join(", "),
         perm.workspace.read.join(", ")
     );
+    for s in &perm.secrets {
+        println!(
+            "secret:      {} (a placeholder; the value goes to {} only)",
+            s.name,
+            s.hosts.join(", ")
+        );
+    }
+    for line in skillbox_protocol::skill::validate::advice(skill) {
+        println!("advice:      {line}");
+    }
     let e = &skill.execution;
     println!(
         "limits:      timeout {} ms, memory {} MiB, output {} bytes",
