@@ -154,6 +154,7 @@ impl App {
             FetchProxy::new(config.fetch.clone())
                 .with_resolve(&config.egress.resolve)
                 .with_extra_roots(&extra_roots)
+                .with_secrets_in_body(config.egress.secrets_in_body)
                 .with_metrics(Arc::clone(&metrics)),
             ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
             Signer::open(ws.keys_dir())?,
