@@ -38,6 +38,10 @@ pub enum SkillCommand {
     /// answers, which then reloads; else on disk). Folders skillbox did not install are
     /// left to you.
     Remove(super::install::RemoveArgs),
+    /// Build a skill's Python dependencies (requirements.txt, pyproject.toml, PEP 723,
+    /// [grants.<skill>] requirements) through the running core, in the executors' sandbox;
+    /// exits 1 when the build fails.
+    Deps(super::deps::DepsArgs),
 }
 
 /// Where to look for skills.
@@ -144,6 +148,7 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Install(a) => super::install::install(a),
         SkillCommand::Verify(a) => super::install::verify(a),
         SkillCommand::Remove(a) => super::install::remove(a),
+        SkillCommand::Deps(a) => super::deps::deps(a),
     }
 }
 
@@ -281,6 +286,12 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
             s.name,
             s.hosts.join(", ")
         );
+    }
+    for r in &skill.dependencies.requirements {
+        println!("requires:    {} (from {})", r.spec, r.source);
+    }
+    for p in &skill.dependencies.problems {
+        println!("not taken:   {p}");
     }
     for line in skillbox_protocol::skill::validate::advice(skill) {
         println!("advice:      {line}");

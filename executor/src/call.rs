@@ -232,7 +232,19 @@ async fn run<B: CapabilityBroker>(
     // A prestarted process has no per-call env values and runs in the skill folder: a
     // call that carries some, runs in a context or needs a namespace of its own starts
     // cold.
-    let cold_only = !values.is_empty() || params.workdir.is_some() || is_script || network;
+    let cold_only = !values.is_empty()
+        || params.workdir.is_some()
+        || is_script
+        || network
+        || params.deps.is_some();
+    // The skill's built dependencies, which must be on this executor.
+    let deps = match &params.deps {
+        Some(digest) => Some(
+            crate::deps::DepsDir::for_call(sandbox, &skill.name, digest)
+                .map_err(|e| CallError::Unavailable(e.to_string()))?,
+        ),
+        None => None,
+    };
     let warm = if skill.execution.prestart > 0 && !cold_only {
         registry.warm().take(sandbox, &registered, tool)
     } else {
@@ -278,6 +290,7 @@ async fn run<B: CapabilityBroker>(
                 false => None,
             };
             let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+                deps: deps.as_ref().map(|d| d.path.as_path()),
                 skill_dir: Some(&skill.dir),
                 work: params.workdir.as_ref().map(|_| std::path::Path::new("")),
                 argv: &argv,

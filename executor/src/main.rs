@@ -395,6 +395,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     };
     let registry = Registry::load(&a.skills);
     let params = ToolExecuteParams {
+        deps: None,
         call_id: format!("exec-{}", std::process::id()),
         capability_token: SecretValue(String::new()),
         skill: skill.to_string(),

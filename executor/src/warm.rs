@@ -154,6 +154,7 @@ impl WarmPool {
         }
         let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
         let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+            deps: None,
             skill_dir: Some(&skill.dir),
             work: None,
             argv: &argv,

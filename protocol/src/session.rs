@@ -83,6 +83,9 @@ pub struct SessionExecParams {
     /// [`crate::methods::ToolExecuteParams::trust_pem`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_pem: Option<String>,
+    /// The skill's built dependencies, as [`crate::methods::ToolExecuteParams::deps`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps: Option<String>,
 }
 
 /// `session.write` params.

@@ -50,6 +50,7 @@ use crate::reload::{self, Reloader};
 use crate::skills::install::{self, TrustPolicy};
 use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
+use crate::state::deps::DepsRecords;
 use crate::state::secrets::Secrets;
 use crate::state::store::Store;
 use crate::state::{pki, Workspace};
@@ -200,7 +201,8 @@ impl App {
         let load = Arc::new(LoadCell::new(
             Loaded::new(catalog, Arc::new(config.clone())).with_stamps(stamps),
         ));
-        let availability = SkillAvailability::new(Arc::clone(&executor), secrets);
+        let availability = SkillAvailability::new(Arc::clone(&executor), secrets)
+            .with_deps(Arc::new(DepsRecords::open(&state_dir)));
         let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
         let container_sandbox = containers.is_some();
         let pipeline = Arc::new(
@@ -217,6 +219,7 @@ impl App {
             })
             .with_egress_trust(egress_trust),
         );
+        pipeline.build_missing_deps();
         let core = CoreParts {
             pipeline,
             load,

@@ -15,6 +15,7 @@
 
 mod call;
 pub mod callbacks;
+mod deps;
 pub mod egress;
 mod envelope;
 mod error;

@@ -443,6 +443,7 @@ impl Dispatcher {
             None => (None, None),
         };
         let params = ToolExecuteParams {
+            deps: skill.dependencies.digest.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
             skill: skill.name.clone(),

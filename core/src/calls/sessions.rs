@@ -253,6 +253,10 @@ impl Dispatcher {
             None => super::envelope::CallEnvelope::none(),
         };
         let params = SessionExecParams {
+            deps: match &skill_name {
+                Some(_) => skill.dependencies.digest.clone(),
+                None => None,
+            },
             session_id: session_id.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
@@ -485,6 +489,7 @@ fn no_skill() -> Skill {
         execution: Default::default(),
         tools: Vec::new(),
         body: None,
+        dependencies: Default::default(),
         warnings: Vec::new(),
     }
 }

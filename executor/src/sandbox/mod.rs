@@ -145,6 +145,9 @@ pub struct LaunchSpec<'a> {
     /// Certificates (PEM) a network call's programs trust beyond the system roots
     /// ([`trust`]).
     pub trust_pem: Option<&'a str>,
+    /// The skill's built dependencies (`crate::deps`): readable and executable through
+    /// Landlock, their `bin/` first on `PATH`, the folder on `PYTHONPATH`.
+    pub deps: Option<&'a Path>,
 }
 
 /// Spawner threads without filters for network calls (a network call's spawn is a small
@@ -433,7 +436,8 @@ impl Sandbox {
             Some(_) => {
                 let port = spec.network.as_ref().map(|_| netns::PROXY_PORT);
                 let rules = &self.runtime_rules;
-                let child = landlock::build(spec.skill_dir, scratch.path(), rules, port)?;
+                let child =
+                    landlock::build(spec.skill_dir, spec.deps, scratch.path(), rules, port)?;
                 Some(child.ok_or_else(|| SandboxError::Unenforceable {
                     problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
                 })?)
@@ -481,10 +485,20 @@ impl Sandbox {
             env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
             setup.netns = Some(namespace);
         }
+        let mut base = env::base(scratch.path());
+        if let Some(deps) = spec.deps {
+            let dir = deps.to_string_lossy();
+            for (name, value) in base.iter_mut() {
+                if name == "PATH" {
+                    *value = format!("{dir}/bin:{}", env::SANDBOX_PATH);
+                }
+            }
+            base.push(("PYTHONPATH".into(), dir.into_owned()));
+        }
         let launch = Launch::new(
             &program,
             &spec.argv[1..],
-            env::base(scratch.path()).into_iter().chain(env),
+            base.into_iter().chain(env),
             &cwd,
             setup,
         )

@@ -69,6 +69,13 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         // call of that skill.
         let network =
             skill.is_some_and(|s| s.permissions.is_network()) || !p.granted_network.is_empty();
+        let deps = match (&p.deps, skill) {
+            (Some(digest), Some(skill)) => Some(
+                crate::deps::DepsDir::for_call(&self.sandbox, &skill.name, digest)
+                    .map_err(|e| SessionError::Invalid(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let (namespace, listener) = match network {
             true => match self.sandbox.call_network().await? {
                 Some(net) => {
@@ -81,6 +88,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             false => (None, None),
         };
         let PreparedCall { launch, guard, .. } = self.sandbox.prepare(LaunchSpec {
+            deps: deps.as_ref().map(|d| d.path.as_path()),
             skill_dir: skill.map(|s| s.dir.as_path()),
             work: Some(&sub),
             argv: &argv,

@@ -49,6 +49,7 @@ pub fn run_in(
     args: Value,
 ) -> ToolResult {
     let params = ToolExecuteParams {
+        deps: None,
         trust_pem: None,
         call_id: CALL_ID.into(),
         capability_token: SecretValue(TOKEN.into()),
@@ -254,6 +255,7 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
         server.port
     );
     let params = SessionExecParams {
+        deps: None,
         trust_pem: None,
         session_id: unique("s"),
         call_id: CALL_ID.into(),

@@ -41,6 +41,7 @@ impl Fixture {
 
     fn params(&self, cmd: Command, yield_ms: u64) -> SessionExecParams {
         SessionExecParams {
+            deps: None,
             trust_pem: None,
             session_id: unique("s"),
             call_id: "session-call".into(),

@@ -184,6 +184,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
         },
         tools: merged.tools.unwrap_or_default(),
         body,
+        dependencies: super::model::Dependencies::declared(super::deps::read_requirements(dir)),
         warnings: diags,
     };
     LoadOutcome::Loaded(Box::new(skill))

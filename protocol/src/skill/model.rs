@@ -198,6 +198,67 @@ pub struct SecretBinding {
     pub hosts: Vec<String>,
 }
 
+/// A skill's Python dependencies: what it declares (read at load), what the operator
+/// adds, and the environment they make.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependencies {
+    /// The requirements, each with the file it came from (`[grants]` for the operator's).
+    pub requirements: Vec<super::deps::Requirement>,
+    /// Lines of its files that are not requirements skillbox installs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// Whether source distributions may be built (the operator's grant).
+    #[serde(default)]
+    pub allow_source: bool,
+    /// The environment's name, set by the core: a SHA-256 of the requirements, the index
+    /// and `allow_source`. `None` without requirements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+impl Dependencies {
+    /// What a skill folder declares.
+    pub fn declared(read: super::deps::Requirements) -> Self {
+        Self {
+            requirements: read.requirements,
+            problems: read.problems,
+            allow_source: false,
+            digest: None,
+        }
+    }
+
+    /// Whether there is nothing to install.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// The specifiers, in order.
+    pub fn specs(&self) -> Vec<String> {
+        self.requirements.iter().map(|r| r.spec.clone()).collect()
+    }
+
+    /// Adds the operator's requirements and names the environment after `index_url`.
+    pub fn complete(&mut self, granted: &[String], allow_source: bool, index_url: &str) {
+        let mut all = super::deps::Requirements {
+            requirements: std::mem::take(&mut self.requirements),
+            problems: Vec::new(),
+        };
+        all.add(granted.iter().cloned(), "[grants]");
+        self.problems.extend(all.problems);
+        self.requirements = all.requirements;
+        self.allow_source = allow_source;
+        self.digest = (!self.requirements.is_empty()).then(|| {
+            let mut text = format!("{index_url}\n{allow_source}\n");
+            for spec in self.specs() {
+                text.push_str(&spec);
+                text.push('\n');
+            }
+            let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+            digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+        });
+    }
+}
+
 /// Per-call limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Execution {
@@ -283,6 +344,9 @@ pub struct Skill {
     pub tools: Vec<Tool>,
     /// The `SKILL.md` body, when there is one.
     pub body: Option<BodyRef>,
+    /// Its Python dependencies (`requirements.txt`, `pyproject.toml`, PEP 723).
+    #[serde(default)]
+    pub dependencies: Dependencies,
     /// Warnings from lenient loading.
     pub warnings: Vec<Diagnostic>,
 }

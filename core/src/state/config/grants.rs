@@ -39,6 +39,12 @@ pub struct Grant {
     /// Secrets bound to hosts, as `permissions.secrets`: the skill's programs get a
     /// placeholder, the egress proxy puts the value in requests to those hosts only.
     pub secrets: Vec<SecretBinding>,
+    /// Python requirements added to what the skill declares (published skills often
+    /// import packages they never list): `["pyyaml==6.0.2"]`.
+    pub requirements: Vec<String>,
+    /// Whether the skill's dependency build may build source distributions (their build
+    /// code runs, in the sandbox); wheels only otherwise.
+    pub allow_source_builds: bool,
 }
 
 /// Every `[grants.<skill>]`, by skill name.
@@ -51,6 +57,8 @@ impl Grant {
             && self.env.is_empty()
             && self.workspace.read.is_empty()
             && self.secrets.is_empty()
+            && self.requirements.is_empty()
+            && !self.allow_source_builds
     }
 
     /// What is wrong with it, in the words of its keys (`network[0]: ...`), if anything.
@@ -96,6 +104,11 @@ impl Grant {
                      tool's environment; keep it in secrets only",
                     s.name
                 ));
+            }
+        }
+        for (i, r) in self.requirements.iter().enumerate() {
+            if let Some(why) = skillbox_protocol::skill::deps::spec_problem(r) {
+                out.push(format!("requirements[{i}]: {r:?}: {why}"));
             }
         }
         for (i, g) in self.workspace.read.iter().enumerate() {
@@ -162,13 +175,16 @@ mod tests {
                 read: vec!["../up/**".into()],
             },
             secrets: Vec::new(),
+            requirements: vec!["--index-url=https://evil.test".into()],
+            allow_source_builds: false,
         };
         let p = grant.problems();
-        assert_eq!(p.len(), 4, "{p:?}");
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert!(p[3].starts_with("requirements[0]"), "{p:?}");
         assert!(p[0].starts_with("network[0]"), "{p:?}");
         assert!(p[1].contains("not an env name"), "{p:?}");
         assert!(p[2].contains("reserved"), "{p:?}");
-        assert!(p[3].starts_with("workspace.read[0]"), "{p:?}");
+        assert!(p[4].starts_with("workspace.read[0]"), "{p:?}");
         assert!(
             toml::from_str::<Grant>("secret = []\n").is_err(),
             "unknown keys are errors"
