@@ -642,7 +642,7 @@ mod method_tests {
         );
         assert_eq!(
             ExecutorMethod::names(),
-            "tool.execute, tool.list, skill.reload, health, session.exec, session.write, session.close"
+            "tool.execute, tool.list, skill.reload, health, session.exec, session.write, session.close, deps.build"
         );
     }
 }
