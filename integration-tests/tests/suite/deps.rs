@@ -1,0 +1,203 @@
+//! Dependencies a skill brings, under `skillbox up`, against a package index on
+//! 127.0.0.1 serving wheels the test builds itself (`harness/pyindex.py`), named
+//! `index.test` by `[egress] resolve`:
+//!
+//! - published-shaped skills (a SKILL.md and a script that imports its requirement)
+//!   are unavailable until built, then their scripts and commands import the package from
+//!   an environment of their own (two skills, two versions of one package);
+//! - a requirement missing from the index, an sdist-only one, a wheel whose hash differs
+//!   from the pin and a wheel linked on another host each fail the build with the reason,
+//!   and the skill stays unavailable saying so;
+//! - the environment is read-only to the skill's programs.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::{json, Value};
+
+use crate::harness::skills::{open_up, write};
+use crate::harness::{Options, Skillbox};
+
+/// The index process and its port, for the whole test process.
+struct Index {
+    port: u16,
+    _child: Child,
+    _root: tempfile::TempDir,
+}
+
+fn index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let root = tempfile::tempdir().unwrap();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/pyindex.py");
+        let spec = json!([
+            {"name": "skbdemo", "version": "1.0"},
+            {"name": "skbdemo", "version": "2.0"},
+            {"name": "skbsrc", "version": "1.0", "kind": "sdist"},
+            {"name": "skboff", "version": "1.0", "kind": "offsite"},
+        ]);
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg(root.path())
+            .arg(spec.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the test index");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let port = line.trim().parse().expect("the index prints its port");
+        Index {
+            port,
+            _child: child,
+            _root: root,
+        }
+    })
+}
+
+/// `(skill, requirements.txt)`: each a SKILL.md and `scripts/show.py`, which prints the
+/// version of the package it imports.
+const SKILLS: [(&str, &str); 6] = [
+    ("demo-one", "skbdemo==1.0\n"),
+    ("demo-two", "skbdemo==2.0\n"),
+    ("needs-missing", "skbnothere==1.0\n"),
+    ("needs-sdist", "skbsrc==1.0\n"),
+    (
+        "bad-hash",
+        "skbdemo==1.0 --hash=sha256:0000000000000000000000000000000000000000000000000000000000000000\n",
+    ),
+    ("needs-offsite", "skboff==1.0\n"),
+];
+
+fn prepare(ws: &Path) {
+    let port = index().port;
+    for (name, requirements) in SKILLS {
+        let dir = ws.join("skills").join(name);
+        write(
+            &dir.join("SKILL.md"),
+            &format!("---\nname: {name}\ndescription: Shows the demo package's version.\n---\nRun `python3 scripts/show.py`.\n"),
+        );
+        write(&dir.join("scripts/requirements.txt"), requirements);
+        let module = requirements.split("==").next().unwrap();
+        write(
+            &dir.join("scripts/show.py"),
+            &format!("import {module}\nprint({module}.VALUE)\n"),
+        );
+        open_up(&dir);
+    }
+    let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+    toml = toml.replacen(
+        "allow_private = [",
+        &format!("allow_private = [\"index.test:{port}\", "),
+        1,
+    );
+    toml.push_str(&format!(
+        "\n[deps]\nindex_url = \"http://index.test:{port}/simple\"\nbuild_on_load = false\n\n\
+         [egress]\nresolve = {{ \"index.test\" = \"127.0.0.1\", \"files.other.test\" = \"127.0.0.1\" }}\n"
+    ));
+    std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+}
+
+fn build(sb: &Skillbox, skill: &str) -> Value {
+    sb.request("POST", &format!("/v1/skills/{skill}/deps"), None)
+        .json()
+}
+
+fn script(sb: &Skillbox, skill: &str) -> Value {
+    sb.request(
+        "POST",
+        "/v1/tools/call",
+        Some(
+            &json!({"tool": "run_skill_script", "context_id": format!("deps-{skill}"),
+                     "args": {"name": skill, "script": "show.py"}}),
+        ),
+    )
+    .json()
+}
+
+fn problem(sb: &Skillbox, skill: &str) -> String {
+    let detail = sb
+        .request("GET", &format!("/v1/skills/{skill}"), None)
+        .json();
+    detail["dependencies"]["problem"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[test]
+fn a_skill_runs_with_the_dependencies_built_for_it_and_a_bad_build_says_why() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare),
+        ..Options::default()
+    });
+    // Before a build: unavailable, saying what to run.
+    let why = problem(&sb, "demo-one");
+    assert!(why.contains("skillbox skill deps demo-one"), "{why}");
+    let r = script(&sb, "demo-one");
+    assert_eq!(r["success"], false, "{r}");
+    assert!(r.to_string().contains("not built"), "{r}");
+
+    // Built: the lock names the wheel with its SHA-256; the script imports it.
+    let built = build(&sb, "demo-one");
+    assert_eq!(built["ok"], true, "{built}");
+    let packages = built["packages"].as_array().unwrap();
+    assert_eq!(packages.len(), 1, "{built}");
+    assert_eq!(packages[0]["name"], "skbdemo");
+    assert_eq!(packages[0]["sha256"].as_str().unwrap().len(), 64, "{built}");
+    assert_eq!(problem(&sb, "demo-one"), "");
+    let r = script(&sb, "demo-one");
+    assert_eq!(
+        r["data"]["stdout"].as_str().map(str::trim),
+        Some("1.0"),
+        "{r}"
+    );
+    // Another version for another skill, side by side.
+    assert_eq!(build(&sb, "demo-two")["ok"], true);
+    let r = script(&sb, "demo-two");
+    assert_eq!(
+        r["data"]["stdout"].as_str().map(str::trim),
+        Some("2.0"),
+        "{r}"
+    );
+    // exec_command under the skill finds it too; the environment is read-only.
+    let r = sb
+        .request(
+            "POST",
+            "/v1/tools/call",
+            Some(&json!({"tool": "exec_command", "context_id": "deps-exec",
+                         "args": {"skill": "demo-one", "yield_ms": 20000,
+                                  "cmd": "python3 -c 'import skbdemo; print(skbdemo.VALUE)'; touch \"$PYTHONPATH/x\" && echo WROTE || echo READONLY"}})),
+        )
+        .json();
+    let out = r["data"]["output"].as_str().unwrap_or_default();
+    assert!(
+        out.contains("1.0") && out.contains("READONLY") && !out.contains("WROTE"),
+        "{r}"
+    );
+
+    // Builds that must fail, each with its reason; the skill stays unavailable.
+    for (skill, why) in [
+        ("needs-missing", "No matching distribution"),
+        ("needs-sdist", "No matching distribution"),
+        ("bad-hash", "HASHES"),
+        ("needs-offsite", "403"),
+    ] {
+        let built = build(&sb, skill);
+        assert_eq!(built["ok"], false, "{skill}: {built}");
+        assert!(
+            built["log_tail"].as_str().unwrap().contains(why),
+            "{skill}: {built}"
+        );
+        let p = problem(&sb, skill);
+        assert!(p.contains("failed to build"), "{skill}: {p}");
+        let r = script(&sb, skill);
+        assert_eq!(r["success"], false, "{skill}: {r}");
+    }
+}
