@@ -308,6 +308,9 @@ fn fix_for(skill: &Value, reason: &str) -> String {
     if reason.contains("holds no value for") {
         return "put NAME=VALUE in .skillbox/secrets.env (mode 0600), then reload (`kill -HUP` the core or POST /v1/skills/reload); a value in the core's environment needs a restart of `skillbox up`".into();
     }
+    if reason.contains("dependencies") {
+        return format!("`skillbox skill deps {name}` builds them (with --rebuild after fixing a requirement or [deps] index_url); `skillbox skill deps {name} --json` shows the whole build log's tail");
+    }
     if reason.contains("PATH") || reason.contains("program") {
         return "install the program on the executor's PATH (/usr/local/bin:/usr/bin:/bin), or in the executor image".into();
     }
