@@ -57,13 +57,14 @@ fn sandbox_removes_scratch_chain_deeper_than_stack_and_fd_limit() {
         reply({"home": home})
         "#,
     );
-    // 30,000 levels overflowed the executor's stack with a recursive removal; with 64
-    // descriptors, a removal holding one per level could never finish.
+    // 30,000 levels overflowed the executor's stack with a recursive removal; with 96
+    // descriptors (the runtime paths' Landlock rules hold about 30 of them), a removal
+    // holding one per level could never finish.
     let scratch = fast_scratch_root();
     let outcome = root
         .call("deep:run")
         .scratch_root(&scratch)
-        .max_open_files(64)
+        .max_open_files(96)
         .deadline(Duration::from_secs(120))
         .run();
     let (home, trash) = leftovers(outcome.data(), &scratch);
