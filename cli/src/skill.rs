@@ -327,7 +327,17 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
     let mut results: Vec<(PathBuf, Option<String>, bool, Vec<Diagnostic>)> = Vec::new();
     let mut advice: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     for s in &catalog.skills {
-        advice.insert(s.dir.clone(), skillbox_protocol::skill::validate::advice(s));
+        let mut lines = skillbox_protocol::skill::validate::advice(s);
+        lines.extend((s.dependencies.requirements.iter()).map(|r| {
+            format!(
+                "requires {} (from {}); built on install or by `skillbox skill deps {}`",
+                r.spec, r.source, s.name
+            )
+        }));
+        lines.extend(
+            (s.dependencies.problems.iter()).map(|p| format!("requirement not taken: {p}")),
+        );
+        advice.insert(s.dir.clone(), lines);
         let passed = !a.strict || s.warnings.is_empty();
         results.push((
             s.dir.clone(),

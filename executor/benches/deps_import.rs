@@ -120,13 +120,18 @@ fn main() -> Result<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(DEFAULT_N);
-    let scratch = tempfile::Builder::new().prefix("skillbox-deps-bench-").tempdir()?;
+    let scratch = tempfile::Builder::new()
+        .prefix("skillbox-deps-bench-")
+        .tempdir()?;
     std::fs::set_permissions(scratch.path(), std::fs::Permissions::from_mode(0o755))?;
     let env = scratch.path().join(".deps").join("0".repeat(64));
     write_package(&env)?;
     let site = system_site()?;
     if site.join(PACKAGE).exists() {
-        bail!("{} already exists; remove it first", site.join(PACKAGE).display());
+        bail!(
+            "{} already exists; remove it first",
+            site.join(PACKAGE).display()
+        );
     }
     std::fs::create_dir_all(&site)?;
     write_package(&site)?;
