@@ -107,9 +107,8 @@ async fn run(sandbox: &Sandbox, deps: Option<&Path>) -> Result<Duration> {
     Ok(took)
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i]
+fn percentile(sorted: &[Duration], pct: usize) -> Duration {
+    sorted[(sorted.len() - 1) * pct / 100]
 }
 
 fn main() -> Result<()> {
@@ -166,8 +165,8 @@ fn main() -> Result<()> {
     built.sort();
     system.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let (b50, s50) = (percentile(&built, 0.5), percentile(&system, 0.5));
-    let (b90, s90) = (percentile(&built, 0.9), percentile(&system, 0.9));
+    let (b50, s50) = (percentile(&built, 50), percentile(&system, 50));
+    let (b90, s90) = (percentile(&built, 90), percentile(&system, 90));
     let report = format!(
         "# Dependencies: first call importing from the built environment vs system-wide\n\n\
          {n} rounds, alternating; a sandboxed `python3 -c \"import {PACKAGE}\"` (40 modules, .pyc).\n\n\

@@ -16,6 +16,7 @@
 //! Nothing here performs I/O beyond reading skill folders; nothing here holds secrets.
 #![forbid(unsafe_code)]
 
+pub mod deps_build;
 pub mod jsonrpc;
 pub mod methods;
 #[cfg(feature = "ndjson")]

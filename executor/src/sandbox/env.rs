@@ -18,6 +18,22 @@ pub fn base(scratch: &Path) -> Vec<(String, String)> {
     ]
 }
 
+/// [`base`], for a call of a skill with built dependencies in `deps`: their `bin/` first on
+/// `PATH`, the folder on `PYTHONPATH` (`crate::deps`).
+pub fn base_with_deps(scratch: &Path, deps: Option<&Path>) -> Vec<(String, String)> {
+    let mut vars = base(scratch);
+    if let Some(deps) = deps {
+        let dir = deps.to_string_lossy();
+        for (name, value) in vars.iter_mut() {
+            if name == "PATH" {
+                *value = format!("{dir}/bin:{SANDBOX_PATH}");
+            }
+        }
+        vars.push(("PYTHONPATH".into(), dir.into_owned()));
+    }
+    vars
+}
+
 /// The variables that point a network call's programs at the egress proxy on their
 /// loopback ([`super::netns::PROXY_URL`]), in the forms curl, Python, Node and Go read:
 /// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and their lower-case forms (curl reads only

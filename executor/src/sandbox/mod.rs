@@ -14,6 +14,7 @@ mod config;
 pub mod env;
 pub mod guard;
 pub mod landlock;
+mod launch_spec;
 pub mod limits;
 pub mod netns;
 pub mod orphans;
@@ -27,10 +28,10 @@ pub mod slots;
 pub mod spawn;
 pub mod spawner;
 pub mod terminal;
+pub use launch_spec::{write_args_file, ArgsFile, LaunchSpec, ARGS_FILE_NAME, WORK_DIR};
 pub mod trust;
 
 use std::collections::HashSet;
-use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -112,68 +113,9 @@ pub struct PreparedCall {
     pub timings: PrepareTimings,
 }
 
-/// The folder of the scratch dir a call made in a context runs in ([`LaunchSpec::work`]).
-pub const WORK_DIR: &str = "work";
-
-/// What to run.
-#[derive(Debug)]
-pub struct LaunchSpec<'a> {
-    /// The skill folder (read-only; the working directory unless `work` is set). `None`
-    /// only for a command session outside any skill: no skill folder is reachable then.
-    pub skill_dir: Option<&'a Path>,
-    /// A call made in a context: it runs in `<scratch>/`[`WORK_DIR`]`/<this>` (relative,
-    /// plain names only; empty for the work folder itself), made here, empty and owned
-    /// by the call's user, for the context's files to be laid out in before the spawn.
-    pub work: Option<&'a Path>,
-    /// argv; argv[0] is looked up on the sandbox PATH unless it holds a `/` (then it is
-    /// taken relative to the skill folder, or to the working directory without one).
-    pub argv: &'a [String],
-    /// Variables beyond the contract's base set (SKILLBOX_*, declared names).
-    pub env: Vec<(String, String)>,
-    /// Memory budget.
-    pub memory_mb: u64,
-    /// Wall-clock timeout (sets the CPU-time limit too).
-    pub timeout_ms: u64,
-    /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named
-    /// by `SKILLBOX_ARGS_FILE`).
-    pub args_file: ArgsFile<'a>,
-    /// A network call's namespace ([`CallNetwork::namespace`], from
-    /// [`Sandbox::call_network`]): the process joins it, runs under the network variant of
-    /// the seccomp filters, may connect to the proxy port and gets the proxy environment.
-    /// `None`: no network at all (no socket can be made).
-    pub network: Option<OwnedFd>,
-    /// Certificates (PEM) a network call's programs trust beyond the system roots
-    /// ([`trust`]).
-    pub trust_pem: Option<&'a str>,
-    /// The skill's built dependencies (`crate::deps`): readable and executable through
-    /// Landlock, their `bin/` first on `PATH`, the folder on `PYTHONPATH`.
-    pub deps: Option<&'a Path>,
-}
-
 /// Spawner threads without filters for network calls (a network call's spawn is a small
 /// share of its cost; [`SPAWNER_THREADS`](spawner::SPAWNER_THREADS) serve the rest).
 pub const NETWORK_SPAWNER_THREADS: usize = 2;
-
-/// What [`Sandbox::prepare`] does about the arguments file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ArgsFile<'a> {
-    /// No file, no `SKILLBOX_ARGS_FILE` (a `jsonrpc` tool).
-    None,
-    /// Writes these bytes and names the file.
-    Write(&'a [u8]),
-    /// Names the file but writes nothing yet: a prestarted `plain` tool, whose arguments
-    /// the call writes ([`write_args_file`]) before it sends them on stdin.
-    Later,
-}
-
-/// Writes a prestarted call's arguments file into `scratch` as a new file (never through
-/// anything the tool put there: an existing name fails), owned by `uid` when given.
-pub fn write_args_file(scratch: &Path, args: &[u8], uid: Option<u32>) -> std::io::Result<()> {
-    scratch::write_owned(&scratch.join(ARGS_FILE_NAME), args, uid)
-}
-
-/// The file of a `plain` tool's arguments inside its scratch dir.
-pub const ARGS_FILE_NAME: &str = "args.json";
 
 impl Sandbox {
     /// Probes the kernel and compiles the policy; fails closed.
@@ -485,20 +427,12 @@ impl Sandbox {
             env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
             setup.netns = Some(namespace);
         }
-        let mut base = env::base(scratch.path());
-        if let Some(deps) = spec.deps {
-            let dir = deps.to_string_lossy();
-            for (name, value) in base.iter_mut() {
-                if name == "PATH" {
-                    *value = format!("{dir}/bin:{}", env::SANDBOX_PATH);
-                }
-            }
-            base.push(("PYTHONPATH".into(), dir.into_owned()));
-        }
         let launch = Launch::new(
             &program,
             &spec.argv[1..],
-            base.into_iter().chain(env),
+            env::base_with_deps(scratch.path(), spec.deps)
+                .into_iter()
+                .chain(env),
             &cwd,
             setup,
         )

@@ -1,0 +1,76 @@
+//! `deps.build` (core → executor): install a skill's Python requirements into an
+//! environment of its own, in the tools' sandbox (docs/sandbox.md, "Dependencies").
+
+use serde::{Deserialize, Serialize};
+
+use crate::methods::SecretValue;
+
+/// `deps.build`: install a skill's Python requirements into an environment of its own,
+/// in the tools' sandbox, whose only network is the package index through the egress
+/// proxy (docs/sandbox.md, "Dependencies").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepsBuildParams {
+    /// The build's id: the identity its connections present to the egress proxy.
+    pub call_id: String,
+    /// Its capability token.
+    pub capability_token: SecretValue,
+    /// The skill.
+    pub skill: String,
+    /// The environment's name: a digest of the requirements, index and source policy.
+    pub digest: String,
+    /// Requirement specifiers (pinned with hashes when built from a lock).
+    pub requirements: Vec<String>,
+    /// The package index (`[deps] index_url`).
+    pub index_url: String,
+    /// Whether source distributions may be built (their build code runs in the sandbox).
+    pub allow_source: bool,
+    /// Install exactly these, no dependency resolution (a build from a lock).
+    #[serde(default)]
+    pub no_deps: bool,
+    /// Certificates (PEM) the build trusts beyond the system roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
+    /// Wall-clock limit.
+    pub timeout_ms: u64,
+    /// Memory limit.
+    pub memory_mb: u64,
+}
+
+/// One wheel (or source distribution) a build installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedPackage {
+    /// The distribution's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Where it was downloaded from.
+    pub url: String,
+    /// The SHA-256 of the file.
+    pub sha256: String,
+}
+
+impl LockedPackage {
+    /// The pinned requirement a build from the lock installs.
+    pub fn pin(&self) -> String {
+        format!(
+            "{}=={} --hash=sha256:{}",
+            self.name, self.version, self.sha256
+        )
+    }
+}
+
+/// `deps.build` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepsBuildResult {
+    /// The environment built (or found already built).
+    pub digest: String,
+    /// What it holds.
+    pub packages: Vec<LockedPackage>,
+    /// Whether it was already there.
+    pub reused: bool,
+    /// The last lines of the installer's output.
+    pub log_tail: String,
+}
