@@ -500,6 +500,38 @@ expect "a session's writes reach the executor that holds it, four times of four"
 r=$(ctx_call job-c close_context '{}')
 expect "close_context ends the session" "$r" 'r["data"]["closed"] == 1'
 
+# --- network for skills' programs (docker/compose.egress.yaml) ----------------------------
+# form-filler is granted fetchtarget and PROBE_SECRET bound to it (the suite's config). As
+# shipped the executor cannot make network namespaces: its programs get no network.
+echo "test-compose: egress"
+egress_py='import os, urllib.request as u; print(u.urlopen("http://fetchtarget:8080/hello.txt?k=" + os.environ.get("PROBE_SECRET", "none")).read().decode().strip())'
+r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "python3 -c '$egress_py'" | as_json)}")
+expect "as shipped: a network skill's program gets no network of its own" "$r" \
+  'r["data"]["exit_code"] != 0 and "hello" not in r["data"]["output"]'
+"${compose_cmd[@]}" -p "$project" "${files[@]}" -f docker/compose.egress.yaml up -d --no-deps --scale executor=2 executor \
+  >"$work/egress.log" 2>&1 || cat "$work/egress.log" >&2
+nns='r["executor"] == "ok" and len(r["executors"]) == 2 and all(e["healthy"] for e in r["executors"]) and r["sandbox"]["sandbox"]["network_namespaces"]'
+for _ in $(seq 1 120); do
+  body=$(curl -sS --max-time 2 "$gateway/healthz" 2>/dev/null || echo '{}')
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($nns) else 1)" "$body" 2>/dev/null && break
+  sleep 0.5
+done
+expect "with compose.egress.yaml: two healthy executors that make network namespaces" "$body" "$nns"
+for i in 1 2; do
+  r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "python3 -c '$egress_py'" | as_json)}")
+  expect "a published-shaped skill's Python reaches its granted host through the egress proxy ($i of 2)" "$r" \
+    'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "hello from the fetch target"'
+done
+r=$(ctx_call job-e exec_command '{"skill":"form-filler","cmd":"printenv PROBE_SECRET"}')
+expect "the bound secret is a placeholder in the sandbox" "$r" \
+  'r["data"]["output"].startswith("skillbox-secret:") and "'"$secret"'" not in r["data"]["output"]'
+target_log=$(docker logs "$fetch_id" 2>&1 | grep 'hello.txt?k=' || true)
+expect "fetchtarget got the real secret in the query, never the placeholder" "$(printf '%s' "$target_log" | as_json)" \
+  '"k='"$secret"'" in r and "skillbox-secret" not in r'
+direct="python3 -c 'import socket; socket.create_connection((\"fetchtarget\", 8080), timeout=3)'"
+r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "$direct" | as_json)}")
+expect "a direct connection around the proxy goes nowhere" "$r" 'r["data"]["exit_code"] != 0'
+
 # --- teardown is checked by the EXIT trap ----------------------------------------------------
 echo "test-compose: up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, process ${process_ms:-?} ms vs container ${container_ms:-?} ms (median), suite $(($(date +%s) - suite_started)) s"
 echo "compose: $passed passed, $failures failed"

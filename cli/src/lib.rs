@@ -6,6 +6,7 @@ mod call;
 mod certs;
 pub mod client;
 mod context;
+mod deps;
 mod doctor;
 mod files;
 mod install;

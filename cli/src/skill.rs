@@ -3,6 +3,7 @@
 //! [`super::install`].
 
 use skillbox_protocol::ToolRef;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -37,6 +38,10 @@ pub enum SkillCommand {
     /// answers, which then reloads; else on disk). Folders skillbox did not install are
     /// left to you.
     Remove(super::install::RemoveArgs),
+    /// Build a skill's Python dependencies (requirements.txt, pyproject.toml, PEP 723,
+    /// [grants.<skill>] requirements) through the running core, in the executors' sandbox;
+    /// exits 1 when the build fails.
+    Deps(super::deps::DepsArgs),
 }
 
 /// Where to look for skills.
@@ -143,6 +148,7 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Install(a) => super::install::install(a),
         SkillCommand::Verify(a) => super::install::verify(a),
         SkillCommand::Remove(a) => super::install::remove(a),
+        SkillCommand::Deps(a) => super::deps::deps(a),
     }
 }
 
@@ -274,6 +280,22 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
         perm.network.join(", "),
         perm.workspace.read.join(", ")
     );
+    for s in &perm.secrets {
+        println!(
+            "secret:      {} (a placeholder; the value goes to {} only)",
+            s.name,
+            s.hosts.join(", ")
+        );
+    }
+    for r in &skill.dependencies.requirements {
+        println!("requires:    {} (from {})", r.spec, r.source);
+    }
+    for p in &skill.dependencies.problems {
+        println!("not taken:   {p}");
+    }
+    for line in skillbox_protocol::skill::validate::advice(skill) {
+        println!("advice:      {line}");
+    }
     let e = &skill.execution;
     println!(
         "limits:      timeout {} ms, memory {} MiB, output {} bytes",
@@ -303,7 +325,9 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
 fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
     let catalog = a.roots.discover()?;
     let mut results: Vec<(PathBuf, Option<String>, bool, Vec<Diagnostic>)> = Vec::new();
+    let mut advice: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
     for s in &catalog.skills {
+        advice.insert(s.dir.clone(), skillbox_protocol::skill::validate::advice(s));
         let passed = !a.strict || s.warnings.is_empty();
         results.push((
             s.dir.clone(),
@@ -331,6 +355,7 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
             "passed": failed == 0,
             "results": results.iter().map(|(dir, name, passed, diags)| json!({
                 "dir": dir, "name": name, "passed": passed, "diagnostics": diags,
+                "advice": advice.get(dir).cloned().unwrap_or_default(),
             })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -343,6 +368,9 @@ fn validate(a: ValidateArgs) -> anyhow::Result<u8> {
                 if shown {
                     println!("     {d}");
                 }
+            }
+            for line in advice.get(dir).into_iter().flatten() {
+                println!("     advice: {line}");
             }
         }
         let mode = if a.strict { "strict" } else { "lenient" };

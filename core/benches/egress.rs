@@ -42,8 +42,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use skillbox_core::calls::egress::{EgressConfig, EgressProxy};
+use skillbox_core::calls::egress::{EgressConfig, EgressProxy, EgressTrust};
 use skillbox_core::calls::{ActiveCall, InFlight};
+use skillbox_core::proxy::roots::ExtraRoots;
 use skillbox_core::state::store::{CallEgress, EgressVerdict};
 use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -220,6 +221,8 @@ struct Proxy {
     proxy: Arc<EgressProxy>,
     call: Arc<ActiveCall>,
     port: u16,
+    /// The egress CA's folder.
+    _state: tempfile::TempDir,
 }
 
 async fn proxy(http_port: u16, tls_port: u16) -> Proxy {
@@ -239,7 +242,11 @@ async fn proxy(http_port: u16, tls_port: u16) -> Proxy {
         ..EgressConfig::default()
     };
     let allow = vec![format!("{WEB}:{http_port}"), format!("{API}:{tls_port}")];
-    let proxy = Arc::new(EgressProxy::new(in_flight, config, allow));
+    // The egress CA, in a state folder of its own: only calls with bound secrets use it
+    // (this one has none, so its tunnels are relayed, not read).
+    let state = tempfile::tempdir().unwrap();
+    let trust = EgressTrust::open(state.path(), ExtraRoots::default()).unwrap();
+    let proxy = Arc::new(EgressProxy::new(in_flight, config, allow, Arc::new(trust)));
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let serving = Arc::clone(&proxy);
@@ -250,7 +257,12 @@ async fn proxy(http_port: u16, tls_port: u16) -> Proxy {
             tokio::spawn(async move { proxy.serve_connection(CALL, TOKEN, stream).await });
         }
     });
-    Proxy { proxy, call, port }
+    Proxy {
+        proxy,
+        call,
+        port,
+        _state: state,
+    }
 }
 
 /// The port of a bare relay to `to` with buffers of `size` each way (see the module docs).

@@ -437,6 +437,8 @@ impl Bench<'_> {
             guard,
             timings,
         } = self.sandbox.prepare(LaunchSpec {
+            deps: None,
+            trust_pem: None,
             skill_dir: Some(self.skill_dir),
             work: None,
             argv: &tool.sandbox_argv,

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::ToolProtocol;
+use skillbox_protocol::skill::{Skill, ToolProtocol};
 use tracing::Instrument;
 
 use crate::broker::{CallInfo, CapabilityBroker};
@@ -208,11 +208,11 @@ async fn run<B: CapabilityBroker>(
     let is_script = params.script.is_some();
     // A network call: the skill declares hosts, or the operator granted it some. The core
     // judges the hosts; here it only decides the namespace and the proxy.
-    let network = !skill.permissions.network.is_empty() || !params.granted_network.is_empty();
+    let network = skill.permissions.is_network() || !params.granted_network.is_empty();
     let timeout_ms = skill.timeout_ms(tool);
     let mut values = Vec::new();
     for (name, value) in &params.env {
-        if skill.permissions.env.contains(name) || params.granted_env.contains(name) {
+        if may_receive(skill, &params.granted_env, name) {
             values.push((name.clone(), value.0.clone()));
         } else {
             tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
@@ -232,7 +232,19 @@ async fn run<B: CapabilityBroker>(
     // A prestarted process has no per-call env values and runs in the skill folder: a
     // call that carries some, runs in a context or needs a namespace of its own starts
     // cold.
-    let cold_only = !values.is_empty() || params.workdir.is_some() || is_script || network;
+    let cold_only = !values.is_empty()
+        || params.workdir.is_some()
+        || is_script
+        || network
+        || params.deps.is_some();
+    // The skill's built dependencies, which must be on this executor.
+    let deps = match &params.deps {
+        Some(digest) => Some(
+            crate::deps::DepsDir::for_call(sandbox, &skill.name, digest)
+                .map_err(|e| CallError::Unavailable(e.to_string()))?,
+        ),
+        None => None,
+    };
     let warm = if skill.execution.prestart > 0 && !cold_only {
         registry.warm().take(sandbox, &registered, tool)
     } else {
@@ -278,6 +290,7 @@ async fn run<B: CapabilityBroker>(
                 false => None,
             };
             let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+                deps: deps.as_ref().map(|d| d.path.as_path()),
                 skill_dir: Some(&skill.dir),
                 work: params.workdir.as_ref().map(|_| std::path::Path::new("")),
                 argv: &argv,
@@ -289,6 +302,7 @@ async fn run<B: CapabilityBroker>(
                     None => ArgsFile::None,
                 },
                 network: namespace,
+                trust_pem: params.trust_pem.as_deref(),
             })?;
             if let Some(w) = &params.workdir {
                 let work = guard.scratch().join(sandbox::WORK_DIR);
@@ -497,6 +511,15 @@ const MAX_ECHOED_VALUE_CHARS: usize = 200;
 
 /// One schema violation for the caller: the rule it broke, the offending value shortened to
 /// [`MAX_ECHOED_VALUE_CHARS`] (a 20 KB string is not repeated back), and where it sits.
+/// Whether the call may set `name` in the process's environment: the skill declares it
+/// in `permissions.env` or binds it in `permissions.secrets` (the core then sends a
+/// placeholder, never the value), or the operator granted it.
+pub(crate) fn may_receive(skill: &Skill, granted: &[String], name: &str) -> bool {
+    skill.permissions.env.iter().any(|e| e == name)
+        || skill.permissions.secret_names().any(|s| s == name)
+        || granted.iter().any(|g| g == name)
+}
+
 fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
     let value = e.instance().to_string();
     let chars = value.chars().count();

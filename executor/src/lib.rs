@@ -18,6 +18,7 @@ pub mod availability;
 pub mod broker;
 pub mod call;
 mod call_clock;
+pub mod deps;
 pub mod drain;
 pub mod egress;
 mod exit_cause;

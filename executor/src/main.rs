@@ -395,6 +395,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     };
     let registry = Registry::load(&a.skills);
     let params = ToolExecuteParams {
+        deps: None,
         call_id: format!("exec-{}", std::process::id()),
         capability_token: SecretValue(String::new()),
         skill: skill.to_string(),
@@ -403,6 +404,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         env,
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        trust_pem: None,
         traceparent: None,
         workdir: None,
         script: None,

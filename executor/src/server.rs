@@ -21,7 +21,9 @@ use skillbox_protocol::methods::{
     ExecutorMethod, HealthResult, SkillReloadResult, ToolListResult, HEALTH_DRAINING,
 };
 use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::rpc::{RpcMethod, SessionClose, SessionExec, SessionWrite, ToolExecute};
+use skillbox_protocol::rpc::{
+    DepsBuild, RpcMethod, SessionClose, SessionExec, SessionWrite, ToolExecute,
+};
 use tokio::sync::Semaphore;
 
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
@@ -263,6 +265,13 @@ impl RpcHandler for ExecutorService {
                 ExecutorMethod::SessionWrite => {
                     let p = decode::<SessionWrite>(params)?;
                     to_value(&self.sessions.write(p).await?)
+                }
+                ExecutorMethod::DepsBuild => {
+                    let p = decode::<DepsBuild>(params)?;
+                    let built = crate::deps::build(&self.sandbox, &*self.broker, p).await;
+                    let built =
+                        built.map_err(|e| ErrorObject::new(code::INTERNAL_ERROR, e.to_string()))?;
+                    to_value(&built)
                 }
                 ExecutorMethod::SessionClose => {
                     let p = decode::<SessionClose>(params)?;

@@ -126,7 +126,7 @@ impl WarmPool {
         for registered in registry.skills() {
             let skill = &registered.skill;
             // A network call needs a namespace made for it: its skill's calls start cold.
-            let want = match skill.permissions.network.is_empty() {
+            let want = match !skill.permissions.is_network() {
                 true => usize::try_from(skill.execution.prestart).unwrap_or(0),
                 false => 0,
             };
@@ -154,6 +154,7 @@ impl WarmPool {
         }
         let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
         let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+            deps: None,
             skill_dir: Some(&skill.dir),
             work: None,
             argv: &argv,
@@ -166,6 +167,7 @@ impl WarmPool {
                 ArgsFile::None
             },
             network: None,
+            trust_pem: None,
         })?;
         let child = match sandbox.spawn(launch) {
             Ok(child) => child,

@@ -43,6 +43,8 @@ pub mod method {
     pub const SESSION_WRITE: &str = "session.write";
     /// Core → executor: end sessions.
     pub const SESSION_CLOSE: &str = "session.close";
+    /// Core → executor: build a skill's Python dependencies.
+    pub const DEPS_BUILD: &str = "deps.build";
     /// Executor → core: a chunk of a file of the call's context.
     pub const CORE_CONTEXT_FILE_READ: &str = "core.contextFileRead";
     /// Executor → core: a chunk of a file the call wrote in its context.
@@ -107,6 +109,8 @@ methods! {
         SessionWrite = method::SESSION_WRITE,
         /// `session.close`.
         SessionClose = method::SESSION_CLOSE,
+        /// `deps.build`.
+        DepsBuild = method::DEPS_BUILD,
     }
 }
 
@@ -339,6 +343,84 @@ pub struct ToolExecuteParams {
     /// A script of the skill to run instead of a declared tool (`run_skill_script`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub script: Option<ScriptRun>,
+    /// Certificates (PEM) a network call's programs trust beyond the system roots: the
+    /// workspace's egress CA when the skill binds secrets, and `[egress] extra_roots`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
+    /// The digest of the skill's built dependencies ([`DepsBuildParams::digest`]), when
+    /// it has some: its programs find them (`bin/` first on `PATH`, packages importable).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps: Option<String>,
+}
+
+/// `deps.build`: install a skill's Python requirements into an environment of its own,
+/// in the tools' sandbox, whose only network is the package index through the egress
+/// proxy (docs/sandbox.md, "Dependencies").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepsBuildParams {
+    /// The build's id: the identity its connections present to the egress proxy.
+    pub call_id: String,
+    /// Its capability token.
+    pub capability_token: SecretValue,
+    /// The skill.
+    pub skill: String,
+    /// The environment's name: a digest of the requirements, index and source policy.
+    pub digest: String,
+    /// Requirement specifiers (pinned with hashes when built from a lock).
+    pub requirements: Vec<String>,
+    /// The package index (`[deps] index_url`).
+    pub index_url: String,
+    /// Whether source distributions may be built (their build code runs in the sandbox).
+    pub allow_source: bool,
+    /// Install exactly these, no dependency resolution (a build from a lock).
+    #[serde(default)]
+    pub no_deps: bool,
+    /// Certificates (PEM) the build trusts beyond the system roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
+    /// Wall-clock limit.
+    pub timeout_ms: u64,
+    /// Memory limit.
+    pub memory_mb: u64,
+}
+
+/// One wheel (or source distribution) a build installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockedPackage {
+    /// The distribution's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Where it was downloaded from.
+    pub url: String,
+    /// The SHA-256 of the file.
+    pub sha256: String,
+}
+
+impl LockedPackage {
+    /// The pinned requirement a build from the lock installs.
+    pub fn pin(&self) -> String {
+        format!(
+            "{}=={} --hash=sha256:{}",
+            self.name, self.version, self.sha256
+        )
+    }
+}
+
+/// `deps.build` result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DepsBuildResult {
+    /// The environment built (or found already built).
+    pub digest: String,
+    /// What it holds.
+    pub packages: Vec<LockedPackage>,
+    /// Whether it was already there.
+    pub reused: bool,
+    /// The last lines of the installer's output.
+    pub log_tail: String,
 }
 
 /// A script under a skill's `scripts/`, run by its shebang or extension with arguments.
@@ -514,6 +596,8 @@ mod tests {
     #[test]
     fn secret_value_debug_is_masked() {
         let p = ToolExecuteParams {
+            deps: None,
+            trust_pem: None,
             call_id: "c".into(),
             capability_token: SecretValue("tok-123".into()),
             skill: "s".into(),
@@ -558,7 +642,7 @@ mod method_tests {
         );
         assert_eq!(
             ExecutorMethod::names(),
-            "tool.execute, tool.list, skill.reload, health, session.exec, session.write, session.close"
+            "tool.execute, tool.list, skill.reload, health, session.exec, session.write, session.close, deps.build"
         );
     }
 }

@@ -7,9 +7,9 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::methods::{
-    method, CoreFetchParams, CoreReadFileParams, CoreSignParams, FetchResult, HealthParams,
-    HealthResult, ReadFileResult, SignResult, SkillReloadParams, SkillReloadResult,
-    ToolExecuteParams, ToolListParams, ToolListResult,
+    method, CoreFetchParams, CoreReadFileParams, CoreSignParams, DepsBuildParams, DepsBuildResult,
+    FetchResult, HealthParams, HealthResult, ReadFileResult, SignResult, SkillReloadParams,
+    SkillReloadResult, ToolExecuteParams, ToolListParams, ToolListResult,
 };
 use crate::methods::{
     CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
@@ -65,6 +65,8 @@ rpc_methods! {
     SessionWrite = method::SESSION_WRITE, SessionWriteParams => SessionAnswer;
     /// Core → executor: end sessions.
     SessionClose = method::SESSION_CLOSE, SessionCloseParams => SessionCloseResult;
+    /// Core → executor: build a skill's dependencies.
+    DepsBuild = method::DEPS_BUILD, DepsBuildParams => DepsBuildResult;
     /// Executor → core: a chunk of a file of the call's context.
     CoreContextFileRead = method::CORE_CONTEXT_FILE_READ, CoreContextFileReadParams => ContextFileChunk;
     /// Executor → core: a chunk of a file the call wrote.
@@ -88,6 +90,7 @@ mod tests {
             SessionExec::NAME,
             SessionWrite::NAME,
             SessionClose::NAME,
+            DepsBuild::NAME,
         ];
         let served: Vec<&str> = ExecutorMethod::ALL.iter().map(|m| m.as_str()).collect();
         assert_eq!(served, executor);

@@ -79,6 +79,13 @@ pub struct SessionExecParams {
     /// The bot's W3C `traceparent`, for the log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// Certificates (PEM) the session's programs trust beyond the system roots, as
+    /// [`crate::methods::ToolExecuteParams::trust_pem`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trust_pem: Option<String>,
+    /// The skill's built dependencies, as [`crate::methods::ToolExecuteParams::deps`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deps: Option<String>,
 }
 
 /// `session.write` params.

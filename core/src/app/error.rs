@@ -6,6 +6,9 @@ use std::path::PathBuf;
 /// A step of building or starting the core failed.
 #[derive(Debug, thiserror::Error)]
 pub enum AppError {
+    /// The egress proxy's certificates (its CA, `[egress] extra_roots`) could not be set up.
+    #[error("egress proxy: {0}")]
+    Egress(String),
     /// The SIGHUP handler (reload on hangup) could not be installed.
     #[error("installing the SIGHUP handler: {0}")]
     Hangup(std::io::Error),

@@ -27,7 +27,7 @@ use self::executor_child::{executor_binary, free_addr, supervise, ExecutorSpec};
 use crate::approvals::Approvals;
 use crate::auth::BotTokens;
 use crate::calls::callbacks::Callbacks;
-use crate::calls::egress::EgressProxy;
+use crate::calls::egress::{EgressProxy, EgressTrust};
 use crate::calls::transport::Containers;
 use crate::calls::{
     Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
@@ -44,11 +44,13 @@ use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
+use crate::proxy::roots::{resolve_path, ExtraRoots};
 use crate::proxy::sign::Signer;
 use crate::reload::{self, Reloader};
 use crate::skills::install::{self, TrustPolicy};
 use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
+use crate::state::deps::DepsRecords;
 use crate::state::secrets::Secrets;
 use crate::state::store::Store;
 use crate::state::{pki, Workspace};
@@ -137,11 +139,23 @@ impl App {
             core_files.clone(),
         )?);
         let in_flight = Arc::new(InFlight::default());
+        let extra_roots = ExtraRoots::read(
+            &(config.egress.extra_roots.iter())
+                .map(|p| resolve_path(ws.root(), p))
+                .collect::<Vec<_>>(),
+        )
+        .map_err(|e| AppError::Egress(e.to_string()))?;
+        let egress_trust = Arc::new(
+            EgressTrust::open(&state_dir, extra_roots.clone())
+                .map_err(|e| AppError::Egress(e.to_string()))?,
+        );
         let callbacks = Arc::new(Callbacks::new(
             Arc::clone(&in_flight),
             Arc::clone(&approvals),
             FetchProxy::new(config.fetch.clone())
                 .with_resolve(&config.egress.resolve)
+                .with_extra_roots(&extra_roots)
+                .with_secrets_in_body(config.egress.secrets_in_body)
                 .with_metrics(Arc::clone(&metrics)),
             ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
             Signer::open(ws.keys_dir())?,
@@ -152,6 +166,7 @@ impl App {
             Arc::clone(&in_flight),
             config.egress.clone(),
             config.fetch.allow_private.clone(),
+            Arc::clone(&egress_trust),
         ));
         let tls = Arc::new(ReloadingServerConfig::new(core_files)?);
         let mut background = vec![tokio::spawn(server::serve_with_streams(
@@ -186,20 +201,25 @@ impl App {
         let load = Arc::new(LoadCell::new(
             Loaded::new(catalog, Arc::new(config.clone())).with_stamps(stamps),
         ));
-        let availability = SkillAvailability::new(Arc::clone(&executor), secrets);
+        let availability = SkillAvailability::new(Arc::clone(&executor), secrets)
+            .with_deps(Arc::new(DepsRecords::open(&state_dir)));
         let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
         let container_sandbox = containers.is_some();
-        let pipeline = Arc::new(Dispatcher::new(DispatcherParts {
-            load: Arc::clone(&load),
-            availability: availability.clone(),
-            transports: Transports::new(Arc::clone(&executor), containers),
-            approvals: Arc::clone(&approvals),
-            store: store.clone(),
-            in_flight,
-            call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-            metrics: Arc::clone(&metrics),
-            files: files.clone(),
-        }));
+        let pipeline = Arc::new(
+            Dispatcher::new(DispatcherParts {
+                load: Arc::clone(&load),
+                availability: availability.clone(),
+                transports: Transports::new(Arc::clone(&executor), containers),
+                approvals: Arc::clone(&approvals),
+                store: store.clone(),
+                in_flight,
+                call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
+                metrics: Arc::clone(&metrics),
+                files: files.clone(),
+            })
+            .with_egress_trust(egress_trust),
+        );
+        pipeline.build_missing_deps();
         let core = CoreParts {
             pipeline,
             load,

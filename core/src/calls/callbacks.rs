@@ -159,7 +159,7 @@ impl Callbacks {
                 tracing::info!(skill = %call.skill.name, tool = %call.tool, url = %req.url, "fetch");
                 let r = self
                     .fetch
-                    .fetch(&call.skill.permissions.network, req)
+                    .fetch_with(&call.skill.permissions.reachable(), req, &call.secrets)
                     .await?;
                 to_value(&r)
             }

@@ -29,6 +29,8 @@ pub struct ActiveCall {
     pub files: Option<Arc<super::workfiles::CallFiles>>,
     /// The connections its programs make through the egress proxy (stored with the call).
     pub egress: EgressLog,
+    /// Its bound secrets: the placeholders its programs hold and the values behind them.
+    pub secrets: Arc<crate::proxy::secrets::CallSecrets>,
 }
 
 impl ActiveCall {
@@ -184,6 +186,7 @@ impl InFlight {
             approvals: ApprovalTrail::default(),
             files: None,
             egress: EgressLog::default(),
+            secrets: Arc::default(),
             skill,
         });
         self.insert(call_id, Arc::clone(&call));
@@ -193,6 +196,29 @@ impl InFlight {
 
 #[cfg(test)]
 impl InFlight {
+    /// [`InFlight::insert_for_test`] of a call holding `secrets`.
+    pub(crate) fn insert_with_secrets_for_test(
+        &self,
+        call_id: &str,
+        skill: Arc<Skill>,
+        token: &str,
+        secrets: crate::proxy::secrets::CallSecrets,
+    ) -> Arc<ActiveCall> {
+        let call = Arc::new(ActiveCall {
+            tool: "t".into(),
+            security: Security::Read,
+            origin: crate::auth::CallOrigin::operator(),
+            token: SecretValue(token.to_string()),
+            approvals: ApprovalTrail::default(),
+            files: None,
+            egress: EgressLog::default(),
+            secrets: Arc::new(secrets),
+            skill,
+        });
+        self.insert(call_id, Arc::clone(&call));
+        call
+    }
+
     /// [`InFlight::remove`], for tests.
     pub(crate) fn remove_for_test(&self, call_id: &str) {
         self.remove(call_id);

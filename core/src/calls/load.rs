@@ -38,10 +38,16 @@ impl Loaded {
     pub fn new(mut catalog: Catalog, config: Arc<Config>) -> Self {
         let mut declared = std::collections::HashMap::new();
         for skill in &mut catalog.skills {
-            if let Some(grant) = config.grants.get(&skill.name).filter(|g| !g.is_empty()) {
+            let grant = config.grants.get(&skill.name);
+            if let Some(grant) = grant.filter(|g| !g.is_empty()) {
                 declared.insert(skill.name.clone(), skill.permissions.clone());
                 grant.apply(&mut skill.permissions);
             }
+            let (granted, allow_source) = match grant {
+                Some(g) => (g.requirements.as_slice(), g.allow_source_builds),
+                None => (&[][..], false),
+            };
+            (skill.dependencies).complete(granted, allow_source, &config.deps.index_url);
         }
         for name in config.grants.keys() {
             if catalog.get(name).is_none() {

@@ -15,7 +15,9 @@
 
 mod call;
 pub mod callbacks;
+mod deps;
 pub mod egress;
+mod envelope;
 mod error;
 mod inflight;
 mod load;
@@ -39,6 +41,7 @@ use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::state::store::Store;
+use skillbox_protocol::skill::Skill;
 
 /// Where the pipeline sends calls: the executor pool (whose health also tells what the
 /// sandboxes can start) and, when the core has a Docker engine, per-call containers.
@@ -80,6 +83,8 @@ pub struct Dispatcher {
     metrics: Arc<Metrics>,
     files: ContextFiles,
     sessions: sessions::Sessions,
+    /// The egress proxy's certificates (the PEM a network call's sandbox trusts).
+    egress_trust: Option<Arc<egress::EgressTrust>>,
 }
 
 /// What a [`Dispatcher`] is built from.
@@ -120,7 +125,26 @@ impl Dispatcher {
             metrics: parts.metrics,
             files: parts.files,
             sessions: sessions::Sessions::default(),
+            egress_trust: None,
         }
+    }
+
+    /// Sends network calls the certificates of `trust` to trust (the egress CA for a
+    /// skill with bound secrets, `[egress] extra_roots`).
+    pub fn with_egress_trust(mut self, trust: Arc<egress::EgressTrust>) -> Self {
+        self.egress_trust = Some(trust);
+        self
+    }
+
+    /// The envelope of a call of `skill` (see [`envelope::CallEnvelope`]).
+    fn envelope_of(&self, skill: &Skill) -> Result<envelope::CallEnvelope, random::RandomError> {
+        envelope::CallEnvelope::for_call(
+            &self.load.current(),
+            self.availability.secrets(),
+            self.egress_trust.as_deref(),
+            self.rng.as_ref(),
+            skill,
+        )
     }
 
     /// Draws call ids and capability tokens from `rng` instead of the operating system

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use skillbox_protocol::methods::{ScriptRun, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ExecutorStages, ToolResult};
-use skillbox_protocol::skill::{SandboxKind, Security, Skill, Tool};
+use skillbox_protocol::skill::{SandboxKind, Security, Skill};
 use skillbox_protocol::workdir::WorkDir;
 use skillbox_protocol::{Target, ToolRef};
 use tracing::Instrument;
@@ -58,47 +58,6 @@ pub(super) struct Admitted {
     pub(super) tool: String,
     pub(super) security: Security,
     pub(super) timeout_ms: u64,
-}
-
-/// The env names `[grants.<skill>]` adds to what `skill` declares.
-pub(super) fn granted_env(loaded: &Loaded, skill: &str) -> Vec<String> {
-    loaded
-        .grant_of(skill)
-        .map(|(declared, grant)| {
-            (grant.env.iter())
-                .filter(|n| !declared.env.contains(n))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// The network hosts `[grants.<skill>]` adds to what `skill` declares: a non-empty list
-/// makes the executor run the call in a network namespace behind the egress proxy.
-pub(super) fn granted_network(loaded: &Loaded, skill: &str) -> Vec<String> {
-    loaded
-        .grant_of(skill)
-        .map(|(declared, grant)| {
-            (grant.network.iter())
-                .filter(|h| !declared.network.contains(h))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// What a call runs under a skill's envelope without a declared tool (a script, a
-/// command) may do at most what the skill's tools may: `sign` when one of them signs,
-/// `write` when one writes, `read` otherwise.
-pub(super) fn envelope_security(skill: &Skill) -> Security {
-    let has = |level| skill.tools.iter().any(|t: &Tool| t.security == level);
-    if has(Security::Sign) {
-        Security::Sign
-    } else if has(Security::Write) {
-        Security::Write
-    } else {
-        Security::Read
-    }
 }
 
 /// What the dispatch of one admitted call carries: its id, who asked, the approvals it
@@ -372,7 +331,8 @@ impl Dispatcher {
     }
 
     /// [`Dispatcher::admit`] of a built-in (`builtin`) run under the envelope of skill
-    /// `skill_name`: its limits, and the security of its tools ([`envelope_security`]).
+    /// `skill_name`: its limits, and the security of its tools
+    /// ([`super::envelope::envelope_security`]).
     pub(super) fn admit_envelope(
         &self,
         loaded: &Loaded,
@@ -400,7 +360,7 @@ impl Dispatcher {
         self.admit_skill(loaded, &skill)?;
         Ok(Admitted {
             timeout_ms: skill.execution.timeout_ms,
-            security: envelope_security(&skill),
+            security: super::envelope::envelope_security(&skill),
             tool: builtin.to_string(),
             skill,
         })
@@ -477,25 +437,25 @@ impl Dispatcher {
             timeout_ms,
         } = admitted;
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
+        let envelope = self.envelope_of(&skill)?;
         let (workdir, files) = match work {
             Some((w, f)) => (Some(w), Some(f)),
             None => (None, None),
         };
         let params = ToolExecuteParams {
+            deps: skill.dependencies.digest.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
             skill: skill.name.clone(),
             tool: tool.clone(),
             args,
-            env: self
-                .availability
-                .secrets()
-                .for_names(&skill.permissions.env),
-            granted_env: granted_env(&self.load.current(), &skill.name),
-            granted_network: granted_network(&self.load.current(), &skill.name),
+            env: envelope.env,
+            granted_env: envelope.granted_env,
+            granted_network: envelope.granted_network,
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
             workdir,
             script,
+            trust_pem: envelope.trust_pem,
         };
         let active = Arc::new(ActiveCall {
             skill: Arc::clone(&skill),
@@ -506,6 +466,7 @@ impl Dispatcher {
             approvals: run.trail.clone(),
             files: files.clone(),
             egress: run.egress.clone(),
+            secrets: envelope.secrets,
         });
         let _registered = self.in_flight.register(run.call_id, active);
         let mut answer = self.send(run, skill, security, timeout_ms, params).await;

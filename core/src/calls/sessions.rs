@@ -248,7 +248,15 @@ impl Dispatcher {
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
         let (work, files) = self.work_dir(&context.context_id, run.call_id).await?;
         let skill = Arc::clone(&admitted.skill);
+        let envelope = match &skill_name {
+            Some(_) => self.envelope_of(&skill)?,
+            None => super::envelope::CallEnvelope::none(),
+        };
         let params = SessionExecParams {
+            deps: match &skill_name {
+                Some(_) => skill.dependencies.digest.clone(),
+                None => None,
+            },
             session_id: session_id.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
@@ -256,13 +264,7 @@ impl Dispatcher {
             cmd: args.cmd,
             workdir: args.workdir,
             files: work,
-            env: match &skill_name {
-                Some(_) => self
-                    .availability
-                    .secrets()
-                    .for_names(&skill.permissions.env),
-                None => Default::default(),
-            },
+            env: envelope.env,
             yield_ms: yield_of(args.yield_ms),
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
             tty: args.tty,
@@ -275,15 +277,10 @@ impl Dispatcher {
                     None => exec.memory_mb,
                 },
             },
-            granted_env: match &skill_name {
-                Some(name) => super::pipeline::granted_env(loaded, name),
-                None => Vec::new(),
-            },
-            granted_network: match &skill_name {
-                Some(name) => super::pipeline::granted_network(loaded, name),
-                None => Vec::new(),
-            },
+            granted_env: envelope.granted_env,
+            granted_network: envelope.granted_network,
             traceparent: run.trace.map(|t| t.to_string()),
+            trust_pem: envelope.trust_pem,
         };
         let active = Arc::new(ActiveCall {
             skill,
@@ -294,6 +291,7 @@ impl Dispatcher {
             approvals: run.trail.clone(),
             files: Some(Arc::clone(&files)),
             egress: run.egress.clone(),
+            secrets: envelope.secrets,
         });
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
@@ -491,6 +489,7 @@ fn no_skill() -> Skill {
         execution: Default::default(),
         tools: Vec::new(),
         body: None,
+        dependencies: Default::default(),
         warnings: Vec::new(),
     }
 }

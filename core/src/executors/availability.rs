@@ -12,6 +12,7 @@ use skillbox_protocol::skill::Skill;
 
 use super::readiness::{context_readiness, host_os, Availability, Readiness};
 use super::ExecutorPool;
+use crate::state::deps::DepsRecords;
 use crate::state::secrets::Secrets;
 
 /// The executors' sandbox facts and the core's secrets, as the router's readiness.
@@ -19,12 +20,17 @@ use crate::state::secrets::Secrets;
 pub struct SandboxReadiness<'a> {
     facts: Option<Arc<SandboxFacts>>,
     secrets: &'a Secrets,
+    deps: Option<&'a DepsRecords>,
 }
 
 impl<'a> SandboxReadiness<'a> {
     /// Readiness from `facts` (`None` before any executor reported) and the core's secrets.
     pub fn new(facts: Option<Arc<SandboxFacts>>, secrets: &'a Secrets) -> Self {
-        Self { facts, secrets }
+        Self {
+            facts,
+            secrets,
+            deps: None,
+        }
     }
 }
 
@@ -34,17 +40,35 @@ impl<'a> SandboxReadiness<'a> {
 pub struct SkillAvailability {
     pool: Arc<ExecutorPool>,
     secrets: Secrets,
+    deps: Option<Arc<DepsRecords>>,
 }
 
 impl SkillAvailability {
     /// The availability `pool`'s executors and `secrets` give.
     pub fn new(pool: Arc<ExecutorPool>, secrets: Secrets) -> Self {
-        Self { pool, secrets }
+        Self {
+            pool,
+            secrets,
+            deps: None,
+        }
+    }
+
+    /// Judges skills' dependencies by `deps`, the outcome of their builds.
+    pub fn with_deps(mut self, deps: Arc<DepsRecords>) -> Self {
+        self.deps = Some(deps);
+        self
+    }
+
+    /// The outcome of the dependency builds, when the core keeps them.
+    pub fn deps(&self) -> Option<&Arc<DepsRecords>> {
+        self.deps.as_ref()
     }
 
     /// What the executors' sandboxes can start and the env values the core holds.
     pub fn readiness(&self) -> SandboxReadiness<'_> {
-        SandboxReadiness::new(self.pool.sandbox_facts(), &self.secrets)
+        let mut r = SandboxReadiness::new(self.pool.sandbox_facts(), &self.secrets);
+        r.deps = self.deps.as_deref();
+        r
     }
 
     /// Whether `skill` can be used now ([`context_readiness`], the one verdict).
@@ -71,6 +95,10 @@ impl Readiness for SandboxReadiness<'_> {
 
     fn has_env(&self, name: &str) -> bool {
         self.secrets.has(name)
+    }
+
+    fn deps_problem(&self, skill: &Skill) -> Option<String> {
+        self.deps.and_then(|d| d.problem(skill))
     }
 
     fn os(&self) -> &str {

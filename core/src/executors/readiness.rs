@@ -51,6 +51,11 @@ pub trait Readiness: std::fmt::Debug + Send + Sync {
     fn network_namespaces(&self) -> bool {
         true
     }
+    /// Why the skill's dependencies keep it from running (`None`: none needed, or built).
+    /// Assumed built unless told.
+    fn deps_problem(&self, _skill: &Skill) -> Option<String> {
+        None
+    }
 }
 
 /// The real host: `PATH` lookups and an env check supplied by the caller (the
@@ -177,6 +182,12 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
                 p.os.join("/"),
                 host.os()
             ));
+        }
+    }
+    if skill.dependencies.digest.is_some() {
+        total += 1;
+        if let Some(problem) = host.deps_problem(skill) {
+            missing.push(problem);
         }
     }
     if total == 0 {

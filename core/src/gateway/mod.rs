@@ -212,6 +212,7 @@ impl CoreParts {
             load: Arc::clone(&self.load),
             secrets: self.availability.secrets().clone(),
             executors: Arc::clone(&self.executors),
+            pipeline: Some(Arc::clone(&self.pipeline)),
         }
     }
 }

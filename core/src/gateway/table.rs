@@ -9,8 +9,8 @@ use http::Method;
 
 use super::mcp;
 use super::rest::{
-    approvals, contexts, files, health, install, observe, reload, repairs, route, skills, tokens,
-    tools,
+    approvals, contexts, deps, files, health, install, observe, reload, repairs, route, skills,
+    tokens, tools,
 };
 use super::web::error::ApiError;
 use super::web::request::{Handled, Reply, Req};
@@ -52,7 +52,7 @@ macro_rules! routes {
 /// (the handler limits a bot to its skills, contexts and records), `operator` routes to
 /// the operator only. Order matters only between patterns that match the same path with
 /// the same method (none do today).
-pub fn routes() -> [Route; 34] {
+pub fn routes() -> [Route; 35] {
     routes![
         GET "/healthz" anyone => health::healthz,
         GET "/v1/skills" bot => skills::list,
@@ -62,6 +62,7 @@ pub fn routes() -> [Route; 34] {
         POST "/v1/skills/install" operator => install::install,
         DELETE "/v1/skills/{name}" operator => install::remove,
         POST "/v1/skills/{name}/repairs" operator => repairs::propose,
+        POST "/v1/skills/{name}/deps" operator => deps::build,
         POST "/v1/trust/reload" operator => reload::trust,
         GET "/v1/tools" bot => tools::list,
         POST "/v1/tools/call" bot => tools::call,
@@ -227,7 +228,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 35] = [
+    const ROUTES: [Sample; 36] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -243,6 +244,7 @@ mod tests {
         ("POST", "/v1/skills/install", &[]),
         ("POST", "/v1/skills/reload", &[]),
         ("POST", "/v1/skills/echo/repairs", &[("name", "echo")]),
+        ("POST", "/v1/skills/echo/deps", &[("name", "echo")]),
         ("DELETE", "/v1/skills/echo", &[("name", "echo")]),
         ("POST", "/v1/trust/reload", &[]),
         ("GET", "/v1/contexts/c1", &[("id", "c1")]),
@@ -351,6 +353,7 @@ mod tests {
             | ["v1", "routes"]
             | ["v1", "routes", _] => vec![M::GET],
             ["v1", "skills", _, "repairs"] => vec![M::GET, M::POST],
+            ["v1", "skills", _, "deps"] => vec![M::POST],
             ["v1", "skills", "reload" | "install"] => vec![M::GET, M::POST, M::DELETE],
             ["v1", "skills", _] => vec![M::GET, M::DELETE],
             ["v1", "tools", "call"]

@@ -43,6 +43,7 @@ use skillbox_protocol::methods::{FetchParams, FetchResult};
 use skillbox_protocol::skill::network::{NetworkPattern, Scheme};
 
 use super::policy::{self, parse_patterns, NetPolicy, PolicyError};
+use super::secrets::CallSecrets;
 use super::target::Target;
 use super::ProxyError;
 use crate::observe::Metrics;
@@ -68,6 +69,8 @@ pub struct FetchProxy {
     tls: Result<Arc<rustls::ClientConfig>, String>,
     /// Where each request's outcome is counted.
     metrics: Arc<Metrics>,
+    /// `[egress] secrets_in_body`.
+    secrets_in_body: bool,
 }
 
 impl FetchProxy {
@@ -78,6 +81,7 @@ impl FetchProxy {
             config,
             tls: tls_config().map(Arc::new),
             metrics: Arc::new(Metrics::default()),
+            secrets_in_body: false,
         }
     }
 
@@ -88,6 +92,19 @@ impl FetchProxy {
         pins: &std::collections::BTreeMap<String, std::net::IpAddr>,
     ) -> Self {
         self.policy = NetPolicy::new(self.config.allow_private.clone(), pins);
+        self
+    }
+
+    /// Replaces bound secrets' placeholders in request bodies too (`[egress]
+    /// secrets_in_body`).
+    pub fn with_secrets_in_body(mut self, allowed: bool) -> Self {
+        self.secrets_in_body = allowed;
+        self
+    }
+
+    /// Trusts `roots` (`[egress] extra_roots`) beside the webpki roots for `https`.
+    pub fn with_extra_roots(mut self, roots: &super::roots::ExtraRoots) -> Self {
+        self.tls = roots.client_config().map(Arc::new);
         self
     }
 
@@ -113,18 +130,34 @@ impl FetchProxy {
         network: &[String],
         req: FetchParams,
     ) -> Result<FetchResult, ProxyError> {
+        self.fetch_with(network, req, &CallSecrets::default()).await
+    }
+
+    /// [`Self::fetch`] for a call holding `secrets`: each hop's request line, headers and
+    /// (with `[egress] secrets_in_body`) body get the values of the secrets bound to that
+    /// hop's host in place of their placeholders, a placeholder toward another host refuses
+    /// the request, and the answer comes back with the values masked (docs/permissions.md).
+    pub async fn fetch_with(
+        &self,
+        network: &[String],
+        req: FetchParams,
+        secrets: &CallSecrets,
+    ) -> Result<FetchResult, ProxyError> {
         let shown = Target::parse(&req.url)
             .map(|t| t.display())
             .unwrap_or_default();
         let deadline = Duration::from_millis(self.config.timeout_ms);
-        let result =
-            match tokio::time::timeout(deadline, self.fetch_within_deadline(network, req)).await {
-                Ok(result) => result,
-                Err(_) => Err(ProxyError::Timeout {
-                    url: shown,
-                    timeout_ms: self.config.timeout_ms,
-                }),
-            };
+        let within = self.fetch_within_deadline(network, req, secrets);
+        let mut result = match tokio::time::timeout(deadline, within).await {
+            Ok(result) => result,
+            Err(_) => Err(ProxyError::Timeout {
+                url: shown,
+                timeout_ms: self.config.timeout_ms,
+            }),
+        };
+        if let (Ok(r), false) = (result.as_mut(), secrets.is_empty()) {
+            mask_result(r, secrets);
+        }
         self.metrics.observe_fetch(match &result {
             Ok(_) => "ok",
             Err(e) => e.outcome(),
@@ -136,6 +169,7 @@ impl FetchProxy {
         &self,
         network: &[String],
         req: FetchParams,
+        secrets: &CallSecrets,
     ) -> Result<FetchResult, ProxyError> {
         req.check_bounds()
             .map_err(|e| ProxyError::invalid(CAP, e.to_string()))?;
@@ -157,9 +191,18 @@ impl FetchProxy {
             check_declared(network, &patterns, &target, from.as_ref())?;
             let addrs = self.resolve_checked(&target).await?;
             tracing::debug!(origin = %target.origin(), addr = %addrs[0], "fetch hop");
-            let response = self
-                .send_to_first(&target, &addrs, &method, &headers, body.clone())
-                .await?;
+            let response = match secrets.is_empty() {
+                true => {
+                    self.send_to_first(&target, &addrs, &method, &headers, body.clone())
+                        .await?
+                }
+                false => {
+                    let (hop, hop_headers, hop_body) =
+                        hop_request(secrets, &target, &headers, &body, self.secrets_in_body)?;
+                    self.send_to_first(&hop, &addrs, &method, &hop_headers, hop_body)
+                        .await?
+                }
+            };
             let status = response.status();
             let location = match response.headers().get(header::LOCATION) {
                 Some(loc) if is_redirect(status) => {
@@ -307,6 +350,66 @@ impl FetchProxy {
     }
 }
 
+/// One hop's request for a call holding `secrets`: the placeholders of the secrets bound
+/// to `target`'s host replaced in its path and query, headers and (when `in_body`) body.
+fn hop_request(
+    secrets: &CallSecrets,
+    target: &Target,
+    headers: &HeaderMap,
+    body: &Bytes,
+    in_body: bool,
+) -> Result<(Target, HeaderMap, Bytes), ProxyError> {
+    let leak = |e: super::secrets::Leak| ProxyError::denied(CAP, e.to_string());
+    let mut hop = target.clone();
+    if let Some(line) = secrets
+        .rewrite(target.path_and_query.as_bytes(), target, "line")
+        .map_err(leak)?
+    {
+        hop.path_and_query = String::from_utf8(line)
+            .map_err(|_| ProxyError::invalid(CAP, "the rewritten URL is not UTF-8"))?;
+    }
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        let value = match secrets
+            .rewrite_header(name.as_str(), value.as_bytes(), target)
+            .map_err(leak)?
+        {
+            Some(bytes) => HeaderValue::from_bytes(&bytes)
+                .map_err(|_| ProxyError::invalid(CAP, format!("header {name}: not a value")))?,
+            None => value.clone(),
+        };
+        out.append(name.clone(), value);
+    }
+    let body = match secrets.rewrite(body, target, "body").map_err(leak)? {
+        None => body.clone(),
+        Some(replaced) if in_body => Bytes::from(replaced),
+        Some(_) => {
+            return Err(ProxyError::denied(
+                CAP,
+                format!(
+                    "the request body to {} carries a secret's placeholder, and placeholders in \
+                     bodies are replaced only when the operator allows it ([egress] \
+                     secrets_in_body = true)",
+                    target.host
+                ),
+            ))
+        }
+    };
+    Ok((hop, out, body))
+}
+
+/// A fetch's answer with every secret's value masked in its headers and body.
+fn mask_result(r: &mut FetchResult, secrets: &CallSecrets) {
+    for value in r.headers.values_mut() {
+        if let Some(masked) = secrets.mask(value.as_bytes()) {
+            *value = String::from_utf8_lossy(&masked).into_owned();
+        }
+    }
+    if let Some(masked) = secrets.mask(r.body.as_bytes()) {
+        r.body = String::from_utf8_lossy(&masked).into_owned();
+    }
+}
+
 /// Why one attempt failed: a connection error (try the next address) or a final error.
 enum SendError {
     Connect(String),
@@ -332,13 +435,7 @@ where
 }
 
 fn tls_config() -> Result<rustls::ClientConfig, String> {
-    let roots = rustls::RootCertStore::from_iter(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
+    super::roots::ExtraRoots::default().client_config()
 }
 
 fn check_declared(

@@ -20,6 +20,8 @@ mod address;
 pub mod fetch;
 pub(crate) mod policy;
 pub mod readfile;
+pub mod roots;
+pub mod secrets;
 pub mod sign;
 pub(crate) mod target;
 

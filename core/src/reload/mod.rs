@@ -100,6 +100,8 @@ pub struct ReloadParts {
     pub secrets: Secrets,
     /// The executors.
     pub executors: Arc<ExecutorPool>,
+    /// The call pipeline, which builds the dependencies a new load is missing.
+    pub pipeline: Option<Arc<crate::calls::Dispatcher>>,
 }
 
 /// Reloads skills and trust for one core, one reload at a time.
@@ -169,6 +171,9 @@ impl Reloader {
             .broadcast(method::SKILL_RELOAD, json!({}), EXECUTOR_RELOAD_TIMEOUT)
             .await
             .map_err(ReloadError::Executor)?;
+        if let Some(pipeline) = &self.parts.pipeline {
+            pipeline.build_missing_deps();
+        }
         Ok(ReloadReport {
             loaded,
             skipped,

@@ -151,6 +151,7 @@ pub use gateway::GatewayConfig;
 
 pub mod approvals;
 pub mod console;
+pub mod deps;
 pub mod egress;
 pub mod exec;
 pub mod fetch;
@@ -178,6 +179,8 @@ pub struct Config {
     pub fetch: fetch::FetchConfig,
     /// `[egress]`: the egress proxy's limits and pinned names.
     pub egress: egress::EgressConfig,
+    /// `[deps]`: how skills' Python dependencies are built.
+    pub deps: deps::DepsConfig,
     /// `[files]`: a context's working folder.
     pub files: files::FilesSection,
     /// `[exec]`: a context's command sessions.
@@ -413,6 +416,14 @@ pub enum ConfigError {
         /// What is wrong, key by key.
         problems: String,
     },
+    /// `[deps]` that cannot be used.
+    #[error("{path}: [deps] {problem}")]
+    BadDeps {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
     /// A value outside the range the key allows.
     #[error("{path}: {key} = {value} is out of range; use {range}")]
     OutOfRange {
@@ -443,6 +454,9 @@ impl Config {
             source,
         })?;
         config.check_ranges(&path)?;
+        if let Some(problem) = config.deps.problems().into_iter().next() {
+            return Err(ConfigError::BadDeps { path, problem });
+        }
         for (skill, grant) in &config.grants {
             let problems = grant.problems();
             if !problems.is_empty() {

@@ -4,6 +4,7 @@
 //! SQLite [`store`].
 
 pub mod config;
+pub mod deps;
 pub mod pki;
 pub mod protected;
 pub mod secrets;

@@ -85,6 +85,8 @@ pub async fn timed_call(
     tool: &str,
 ) -> Result<Duration> {
     let params = ToolExecuteParams {
+        deps: None,
+        trust_pem: None,
         call_id: "bench".into(),
         capability_token: SecretValue(String::new()),
         skill: skill.into(),

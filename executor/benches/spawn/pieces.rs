@@ -71,6 +71,7 @@ pub async fn components(
             let scratch = skill_dir;
             drop(landlock::build(
                 Some(skill_dir),
+                None,
                 scratch,
                 &runtime_paths,
                 None,
@@ -247,7 +248,13 @@ pub fn child_steps(
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
                         landlock: if step.landlock {
-                            landlock::build(Some(skill_dir), scratch.path(), &runtime_paths, None)?
+                            landlock::build(
+                                Some(skill_dir),
+                                None,
+                                scratch.path(),
+                                &runtime_paths,
+                                None,
+                            )?
                         } else {
                             None
                         },

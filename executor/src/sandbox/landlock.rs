@@ -175,6 +175,7 @@ fn is_file(fd: &PathFd) -> std::io::Result<bool> {
 /// Landlock.
 pub fn build(
     skill_dir: Option<&Path>,
+    deps_dir: Option<&Path>,
     scratch_dir: &Path,
     runtime: &RuntimeRules,
     connect_port: Option<u16>,
@@ -188,6 +189,7 @@ pub fn build(
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
         .add_rules(path_beneath_rules(skill_dir, read_exec))?
+        .add_rules(path_beneath_rules(deps_dir, read_exec))?
         .add_rules(path_beneath_rules([scratch_dir], all))?
         .add_rules(
             connect_port

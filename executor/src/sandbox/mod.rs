@@ -27,6 +27,7 @@ pub mod slots;
 pub mod spawn;
 pub mod spawner;
 pub mod terminal;
+pub mod trust;
 
 use std::collections::HashSet;
 use std::os::fd::OwnedFd;
@@ -141,6 +142,12 @@ pub struct LaunchSpec<'a> {
     /// the seccomp filters, may connect to the proxy port and gets the proxy environment.
     /// `None`: no network at all (no socket can be made).
     pub network: Option<OwnedFd>,
+    /// Certificates (PEM) a network call's programs trust beyond the system roots
+    /// ([`trust`]).
+    pub trust_pem: Option<&'a str>,
+    /// The skill's built dependencies (`crate::deps`): readable and executable through
+    /// Landlock, their `bin/` first on `PATH`, the folder on `PYTHONPATH`.
+    pub deps: Option<&'a Path>,
 }
 
 /// Spawner threads without filters for network calls (a network call's spawn is a small
@@ -429,7 +436,8 @@ impl Sandbox {
             Some(_) => {
                 let port = spec.network.as_ref().map(|_| netns::PROXY_PORT);
                 let rules = &self.runtime_rules;
-                let child = landlock::build(spec.skill_dir, scratch.path(), rules, port)?;
+                let child =
+                    landlock::build(spec.skill_dir, spec.deps, scratch.path(), rules, port)?;
                 Some(child.ok_or_else(|| SandboxError::Unenforceable {
                     problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
                 })?)
@@ -467,12 +475,30 @@ impl Sandbox {
         };
         if let Some(namespace) = spec.network {
             env.extend(env::proxy());
+            let bundle =
+                trust::bundle_for(scratch.path(), spec.trust_pem, uid).map_err(|source| {
+                    SandboxError::Scratch {
+                        root: self.config.scratch_root.clone(),
+                        source,
+                    }
+                })?;
+            env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
             setup.netns = Some(namespace);
+        }
+        let mut base = env::base(scratch.path());
+        if let Some(deps) = spec.deps {
+            let dir = deps.to_string_lossy();
+            for (name, value) in base.iter_mut() {
+                if name == "PATH" {
+                    *value = format!("{dir}/bin:{}", env::SANDBOX_PATH);
+                }
+            }
+            base.push(("PYTHONPATH".into(), dir.into_owned()));
         }
         let launch = Launch::new(
             &program,
             &spec.argv[1..],
-            env::base(scratch.path()).into_iter().chain(env),
+            base.into_iter().chain(env),
             &cwd,
             setup,
         )

@@ -53,7 +53,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         if let Some(skill) = skill {
             env.extend(crate::warm::call_env(skill, "exec_command", &p.call_id));
             for (name, value) in &p.env {
-                if skill.permissions.env.contains(name) || p.granted_env.contains(name) {
+                if crate::call::may_receive(skill, &p.granted_env, name) {
                     env.push((name.clone(), value.0.clone()));
                 }
             }
@@ -67,8 +67,15 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         };
         // A session under a skill that declares (or is granted) hosts has the network of a
         // call of that skill.
-        let network = skill.is_some_and(|s| !s.permissions.network.is_empty())
-            || !p.granted_network.is_empty();
+        let network =
+            skill.is_some_and(|s| s.permissions.is_network()) || !p.granted_network.is_empty();
+        let deps = match (&p.deps, skill) {
+            (Some(digest), Some(skill)) => Some(
+                crate::deps::DepsDir::for_call(&self.sandbox, &skill.name, digest)
+                    .map_err(|e| SessionError::Invalid(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let (namespace, listener) = match network {
             true => match self.sandbox.call_network().await? {
                 Some(net) => {
@@ -81,6 +88,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             false => (None, None),
         };
         let PreparedCall { launch, guard, .. } = self.sandbox.prepare(LaunchSpec {
+            deps: deps.as_ref().map(|d| d.path.as_path()),
             skill_dir: skill.map(|s| s.dir.as_path()),
             work: Some(&sub),
             argv: &argv,
@@ -89,6 +97,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             timeout_ms: p.limits.lifetime_ms,
             args_file: sandbox::ArgsFile::None,
             network: namespace,
+            trust_pem: p.trust_pem.as_deref(),
         })?;
         let call = CallInfo {
             call_id: p.call_id.clone(),

@@ -37,6 +37,8 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// Runs `skill:tool` (or a script of `skill`) in the context `core` holds.
 fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>) -> ToolResult {
     let params = ToolExecuteParams {
+        deps: None,
+        trust_pem: None,
         call_id: "ctx-call".into(),
         capability_token: SecretValue("tok".into()),
         skill: skill.into(),

@@ -49,6 +49,8 @@ pub fn run_in(
     args: Value,
 ) -> ToolResult {
     let params = ToolExecuteParams {
+        deps: None,
+        trust_pem: None,
         call_id: CALL_ID.into(),
         capability_token: SecretValue(TOKEN.into()),
         skill: skill.into(),
@@ -253,6 +255,8 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
         server.port
     );
     let params = SessionExecParams {
+        deps: None,
+        trust_pem: None,
         session_id: unique("s"),
         call_id: CALL_ID.into(),
         capability_token: SecretValue(TOKEN.into()),

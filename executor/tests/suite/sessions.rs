@@ -41,6 +41,8 @@ impl Fixture {
 
     fn params(&self, cmd: Command, yield_ms: u64) -> SessionExecParams {
         SessionExecParams {
+            deps: None,
+            trust_pem: None,
             session_id: unique("s"),
             call_id: "session-call".into(),
             capability_token: SecretValue("tok".into()),

@@ -127,6 +127,8 @@ fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::Prepa
     let argv: Vec<String> = argv.iter().map(|a| a.to_string()).collect();
     sandbox
         .prepare(LaunchSpec {
+            deps: None,
+            trust_pem: None,
             skill_dir: Some(skill_dir),
             work: None,
             argv: &argv,

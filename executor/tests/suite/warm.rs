@@ -104,6 +104,8 @@ fn runtime() -> tokio::runtime::Runtime {
 
 async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: &str) -> Value {
     let params = ToolExecuteParams {
+        deps: None,
+        trust_pem: None,
         call_id: call_id.to_string(),
         capability_token: SecretValue(String::new()),
         skill: skill.to_string(),
@@ -322,6 +324,8 @@ fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
     let skill_dir = root.skills().join("cold");
     let prepared = sandbox
         .prepare(LaunchSpec {
+            deps: None,
+            trust_pem: None,
             skill_dir: Some(&skill_dir),
             work: None,
             argv: &["python3".to_string()],

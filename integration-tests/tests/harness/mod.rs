@@ -9,6 +9,7 @@ pub mod python;
 pub mod server;
 pub mod skills;
 pub mod tls;
+pub mod tls_server;
 
 use std::fs;
 use std::os::unix::process::CommandExt;

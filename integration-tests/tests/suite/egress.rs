@@ -24,6 +24,17 @@ fn allowed_port(ws: &Path) -> String {
         .to_string()
 }
 
+/// The port of the suite's private test server (declared by the `net` skill, not in
+/// `[fetch] allow_private`).
+fn private_port(ws: &Path) -> String {
+    let yaml = std::fs::read_to_string(ws.join("skills/net/skill.yaml")).unwrap();
+    yaml.rsplit("http://127.0.0.1:")
+        .next()
+        .and_then(|r| r.split('"').next())
+        .expect("the private server's port in the net skill")
+        .to_string()
+}
+
 /// A weather skill as published (a SKILL.md, no permissions), and the operator's grant of
 /// `http://api.test:PORT`, the name pinned to the test server.
 fn granted_skill(ws: &Path) {
@@ -35,9 +46,11 @@ fn granted_skill(ws: &Path) {
     );
     open_up(&dir);
     let port = allowed_port(ws);
+    let private = private_port(ws);
     let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
     toml.push_str(&format!(
-        "\n[grants.weather]\nnetwork = [\"http://api.test:{port}\"]\n\n[egress]\nresolve = {{ \"api.test\" = \"127.0.0.1\" }}\n"
+        "\n[grants.weather]\nnetwork = [\"http://api.test:{port}\", \"http://private.test:{private}\"]\n\n\
+         [egress]\nresolve = {{ \"api.test\" = \"127.0.0.1\", \"private.test\" = \"127.0.0.1\" }}\n"
     ));
     std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
 }
@@ -93,6 +106,36 @@ fn a_granted_host_is_reached_by_any_program_through_the_egress_proxy_and_nothing
     let out = r["data"]["output"].as_str().unwrap();
     assert_ne!(r["data"]["exit_code"], 0, "{r}");
     assert!(out.contains("403"), "{r}");
+    // A redirect from the granted host to a granted name that resolves to a private
+    // address: the program follows it, the proxy refuses the second request.
+    let private = sb.private.port;
+    let r = exec(
+        &sb,
+        &format!("python3 -c \"import urllib.request as u; u.urlopen('http://api.test:{port}/redirect?to=http://private.test:{private}/hello')\""),
+    );
+    assert_ne!(r["data"]["exit_code"], 0, "{r}");
+    assert!(r["data"]["output"].as_str().unwrap().contains("403"), "{r}");
+    assert!(sb.private.hits().is_empty(), "{:?}", sb.private.hits());
+    let call = sb
+        .request(
+            "GET",
+            &format!("/v1/calls/{}", r["call_id"].as_str().unwrap()),
+            None,
+        )
+        .json();
+    assert!(
+        call["egress"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["host"] == "private.test"
+                && e["verdict"] == "refused"
+                && e["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("127.0.0.1")),
+        "{call}"
+    );
     // Around the proxy: nothing.
     let r = exec(
         &sb,
@@ -101,7 +144,7 @@ fn a_granted_host_is_reached_by_any_program_through_the_egress_proxy_and_nothing
     assert_ne!(r["data"]["exit_code"], 0, "{r}");
     let hits = sb.allowed.hits();
     assert_eq!(
-        hits.iter().filter(|h| h.as_str() == "/hello").count(),
+        hits.iter().filter(|h| h.starts_with("/hello")).count(),
         if on_sandbox_path("curl") { 2 } else { 1 },
         "only the proxied requests reached the server: {hits:?}"
     );

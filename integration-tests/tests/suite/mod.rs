@@ -12,6 +12,7 @@ mod context_files;
 mod contexts;
 mod drain;
 mod egress;
+mod egress_secrets;
 mod fetch;
 mod gateway_limits;
 mod install;

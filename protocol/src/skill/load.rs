@@ -170,6 +170,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
             env: merged.permissions.env.unwrap_or_default(),
             network: merged.permissions.network.unwrap_or_default(),
             workspace: merged.permissions.workspace.unwrap_or_default(),
+            secrets: merged.permissions.secrets.unwrap_or_default(),
         },
         execution: Execution {
             timeout_ms: merged.execution.timeout_ms.unwrap_or(defaults.timeout_ms),
@@ -183,6 +184,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
         },
         tools: merged.tools.unwrap_or_default(),
         body,
+        dependencies: super::model::Dependencies::declared(super::deps::read_requirements(dir)),
         warnings: diags,
     };
     LoadOutcome::Loaded(Box::new(skill))

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::model::{CostHint, ManifestFormat, Prerequisites, Tool, WorkspaceAccess};
+use super::model::{CostHint, ManifestFormat, Prerequisites, SecretBinding, Tool, WorkspaceAccess};
 
 /// Limits as one manifest gives them (absent fields fall through to lower precedence).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,6 +21,7 @@ pub(crate) struct PartialPermissions {
     pub env: Option<Vec<String>>,
     pub network: Option<Vec<String>>,
     pub workspace: Option<WorkspaceAccess>,
+    pub secrets: Option<Vec<SecretBinding>>,
 }
 
 /// What one manifest file says about a skill.
@@ -83,6 +84,7 @@ impl Manifests {
                 env: first!(ms, permissions.env),
                 network: first!(ms, permissions.network),
                 workspace: first!(ms, permissions.workspace),
+                secrets: first!(ms, permissions.secrets),
             },
             execution: PartialExecution {
                 timeout_ms: first!(ms, execution.timeout_ms),

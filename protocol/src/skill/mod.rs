@@ -4,6 +4,7 @@
 //! [`digest`] and the install [`lock`] live here too, so the executor can check installed
 //! skills without linking the code-signing crate.
 
+pub mod deps;
 mod diagnostics;
 pub mod digest;
 mod discovery;

@@ -157,6 +157,106 @@ pub struct Permissions {
     pub network: Vec<String>,
     /// Workspace read scope.
     pub workspace: WorkspaceAccess,
+    /// Secrets bound to hosts: the tool sees a placeholder, the egress proxy puts the
+    /// value in requests to those hosts only (docs/permissions.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<SecretBinding>,
+}
+
+impl Permissions {
+    /// Whether a call of the skill reaches the network: it declares hosts, or binds a
+    /// secret (whose hosts it reaches through the egress proxy).
+    pub fn is_network(&self) -> bool {
+        !self.network.is_empty() || !self.secrets.is_empty()
+    }
+
+    /// The host patterns its programs and its fetch capability may reach: `network`, and
+    /// the hosts its secrets are bound to (a binding implies reaching the host).
+    pub fn reachable(&self) -> Vec<String> {
+        let mut hosts = self.network.clone();
+        for h in self.secrets.iter().flat_map(|s| &s.hosts) {
+            if !hosts.contains(h) {
+                hosts.push(h.clone());
+            }
+        }
+        hosts
+    }
+
+    /// The names of its bound secrets.
+    pub fn secret_names(&self) -> impl Iterator<Item = &str> {
+        self.secrets.iter().map(|s| s.name.as_str())
+    }
+}
+
+/// `permissions.secrets[]`: a secret whose value only the listed hosts receive.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretBinding {
+    /// The env name: the tool's environment holds a placeholder under it.
+    pub name: String,
+    /// Network patterns (as `permissions.network`) whose requests get the value.
+    pub hosts: Vec<String>,
+}
+
+/// A skill's Python dependencies: what it declares (read at load), what the operator
+/// adds, and the environment they make.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dependencies {
+    /// The requirements, each with the file it came from (`[grants]` for the operator's).
+    pub requirements: Vec<super::deps::Requirement>,
+    /// Lines of its files that are not requirements skillbox installs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
+    /// Whether source distributions may be built (the operator's grant).
+    #[serde(default)]
+    pub allow_source: bool,
+    /// The environment's name, set by the core: a SHA-256 of the requirements, the index
+    /// and `allow_source`. `None` without requirements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+}
+
+impl Dependencies {
+    /// What a skill folder declares.
+    pub fn declared(read: super::deps::Requirements) -> Self {
+        Self {
+            requirements: read.requirements,
+            problems: read.problems,
+            allow_source: false,
+            digest: None,
+        }
+    }
+
+    /// Whether there is nothing to install.
+    pub fn is_empty(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// The specifiers, in order.
+    pub fn specs(&self) -> Vec<String> {
+        self.requirements.iter().map(|r| r.spec.clone()).collect()
+    }
+
+    /// Adds the operator's requirements and names the environment after `index_url`.
+    pub fn complete(&mut self, granted: &[String], allow_source: bool, index_url: &str) {
+        let mut all = super::deps::Requirements {
+            requirements: std::mem::take(&mut self.requirements),
+            problems: Vec::new(),
+        };
+        all.add(granted.iter().cloned(), "[grants]");
+        self.problems.extend(all.problems);
+        self.requirements = all.requirements;
+        self.allow_source = allow_source;
+        self.digest = (!self.requirements.is_empty()).then(|| {
+            let mut text = format!("{index_url}\n{allow_source}\n");
+            for spec in self.specs() {
+                text.push_str(&spec);
+                text.push('\n');
+            }
+            let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
+            digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+        });
+    }
 }
 
 /// Per-call limits.
@@ -244,6 +344,9 @@ pub struct Skill {
     pub tools: Vec<Tool>,
     /// The `SKILL.md` body, when there is one.
     pub body: Option<BodyRef>,
+    /// Its Python dependencies (`requirements.txt`, `pyproject.toml`, PEP 723).
+    #[serde(default)]
+    pub dependencies: Dependencies,
     /// Warnings from lenient loading.
     pub warnings: Vec<Diagnostic>,
 }

@@ -7,7 +7,7 @@ use std::path::{Component, Path};
 
 use super::diagnostics::Diagnostic;
 use super::manifest::Manifest;
-use super::model::{ToolEntry, DEFAULT_MAX_OUTPUT_BYTES};
+use super::model::{Skill, ToolEntry, DEFAULT_MAX_OUTPUT_BYTES};
 use super::network::NetworkPattern;
 
 /// Longest skill name (Agent Skills spec).
@@ -29,7 +29,7 @@ pub const MAX_OUTPUT_BYTES_RANGE: (u64, u64) = (1024, 256 * DEFAULT_MAX_OUTPUT_B
 
 /// Env names skills may not declare: the contract sets them, or they change how the
 /// dynamic loader or an interpreter starts.
-const RESERVED_ENV: [&str; 23] = [
+const RESERVED_ENV: [&str; 28] = [
     "PATH",
     "HOME",
     "TMPDIR",
@@ -55,6 +55,13 @@ const RESERVED_ENV: [&str; 23] = [
     "all_proxy",
     "no_proxy",
     "NODE_USE_ENV_PROXY",
+    // The CA bundle a network call's programs trust (the system roots plus the egress CA):
+    // a skill that set them could trust a server the proxy does not vouch for.
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+    "CURL_CA_BUNDLE",
 ];
 const RESERVED_ENV_PREFIXES: [&str; 4] = ["SKILLBOX_", "LD_", "DYLD_", "LC_"];
 
@@ -243,6 +250,45 @@ impl Rules<'_> {
             .push(Diagnostic::warning(self.file, field, message));
     }
 
+    /// `permissions.secrets`: env names bound to valid host patterns, each named once and
+    /// not also a plain `permissions.env` name.
+    fn secrets(&mut self, m: &Manifest) {
+        let env = m.permissions.env.as_deref().unwrap_or_default();
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, s) in m.permissions.secrets.iter().flatten().enumerate() {
+            let field = format!("permissions.secrets[{i}]");
+            let name = &s.name;
+            if !is_env_name(name) {
+                self.error(
+                    &field,
+                    format!("name {name:?} is not an env name ([A-Za-z_][A-Za-z0-9_]*)"),
+                );
+            } else if is_reserved_env(name) {
+                self.error(&field, format!("name {name:?} is reserved (set by skillbox or changes how programs load); choose another name"));
+            } else if env.contains(name) {
+                self.error(&field, format!("{name:?} is also in permissions.env, which would put its value in the tool's environment; keep it in permissions.secrets only"));
+            } else if !seen.insert(name) {
+                self.error(
+                    &field,
+                    format!("{name:?} is bound twice; list all its hosts in one entry"),
+                );
+            }
+            if s.hosts.is_empty() {
+                self.error(
+                    &field,
+                    format!(
+                        "{name:?} is bound to no host; list the hosts that may receive it in hosts"
+                    ),
+                );
+            }
+            for (j, h) in s.hosts.iter().enumerate() {
+                if let Err(e) = NetworkPattern::parse(h) {
+                    self.error(&format!("{field}.hosts[{j}]"), e.to_string());
+                }
+            }
+        }
+    }
+
     fn permissions(&mut self, m: &Manifest) {
         for (i, e) in m.permissions.env.iter().flatten().enumerate() {
             let field = format!("permissions.env[{i}]");
@@ -260,6 +306,7 @@ impl Rules<'_> {
                 self.error(&format!("permissions.network[{i}]"), e.to_string());
             }
         }
+        self.secrets(m);
         if let Some(ws) = &m.permissions.workspace {
             let mut any_whole = false;
             for (i, g) in ws.read.iter().enumerate() {
@@ -462,3 +509,30 @@ pub fn relative_path_problem(p: &str) -> Option<&'static str> {
 
 #[cfg(test)]
 mod tests;
+
+/// Advice `skill validate` gives beside its findings (it fails nothing, even with
+/// `--strict`): each `permissions.env` name that looks like a credential reaches the
+/// tool as its value, where binding it in `permissions.secrets` would not.
+pub fn advice(skill: &Skill) -> Vec<String> {
+    (skill.permissions.env.iter())
+        .filter(|e| looks_like_credential(e))
+        .map(|e| {
+            format!(
+                "permissions.env: {e:?} reaches the tool's environment as its value, which the \
+                 tool can send to any host it may reach; if it is a key for an API, bind it to \
+                 that API's hosts in permissions.secrets so the tool sees only a placeholder \
+                 (docs/permissions.md)"
+            )
+        })
+        .collect()
+}
+
+/// Whether an env name looks like a credential (`*KEY`, `*TOKEN*`, `*SECRET*`,
+/// `*PASSWORD*`): `skill validate` suggests binding those with `permissions.secrets`.
+pub fn looks_like_credential(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.ends_with("KEY")
+        || ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "API_KEY"]
+            .iter()
+            .any(|w| upper.contains(w))
+}

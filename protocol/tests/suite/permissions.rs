@@ -139,3 +139,96 @@ fn permissions_workspace_read_of_the_whole_workspace_warns() {
         "together cover the whole workspace",
     );
 }
+
+#[test]
+fn permissions_secrets_bind_names_to_hosts_and_count_as_network() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(
+        root.path(),
+        "{ secrets: [{ name: OPENAI_API_KEY, hosts: [api.openai.com] }] }",
+    );
+    let skill = clean(&dir);
+    let s = &skill.permissions.secrets;
+    assert_eq!(s.len(), 1);
+    assert_eq!(
+        (s[0].name.as_str(), s[0].hosts.as_slice()),
+        ("OPENAI_API_KEY", &["api.openai.com".to_string()][..])
+    );
+    assert!(
+        skill.permissions.is_network(),
+        "a binding reaches its hosts"
+    );
+    assert_eq!(skill.permissions.reachable(), ["api.openai.com"]);
+}
+
+#[test]
+fn permissions_secrets_bad_bindings_are_refused_with_their_reason() {
+    let root = tempdir().unwrap();
+    for (secrets, field, why) in [
+        (
+            "[{ name: K, hosts: [] }]",
+            "permissions.secrets[0]",
+            "bound to no host",
+        ),
+        (
+            "[{ name: LD_PRELOAD, hosts: [a.test] }]",
+            "permissions.secrets[0]",
+            "is reserved",
+        ),
+        (
+            "[{ name: SSL_CERT_FILE, hosts: [a.test] }]",
+            "permissions.secrets[0]",
+            "is reserved",
+        ),
+        (
+            "[{ name: 1BAD, hosts: [a.test] }]",
+            "permissions.secrets[0]",
+            "is not an env name",
+        ),
+        (
+            "[{ name: K, hosts: [\"*\"] }]",
+            "permissions.secrets[0].hosts[0]",
+            "",
+        ),
+        (
+            "[{ name: K, hosts: [a.test] }, { name: K, hosts: [b.test] }]",
+            "permissions.secrets[1]",
+            "bound twice",
+        ),
+    ] {
+        let dir = with_permissions(root.path(), &format!("{{ secrets: {secrets} }}"));
+        assert_skipped_for(&dir, "skill.yaml", field, why);
+    }
+    let dir = with_permissions(
+        root.path(),
+        "{ env: [K], secrets: [{ name: K, hosts: [a.test] }] }",
+    );
+    assert_skipped_for(
+        &dir,
+        "skill.yaml",
+        "permissions.secrets[0]",
+        "also in permissions.env",
+    );
+    let dir = with_permissions(
+        root.path(),
+        "{ secrets: [{ name: K, hosts: [a.test], extra: 1 }] }",
+    );
+    let skipped = skipped(&dir);
+    assert!(
+        skipped
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("extra")),
+        "{skipped:?}"
+    );
+}
+
+#[test]
+fn validate_advises_binding_a_credential_looking_env_name() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(root.path(), "{ env: [OPENAI_API_KEY, REGION] }");
+    let skill = clean(&dir);
+    let advice = skillbox_protocol::skill::validate::advice(&skill);
+    assert_eq!(advice.len(), 1, "{advice:?}");
+    assert!(advice[0].contains("OPENAI_API_KEY") && advice[0].contains("permissions.secrets"));
+}

@@ -26,8 +26,10 @@
 
 mod forward;
 mod head;
+mod intercept;
 mod log;
 mod relay;
+pub mod trust;
 mod tunnel;
 
 #[cfg(test)]
@@ -51,6 +53,7 @@ use crate::proxy::target::Target;
 use crate::state::store::{unix_ms_now, EgressEntry, EgressVerdict};
 
 pub use self::log::EgressLog;
+pub use self::trust::EgressTrust;
 pub use crate::state::config::egress::EgressConfig;
 
 /// How one connection came out: the policy's verdict, and why it was refused or ended
@@ -100,16 +103,24 @@ pub struct EgressProxy {
     in_flight: Arc<InFlight>,
     policy: NetPolicy,
     config: EgressConfig,
+    trust: Arc<EgressTrust>,
 }
 
 impl EgressProxy {
-    /// A proxy for the calls of `in_flight`, with `config`'s limits and pinned names and
-    /// the private addresses `allow_private` (`[fetch] allow_private`) allows.
-    pub fn new(in_flight: Arc<InFlight>, config: EgressConfig, allow_private: Vec<String>) -> Self {
+    /// A proxy for the calls of `in_flight`, with `config`'s limits and pinned names, the
+    /// private addresses `allow_private` (`[fetch] allow_private`) allows, and `trust`'s
+    /// certificates for the connections it reads (skills with bound secrets).
+    pub fn new(
+        in_flight: Arc<InFlight>,
+        config: EgressConfig,
+        allow_private: Vec<String>,
+        trust: Arc<EgressTrust>,
+    ) -> Self {
         Self {
             in_flight,
             policy: NetPolicy::new(allow_private, &config.resolve),
             config,
+            trust,
         }
     }
 
@@ -234,12 +245,88 @@ impl EgressProxy {
             self.config.max_bytes_per_call,
             Duration::from_millis(self.config.idle_timeout_ms),
         );
+        if !call.secrets.is_empty() {
+            let meter = Arc::new(meter);
+            let outcome = self.read(call, target, head, buf, io, server, &meter).await;
+            return (host, port, outcome, meter.counts());
+        }
         let early = buf.split_off(head.len.min(buf.len()));
         let outcome = match target.scheme {
             Scheme::Https => tunnel::tunnel(io, server, early, &host, &meter).await,
             Scheme::Http => forward::forward(io, server, &head, &target, &early, &meter).await,
         };
         (host, port, outcome, meter.counts())
+    }
+
+    /// Serves a connection of a call with bound secrets by reading its requests
+    /// (`intercept.rs`): TLS ended with a certificate of the egress CA after the
+    /// ClientHello's check, and opened again to the real server.
+    #[allow(clippy::too_many_arguments)]
+    async fn read<S>(
+        &self,
+        call: &ActiveCall,
+        target: Target,
+        head: head::Head,
+        mut buf: Vec<u8>,
+        mut io: S,
+        server: TcpStream,
+        meter: &Arc<Meter>,
+    ) -> Outcome
+    where
+        S: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let reading = |plain| intercept::Reading {
+            secrets: Arc::clone(&call.secrets),
+            target: target.clone(),
+            plain,
+            in_body: self.config.secrets_in_body,
+            max_body: usize::try_from(self.config.max_inspected_body_bytes).unwrap_or(usize::MAX),
+        };
+        let host = target.host.clone();
+        if target.scheme == Scheme::Http {
+            let program = intercept::Rewind::new(buf, io);
+            return intercept::serve(program, server, reading(true), Arc::clone(meter)).await;
+        }
+        let early = buf.split_off(head.len.min(buf.len()));
+        let hello = match tunnel::accept_hello(&mut io, early, &host).await {
+            Ok(hello) => hello,
+            Err(outcome) => return outcome,
+        };
+        let config = match self.trust.server_for(&host) {
+            Ok(config) => config,
+            Err(e) => {
+                return Outcome::refused(format!("cannot make a certificate for {host}: {e}"))
+            }
+        };
+        let program = intercept::Rewind::new(hello, io);
+        let program = match tokio_rustls::TlsAcceptor::from(config)
+            .accept(program)
+            .await
+        {
+            Ok(tls) => tls,
+            Err(e) => {
+                return Outcome::refused(format!(
+                    "the program's TLS handshake with the proxy failed ({e}); a program of a \
+                     skill with bound secrets must trust the workspace's egress CA (the bundle \
+                     SSL_CERT_FILE names holds it)"
+                ))
+            }
+        };
+        let name = match rustls::pki_types::ServerName::try_from(host.clone()) {
+            Ok(name) => name,
+            Err(e) => return Outcome::refused(format!("{host}: {e}")),
+        };
+        let connector = tokio_rustls::TlsConnector::from(self.trust.upstream());
+        let server = match connector.connect(name, server).await {
+            Ok(tls) => tls,
+            Err(e) => {
+                return Outcome::allowed(Some(format!(
+                    "closed: TLS to the server failed ({e}); a server with a private CA needs \
+                     it in [egress] extra_roots"
+                )))
+            }
+        };
+        intercept::serve(program, server, reading(false), Arc::clone(meter)).await
     }
 
     /// The policy: a declared name (never an IP literal) resolving to allowed addresses.
@@ -256,8 +343,8 @@ impl EgressProxy {
                 target.host
             )));
         }
-        let network = &call.skill.permissions.network;
-        check_declared(network, &parse_patterns(network), target, what)
+        let network = call.skill.permissions.reachable();
+        check_declared(&network, &parse_patterns(&network), target, what)
             .map_err(|e| Refusal::forbidden(e.to_string()))?;
         self.policy
             .resolve_checked(target)

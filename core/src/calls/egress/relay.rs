@@ -84,6 +84,11 @@ impl Meter {
         }
     }
 
+    /// The idle timeout.
+    pub fn idle(&self) -> Duration {
+        self.idle
+    }
+
     /// `(bytes_out, bytes_in)` so far.
     pub fn counts(&self) -> (u64, u64) {
         (
@@ -125,7 +130,7 @@ impl Meter {
     }
 
     /// Completes once nothing has moved for the idle timeout.
-    async fn idle_expired(&self) {
+    pub async fn idle_expired(&self) {
         loop {
             let last = Duration::from_millis(self.last_ms.load(Ordering::Acquire));
             let due = self.began + last + self.idle;

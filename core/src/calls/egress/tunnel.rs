@@ -91,6 +91,36 @@ pub async fn read_hello<S: AsyncRead + Unpin>(
     }
 }
 
+/// Answers `200` and reads the ClientHello (after `early` bytes), which must name `host`:
+/// every byte read, or the outcome of a connection that ends here.
+pub async fn accept_hello<P>(
+    program: &mut P,
+    early: Vec<u8>,
+    host: &str,
+) -> Result<Vec<u8>, Outcome>
+where
+    P: AsyncRead + AsyncWrite + Unpin,
+{
+    if let Err(e) = program
+        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        .await
+    {
+        return Err(Outcome::allowed(Some(format!(
+            "closed: writing to the program failed: {e}"
+        ))));
+    }
+    match read_hello(program, early, host).await {
+        Ok(hello) => Ok(hello),
+        Err(e) => {
+            if matches!(e, HelloError::Mismatch { .. }) {
+                tracing::warn!(%host, reason = %e, "egress refused: domain fronting");
+            }
+            let _ = program.shutdown().await;
+            Err(Outcome::refused(e.to_string()))
+        }
+    }
+}
+
 /// Answers `200`, checks the ClientHello, forwards it and relays until the end. `server`
 /// is connected to an address the policy checked.
 pub async fn tunnel<P, S>(
@@ -104,21 +134,9 @@ where
     P: AsyncRead + AsyncWrite + Unpin,
     S: AsyncRead + AsyncWrite + Unpin,
 {
-    if let Err(e) = program
-        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        .await
-    {
-        return Outcome::allowed(Some(format!("closed: writing to the program failed: {e}")));
-    }
-    let hello = match read_hello(&mut program, early, host).await {
+    let hello = match accept_hello(&mut program, early, host).await {
         Ok(hello) => hello,
-        Err(e) => {
-            if matches!(e, HelloError::Mismatch { .. }) {
-                tracing::warn!(%host, reason = %e, "egress refused: domain fronting");
-            }
-            let _ = program.shutdown().await;
-            return Outcome::refused(e.to_string());
-        }
+        Err(outcome) => return outcome,
     };
     if let Err(ended) = meter.send(&mut server, Way::Out, &hello).await {
         return Outcome::allowed(ended.reason());

@@ -264,6 +264,15 @@ impl ExecutorPool {
         }))
     }
 
+    /// The addresses of the executors that answer now (each builds a skill's
+    /// dependencies for itself).
+    pub fn healthy_addrs(&self) -> Vec<SocketAddr> {
+        (self.snapshot().into_iter())
+            .filter(|e| e.state().healthy)
+            .map(|e| e.addr)
+            .collect()
+    }
+
     /// Calls `M` on the executor at `addr` only (the one holding a session); `Connect`
     /// when the pool no longer has it.
     pub async fn call_method_at<M: RpcMethod>(

@@ -110,6 +110,13 @@ fn list_or_none(items: &[String]) -> Markup {
     }
 }
 
+/// Each bound secret as `NAME → host, host` (the hosts that receive its value).
+fn secret_lines(p: &skillbox_protocol::skill::Permissions) -> Vec<String> {
+    (p.secrets.iter())
+        .map(|s| format!("{} → {}", s.name, s.hosts.join(", ")))
+        .collect()
+}
+
 /// What the tool does and what its skill declared it may use.
 fn declared(r: &ApprovalRecord, skill: Option<&Skill>) -> Markup {
     let Some(skill) = skill else {
@@ -125,6 +132,7 @@ fn declared(r: &ApprovalRecord, skill: Option<&Skill>) -> Markup {
                 dt { "Security" } dd data-security { (security_name(r.security)) }
                 dt { "Network" } dd data-network { (list_or_none(&p.network)) }
                 dt { "Env" } dd data-env { (list_or_none(&p.env)) }
+                dt { "Secrets" } dd data-secrets { (list_or_none(&secret_lines(p))) }
                 dt { "Workspace" } dd data-workspace { (list_or_none(&p.workspace.read)) }
             }
         }

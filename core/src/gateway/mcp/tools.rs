@@ -52,7 +52,7 @@ pub fn annotations(skill: &Skill, tool: &Tool) -> Value {
     json!({
         "readOnlyHint": read,
         "destructiveHint": !read,
-        "openWorldHint": !skill.permissions.network.is_empty(),
+        "openWorldHint": skill.permissions.is_network(),
     })
 }
 

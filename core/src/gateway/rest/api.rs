@@ -142,6 +142,21 @@ pub struct SkillDetail {
     pub effective_permissions: Permissions,
     /// Its routing triggers.
     pub triggers: Vec<String>,
+    /// Its Python dependencies: the requirements (with where each came from), the
+    /// environment's digest, and the last build (`POST /v1/skills/{name}/deps`).
+    pub dependencies: SkillDependencies,
+}
+
+/// A skill's dependencies and their last build.
+#[derive(Debug, Serialize)]
+pub struct SkillDependencies {
+    /// What it declares plus what the operator adds.
+    #[serde(flatten)]
+    pub declared: skillbox_protocol::skill::Dependencies,
+    /// The last build, if any.
+    pub build: Option<crate::state::deps::DepsRecord>,
+    /// Why the skill cannot run for want of them, if it cannot.
+    pub problem: Option<String>,
 }
 
 /// `GET /v1/approvals`.

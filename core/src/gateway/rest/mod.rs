@@ -4,6 +4,7 @@
 pub mod api;
 pub mod approvals;
 pub mod contexts;
+pub mod deps;
 pub mod files;
 pub mod health;
 pub mod install;

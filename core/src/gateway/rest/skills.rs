@@ -7,7 +7,7 @@ use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{InstallLock, Skill};
 use skillbox_protocol::ToolRef;
 
-use super::api::{SkillDetail, SkillList, SkillSummary};
+use super::api::{SkillDependencies, SkillDetail, SkillList, SkillSummary};
 use crate::contexts::disclosure;
 use crate::gateway::web::error::ApiError;
 use crate::gateway::web::request::{ok, ok_of, Reply, Req};
@@ -47,6 +47,11 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
         granted: loaded.grant_of(name).map(|(_, g)| g.clone()),
         effective_permissions: s.permissions.clone(),
         triggers: s.routing.triggers.clone(),
+        dependencies: SkillDependencies {
+            declared: s.dependencies.clone(),
+            build: gw.core.availability.deps().and_then(|d| d.get(name)),
+            problem: gw.core.availability.deps().and_then(|d| d.problem(s)),
+        },
     }))
 }
 

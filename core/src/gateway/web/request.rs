@@ -142,6 +142,16 @@ impl Req {
             .and_then(crate::observe::TraceParent::parse)
     }
 
+    /// [`Req::json`], or `T`'s default for an empty body.
+    pub async fn json_or_default<T: DeserializeOwned + Default>(self) -> Result<T, ApiError> {
+        let bytes = read_bounded(self.body, self.max_body, self.body_timeout).await?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(T::default());
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| ApiError::new(ErrorKind::InvalidArgs, format!("request body: {e}")))
+    }
+
     /// Reads the body (at most `max_body` bytes, within `body_timeout`) as JSON of type `T`.
     pub async fn json<T: DeserializeOwned>(self) -> Result<T, ApiError> {
         let bytes = read_bounded(self.body, self.max_body, self.body_timeout).await?;

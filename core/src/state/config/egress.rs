@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -27,6 +28,16 @@ pub struct EgressConfig {
     /// "127.0.0.1"}` (tests, split-horizon DNS). A pinned private address still needs
     /// `host:port` or `ip:port` in `[fetch] allow_private`. Also used by `core.fetch`.
     pub resolve: BTreeMap<String, IpAddr>,
+    /// PEM files of CA certificates trusted for servers beside the webpki roots (tests,
+    /// private APIs; relative to the workspace): by the proxy's own TLS, by `core.fetch`,
+    /// and in the bundle a network call's programs trust.
+    pub extra_roots: Vec<PathBuf>,
+    /// Whether the proxy replaces a bound secret's placeholder in request bodies too
+    /// (default false: a placeholder in a body is refused, even toward its bound host).
+    pub secrets_in_body: bool,
+    /// The largest request body the proxy reads for a skill with bound secrets (default
+    /// 16 MiB); a larger one is refused with `413`.
+    pub max_inspected_body_bytes: u64,
 }
 
 impl Default for EgressConfig {
@@ -37,6 +48,9 @@ impl Default for EgressConfig {
             connect_timeout_ms: 10_000,
             idle_timeout_ms: 60_000,
             resolve: BTreeMap::new(),
+            extra_roots: Vec::new(),
+            secrets_in_body: false,
+            max_inspected_body_bytes: 16 * 1024 * 1024,
         }
     }
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::skill::network::NetworkPattern;
 use skillbox_protocol::skill::validate::{is_env_name, is_reserved_env, relative_path_problem};
-use skillbox_protocol::skill::Permissions;
+use skillbox_protocol::skill::{Permissions, SecretBinding};
 
 /// `[grants.<skill>] workspace`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +36,15 @@ pub struct Grant {
     pub env: Vec<String>,
     /// Workspace read scope, as `permissions.workspace`.
     pub workspace: GrantedWorkspace,
+    /// Secrets bound to hosts, as `permissions.secrets`: the skill's programs get a
+    /// placeholder, the egress proxy puts the value in requests to those hosts only.
+    pub secrets: Vec<SecretBinding>,
+    /// Python requirements added to what the skill declares (published skills often
+    /// import packages they never list): `["pyyaml==6.0.2"]`.
+    pub requirements: Vec<String>,
+    /// Whether the skill's dependency build may build source distributions (their build
+    /// code runs, in the sandbox); wheels only otherwise.
+    pub allow_source_builds: bool,
 }
 
 /// Every `[grants.<skill>]`, by skill name.
@@ -44,7 +53,12 @@ pub type Grants = BTreeMap<String, Grant>;
 impl Grant {
     /// Whether it grants nothing.
     pub fn is_empty(&self) -> bool {
-        self.network.is_empty() && self.env.is_empty() && self.workspace.read.is_empty()
+        self.network.is_empty()
+            && self.env.is_empty()
+            && self.workspace.read.is_empty()
+            && self.secrets.is_empty()
+            && self.requirements.is_empty()
+            && !self.allow_source_builds
     }
 
     /// What is wrong with it, in the words of its keys (`network[0]: ...`), if anything.
@@ -64,6 +78,37 @@ impl Grant {
                 out.push(format!(
                     "env[{i}]: {e:?} is reserved (set by skillbox or changes how programs load)"
                 ));
+            }
+        }
+        for (i, s) in self.secrets.iter().enumerate() {
+            if !is_env_name(&s.name) || is_reserved_env(&s.name) {
+                out.push(format!(
+                    "secrets[{i}]: {:?} is not an env name a skill may have",
+                    s.name
+                ));
+            }
+            if s.hosts.is_empty() {
+                out.push(format!(
+                    "secrets[{i}]: {:?} is bound to no host; list the hosts that may receive it",
+                    s.name
+                ));
+            }
+            for (j, h) in s.hosts.iter().enumerate() {
+                if let Err(e) = NetworkPattern::parse(h) {
+                    out.push(format!("secrets[{i}].hosts[{j}]: {e}"));
+                }
+            }
+            if self.env.contains(&s.name) {
+                out.push(format!(
+                    "secrets[{i}]: {:?} is also granted in env, which would put its value in the \
+                     tool's environment; keep it in secrets only",
+                    s.name
+                ));
+            }
+        }
+        for (i, r) in self.requirements.iter().enumerate() {
+            if let Some(why) = skillbox_protocol::skill::deps::spec_problem(r) {
+                out.push(format!("requirements[{i}]: {r:?}: {why}"));
             }
         }
         for (i, g) in self.workspace.read.iter().enumerate() {
@@ -90,6 +135,13 @@ impl Grant {
         add(&mut perms.network, &self.network);
         add(&mut perms.env, &self.env);
         add(&mut perms.workspace.read, &self.workspace.read);
+        for binding in &self.secrets {
+            // A granted binding replaces what the skill declares for that name: the
+            // operator decides where the value may go. The name leaves plain `env`.
+            perms.env.retain(|e| *e != binding.name);
+            perms.secrets.retain(|s| s.name != binding.name);
+            perms.secrets.push(binding.clone());
+        }
     }
 }
 
@@ -122,16 +174,46 @@ mod tests {
             workspace: GrantedWorkspace {
                 read: vec!["../up/**".into()],
             },
+            secrets: Vec::new(),
+            requirements: vec!["--index-url=https://evil.test".into()],
+            allow_source_builds: false,
         };
         let p = grant.problems();
-        assert_eq!(p.len(), 4, "{p:?}");
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert!(p[3].starts_with("requirements[0]"), "{p:?}");
         assert!(p[0].starts_with("network[0]"), "{p:?}");
         assert!(p[1].contains("not an env name"), "{p:?}");
         assert!(p[2].contains("reserved"), "{p:?}");
-        assert!(p[3].starts_with("workspace.read[0]"), "{p:?}");
+        assert!(p[4].starts_with("workspace.read[0]"), "{p:?}");
         assert!(
-            toml::from_str::<Grant>("secrets = []\n").is_err(),
+            toml::from_str::<Grant>("secret = []\n").is_err(),
             "unknown keys are errors"
         );
+    }
+
+    #[test]
+    fn a_granted_secret_binding_moves_a_declared_env_name_out_of_the_environment() {
+        let grant: Grant = toml::from_str(
+            "secrets = [{ name = \"OPENAI_API_KEY\", hosts = [\"api.openai.com\"] }]\n",
+        )
+        .unwrap();
+        assert!(grant.problems().is_empty(), "{:?}", grant.problems());
+        let mut perms = Permissions {
+            env: vec!["OPENAI_API_KEY".into(), "REGION".into()],
+            ..Permissions::default()
+        };
+        grant.apply(&mut perms);
+        assert_eq!(
+            perms.env,
+            ["REGION"],
+            "the value no longer reaches the tool"
+        );
+        assert_eq!(perms.secrets.len(), 1);
+        assert_eq!(perms.reachable(), ["api.openai.com"]);
+        let bad: Grant =
+            toml::from_str("env = [\"K\"]\nsecrets = [{ name = \"K\", hosts = [] }]\n").unwrap();
+        let p = bad.problems();
+        assert!(p.iter().any(|p| p.contains("bound to no host")), "{p:?}");
+        assert!(p.iter().any(|p| p.contains("also granted in env")), "{p:?}");
     }
 }

@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::super::diagnostics::Diagnostic;
 use super::super::manifest::{empty_object_schema, Manifest, PartialExecution, PartialPermissions};
 use super::super::model::{
-    CostHint, Prerequisites, Security, Tool, ToolEntry, ToolProtocol, WorkspaceAccess,
+    CostHint, Prerequisites, SecretBinding, Security, Tool, ToolEntry, ToolProtocol,
+    WorkspaceAccess,
 };
 use super::super::nesting::{check_yaml, MAX_MANIFEST_DEPTH};
 
@@ -58,6 +59,7 @@ pub(crate) struct PermissionsYaml {
     env: Option<Vec<String>>,
     network: Option<Vec<String>>,
     workspace: Option<WorkspaceYaml>,
+    secrets: Option<Vec<SecretBinding>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +75,7 @@ impl PermissionsYaml {
             env: self.env,
             network: self.network,
             workspace: self.workspace.map(|w| WorkspaceAccess { read: w.read }),
+            secrets: self.secrets,
         }
     }
 }

@@ -29,6 +29,7 @@ mod channel;
 mod forward;
 mod limits;
 mod record;
+mod secrets;
 mod tunnel;
 
 /// The call id and token of the test call.
@@ -66,6 +67,18 @@ async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallib
             "x".repeat(n)
         }
         "/slow" => std::future::pending().await,
+        // What a bound API checks: the real key in the header and in the query.
+        "/auth" => {
+            let header = req
+                .headers()
+                .get("authorization")
+                .map(|v| v.as_bytes().to_vec());
+            let query = req.uri().query().unwrap_or_default().to_string();
+            match (header.as_deref(), query.as_str()) {
+                (Some(b"Bearer sk-test-value"), "key=sk-test-value") => "authorized".to_string(),
+                (h, q) => format!("denied: {:?} {q}", h.map(String::from_utf8_lossy)),
+            }
+        }
         _ => "not found".to_string(),
     };
     Ok(Response::new(Full::new(Bytes::from(text))))
@@ -201,6 +214,16 @@ struct Rig {
     proxy: Arc<EgressProxy>,
     in_flight: Arc<InFlight>,
     call: Arc<ActiveCall>,
+    /// The proxy's certificates (its CA in a temporary state folder).
+    trust: Arc<EgressTrust>,
+    _state: tempfile::TempDir,
+}
+
+/// An egress CA in a new state folder, trusting `extra` for servers.
+fn test_trust(extra: crate::proxy::roots::ExtraRoots) -> (Arc<EgressTrust>, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let trust = EgressTrust::open(state.path(), extra).unwrap();
+    (Arc::new(trust), state)
 }
 
 /// `[egress]` with `api.test` and `web.test` pinned to 127.0.0.1.
@@ -219,15 +242,30 @@ impl Rig {
     fn new(network: &[String], config: EgressConfig, allow_private: &[String]) -> Self {
         let in_flight = Arc::new(InFlight::default());
         let call = in_flight.insert_for_test(CALL, skill(network), TOKEN);
+        Self::around(in_flight, call, config, allow_private, Default::default())
+    }
+
+    /// A proxy for `call` (registered in `in_flight`), trusting `extra` for servers.
+    fn around(
+        in_flight: Arc<InFlight>,
+        call: Arc<ActiveCall>,
+        config: EgressConfig,
+        allow_private: &[String],
+        extra: crate::proxy::roots::ExtraRoots,
+    ) -> Self {
+        let (trust, state) = test_trust(extra);
         let proxy = Arc::new(EgressProxy::new(
             Arc::clone(&in_flight),
             config,
             allow_private.to_vec(),
+            Arc::clone(&trust),
         ));
         Self {
             proxy,
             in_flight,
             call,
+            trust,
+            _state: state,
         }
     }
 

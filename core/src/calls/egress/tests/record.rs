@@ -18,10 +18,12 @@ async fn a_calls_connections_are_stored_with_it() {
     .unwrap();
     let catalog = discover(&[skills], DiscoveryOptions::default());
     let d = crate::calls::test_dispatcher(ws.path(), catalog);
+    let (trust, _state) = test_trust(Default::default());
     let proxy = Arc::new(EgressProxy::new(
         Arc::clone(d.in_flight()),
         pinned(),
         Vec::new(),
+        trust,
     ));
     // The "tool" makes one connection through the proxy while its call runs.
     let d = d.with_fake_transport(move |p| {

@@ -16,6 +16,7 @@ use super::*;
 
 mod limits;
 mod permissions;
+mod secrets;
 
 /// A server on 127.0.0.1, stopped when dropped.
 struct TestServer {

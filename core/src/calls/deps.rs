@@ -1,0 +1,218 @@
+//! Building a skill's Python dependencies (docs/sandbox.md, "Dependencies"): on install,
+//! on `skillbox skill deps NAME` (`POST /v1/skills/{name}/deps`) and on load when missing;
+//! never during a call.
+//!
+//! Every executor builds the environment for itself (they share no disk): the first one
+//! resolves the requirements against `[deps] index_url`, and the lock it returns (each
+//! package pinned with its SHA-256) is what every other executor installs, without
+//! resolving again. The build runs in an executor's tool sandbox; its only network is the
+//! index, through the egress proxy, under a call identity registered here for it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use skillbox_protocol::methods::{DepsBuildParams, LockedPackage, SecretValue};
+use skillbox_protocol::rpc::DepsBuild;
+use skillbox_protocol::skill::{Security, Skill};
+
+use super::inflight::{ActiveCall, ApprovalTrail};
+use super::{CallError, Dispatcher};
+use crate::auth::CallOrigin;
+use crate::calls::egress::EgressLog;
+use crate::random;
+use crate::state::deps::DepsRecord;
+use crate::state::store::unix_ms_now;
+
+/// Half-seconds a build on load waits for an executor to answer.
+const STARTUP_WAIT_ROUNDS: u32 = 120;
+
+/// Slack on top of `[deps] build_timeout_ms` for the executor's answer.
+const ANSWER_SLACK: Duration = Duration::from_secs(10);
+
+impl Dispatcher {
+    /// Builds skill `name`'s dependencies on every executor that answers, and records the
+    /// outcome. With `rebuild`, the last record (a failure, a lock) is not reused: the
+    /// requirements are resolved again.
+    pub async fn build_deps(&self, name: &str, rebuild: bool) -> Result<DepsRecord, CallError> {
+        let loaded = self.load.current();
+        let skill = loaded
+            .skill(name)
+            .ok_or_else(|| CallError::NoSuchSkill(name.to_string()))?;
+        let Some(digest) = skill.dependencies.digest.clone() else {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::InvalidArgs,
+                message: format!(
+                    "skill {name:?} declares no Python dependencies (requirements.txt, \
+                     pyproject.toml, PEP 723, [grants.{name}] requirements)"
+                ),
+            });
+        };
+        let records = self
+            .availability
+            .deps()
+            .cloned()
+            .ok_or_else(|| CallError::Unavailable {
+                skill: name.to_string(),
+                reason: "this core keeps no dependency builds".into(),
+            })?;
+        if !records.start(name) {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::ResourceLimit,
+                message: format!(
+                    "the dependencies of {name:?} are being built; wait for that build"
+                ),
+            });
+        }
+        let outcome = self.build_on_executors(&skill, &digest, rebuild).await;
+        records.finish(name);
+        let record = outcome?;
+        if let Err(e) = records.put(record.clone()) {
+            tracing::warn!(skill = %name, error = %e, "dependency record not written");
+        }
+        Ok(record)
+    }
+
+    /// Builds every missing environment of the current load in the background, one skill
+    /// at a time (`[deps] build_on_load`).
+    pub fn build_missing_deps(self: &Arc<Self>) {
+        let loaded = self.load.current();
+        if !loaded.config.deps.build_on_load {
+            return;
+        }
+        let Some(records) = self.availability.deps().cloned() else {
+            return;
+        };
+        let missing: Vec<String> = (loaded.catalog.skills.iter())
+            .filter(|s| s.dependencies.digest.is_some())
+            .filter(|s| match records.get(&s.name) {
+                // Built, or failed for these same requirements: not tried again on load.
+                Some(r) => Some(&r.digest) != s.dependencies.digest.as_ref(),
+                None => true,
+            })
+            .map(|s| s.name.clone())
+            .collect();
+        if missing.is_empty() {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            // At start the executors may not answer yet.
+            for _ in 0..STARTUP_WAIT_ROUNDS {
+                if !me.transports.pool.healthy_addrs().is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            for name in missing {
+                match me.build_deps(&name, false).await {
+                    Ok(r) => tracing::info!(skill = %name, ok = r.ok, "dependencies built on load"),
+                    Err(e) => {
+                        tracing::warn!(skill = %name, error = %e, "dependencies not built on load")
+                    }
+                }
+            }
+        });
+    }
+
+    async fn build_on_executors(
+        &self,
+        skill: &Arc<Skill>,
+        digest: &str,
+        rebuild: bool,
+    ) -> Result<DepsRecord, CallError> {
+        let loaded = self.load.current();
+        let config = &loaded.config.deps;
+        let records = self.availability.deps().cloned();
+        let previous = records.and_then(|r| r.get(&skill.name));
+        // A lock of these same requirements: every executor installs exactly it.
+        let mut lock: Option<Vec<LockedPackage>> = match previous {
+            Some(r) if r.ok && r.digest == digest && !rebuild => Some(r.packages),
+            _ => None,
+        };
+        let addrs = self.transports.pool.healthy_addrs();
+        if addrs.is_empty() {
+            return Err(CallError::Unavailable {
+                skill: skill.name.clone(),
+                reason: "no executor answers to build its dependencies; retry once one is up"
+                    .into(),
+            });
+        }
+        // The build's identity at the egress proxy: a skill that reaches the index only.
+        let mut builder = (**skill).clone();
+        builder.permissions = Default::default();
+        builder.permissions.network = vec![config.index_pattern()];
+        let builder = Arc::new(builder);
+        let mut built_on = Vec::new();
+        let mut tail = String::new();
+        for addr in addrs {
+            let call_id = format!("deps_{}", random::hex(self.rng.as_ref(), 12, "build id")?);
+            let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
+            let active = Arc::new(ActiveCall {
+                skill: Arc::clone(&builder),
+                tool: "deps.build".into(),
+                security: Security::Read,
+                origin: CallOrigin::operator(),
+                token: token.clone(),
+                approvals: ApprovalTrail::default(),
+                files: None,
+                egress: EgressLog::default(),
+                secrets: Arc::default(),
+            });
+            let _registered = self.in_flight.register(&call_id, active);
+            let (requirements, no_deps) = match &lock {
+                Some(packages) => (packages.iter().map(LockedPackage::pin).collect(), true),
+                None => (skill.dependencies.specs(), false),
+            };
+            let params = DepsBuildParams {
+                call_id,
+                capability_token: token,
+                skill: skill.name.clone(),
+                digest: digest.to_string(),
+                requirements: requirements.clone(),
+                index_url: config.index_url.clone(),
+                allow_source: skill.dependencies.allow_source,
+                no_deps,
+                trust_pem: self
+                    .egress_trust
+                    .as_ref()
+                    .and_then(|t| t.sandbox_pem(false)),
+                timeout_ms: config.build_timeout_ms,
+                memory_mb: config.memory_mb,
+            };
+            let timeout = Duration::from_millis(config.build_timeout_ms) + ANSWER_SLACK;
+            let answer = (self.transports.pool)
+                .call_method_at::<DepsBuild>(addr, &params, timeout)
+                .await;
+            match answer {
+                Ok(result) => {
+                    tail = result.log_tail;
+                    lock.get_or_insert(result.packages);
+                    built_on.push(addr.to_string());
+                }
+                Err(e) => {
+                    tracing::warn!(skill = %skill.name, executor = %addr, error = %e, "dependency build failed");
+                    return Ok(DepsRecord {
+                        skill: skill.name.clone(),
+                        digest: digest.to_string(),
+                        ok: false,
+                        requirements,
+                        packages: Vec::new(),
+                        log_tail: e.to_string(),
+                        executors: vec![addr.to_string()],
+                        finished_ms: unix_ms_now(),
+                    });
+                }
+            }
+        }
+        Ok(DepsRecord {
+            skill: skill.name.clone(),
+            digest: digest.to_string(),
+            ok: true,
+            requirements: skill.dependencies.specs(),
+            packages: lock.unwrap_or_default(),
+            log_tail: tail,
+            executors: built_on,
+            finished_ms: unix_ms_now(),
+        })
+    }
+}

@@ -1,0 +1,452 @@
+//! The connections of a skill that binds secrets (docs/permissions.md): read request by
+//! request rather than tunnelled. For `CONNECT` the proxy ends the program's TLS with a
+//! certificate of the workspace's egress CA for the CONNECT host (`trust.rs`) and opens
+//! its own TLS to the real server, verified against the webpki roots and `[egress]
+//! extra_roots`; plain HTTP is read as it comes. Each request then:
+//!
+//! 1. must go to the connection's host (a plain connection cannot switch hosts);
+//! 2. has the placeholders of secrets bound to that host replaced by their values in the
+//!    request line, the headers (inside `Basic` credentials too) and, when `[egress]
+//!    secrets_in_body` allows it, the body; a placeholder of a secret bound elsewhere
+//!    refuses it (`403`, logged as an exfiltration attempt);
+//! 3. is sent to the server, whose answer comes back with every secret's value masked.
+//!
+//! Bodies are read whole, up to `[egress] max_inspected_body_bytes`. HTTP/1.1 only (the
+//! proxy offers no other ALPN), so no request escapes the reading.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{ready, Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use super::relay::{Ended, Meter, Way};
+use super::Outcome;
+use crate::proxy::secrets::{CallSecrets, Leak};
+use crate::proxy::target::Target;
+
+/// What the reading of one connection needs.
+pub struct Reading {
+    /// The call's bound secrets.
+    pub secrets: Arc<CallSecrets>,
+    /// The host the connection reaches (scheme, host and port).
+    pub target: Target,
+    /// Whether the connection is plain HTTP (absolute-form requests).
+    pub plain: bool,
+    /// Whether placeholders in bodies are replaced (`[egress] secrets_in_body`).
+    pub in_body: bool,
+    /// The largest body read (`[egress] max_inspected_body_bytes`).
+    pub max_body: usize,
+}
+
+type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+/// Serves the program's requests on `program` by sending them on `server` (connected,
+/// and for HTTPS already speaking TLS to the real server) until either side ends.
+pub async fn serve<P, S>(program: P, server: S, reading: Reading, meter: Arc<Meter>) -> Outcome
+where
+    P: AsyncRead + AsyncWrite + Unpin + Send,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let ended = Arc::new(Mutex::new(None));
+    let server = Metered {
+        inner: server,
+        meter: Arc::clone(&meter),
+        ended: Arc::clone(&ended),
+    };
+    let (sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(server)).await {
+        Ok(pair) => pair,
+        Err(e) => return Outcome::allowed(Some(format!("closed: {e}"))),
+    };
+    let upstream = tokio::spawn(conn);
+    let state = Arc::new(State {
+        reading,
+        sender: tokio::sync::Mutex::new(sender),
+        refused: Mutex::new(None),
+    });
+    let service = {
+        let state = Arc::clone(&state);
+        hyper::service::service_fn(move |req| {
+            let state = Arc::clone(&state);
+            async move { Ok::<_, Infallible>(state.handle(req).await) }
+        })
+    };
+    let served =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(program), service);
+    let end = tokio::select! {
+        r = served => r.err().map(|e| Ended::Broken(e.to_string())),
+        () = meter.idle_expired() => Some(Ended::Idle(meter.idle())),
+    };
+    upstream.abort();
+    let limit = ended.lock().unwrap_or_else(|p| p.into_inner()).take();
+    let refused = state
+        .refused
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .take();
+    match (refused, limit.or(end)) {
+        (Some(reason), _) => Outcome::refused(reason),
+        (None, Some(ended)) => Outcome::allowed(ended.reason()),
+        (None, None) => Outcome::allowed(None),
+    }
+}
+
+/// One connection's reading state.
+struct State {
+    reading: Reading,
+    sender: tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
+    /// The first refusal, which the connection's record keeps.
+    refused: Mutex<Option<String>>,
+}
+
+/// A request refused: its status and reason.
+struct Refused(u16, String);
+
+impl From<Leak> for Refused {
+    fn from(leak: Leak) -> Self {
+        Refused(403, leak.to_string())
+    }
+}
+
+/// Headers never sent on: this hop's, and the proxy's.
+const HOP_BY_HOP: &[&str] = &[
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "te",
+    "trailer",
+    "upgrade",
+    "transfer-encoding",
+];
+
+impl State {
+    async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let secrets = Arc::clone(&self.reading.secrets);
+        let sent = match self.rewrite(req).await {
+            Ok(sent) => sent,
+            Err(Refused(status, reason)) => return self.refuse(status, reason),
+        };
+        let answer = self.sender.lock().await.send_request(sent).await;
+        match answer {
+            Ok(resp) => {
+                let (mut parts, body) = resp.into_parts();
+                for (_, value) in parts.headers.iter_mut() {
+                    if let Some(masked) = secrets.mask(value.as_bytes()) {
+                        if let Ok(v) = http::HeaderValue::from_bytes(&masked) {
+                            *value = v;
+                        }
+                    }
+                }
+                let keep = secrets.longest_value().saturating_sub(1);
+                let body = Masked {
+                    inner: body,
+                    secrets,
+                    carry: Vec::new(),
+                    keep,
+                    done: false,
+                };
+                Response::from_parts(parts, body.boxed())
+            }
+            Err(e) => plain(502, "failed", &format!("the server's answer failed: {e}")),
+        }
+    }
+
+    /// The request as sent to the server, or why it is refused.
+    async fn rewrite(&self, req: Request<Incoming>) -> Result<Request<Full<Bytes>>, Refused> {
+        let r = &self.reading;
+        let (parts, body) = req.into_parts();
+        if r.plain {
+            let same = parts.uri.host().is_some_and(|h| {
+                h.trim_end_matches('.')
+                    .eq_ignore_ascii_case(r.target.host.trim_end_matches('.'))
+            }) && parts.uri.port_u16().unwrap_or(80) == r.target.port;
+            if !same {
+                return Err(Refused(
+                    403,
+                    format!(
+                        "{} is not {}: one proxy connection reaches one host; open another",
+                        parts.uri,
+                        r.target.origin()
+                    ),
+                ));
+            }
+        }
+        let line = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let line = match r.secrets.rewrite(line.as_bytes(), &r.target, "line")? {
+            Some(bytes) => String::from_utf8(bytes)
+                .map_err(|_| Refused(400, "the rewritten request line is not UTF-8".into()))?,
+            None => line.to_string(),
+        };
+        let mut out = Request::builder()
+            .method(parts.method.clone())
+            .uri(&line)
+            .version(http::Version::HTTP_11);
+        let mut has_host = false;
+        for (name, value) in &parts.headers {
+            let lower = name.as_str();
+            if HOP_BY_HOP.contains(&lower)
+                || lower.starts_with("proxy-")
+                || lower == "content-length"
+            {
+                continue;
+            }
+            has_host |= lower == "host";
+            let value = match r
+                .secrets
+                .rewrite_header(lower, value.as_bytes(), &r.target)?
+            {
+                Some(bytes) => http::HeaderValue::from_bytes(&bytes)
+                    .map_err(|_| Refused(400, format!("header {name}: not a header value")))?,
+                None => value.clone(),
+            };
+            out = out.header(name, value);
+        }
+        if !has_host {
+            out = out.header(http::header::HOST, r.target.host_header());
+        }
+        let body = self.body(body).await?;
+        if !body.is_empty() || parts.headers.contains_key(http::header::CONTENT_LENGTH) {
+            out = out.header(http::header::CONTENT_LENGTH, body.len());
+        }
+        out.body(Full::new(body))
+            .map_err(|e| Refused(400, format!("the request cannot be sent on: {e}")))
+    }
+
+    /// The request's body, read whole and its placeholders checked.
+    async fn body(&self, body: Incoming) -> Result<Bytes, Refused> {
+        let r = &self.reading;
+        let max = r.max_body;
+        let bytes = Limited::new(body, max)
+            .collect()
+            .await
+            .map_err(|e| match e.downcast::<http_body_util::LengthLimitError>() {
+                Ok(_) => Refused(
+                    413,
+                    format!(
+                        "the request body is larger than {max} bytes, the most the proxy reads for \
+                         a skill with bound secrets ([egress] max_inspected_body_bytes)"
+                    ),
+                ),
+                Err(e) => Refused(400, format!("reading the request body failed: {e}")),
+            })?
+            .to_bytes();
+        match r.secrets.rewrite(&bytes, &r.target, "body")? {
+            None => Ok(bytes),
+            Some(replaced) if r.in_body => Ok(Bytes::from(replaced)),
+            Some(_) => Err(Refused(
+                403,
+                format!(
+                    "the request body to {} carries a secret's placeholder, and the proxy \
+                     replaces placeholders in bodies only when the operator allows it ([egress] \
+                     secrets_in_body = true); send it in a header or the query",
+                    r.target.host
+                ),
+            )),
+        }
+    }
+
+    fn refuse(&self, status: u16, reason: String) -> Response<ProxyBody> {
+        tracing::warn!(host = %self.reading.target.host, %reason, "egress request refused");
+        let mut first = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        first.get_or_insert_with(|| reason.clone());
+        plain(status, "refused", &reason)
+    }
+}
+
+/// The proxy's own answer: `status`, `X-Skillbox-Refused` (or `-Failed`), the reason.
+fn plain(status: u16, mark: &str, reason: &str) -> Response<ProxyBody> {
+    let header = match mark {
+        "refused" => "x-skillbox-refused",
+        _ => "x-skillbox-error",
+    };
+    let one_line: String = reason.chars().filter(|c| !c.is_control()).collect();
+    let mut resp = Response::new(
+        Full::new(Bytes::from(format!("{reason}\n")))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *resp.status_mut() = http::StatusCode::from_u16(status).unwrap_or(http::StatusCode::FORBIDDEN);
+    if let Ok(v) = http::HeaderValue::from_str(&one_line) {
+        resp.headers_mut().insert(header, v);
+    }
+    resp
+}
+
+/// A server's body with every secret's value masked; `keep` bytes (the longest value
+/// less one) wait for the next frame, so that a value split across frames is found.
+struct Masked {
+    inner: Incoming,
+    secrets: Arc<CallSecrets>,
+    carry: Vec<u8>,
+    keep: usize,
+    done: bool,
+}
+
+impl Masked {
+    fn mask_carry(&mut self) {
+        if let Some(masked) = self.secrets.mask(&self.carry) {
+            self.carry = masked;
+        }
+    }
+}
+
+impl Body for Masked {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        loop {
+            if self.done {
+                if self.carry.is_empty() {
+                    return Poll::Ready(None);
+                }
+                let rest = std::mem::take(&mut self.carry);
+                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
+            }
+            match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
+                None => self.done = true,
+                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => {
+                        self.carry.extend_from_slice(&data);
+                        self.mask_carry();
+                        if self.carry.len() > self.keep {
+                            let n = self.carry.len() - self.keep;
+                            let out: Vec<u8> = self.carry.drain(..n).collect();
+                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
+                        }
+                    }
+                    // Trailers: what waits goes first, then they end the body.
+                    Err(trailers) => {
+                        self.done = true;
+                        if self.carry.is_empty() {
+                            return Poll::Ready(Some(Ok(trailers)));
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done && self.carry.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        // Masking keeps lengths.
+        self.inner.size_hint()
+    }
+}
+
+/// The server side of a read connection: every byte counted on the connection's
+/// [`Meter`]; past the call's bytes limit reading and writing fail (and say why).
+struct Metered<S> {
+    inner: S,
+    meter: Arc<Meter>,
+    ended: Arc<Mutex<Option<Ended>>>,
+}
+
+impl<S> Metered<S> {
+    fn count(&self, way: Way, n: usize) -> std::io::Result<()> {
+        self.meter.spend(way, n).map_err(|ended| {
+            let reason = ended.reason().unwrap_or_default();
+            *self.ended.lock().unwrap_or_else(|p| p.into_inner()) = Some(ended);
+            std::io::Error::other(reason)
+        })
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Metered<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        ready!(Pin::new(&mut self.inner).poll_read(cx, buf))?;
+        let n = buf.filled().len() - before;
+        Poll::Ready(self.count(Way::In, n))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Metered<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let n = ready!(Pin::new(&mut self.inner).poll_write(cx, buf))?;
+        self.count(Way::Out, n)?;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// A stream that first gives back bytes already read from it.
+pub struct Rewind<S> {
+    read: Bytes,
+    inner: S,
+}
+
+impl<S> Rewind<S> {
+    /// `inner`, with `read` (bytes taken from it) given back first.
+    pub fn new(read: Vec<u8>, inner: S) -> Self {
+        Self {
+            read: Bytes::from(read),
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Rewind<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if !self.read.is_empty() {
+            let n = self.read.len().min(buf.remaining());
+            let chunk = self.read.split_to(n);
+            buf.put_slice(&chunk);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Rewind<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

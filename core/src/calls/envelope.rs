@@ -1,0 +1,128 @@
+//! What a call carries of its skill's envelope besides the skill itself: the values of
+//! its env names, the placeholders of its bound secrets (the values stay in the core, for
+//! the egress proxy), the names and hosts the operator granted (which the executor, which
+//! reads the skill as published, must be told), the certificates its programs trust, and
+//! the security of what runs without a declared tool.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::skill::{Security, Skill, Tool};
+
+use super::egress::EgressTrust;
+use super::Loaded;
+use crate::proxy::secrets::CallSecrets;
+use crate::random::{RandomError, RandomSource};
+use crate::state::secrets::Secrets;
+
+/// One call's share of its skill's envelope.
+pub(super) struct CallEnvelope {
+    /// Values of its env names, and placeholders of its bound secrets.
+    pub(super) env: BTreeMap<String, SecretValue>,
+    /// Env names granted beyond what the skill declares.
+    pub(super) granted_env: Vec<String>,
+    /// Hosts granted beyond what the skill declares.
+    pub(super) granted_network: Vec<String>,
+    /// The bound secrets' values, for the egress proxy.
+    pub(super) secrets: Arc<CallSecrets>,
+    /// Certificates its programs trust beyond the system roots.
+    pub(super) trust_pem: Option<String>,
+}
+
+impl CallEnvelope {
+    /// The envelope of a call of `skill` (its effective permissions): placeholders made
+    /// for this call alone.
+    pub(super) fn for_call(
+        loaded: &Loaded,
+        values: &Secrets,
+        trust: Option<&EgressTrust>,
+        rng: &dyn RandomSource,
+        skill: &Skill,
+    ) -> Result<Self, RandomError> {
+        let perms = &skill.permissions;
+        let mut env = values.for_names(&perms.env);
+        let names: Vec<String> = perms.secret_names().map(str::to_string).collect();
+        let (placeholders, secrets) =
+            CallSecrets::bind(&perms.secrets, &values.for_names(&names), rng)?;
+        env.extend(placeholders);
+        let network = perms.is_network();
+        Ok(Self {
+            env,
+            granted_env: granted_env(loaded, &skill.name),
+            granted_network: granted_network(loaded, &skill.name),
+            trust_pem: match (network, trust) {
+                (true, Some(trust)) => trust.sandbox_pem(!secrets.is_empty()),
+                _ => None,
+            },
+            secrets: Arc::new(secrets),
+        })
+    }
+
+    /// The envelope of a call under no skill: nothing.
+    pub(super) fn none() -> Self {
+        Self {
+            env: BTreeMap::new(),
+            granted_env: Vec::new(),
+            granted_network: Vec::new(),
+            secrets: Arc::default(),
+            trust_pem: None,
+        }
+    }
+}
+
+/// The env names `[grants.<skill>]` adds to what `skill` declares (plain, or bound as
+/// secrets): the executor passes their values (or placeholders) too.
+fn granted_env(loaded: &Loaded, skill: &str) -> Vec<String> {
+    let Some((declared, grant)) = loaded.grant_of(skill) else {
+        return Vec::new();
+    };
+    let is_declared =
+        |n: &String| declared.env.contains(n) || declared.secret_names().any(|s| s == n);
+    let names = grant
+        .env
+        .iter()
+        .chain(grant.secrets.iter().map(|s| &s.name));
+    let mut out: Vec<String> = Vec::new();
+    for n in names.filter(|n| !is_declared(n)) {
+        if !out.contains(n) {
+            out.push(n.clone());
+        }
+    }
+    out
+}
+
+/// The network hosts `[grants.<skill>]` adds to what `skill` declares (hosts of granted
+/// secrets included): a non-empty list makes the executor run the call in a network
+/// namespace behind the egress proxy.
+fn granted_network(loaded: &Loaded, skill: &str) -> Vec<String> {
+    let Some((declared, grant)) = loaded.grant_of(skill) else {
+        return Vec::new();
+    };
+    let reachable = declared.reachable();
+    let hosts = grant
+        .network
+        .iter()
+        .chain(grant.secrets.iter().flat_map(|s| &s.hosts));
+    let mut out: Vec<String> = Vec::new();
+    for h in hosts.filter(|h| !reachable.contains(h)) {
+        if !out.contains(h) {
+            out.push(h.clone());
+        }
+    }
+    out
+}
+
+/// What a call runs under a skill's envelope without a declared tool (a script, a
+/// command) may do at most what the skill's tools may: `sign` when one of them signs,
+/// `write` when one writes, `read` otherwise.
+pub(super) fn envelope_security(skill: &Skill) -> Security {
+    let has = |level| skill.tools.iter().any(|t: &Tool| t.security == level);
+    if has(Security::Sign) {
+        Security::Sign
+    } else if has(Security::Write) {
+        Security::Write
+    } else {
+        Security::Read
+    }
+}

@@ -1,0 +1,197 @@
+//! The outcome of each skill's last dependency build (docs/sandbox.md, "Dependencies"):
+//! one JSON file per skill in `<state>/deps/`, read at start, written after each build.
+//! [`DepsRecords::problem`] is what makes a skill with unbuilt or failed dependencies
+//! unavailable, with the reason and the command that fixes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError, RwLock};
+
+use serde::{Deserialize, Serialize};
+use skillbox_protocol::methods::LockedPackage;
+use skillbox_protocol::skill::Skill;
+
+/// The folder of the records, in the state folder.
+pub const DEPS_DIR: &str = "deps";
+/// Lines of a failed build's log a reason quotes.
+const REASON_LINES: usize = 3;
+
+/// How one skill's last build ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepsRecord {
+    /// The skill.
+    pub skill: String,
+    /// The environment built (or tried).
+    pub digest: String,
+    /// Whether every executor has it.
+    pub ok: bool,
+    /// The requirements asked for.
+    pub requirements: Vec<String>,
+    /// What it holds: the lock (exact packages with their SHA-256).
+    pub packages: Vec<LockedPackage>,
+    /// The installer's last lines (the failure's, when it failed).
+    pub log_tail: String,
+    /// The executors that built it (or the one that failed), by address.
+    pub executors: Vec<String>,
+    /// When it ended, Unix ms.
+    pub finished_ms: i64,
+}
+
+/// Every skill's last build, on disk and in memory, and which builds run now.
+#[derive(Debug)]
+pub struct DepsRecords {
+    dir: PathBuf,
+    records: RwLock<BTreeMap<String, DepsRecord>>,
+    building: Mutex<BTreeSet<String>>,
+}
+
+impl DepsRecords {
+    /// The records of `state` (none when the folder is missing; unreadable ones are
+    /// logged and skipped: their skills build again).
+    pub fn open(state: &Path) -> Self {
+        let dir = state.join(DEPS_DIR);
+        let mut records = BTreeMap::new();
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().is_none_or(|e| e != "json") {
+                continue;
+            }
+            match std::fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| serde_json::from_slice::<DepsRecord>(&b).map_err(|e| e.to_string()))
+            {
+                Ok(r) => {
+                    records.insert(r.skill.clone(), r);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "dependency record skipped")
+                }
+            }
+        }
+        Self {
+            dir,
+            records: RwLock::new(records),
+            building: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Skill `name`'s last build.
+    pub fn get(&self, name: &str) -> Option<DepsRecord> {
+        let records = self.records.read().unwrap_or_else(PoisonError::into_inner);
+        records.get(name).cloned()
+    }
+
+    /// Every record.
+    pub fn all(&self) -> Vec<DepsRecord> {
+        let records = self.records.read().unwrap_or_else(PoisonError::into_inner);
+        records.values().cloned().collect()
+    }
+
+    /// Keeps `record` (written through a temporary file and a rename).
+    pub fn put(&self, record: DepsRecord) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let path = self.dir.join(format!("{}.json", record.skill));
+        let bytes = serde_json::to_vec_pretty(&record).map_err(std::io::Error::other)?;
+        skillbox_certs::write_atomic(&path, &bytes, 0o644)?;
+        let mut records = self.records.write().unwrap_or_else(PoisonError::into_inner);
+        records.insert(record.skill.clone(), record);
+        Ok(())
+    }
+
+    /// Marks `name` as building; `false` when a build of it already runs.
+    pub fn start(&self, name: &str) -> bool {
+        let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        building.insert(name.to_string())
+    }
+
+    /// Marks `name`'s build as over.
+    pub fn finish(&self, name: &str) {
+        let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        building.remove(name);
+    }
+
+    /// Why `skill` cannot run for want of its dependencies (`None`: it has none, or they
+    /// are built for its current requirements).
+    pub fn problem(&self, skill: &Skill) -> Option<String> {
+        let digest = skill.dependencies.digest.as_deref()?;
+        let name = &skill.name;
+        let fix = format!("run `skillbox skill deps {name}`");
+        let building = (self.building.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(name);
+        match self.get(name) {
+            Some(r) if r.digest == digest && r.ok => None,
+            _ if building => Some(format!(
+                "its dependencies are being built; it is available when the build ends (`skillbox skill deps {name}` shows it)"
+            )),
+            Some(r) if r.digest == digest => {
+                let lines: Vec<&str> = r.log_tail.lines().rev().take(REASON_LINES).collect();
+                let last: Vec<&str> = lines.into_iter().rev().collect();
+                Some(format!(
+                    "its dependencies failed to build: {}; fix the requirements (or [deps] index_url) and {fix}",
+                    last.join(" | ")
+                ))
+            }
+            _ => Some(format!("its dependencies are not built: {fix}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(skill: &str, digest: &str, ok: bool) -> DepsRecord {
+        DepsRecord {
+            skill: skill.into(),
+            digest: digest.into(),
+            ok,
+            requirements: vec!["pypdf".into()],
+            packages: Vec::new(),
+            log_tail: "Collecting pypdf\nERROR: No matching distribution found for pypdf".into(),
+            executors: vec!["127.0.0.1:1".into()],
+            finished_ms: 1,
+        }
+    }
+
+    #[test]
+    fn records_survive_a_restart_and_say_what_is_missing() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("pdf");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: pdf\ndescription: PDFs\n---\n",
+        )
+        .unwrap();
+        let skillbox_protocol::skill::LoadOutcome::Loaded(skill) =
+            skillbox_protocol::skill::load_skill(&dir)
+        else {
+            panic!("the test skill loads");
+        };
+        let mut skill = *skill;
+        skill.dependencies.digest = Some("d1".into());
+        let records = DepsRecords::open(state.path());
+        let why = records.problem(&skill).unwrap();
+        assert!(
+            why.contains("not built") && why.contains("skillbox skill deps pdf"),
+            "{why}"
+        );
+        records.put(record("pdf", "d1", false)).unwrap();
+        let records = DepsRecords::open(state.path());
+        let why = records.problem(&skill).unwrap();
+        assert!(
+            why.contains("failed to build") && why.contains("No matching distribution"),
+            "{why}"
+        );
+        records.put(record("pdf", "d1", true)).unwrap();
+        assert_eq!(records.problem(&skill), None);
+        skill.dependencies.digest = Some("d2".into());
+        assert!(
+            records.problem(&skill).unwrap().contains("not built"),
+            "a changed requirement builds anew"
+        );
+        assert!(records.start("pdf") && !records.start("pdf"));
+        assert!(records.problem(&skill).unwrap().contains("being built"));
+    }
+}
