@@ -3,10 +3,13 @@
 //! - the configuration (`skillbox.toml`) and the skills roots;
 //! - what the kernel enforces (`skillbox-executor probe --json`, the executor found as
 //!   `skillbox up` finds it);
+//! - whether the executor can give network skills' programs a network namespace of their
+//!   own (the running executor's health when it answers, else the probe): a warning, not a
+//!   problem, when it cannot;
 //! - whether the running core answers `/healthz`, and whether its executor does;
 //! - which skills the core offers as unavailable, and why (`GET /v1/skills`).
 //!
-//! Exit 0 when nothing is wrong, 1 otherwise.
+//! Exit 0 when nothing is wrong (warnings included), 1 otherwise.
 
 use std::path::{Path, PathBuf};
 
@@ -36,8 +39,11 @@ pub struct DoctorArgs {
 struct Check {
     /// What was looked at: `config`, `kernel`, `core`, `executor`, `skill NAME`, ...
     what: String,
-    /// Whether it is fine.
+    /// Whether it is fine (a warning is: something works less than it could).
     ok: bool,
+    /// Whether it is fine only in part: works, but something is missing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    warning: bool,
     /// What was found.
     detail: String,
     /// What to do, when not fine.
@@ -50,6 +56,7 @@ impl Check {
         Self {
             what: what.into(),
             ok: true,
+            warning: false,
             detail: detail.into(),
             fix: None,
         }
@@ -59,8 +66,28 @@ impl Check {
         Self {
             what: what.into(),
             ok: false,
+            warning: false,
             detail: detail.into(),
             fix: Some(fix.into()),
+        }
+    }
+
+    fn warning(what: impl Into<String>, detail: impl Into<String>, fix: impl Into<String>) -> Self {
+        Self {
+            what: what.into(),
+            ok: true,
+            warning: true,
+            detail: detail.into(),
+            fix: Some(fix.into()),
+        }
+    }
+
+    /// The line's mark in the text output.
+    fn mark(&self) -> &'static str {
+        match (self.ok, self.warning) {
+            (false, _) => "FAIL",
+            (true, true) => "warn",
+            (true, false) => "ok  ",
         }
     }
 }
@@ -84,27 +111,33 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
         }
     };
     checks.extend(roots(ws.root(), &config));
-    checks.push(kernel(&config));
-    checks.extend(client::runtime()?.block_on(core(&ws)));
+    let (kernel, probed) = kernel(&config);
+    checks.push(kernel);
+    let network_at = checks.len();
+    let mut running = None;
+    checks.extend(client::runtime()?.block_on(core(&ws, &mut running)));
+    if let Some(check) = network_namespaces(probed, running) {
+        checks.insert(network_at, check);
+    }
     let failed = checks.iter().filter(|c| !c.ok).count();
+    let warned = checks.iter().filter(|c| c.warning).count();
     if a.json {
         let out = serde_json::json!({"workspace": ws.root(), "ok": failed == 0, "checks": checks});
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!("workspace: {}", ws.root().display());
         for c in &checks {
-            println!(
-                "{} {}: {}",
-                if c.ok { "ok  " } else { "FAIL" },
-                c.what,
-                c.detail
-            );
+            println!("{} {}: {}", c.mark(), c.what, c.detail);
             if let Some(fix) = &c.fix {
                 println!("     fix: {fix}");
             }
         }
+        let warnings = match warned {
+            0 => String::new(),
+            n => format!(", {n} warning(s)"),
+        };
         println!(
-            "\n{}",
+            "\n{}{warnings}",
             if failed == 0 {
                 "nothing wrong found".to_string()
             } else {
@@ -165,16 +198,19 @@ fn roots(ws: &Path, config: &Config) -> Vec<Check> {
     }
 }
 
-fn kernel(config: &Config) -> Check {
+/// The kernel check, and whether the probe found network namespaces (`None`: it could not
+/// run, or its executor predates the answer).
+fn kernel(config: &Config) -> (Check, Option<bool>) {
     let binary = match skillbox_core::app::executor_child::executor_binary(&config.executor.binary)
     {
         Ok(b) => b,
         Err(e) => {
-            return Check::problem(
+            let check = Check::problem(
                 "kernel",
                 format!("cannot probe: {e}"),
                 "build the executor: cargo build -p skillbox-executor",
-            )
+            );
+            return (check, None);
         }
     };
     let out = match std::process::Command::new(&binary)
@@ -183,14 +219,16 @@ fn kernel(config: &Config) -> Check {
     {
         Ok(o) => o,
         Err(e) => {
-            return Check::problem(
+            let check = Check::problem(
                 "kernel",
                 format!("cannot run {}: {e}", binary.display()),
                 "check the file is an executable skillbox-executor, or set [executor] binary",
-            )
+            );
+            return (check, None);
         }
     };
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let network = v["network_namespaces"].as_bool();
     let detail = format!(
         "Linux {}, Landlock ABI {} (needs {}), seccomp {}, per-call user ids {}",
         v["kernel"].as_str().unwrap_or("?"),
@@ -204,7 +242,8 @@ fn kernel(config: &Config) -> Check {
         },
     );
     if out.status.success() && v["enforceable"] == true {
-        return Check::ok("kernel", format!("the sandbox is enforced: {detail}"));
+        let check = Check::ok("kernel", format!("the sandbox is enforced: {detail}"));
+        return (check, network);
     }
     let problems: Vec<String> = v["problems"]
         .as_array()
@@ -212,14 +251,43 @@ fn kernel(config: &Config) -> Check {
         .flatten()
         .filter_map(|p| p.as_str().map(str::to_string))
         .collect();
-    Check::problem(
+    let check = Check::problem(
         "kernel",
         format!("the sandbox cannot be fully applied: {detail}; {}", problems.join("; ")),
         "run on Linux 6.7+ with landlock in the lsm= boot list and seccomp filters, or in Docker on such a host; tools do not run otherwise (--insecure-no-sandbox is for trying things only)",
-    )
+    );
+    (check, network)
 }
 
-async fn core(ws: &Workspace) -> Vec<Check> {
+/// Whether programs of skills that declare network get a network namespace of their own
+/// (docs/sandbox.md): from the running executor's health when it said (`running`), else
+/// from this machine's probe (`probed`); `None` when neither could tell (the kernel or
+/// executor check already says why). Without namespaces such skills stay available and
+/// their fetch capability works: a warning, not a problem.
+fn network_namespaces(probed: Option<bool>, running: Option<bool>) -> Option<Check> {
+    const WHAT: &str = "network namespaces";
+    let (available, who) = match (running, probed) {
+        (Some(r), _) => (r, "the running executor"),
+        (None, Some(p)) => (p, "the executor (probe)"),
+        (None, None) => return None,
+    };
+    Some(if available {
+        Check::ok(
+            WHAT,
+            format!("{who} gives each call of a skill that declares network a namespace of its own: its programs reach the declared hosts through the egress proxy"),
+        )
+    } else {
+        Check::warning(
+            WHAT,
+            format!("{who} cannot create network namespaces: programs of skills that declare network get no network of their own (socket() denied), while their fetch capability still works"),
+            "run the executor with CAP_SYS_ADMIN and CAP_NET_ADMIN (Docker: cap_add: [SYS_ADMIN, NET_ADMIN] on the executor service, and a seccomp profile that allows unshare), or as root on the host",
+        )
+    })
+}
+
+/// The core's checks; sets `running_netns` to what its executor's health says of network
+/// namespaces, when it says.
+async fn core(ws: &Workspace, running_netns: &mut Option<bool>) -> Vec<Check> {
     let start = format!("start it: skillbox up --workspace {}", ws.root().display());
     let client = match CoreClient::for_workspace(ws) {
         Ok(c) => c,
@@ -240,6 +308,7 @@ async fn core(ws: &Workspace) -> Vec<Check> {
         "core",
         format!("answers at http://{}", client.addr()),
     )];
+    *running_netns = health["sandbox"]["sandbox"]["network_namespaces"].as_bool();
     out.push(if health["executor"] == "ok" {
         Check::ok(
             "executor",
@@ -315,4 +384,52 @@ fn fix_for(skill: &Value, reason: &str) -> String {
         return "install the program on the executor's PATH (/usr/local/bin:/usr/bin:/bin), or in the executor image".into();
     }
     format!("see `skillbox skill info {name}` and the reason above")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn network_namespaces_missing_is_a_warning_saying_what_to_change() {
+        let Some(c) = network_namespaces(Some(false), None) else {
+            panic!("no check");
+        };
+        assert!(c.ok && c.warning, "{c:?}");
+        assert_eq!(c.mark(), "warn");
+        assert!(c
+            .detail
+            .starts_with("the executor (probe) cannot create network namespaces"));
+        assert!(c.detail.contains("get no network of their own"), "{c:?}");
+        assert!(c.detail.contains("fetch capability still works"), "{c:?}");
+        let fix = c.fix.unwrap_or_default();
+        assert!(fix.contains("CAP_SYS_ADMIN and CAP_NET_ADMIN"), "{fix}");
+        assert!(fix.contains("as root on the host"), "{fix}");
+    }
+
+    #[test]
+    fn network_namespaces_available_is_ok() {
+        let Some(c) = network_namespaces(Some(true), None) else {
+            panic!("no check");
+        };
+        assert!(c.ok && !c.warning && c.fix.is_none(), "{c:?}");
+        assert_eq!(c.mark(), "ok  ");
+        let json = serde_json::to_value(&c).unwrap_or_default();
+        assert!(json.get("warning").is_none(), "{json}");
+    }
+
+    #[test]
+    fn network_namespaces_of_the_running_executor_win_over_the_probe() {
+        // `doctor` on the host says yes, the executor's container cannot.
+        let Some(c) = network_namespaces(Some(true), Some(false)) else {
+            panic!("no check");
+        };
+        assert!(c.warning, "{c:?}");
+        assert!(c.detail.starts_with("the running executor cannot"), "{c:?}");
+        let json = serde_json::to_value(&c).unwrap_or_default();
+        assert_eq!(json["warning"], true, "{json}");
+        assert_eq!(json["ok"], true, "{json}");
+        // Neither could tell: the kernel or executor line already says why.
+        assert!(network_namespaces(None, None).is_none());
+    }
 }

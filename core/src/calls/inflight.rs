@@ -166,11 +166,13 @@ impl InFlight {
     }
 }
 
-#[cfg(test)]
 impl InFlight {
     /// Registers a call of `skill` under `call_id` with `token` until [`InFlight::remove`]
-    /// (tests of the callbacks' and the egress proxy's judging).
-    pub(crate) fn insert_for_test(
+    /// (tests of the callbacks' and the egress proxy's judging, and the egress bench,
+    /// `core/benches/egress.rs`, which serves a call's connections without a pipeline).
+    /// Not part of the API: production calls are registered by the pipeline only.
+    #[doc(hidden)]
+    pub fn insert_for_test(
         &self,
         call_id: &str,
         skill: Arc<Skill>,
@@ -190,7 +192,10 @@ impl InFlight {
         self.insert(call_id, Arc::clone(&call));
         call
     }
+}
 
+#[cfg(test)]
+impl InFlight {
     /// [`InFlight::insert_for_test`] of a call holding `secrets`.
     pub(crate) fn insert_with_secrets_for_test(
         &self,
