@@ -14,8 +14,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::log::EgressLog;
 
-/// Bytes read at once.
+/// Bytes read at once at first, and at most: a read that fills the buffer doubles it up to
+/// [`MAX_CHUNK`], so a bulk download moves in large reads (a relay's throughput follows
+/// the size of each read: docs/hot-path.md, "Egress proxy") while the many connections
+/// that carry little keep small buffers.
 const CHUNK: usize = 64 * 1024;
+/// The largest read.
+const MAX_CHUNK: usize = 1024 * 1024;
 
 /// How a connection that was let through ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,5 +193,8 @@ where
             return Ok(());
         }
         meter.send(&mut w, way, &buf[..n]).await?;
+        if n == buf.len() && buf.len() < MAX_CHUNK {
+            buf.resize(buf.len() * 2, 0);
+        }
     }
 }
