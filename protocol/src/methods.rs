@@ -450,9 +450,10 @@ pub struct SandboxFacts {
     pub path: String,
     /// Program name → found as an executable file on `path`.
     pub programs: std::collections::BTreeMap<String, bool>,
-    /// Whether the executor can give a call a network namespace of its own, which a skill
-    /// that declares (or is granted) `permissions.network` needs; without it such skills are
-    /// unavailable (fail closed). Absent (false) from executors that predate it.
+    /// Whether the executor can give a call a network namespace of its own, which the
+    /// programs of a skill that declares (or is granted) `permissions.network` reach the
+    /// network through; without it they get no network at all (closed), while the skill's
+    /// fetch capability still works. Absent (false) from executors that predate it.
     #[serde(default)]
     pub network_namespaces: bool,
 }

@@ -21,8 +21,9 @@ pub struct KernelSupport {
     /// Whether the executor runs as root and so can give each call its own user id.
     pub user_switch: bool,
     /// Whether the executor can give a network call a namespace of its own
-    /// ([`super::netns`]); without it skills that declare network are unavailable, the
-    /// rest of the sandbox is unaffected.
+    /// ([`super::netns`]); without it the programs of skills that declare network get no
+    /// network at all (their fetch capability still works), the rest of the sandbox is
+    /// unaffected.
     pub network_namespaces: bool,
     /// Kernel release.
     pub kernel: String,

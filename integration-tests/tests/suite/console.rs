@@ -161,6 +161,11 @@ fn routing_decisions_are_listed_newest_first_and_kept_to_the_bound() {
         .json();
     assert_eq!(one["executed"], true, "{one}");
     assert!(!one["events"].as_array().unwrap().is_empty(), "{one}");
+    // One spelling for a transition, here and in the run's answer.
+    let (ran, stored) = (&r.json()["transitions"], &one["events"]);
+    assert_eq!(stored[0]["from"], ran[0]["from"], "{one}");
+    assert_eq!(stored[0]["to"], ran[0]["to"], "{one}");
+    assert!(stored[0].get("from_state").is_none(), "{one}");
 
     // The list limit is bounded and says by which key.
     for bad in ["11", "0", "many"] {

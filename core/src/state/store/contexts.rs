@@ -23,9 +23,11 @@ pub struct RouteEvent {
     pub route_id: String,
     /// Its position in the run, from 0.
     pub seq: u32,
-    /// State left.
+    /// State left (`from` on the wire, as `POST /v1/route/execute` spells it).
+    #[serde(rename = "from")]
     pub from_state: String,
-    /// State entered.
+    /// State entered (`to` on the wire).
+    #[serde(rename = "to")]
     pub to_state: String,
     /// The skill concerned.
     pub skill: Option<String>,
