@@ -184,6 +184,28 @@ pub fn propose(
     }
 }
 
+/// The run a proposal names must be one this core executed, and it must have run `name`:
+/// a made-up run id would otherwise get a fresh attempts budget.
+fn check_run(target: &RepairTarget<'_>, name: &str, run_id: &str) -> Result<(), RepairError> {
+    let refused = |reason: String| Err(RepairError::Proposal { reason });
+    if target.store.get_route(run_id)?.is_none() {
+        return refused(format!(
+            "run_id {run_id:?} is not a run of this core: give the route_id of the failed run \
+             (POST /v1/route/execute answers it)"
+        ));
+    }
+    let events = target.store.route_events(run_id)?;
+    if events.is_empty() {
+        return refused(format!(
+            "run {run_id:?} was only planned, never executed: repairs answer a failed run"
+        ));
+    }
+    if !events.iter().any(|e| e.skill.as_deref() == Some(name)) {
+        return refused(format!("run {run_id:?} did not run skill {name:?}"));
+    }
+    Ok(())
+}
+
 fn check_shape(p: &RepairProposal) -> Result<(), RepairError> {
     let bad = |reason: &str| {
         Err(RepairError::Proposal {
@@ -261,6 +283,7 @@ fn judge_and_apply(
             reason: "the skill folder is not a plain folder".into(),
         });
     }
+    check_run(target, name, &proposal.run_id)?;
     let used = target.store.repair_attempts(name, &proposal.run_id)?;
     if used >= budget.attempts_per_run {
         return Err(RepairError::Attempts {

@@ -28,6 +28,10 @@ impl Fixture {
         let store = Store::open(&Store::db_path(dir.path())).unwrap();
         let catalog = discover(std::slice::from_ref(&root), DiscoveryOptions::default());
         assert!(catalog.get("notes").is_some(), "{:?}", catalog.skipped);
+        // Two executed runs of `notes` the proposals name; `rt_plan` was only planned.
+        for (run, executed) in [("rt_1", true), ("rt_2", true), ("rt_plan", false)] {
+            record_run(&store, run, "notes", executed);
+        }
         Self {
             _dir: dir,
             root,
@@ -54,6 +58,53 @@ impl Fixture {
     fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.skill().join(rel)).unwrap()
     }
+}
+
+/// Records route `run` of `skill` as the routes endpoints do, with its events when it was
+/// executed.
+fn record_run(store: &Store, run: &str, skill: &str, executed: bool) {
+    let route = crate::state::store::RouteRecord {
+        route_id: run.into(),
+        at: 1,
+        query: "q".into(),
+        context_id: None,
+        primary: Some(skill.into()),
+        plan: serde_json::json!({}),
+        caller: "operator".into(),
+    };
+    store.record_route(&route, 100).unwrap();
+    if executed {
+        let event = crate::state::store::RouteEvent {
+            route_id: run.into(),
+            seq: 0,
+            from_state: "selected".into(),
+            to_state: "failed".into(),
+            skill: Some(skill.into()),
+            tool: Some("run".into()),
+            reason: "tool_error".into(),
+            at: 2,
+        };
+        store.record_route_events(&[event]).unwrap();
+    }
+}
+
+#[test]
+fn a_run_id_must_name_a_real_run_of_that_skill() {
+    let f = Fixture::new();
+    record_run(&f.store, "rt_other", "weather", true);
+    for (run, why) in [
+        ("made-up-1", "is not a run of this core"),
+        ("rt_plan", "only planned"),
+        ("rt_other", "did not run skill \"notes\""),
+    ] {
+        let mut p = proposal(vec![diff("SKILL.md", DOC_DIFF)]);
+        p.run_id = run.into();
+        let err = f.propose(&p).unwrap_err();
+        assert!(matches!(err, RepairError::Proposal { .. }), "{run}: {err}");
+        assert!(err.to_string().contains(why), "{run}: {err}");
+        assert_eq!(f.store.repair_attempts("notes", run).unwrap(), 0, "{run}");
+    }
+    assert_eq!(f.read("SKILL.md"), SKILL_MD);
 }
 
 fn proposal(patch: Vec<FileChange>) -> RepairProposal {

@@ -23,9 +23,32 @@ fn start_with_notes() -> Skillbox {
     sb
 }
 
-fn proposal(path: &str, content: &str) -> serde_json::Value {
+/// A run of `notes` through `POST /v1/route/execute` (it has no tool, so it fails): the
+/// run a repair answers.
+fn failed_run(sb: &Skillbox) -> String {
+    let r = sb.request(
+        "POST",
+        "/v1/route/execute",
+        Some(&json!({"query": "$notes remember the milk", "args": {}})),
+    );
+    let run = r.json();
+    let id = run["plan"]["route_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{run}"));
+    assert!(
+        run["transitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["skill"] == "notes"),
+        "{run}"
+    );
+    id.to_string()
+}
+
+fn proposal(sb: &Skillbox, path: &str, content: &str) -> serde_json::Value {
     json!({
-        "run_id": "rt_e2e",
+        "run_id": failed_run(sb),
         "error_signature": "invalid_args: text missing",
         "root_cause": "the body does not say the argument is named text",
         "expected_effect": "the agent passes {\"text\": ...}",
@@ -42,7 +65,7 @@ fn repair_route_applies_a_patch_and_the_catalog_shows_it() {
     let r = sb.request(
         "POST",
         "/v1/skills/notes/repairs",
-        Some(&proposal("SKILL.md", &fixed)),
+        Some(&proposal(&sb, "SKILL.md", &fixed)),
     );
     assert_eq!(r.status, 200, "{}", r.body);
     let body = r.json();
@@ -66,14 +89,21 @@ fn repair_route_refuses_an_out_of_scope_path_and_an_ineligible_failure() {
     let r = sb.request(
         "POST",
         "/v1/skills/notes/repairs",
-        Some(&proposal("../echo/SKILL.md", "x\n")),
+        Some(&proposal(&sb, "../echo/SKILL.md", "x\n")),
     );
     assert_eq!(r.status, 403, "{}", r.body);
     let body = r.json();
     assert_eq!(body["check"], "scope", "{body}");
     assert_eq!(body["error_kind"], "permission_denied", "{body}");
 
-    let mut far = proposal("SKILL.md", NOTES);
+    // A run id that names no run of this core gets no budget.
+    let mut made_up = proposal(&sb, "SKILL.md", NOTES);
+    made_up["run_id"] = json!("made-up-1");
+    let r = sb.request("POST", "/v1/skills/notes/repairs", Some(&made_up));
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("is not a run of this core"), "{}", r.body);
+
+    let mut far = proposal(&sb, "SKILL.md", NOTES);
     far["task_progress"] = json!(0.2);
     let r = sb.request("POST", "/v1/skills/notes/repairs", Some(&far));
     assert_eq!(r.status, 400, "{}", r.body);
