@@ -46,6 +46,12 @@ pub enum Status {
         /// The anti-trigger hit.
         anti_trigger: String,
     },
+    /// The query names other skills (`$name`, "use X skill"): a named skill wins alone,
+    /// so a skill the query only matches (the word "skill" in "skill-creator") stays out.
+    NotNamed {
+        /// The skills the query names.
+        named: Vec<String>,
+    },
     /// A prerequisite fails; never selected, not even when forced.
     Unavailable {
         /// What is missing.
@@ -136,11 +142,25 @@ pub struct ActivationPlan {
 pub fn select(candidates: &mut [Candidate], threshold: f64) -> Vec<usize> {
     let mut covered: Vec<String> = Vec::new();
     let mut picked: Vec<usize> = Vec::new();
+    // A skill the user names wins alone (even when it cannot run: then nothing runs, and
+    // the plan says why).
+    let named: Vec<String> = (candidates.iter())
+        .filter(|c| c.forced())
+        .map(|c| c.skill.clone())
+        .collect();
     for i in 0..candidates.len() {
         let Some(c) = candidates.get(i) else {
             continue;
         };
         if !matches!(c.status, Status::Selected) {
+            continue;
+        }
+        if !named.is_empty() && !c.forced() {
+            if let Some(c) = candidates.get_mut(i) {
+                c.status = Status::NotNamed {
+                    named: named.clone(),
+                };
+            }
             continue;
         }
         if !c.forced() && c.score < threshold {
@@ -249,7 +269,16 @@ pub fn reason(candidates: &[Candidate], picked: &[usize], threshold: f64) -> Str
             }
         ));
     }
-    if picked.is_empty() {
+    let named_unavailable: Vec<&Candidate> = (candidates.iter())
+        .filter(|c| c.forced() && matches!(c.status, Status::Unavailable { .. }))
+        .collect();
+    if picked.is_empty() && !named_unavailable.is_empty() {
+        let names: Vec<&str> = named_unavailable.iter().map(|c| c.skill.as_str()).collect();
+        parts.push(format!(
+            "{} asked for by name and unavailable; no other skill runs in its place",
+            names.join(", ")
+        ));
+    } else if picked.is_empty() {
         match candidates
             .iter()
             .find(|c| matches!(c.status, Status::BelowThreshold))
@@ -276,6 +305,11 @@ pub fn reason(candidates: &[Candidate], picked: &[usize], threshold: f64) -> Str
                 "{} skipped: adds nothing over {}",
                 c.skill,
                 covered_by.join(", ")
+            )),
+            Status::NotNamed { named } => parts.push(format!(
+                "{} skipped: the query names {}",
+                c.skill,
+                named.join(", ")
             )),
             _ => {}
         }

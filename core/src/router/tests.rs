@@ -286,3 +286,73 @@ fn route_id_fails_instead_of_zeros_when_the_random_source_fails() {
         "{id}"
     );
 }
+
+/// A weather skill, `skill-creator` (whose name holds the word "skill") and a github skill
+/// whose program is missing.
+fn named_fixture() -> (tempfile::TempDir, Router) {
+    let (dir, c) = catalog(&[
+        (
+            "weather",
+            "Current weather and forecasts for a city.",
+            "triggers: [天气]\n",
+        ),
+        (
+            "skill-creator",
+            "Guide for creating effective skills: a new skill, or update an existing skill.",
+            "",
+        ),
+        (
+            "github",
+            "Interact with GitHub using the gh CLI: issues, pull requests, runs.",
+            "prerequisites:\n  bins: [definitely-not-gh-xyz]\n",
+        ),
+    ]);
+    (dir, Router::new(c, RoutingConfig::default()))
+}
+
+#[test]
+fn route_a_named_skill_wins_alone() {
+    let (_d, r) = named_fixture();
+    for q in [
+        "使用 weather skill 看看",
+        "use the weather skill for Paris",
+        "$weather 天气",
+    ] {
+        let plan = route(&r, q);
+        assert_eq!(plan.selected, ["weather"], "{q}: {plan:#?}");
+        if let Some(c) = plan.candidates.iter().find(|c| c.skill == "skill-creator") {
+            assert!(
+                matches!(&c.status, Status::NotNamed { named } if named == &["weather"]),
+                "{q}: {c:#?}"
+            );
+            assert!(plan
+                .routing_reason
+                .contains("skill-creator skipped: the query names weather"));
+        }
+    }
+}
+
+#[test]
+fn route_a_named_unavailable_skill_is_reported_and_nothing_runs_instead() {
+    let (_d, r) = named_fixture();
+    let plan = route(&r, "使用 github skill");
+    assert!(plan.selected.is_empty(), "{plan:#?}");
+    assert!(
+        matches!(
+            candidate(&plan, "github").status,
+            Status::Unavailable { .. }
+        ),
+        "{plan:#?}"
+    );
+    assert!(
+        plan.routing_reason
+            .contains("github asked for by name and unavailable"),
+        "{}",
+        plan.routing_reason
+    );
+    assert!(
+        plan.routing_reason.contains("definitely-not-gh-xyz"),
+        "{}",
+        plan.routing_reason
+    );
+}
