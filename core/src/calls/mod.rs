@@ -162,13 +162,14 @@ impl Dispatcher {
         caller: &crate::auth::Caller,
         id: &str,
     ) -> Result<crate::contexts::ContextView, crate::contexts::ContextError> {
-        let catalog = self.load.catalog();
+        let loaded = self.load.current();
         crate::contexts::enter(&self.store, caller, id)?;
         crate::contexts::view(
             &self.store,
-            &catalog,
+            &loaded.catalog,
             &|s| self.availability.of(s).is_ready(),
             id,
+            loaded.config.routing.catalogue_budget_chars,
         )
     }
 

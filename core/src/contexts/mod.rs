@@ -238,20 +238,93 @@ pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<BTreeSet<Tar
     Some(active)
 }
 
+/// How a context's skills catalogue is cut to size: its budget in characters, and how
+/// often each skill was used (its successful calls), the order after the `always` ones.
+#[derive(Debug, Clone, Default)]
+pub struct CatalogueBudget {
+    /// `[routing] catalogue_budget_chars`.
+    pub chars: usize,
+    /// Successful calls by skill.
+    pub uses: std::collections::HashMap<String, u64>,
+}
+
+/// A description's first sentence, at most this many characters, when the whole one does
+/// not fit the budget.
+const SHORT_DESCRIPTION: usize = 120;
+
+/// The catalogue lines of the available skills within `budget` (see [`CatalogueBudget`]).
+pub fn catalogue(
+    catalog: &Catalog,
+    available: &dyn Fn(&Skill) -> bool,
+    budget: &CatalogueBudget,
+) -> String {
+    let mut skills: Vec<&Skill> = catalog.skills.iter().filter(|s| available(s)).collect();
+    let uses = |s: &Skill| budget.uses.get(&s.name).copied().unwrap_or(0);
+    skills.sort_by(|a, b| {
+        (b.routing.always.cmp(&a.routing.always))
+            .then(uses(b).cmp(&uses(a)))
+            .then(a.name.cmp(&b.name))
+    });
+    let mut out = String::new();
+    let mut omitted = 0usize;
+    for s in skills {
+        // One line each: a description's own line breaks are spaces here.
+        let description = s
+            .description
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let full = format!("- {}: {description}\n", s.name);
+        if s.routing.always || out.len() + full.len() <= budget.chars {
+            out.push_str(&full);
+            continue;
+        }
+        let short = format!("- {}: {}\n", s.name, first_sentence(&description));
+        if out.len() + short.len() <= budget.chars {
+            out.push_str(&short);
+        } else {
+            omitted += 1;
+        }
+    }
+    if omitted > 0 {
+        out.push_str(&format!(
+            "- ({omitted} more skills are not listed: route the task to find one, or call \
+             `load_skill` with a name you know)\n"
+        ));
+    }
+    out
+}
+
+/// The first sentence of `text`, cut to [`SHORT_DESCRIPTION`] characters.
+fn first_sentence(text: &str) -> String {
+    let end = text
+        .char_indices()
+        .find(|&(i, c)| {
+            matches!(c, '.' | '。' | '!' | '?') && text[i + c.len_utf8()..].starts_with([' ', '\n'])
+                || c == '。'
+        })
+        .map_or(text.len(), |(i, c)| i + c.len_utf8());
+    let sentence = &text[..end];
+    if sentence.chars().count() <= SHORT_DESCRIPTION {
+        return sentence.to_string();
+    }
+    let cut: String = sentence.chars().take(SHORT_DESCRIPTION - 1).collect();
+    format!("{}…", cut.trim_end())
+}
+
 /// The prompt of a context: the catalogue (name and description of each available skill,
-/// so the agent can `load_skill` one) and the bodies of the pinned skills.
+/// so the agent can `load_skill` one, within `budget`) and the bodies of the pinned skills.
 pub fn prompt(
     catalog: &Catalog,
     available: &dyn Fn(&Skill) -> bool,
     pinned: &[(&Skill, String)],
+    budget: &CatalogueBudget,
 ) -> String {
     let mut out = String::from(
         "You have access to the following skills. If a task needs one, call `load_skill` \
          with its name to read its instructions.\n\n",
     );
-    for s in catalog.skills.iter().filter(|s| available(s)) {
-        out.push_str(&format!("- {}: {}\n", s.name, s.description.trim()));
-    }
+    out.push_str(&catalogue(catalog, available, budget));
     if !pinned.is_empty() {
         out.push_str("\n# Active skills\n\nFollow these skills' instructions where they apply.\n");
         for (skill, body) in pinned {
@@ -268,13 +341,21 @@ pub fn view(
     catalog: &Catalog,
     available: &dyn Fn(&Skill) -> bool,
     context_id: &str,
+    budget_chars: usize,
 ) -> Result<ContextView, ContextError> {
     let tools = tools(store, catalog, context_id)?;
     let bodies: Vec<(&Skill, String)> = (tools.pinned.iter())
         .filter_map(|p| catalog.get(&p.name))
         .map(|s| (s, s.read_body().unwrap_or_default()))
         .collect();
-    let prompt = prompt(catalog, available, &bodies);
+    let uses = (store.all_skill_stats().unwrap_or_default().into_iter())
+        .map(|s| (s.skill, s.successes))
+        .collect();
+    let budget = CatalogueBudget {
+        chars: budget_chars,
+        uses,
+    };
+    let prompt = prompt(catalog, available, &bodies, &budget);
     Ok(ContextView { tools, prompt })
 }
 

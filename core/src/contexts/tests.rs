@@ -93,7 +93,7 @@ fn view_builds_prompt_and_refuses_tools_outside_the_context() {
     let state = tempfile::tempdir().unwrap();
     let s = store(state.path());
     pin(&s, &c, "chat-1", "notes").unwrap();
-    let v = view(&s, &c, &|_| true, "chat-1").unwrap();
+    let v = view(&s, &c, &|_| true, "chat-1", 6000).unwrap();
     assert!(v.tools.restricted);
     assert!(v.allows(&t("notes:search")));
     assert!(v.allows(&t("load_skill")));
@@ -106,10 +106,10 @@ fn view_builds_prompt_and_refuses_tools_outside_the_context() {
     assert!(v.prompt.contains("# notes body"), "{}", v.prompt);
     assert!(!v.prompt.contains("# mail body"), "{}", v.prompt);
     // An unavailable skill is left out of the catalogue.
-    let v = view(&s, &c, &|s: &Skill| s.name != "mail", "chat-1").unwrap();
+    let v = view(&s, &c, &|s: &Skill| s.name != "mail", "chat-1", 6000).unwrap();
     assert!(!v.prompt.contains("- mail:"), "{}", v.prompt);
     // A context without pins restricts nothing.
-    let v = view(&s, &c, &|_| true, "other").unwrap();
+    let v = view(&s, &c, &|_| true, "other", 6000).unwrap();
     assert!(!v.tools.restricted);
     assert!(v.allows(&t("notes:edit")));
     drop(dir);
@@ -124,10 +124,10 @@ fn view_drops_and_reports_pins_of_removed_skills() {
     pin(&s, &c, "chat-1", "mail").unwrap();
     std::fs::remove_dir_all(dir.path().join("guide")).unwrap();
     let c = load(dir.path());
-    let v = view(&s, &c, &|_| true, "chat-1").unwrap();
+    let v = view(&s, &c, &|_| true, "chat-1", 6000).unwrap();
     assert_eq!(v.tools.dropped, ["guide"]);
     assert_eq!(v.tools.pinned.len(), 1);
-    let again = view(&s, &c, &|_| true, "chat-1").unwrap();
+    let again = view(&s, &c, &|_| true, "chat-1", 6000).unwrap();
     assert!(again.tools.dropped.is_empty(), "the drop was written back");
 }
 
@@ -288,4 +288,61 @@ fn load_skill_points_base_dir_at_the_skill_folder_variable() {
     );
     assert!(!body.contains("{baseDir}"), "{body}");
     assert_eq!(v["base_dir"], "$SKILLBOX_SKILL_DIR");
+}
+
+#[test]
+fn the_catalogue_keeps_always_skills_first_and_cuts_the_rest_to_its_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "Does a great many things. ".repeat(20);
+    for (name, extra) in [
+        ("zeta", "always: true\n"),
+        ("alpha", ""),
+        ("beta", ""),
+        ("gamma", ""),
+    ] {
+        let d = dir.path().join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("SKILL.md"),
+            format!("---\nname: {name}\ndescription: {long}\n{extra}---\n"),
+        )
+        .unwrap();
+    }
+    let c = load(dir.path());
+    let budget = CatalogueBudget {
+        chars: 570,
+        uses: [("gamma".to_string(), 9), ("beta".to_string(), 3)].into(),
+    };
+    let text = catalogue(&c, &|_| true, &budget);
+    let lines: Vec<&str> = text.lines().collect();
+    // The always skill first and whole, even past the budget; then by use.
+    assert!(
+        lines[0].starts_with("- zeta: ") && lines[0].len() > 500,
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("- gamma: Does a great many things."),
+        "{text}"
+    );
+    assert!(
+        lines[1].len() < 60,
+        "shortened to its first sentence: {text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("more skills are not listed")),
+        "{text}"
+    );
+    // With room, every skill in full, by use after the always one.
+    let roomy = CatalogueBudget {
+        chars: 100_000,
+        ..budget
+    };
+    let text = catalogue(&c, &|_| true, &roomy);
+    let names: Vec<&str> = text
+        .lines()
+        .map(|l| l[2..].split(':').next().unwrap())
+        .collect();
+    assert_eq!(names, ["zeta", "gamma", "beta", "alpha"]);
 }

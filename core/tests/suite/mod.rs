@@ -1,5 +1,8 @@
 //! The core's integration tests.
 
+mod catalogue;
+#[path = "../../../protocol/tests/support/corpus_dir.rs"]
+mod corpus_dir;
 mod harness;
 mod install_archive;
 mod install_publisher;

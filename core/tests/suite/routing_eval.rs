@@ -13,9 +13,7 @@ use skillbox_core::router::index::{query_terms, tokenize, Bm25Index};
 use skillbox_core::router::{AssumeReady, RouteInputs, Router, RoutingConfig, StatsMap};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
-#[path = "../../../protocol/tests/support/corpus_dir.rs"]
-mod corpus_dir;
-use corpus_dir::corpus_dir;
+use super::corpus_dir::corpus_dir;
 
 fn corpus(root: &Path) -> Arc<Catalog> {
     let roots = vec![root.join("openclaw"), root.join("anthropic")];

@@ -24,6 +24,10 @@ pub struct RoutingConfig {
     pub max_fallback_skills: usize,
     /// Expand Chinese queries with the English words of the built-in lexicon.
     pub cross_lingual: bool,
+    /// The most characters the skills catalogue of a context's prompt takes (progressive
+    /// disclosure): `always` skills first, in full; the rest by use, each in full while it
+    /// fits, then shortened to its first sentence, then counted in a closing line.
+    pub catalogue_budget_chars: usize,
 }
 
 impl Default for RoutingConfig {
@@ -37,6 +41,7 @@ impl Default for RoutingConfig {
             max_parallel: 2,
             max_fallback_skills: 2,
             cross_lingual: true,
+            catalogue_budget_chars: 12_000,
         }
     }
 }
