@@ -178,6 +178,17 @@ impl InFlight {
         skill: Arc<Skill>,
         token: &str,
     ) -> Arc<ActiveCall> {
+        self.insert_test_call(call_id, skill, token, Arc::default())
+    }
+
+    /// A read call of `skill` holding `secrets`, registered for a test or the bench.
+    fn insert_test_call(
+        &self,
+        call_id: &str,
+        skill: Arc<Skill>,
+        token: &str,
+        secrets: Arc<crate::proxy::secrets::CallSecrets>,
+    ) -> Arc<ActiveCall> {
         let call = Arc::new(ActiveCall {
             tool: "t".into(),
             security: Security::Read,
@@ -186,7 +197,7 @@ impl InFlight {
             approvals: ApprovalTrail::default(),
             files: None,
             egress: EgressLog::default(),
-            secrets: Arc::default(),
+            secrets,
             skill,
         });
         self.insert(call_id, Arc::clone(&call));
@@ -204,19 +215,7 @@ impl InFlight {
         token: &str,
         secrets: crate::proxy::secrets::CallSecrets,
     ) -> Arc<ActiveCall> {
-        let call = Arc::new(ActiveCall {
-            tool: "t".into(),
-            security: Security::Read,
-            origin: crate::auth::CallOrigin::operator(),
-            token: SecretValue(token.to_string()),
-            approvals: ApprovalTrail::default(),
-            files: None,
-            egress: EgressLog::default(),
-            secrets: Arc::new(secrets),
-            skill,
-        });
-        self.insert(call_id, Arc::clone(&call));
-        call
+        self.insert_test_call(call_id, skill, token, Arc::new(secrets))
     }
 
     /// [`InFlight::remove`], for tests.

@@ -12,7 +12,7 @@ use crate::proxy::target::Target;
 
 /// Headers that belong to one hop (RFC 9110 §7.6.1) or to the proxy, never forwarded.
 /// `Transfer-Encoding` stays: the body is copied as it was framed.
-const HOP_BY_HOP: &[&str] = &[
+pub(super) const HOP_BY_HOP: &[&str] = &[
     "connection",
     "keep-alive",
     "proxy-connection",

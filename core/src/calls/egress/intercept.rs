@@ -27,6 +27,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::forward::HOP_BY_HOP;
 use super::relay::{Ended, Meter, Way};
 use super::Outcome;
 use crate::proxy::secrets::{CallSecrets, Leak};
@@ -115,18 +116,15 @@ impl From<Leak> for Refused {
     }
 }
 
-/// Headers never sent on: this hop's, and the proxy's.
-const HOP_BY_HOP: &[&str] = &[
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authorization",
-    "proxy-authenticate",
-    "te",
-    "trailer",
-    "upgrade",
-    "transfer-encoding",
-];
+/// Whether a request header stays with this hop: the hop-by-hop and proxy headers plain
+/// forwarding drops ([`super::forward::HOP_BY_HOP`]), and the framing (the body is sent
+/// whole, its length recomputed); `Host` is kept.
+fn hop_only(lower: &str) -> bool {
+    (HOP_BY_HOP.contains(&lower) && lower != "host")
+        || lower.starts_with("proxy-")
+        || lower == "transfer-encoding"
+        || lower == "content-length"
+}
 
 impl State {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
@@ -193,10 +191,7 @@ impl State {
         let mut has_host = false;
         for (name, value) in &parts.headers {
             let lower = name.as_str();
-            if HOP_BY_HOP.contains(&lower)
-                || lower.starts_with("proxy-")
-                || lower == "content-length"
-            {
+            if hop_only(lower) {
                 continue;
             }
             has_host |= lower == "host";
