@@ -73,6 +73,8 @@ struct Opened {
     store: Store,
     catalog: skillbox_protocol::skill::Catalog,
     secrets: Secrets,
+    /// `[routing] catalogue_budget_chars` of the workspace (the default without a config).
+    catalogue_budget: usize,
 }
 
 fn open(ws: &WorkspaceArg) -> anyhow::Result<Opened> {
@@ -83,10 +85,12 @@ fn open(ws: &WorkspaceArg) -> anyhow::Result<Opened> {
     let store = Store::open(&ws.db_file())?;
     let catalog = discover(&[ws.skills_dir()], DiscoveryOptions::default());
     let secrets = Secrets::load(&state).context("reading the workspace's secrets")?;
+    let config = skillbox_core::state::config::Config::load(ws.root())?;
     Ok(Opened {
         store,
         catalog,
         secrets,
+        catalogue_budget: config.routing.catalogue_budget_chars,
     })
 }
 
@@ -97,7 +101,7 @@ fn view(o: &Opened, id: &str) -> anyhow::Result<ContextView> {
             .iter()
             .all(|n| o.secrets.has(n) || std::env::var_os(n).is_some())
     };
-    let v = contexts::view(&o.store, &o.catalog, &available, id)?;
+    let v = contexts::view(&o.store, &o.catalog, &available, id, o.catalogue_budget)?;
     for d in &v.tools.dropped {
         eprintln!("dropped the pin of {d}: the skill no longer exists");
     }

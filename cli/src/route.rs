@@ -77,6 +77,7 @@ pub fn run(args: RouteArgs) -> anyhow::Result<u8> {
                 Status::Redundant { covered_by } => format!("redundant ({})", covered_by.join(",")),
                 Status::Conflict { anti_trigger } => format!("anti-trigger {anti_trigger:?}"),
                 Status::Unavailable { reason } => format!("unavailable: {reason}"),
+                Status::NotNamed { named } => format!("not named ({})", named.join(",")),
             };
             vec![
                 c.skill.clone(),
