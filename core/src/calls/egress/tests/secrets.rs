@@ -265,3 +265,25 @@ async fn a_program_that_does_not_trust_the_egress_ca_gets_nothing_through() {
     assert_eq!(entry.verdict, EgressVerdict::Refused, "{entry:?}");
     assert!(entry.reason.unwrap().contains("egress CA"));
 }
+
+#[tokio::test]
+async fn a_body_over_the_inspected_limit_is_refused_with_the_key_that_sets_it() {
+    let cert = api_cert();
+    let server = api_server(&cert).await;
+    let port = server.port;
+    let small = EgressConfig {
+        max_inspected_body_bytes: 64,
+        ..pinned()
+    };
+    let (rig, _) = secret_rig(port, 9, &cert, small);
+    let (tls, task) = connect_api(&rig, port).await;
+    let req = Request::post("/echo")
+        .header("host", format!("api.test:{port}"))
+        .body(Full::new(Bytes::from(vec![b'x'; 65])))
+        .unwrap();
+    let (status, refused, _) = send(tls, req).await;
+    assert_eq!(status, 413);
+    assert!(refused.contains("max_inspected_body_bytes"), "{refused}");
+    let entry = only_entry(&rig, task).await;
+    assert_eq!(entry.verdict, EgressVerdict::Refused, "{entry:?}");
+}
