@@ -99,6 +99,7 @@ mod tests {
     fn section(roots: &[&str]) -> SkillsSection {
         SkillsSection {
             roots: roots.iter().map(ToString::to_string).collect(),
+            ..Default::default()
         }
     }
 

@@ -10,3 +10,4 @@ mod install_remove;
 mod install_trust;
 mod layers;
 mod routing_eval;
+mod sources;
