@@ -14,6 +14,7 @@ pub mod log;
 mod mcp;
 mod route;
 mod skill;
+mod sources;
 mod table;
 mod tokens;
 pub mod up;

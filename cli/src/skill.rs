@@ -42,6 +42,15 @@ pub enum SkillCommand {
     /// [grants.<skill>] requirements) through the running core, in the executors' sandbox;
     /// exits 1 when the build fails.
     Deps(super::deps::DepsArgs),
+    /// Add skills from a git source (owner/repo, a git URL, a local repository) through the
+    /// verified install; the lock records source, ref, commit and folder.
+    Add(super::sources::AddArgs),
+    /// List the skills added from git whose source moved since they were fetched.
+    Outdated(super::sources::OutdatedArgs),
+    /// Fetch a git-added skill again, show what changes (tools, security, hosts, env,
+    /// dependencies, a diff of each file) and apply it with --yes; exits 3 when an update
+    /// was shown but not applied.
+    Update(super::sources::UpdateArgs),
 }
 
 /// Where to look for skills.
@@ -149,6 +158,9 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Verify(a) => super::install::verify(a),
         SkillCommand::Remove(a) => super::install::remove(a),
         SkillCommand::Deps(a) => super::deps::deps(a),
+        SkillCommand::Add(a) => super::sources::add(a),
+        SkillCommand::Outdated(a) => super::sources::outdated(a),
+        SkillCommand::Update(a) => super::sources::update(a),
     }
 }
 

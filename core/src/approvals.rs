@@ -282,6 +282,38 @@ impl Approvals {
                 return Ok(ApprovalGrant::Allowance { id: g.id });
             }
         }
+        self.ask_operator(ApprovalRequest {
+            skill,
+            tool,
+            args,
+            security,
+            requested_by,
+            context_id,
+        })
+        .await
+    }
+
+    /// Asks an operator, with no auto-approve policy or allowance standing in: what the
+    /// operator must see every time (a skill update that widens its permissions). Waits
+    /// like [`Approvals::request`]; an approval given earlier for the identical request is
+    /// used once.
+    pub async fn request_confirmation(
+        &self,
+        req: ApprovalRequest,
+    ) -> Result<ApprovalGrant, ApprovalError> {
+        self.ask_operator(req).await
+    }
+
+    /// Records a pending approval (or claims an earlier one) and waits for the decision.
+    async fn ask_operator(&self, req: ApprovalRequest) -> Result<ApprovalGrant, ApprovalError> {
+        let ApprovalRequest {
+            skill,
+            tool,
+            args,
+            security,
+            requested_by,
+            context_id,
+        } = req;
         let args_hash = args_hash(&args);
         let claimed = {
             let (skill, tool, hash) = (skill.clone(), tool.clone(), args_hash.clone());

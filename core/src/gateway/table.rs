@@ -52,7 +52,7 @@ macro_rules! routes {
 /// (the handler limits a bot to its skills, contexts and records), `operator` routes to
 /// the operator only. Order matters only between patterns that match the same path with
 /// the same method (none do today).
-pub fn routes() -> [Route; 35] {
+pub fn routes() -> [Route; 36] {
     routes![
         GET "/healthz" anyone => health::healthz,
         GET "/v1/skills" bot => skills::list,
@@ -63,6 +63,7 @@ pub fn routes() -> [Route; 35] {
         DELETE "/v1/skills/{name}" operator => install::remove,
         POST "/v1/skills/{name}/repairs" operator => repairs::propose,
         POST "/v1/skills/{name}/deps" operator => deps::build,
+        POST "/v1/skills/{name}/update" operator => install::update,
         POST "/v1/trust/reload" operator => reload::trust,
         GET "/v1/tools" bot => tools::list,
         POST "/v1/tools/call" bot => tools::call,
@@ -228,7 +229,7 @@ mod tests {
     );
 
     /// A path of every route, with its method and the captures its handler reads.
-    const ROUTES: [Sample; 36] = [
+    const ROUTES: [Sample; 37] = [
         ("GET", "/healthz", &[]),
         ("GET", "/v1/skills", &[]),
         ("GET", "/v1/skills/echo", &[("name", "echo")]),
@@ -245,6 +246,7 @@ mod tests {
         ("POST", "/v1/skills/reload", &[]),
         ("POST", "/v1/skills/echo/repairs", &[("name", "echo")]),
         ("POST", "/v1/skills/echo/deps", &[("name", "echo")]),
+        ("POST", "/v1/skills/echo/update", &[("name", "echo")]),
         ("DELETE", "/v1/skills/echo", &[("name", "echo")]),
         ("POST", "/v1/trust/reload", &[]),
         ("GET", "/v1/contexts/c1", &[("id", "c1")]),
@@ -354,6 +356,7 @@ mod tests {
             | ["v1", "routes", _] => vec![M::GET],
             ["v1", "skills", _, "repairs"] => vec![M::GET, M::POST],
             ["v1", "skills", _, "deps"] => vec![M::POST],
+            ["v1", "skills", _, "update"] => vec![M::POST],
             ["v1", "skills", "reload" | "install"] => vec![M::GET, M::POST, M::DELETE],
             ["v1", "skills", _] => vec![M::GET, M::DELETE],
             ["v1", "tools", "call"]

@@ -38,8 +38,18 @@ pub struct CallRequest {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstallRequest {
-    /// A skill folder or `.tar.gz` on the core's machine; relative to the workspace.
-    pub source: PathBuf,
+    /// A skill folder or `.tar.gz` on the core's machine (relative to the workspace), or
+    /// a git source: `owner/repo[/folder]`, a git URL, a local repository.
+    pub source: String,
+    /// The skills to install from a git source holding several (folder names or paths).
+    #[serde(default)]
+    pub skills: Vec<String>,
+    /// Every skill of a git source.
+    #[serde(default)]
+    pub all: bool,
+    /// A branch, tag or commit of a git source.
+    #[serde(default, rename = "ref")]
+    pub reference: Option<String>,
     /// Let the package replace an installed signed skill of another publisher.
     #[serde(default)]
     pub allow_publisher_change: bool,
@@ -190,6 +200,39 @@ pub struct InstallResponse {
     /// Set when the package was not signed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<&'static str>,
+}
+
+/// `POST /v1/skills/install` of a git source.
+#[derive(Debug, Serialize)]
+pub struct AddResponse {
+    /// What was fetched and installed.
+    pub added: crate::skills::sources::AddOutcome,
+    /// The reload after it.
+    pub reload: ReloadOutcome,
+}
+
+/// `POST /v1/skills/{name}/update`.
+#[derive(Debug, Serialize)]
+pub struct UpdateResponse {
+    /// `up_to_date` or `updated`.
+    pub status: &'static str,
+    /// The commit installed before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// The commit installed now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    /// Whether the update widened permissions.
+    pub widens: bool,
+    /// What changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<crate::skills::sources::diff::UpdateDiff>,
+    /// The approval that confirmed it, when one was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+    /// The reload after it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reload: Option<ReloadOutcome>,
 }
 
 /// `DELETE /v1/skills/{name}`.
