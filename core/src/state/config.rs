@@ -104,6 +104,8 @@
 //! [skills]                       # crate::skills::roots
 //! roots = []                       # skills roots, highest precedence first (relative: to the
 //!                                  # workspace; ~/: home); "skills" (installs) is always one
+//! indexes = []                     # collection indexes `skill find` searches: paths (relative
+//!                                  # to the workspace) or http(s) URLs (docs/skill-index.md)
 //!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in

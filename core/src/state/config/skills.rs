@@ -1,5 +1,6 @@
 //! `[skills]`: the skills roots, highest precedence first (resolved by
-//! [`crate::skills::roots`]).
+//! [`crate::skills::roots`]), and the collection indexes `skillbox skill find` searches
+//! (read by `crate::skills::find`, format in docs/skill-index.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -9,4 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct SkillsSection {
     /// Skills roots, highest precedence first; empty: `<workspace>/skills` only.
     pub roots: Vec<String>,
+    /// Collection indexes searched by `skillbox skill find`: file paths (relative to the
+    /// workspace) or `http://` / `https://` URLs of an index JSON file; empty: none.
+    pub indexes: Vec<String>,
 }
