@@ -1,6 +1,6 @@
 //! `skillbox skill list|info|validate`: what is in a skills root and whether it is valid;
 //! `skill pack|install|verify` (signed packages, docs/signing-runbook.md) are in
-//! [`super::install`].
+//! [`super::install`], `skill import` in [`super::import`], `skill find` in [`super::find`].
 
 use skillbox_protocol::ToolRef;
 use std::collections::BTreeMap;
@@ -42,6 +42,13 @@ pub enum SkillCommand {
     /// [grants.<skill>] requirements) through the running core, in the executors' sandbox;
     /// exits 1 when the build fails.
     Deps(super::deps::DepsArgs),
+    /// Import the skills another agent keeps (claude, codex, openclaw, agents): copied
+    /// through the verified install, or with --link their folder added as a skills root.
+    /// Skips are listed with their reason; exits 1 only when an install failed for a
+    /// reason other than the package's.
+    Import(super::import::ImportArgs),
+    /// Search collection indexes ([skills] indexes, --index) and the installed skills.
+    Find(super::find::FindArgs),
 }
 
 /// Where to look for skills.
@@ -149,6 +156,8 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Verify(a) => super::install::verify(a),
         SkillCommand::Remove(a) => super::install::remove(a),
         SkillCommand::Deps(a) => super::deps::deps(a),
+        SkillCommand::Import(a) => super::import::import(a),
+        SkillCommand::Find(a) => super::find::find(a),
     }
 }
 

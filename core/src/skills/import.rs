@@ -284,7 +284,10 @@ pub fn import(
 ) -> Result<ImportReport, ImportError> {
     let meta = std::fs::metadata(agent_folder).map_err(|e| ImportError::AgentFolder {
         path: agent_folder.to_path_buf(),
-        reason: e.to_string(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => "does not exist".into(),
+            _ => e.to_string(),
+        },
     })?;
     if !meta.is_dir() {
         return Err(ImportError::AgentFolder {
