@@ -282,6 +282,65 @@ mod tests {
         );
     }
 
+    fn ws_with(config: Option<&str>) -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        if let Some(text) = config {
+            std::fs::write(dir.path().join("skillbox.toml"), text).unwrap();
+        }
+        let ws = Workspace::new(dir.path());
+        (dir, ws)
+    }
+
+    fn roots_of(ws: &Workspace) -> Vec<String> {
+        Config::load(ws.root()).unwrap().skills.roots
+    }
+
+    #[test]
+    fn add_root_keeps_comments_and_puts_the_install_root_first() {
+        let text =
+            "# mine\n[skills]\n# first the shared ones\nroots = [\"~/.agents/skills\"] # keep\n";
+        let (_d, ws) = ws_with(Some(text));
+        let home = Path::new("/home/ann");
+        let added = add_root(&ws, Some(home), Path::new("/home/ann/.claude/skills")).unwrap();
+        assert_eq!(added, RootAdded::Added);
+        let out = std::fs::read_to_string(ws.config_file()).unwrap();
+        assert!(
+            out.contains("# first the shared ones") && out.contains("# keep"),
+            "{out}"
+        );
+        assert_eq!(
+            roots_of(&ws),
+            ["~/.agents/skills", "skills", "/home/ann/.claude/skills"]
+        );
+        // Named already (through ~): nothing written.
+        let again = add_root(&ws, Some(home), Path::new("/home/ann/.agents/skills")).unwrap();
+        assert_eq!(again, RootAdded::AlreadyThere);
+        assert_eq!(std::fs::read_to_string(ws.config_file()).unwrap(), out);
+    }
+
+    #[test]
+    fn add_root_creates_the_file_and_keeps_a_named_install_root_in_place() {
+        let (_d, ws) = ws_with(None);
+        add_root(&ws, None, Path::new("/opt/skills")).unwrap();
+        assert_eq!(roots_of(&ws), ["skills", "/opt/skills"]);
+        let (_d, ws) = ws_with(Some("[skills]\nroots = [\"./skills/\", \"x\"]\n"));
+        add_root(&ws, None, Path::new("/opt/skills")).unwrap();
+        assert_eq!(roots_of(&ws), ["./skills/", "x", "/opt/skills"]);
+    }
+
+    #[test]
+    fn add_root_refuses_roots_that_are_not_an_array_and_writes_nothing() {
+        let text = "[skills]\nroots = \"skills\"\n";
+        let (_d, ws) = ws_with(Some(text));
+        let err = add_root(&ws, None, Path::new("/opt/skills")).unwrap_err();
+        assert!(matches!(err, AddRootError::Shape { .. }), "{err}");
+        assert!(err.to_string().contains("roots = ["), "{err}");
+        assert_eq!(std::fs::read_to_string(ws.config_file()).unwrap(), text);
+        let (_d, ws) = ws_with(Some("[skills\n"));
+        let err = add_root(&ws, None, Path::new("/opt/skills")).unwrap_err();
+        assert!(matches!(err, AddRootError::Parse { .. }), "{err}");
+    }
+
     #[test]
     fn roots_refuse_an_empty_entry_and_a_home_path_without_home() {
         let ws = Path::new("/ws");
