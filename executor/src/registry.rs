@@ -262,6 +262,7 @@ mod tests {
                     publisher_key: None,
                     root_fingerprint: None,
                     installed_at: "2025-01-01T00:00:00Z".into(),
+                    origin: None,
                 },
             );
         }

@@ -191,6 +191,7 @@ fn repair_refuses_a_signed_skill() {
             publisher_key: None,
             root_fingerprint: None,
             installed_at: "2025-01-01T00:00:00Z".into(),
+            origin: None,
         },
     );
     lock::write(&f.root, &l).unwrap();
@@ -412,6 +413,7 @@ fn repair_of_an_installed_local_skill_updates_its_locked_digest() {
             publisher_key: None,
             root_fingerprint: None,
             installed_at: "2025-01-01T00:00:00Z".into(),
+            origin: None,
         },
     );
     lock::write(&f.root, &l).unwrap();

@@ -234,7 +234,7 @@ mod tests {
     fn section(roots: &[&str]) -> SkillsSection {
         SkillsSection {
             roots: roots.iter().map(ToString::to_string).collect(),
-            ..SkillsSection::default()
+            ..Default::default()
         }
     }
 

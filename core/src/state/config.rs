@@ -106,6 +106,23 @@
 //!                                  # workspace; ~/: home); "skills" (installs) is always one
 //! indexes = []                     # collection indexes `skill find` searches: paths (relative
 //!                                  # to the workspace) or http(s) URLs (docs/skill-index.md)
+//! git_host = "https://github.com"  # what `skill add owner/repo` fetches from
+//! auto_update = false              # true: `skill update` applies updates that widen nothing
+//!                                  # without --yes (widening ones always wait)
+//!
+//! [skills.fetch]                   # crate::skills::sources: one git fetch
+//! max_bytes = 209715200            # pack bytes received
+//! max_files = 20000                # files in the fetched tree
+//! max_file_bytes = 52428800        # largest file of a chosen skill
+//! timeout_secs = 300
+//! allow_http = false               # plain http:// git URLs
+//!
+//! [skills.install_policy]          # checked on add, update and import
+//! signed_only = false
+//! sources = []                     # "owner/repo", "owner/*", "https://host/*"; empty: any
+//! publishers = []                  # certificate publisher names; non-empty: signed only
+//! max_permissions = {}             # security = "write", network = [..], env = [..],
+//!                                  # secrets = [..], dependencies = false
 //!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
@@ -164,6 +181,7 @@ pub mod observe;
 pub mod repair;
 pub mod routing;
 pub mod skills;
+pub mod sources;
 
 mod gateway;
 

@@ -12,3 +12,4 @@ mod install_remove;
 mod install_trust;
 mod layers;
 mod routing_eval;
+mod sources;

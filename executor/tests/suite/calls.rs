@@ -136,6 +136,7 @@ fn exec_refuses_skill_changed_after_install_as_permission_denied_not_not_found()
             publisher_key: None,
             root_fingerprint: None,
             installed_at: "2025-01-01T00:00:00Z".into(),
+            origin: None,
         },
     );
     std::fs::write(

@@ -74,6 +74,28 @@ pub struct LockedSkill {
     pub root_fingerprint: Option<String>,
     /// When it was installed (RFC 3339, UTC).
     pub installed_at: String,
+    /// Where it was fetched from, for skills added from a git source (`skillbox skill
+    /// add`); none for a folder or archive installed by hand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<SkillOrigin>,
+}
+
+/// The git source a skill was added from: what `skill outdated` and `skill update` look
+/// at again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillOrigin {
+    /// The source as the operator gave it (`owner/repo`, a git URL, a local repo, an index).
+    pub source: String,
+    /// The git URL fetched.
+    pub url: String,
+    /// The ref asked for (branch, tag or commit); none: the remote's default branch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// The commit the ref resolved to when the skill was fetched.
+    pub commit: String,
+    /// The skill's folder inside the repository (`""`: its top).
+    pub subfolder: String,
 }
 
 /// The whole lock: installed skills by name.
@@ -166,6 +188,7 @@ mod tests {
                 publisher_key: None,
                 root_fingerprint: None,
                 installed_at: "2025-01-01T00:00:00Z".into(),
+                origin: None,
             },
         );
         std::fs::write(

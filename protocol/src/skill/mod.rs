@@ -26,5 +26,5 @@ pub use discovery::{
 };
 pub use load::{load_skill, manifest_files, validate_skill, LoadOutcome, Skipped, Validation};
 pub use loaders::skill_md::{ROUTING_KEYS, SPEC_KEYS};
-pub use lock::{InstallLock, LockedSkill, Trust, LOCK_FILE};
+pub use lock::{InstallLock, LockedSkill, SkillOrigin, Trust, LOCK_FILE};
 pub use model::*;

@@ -32,7 +32,8 @@ use skillbox_certs::trust::{TrustError, TrustStore, VerifyError};
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::validate::is_spec_skill_name;
 use skillbox_protocol::skill::{
-    load_skill, package_digest, DigestError, LoadOutcome, LockedSkill, Trust, SIGNATURE_FILE,
+    load_skill, package_digest, DigestError, LoadOutcome, LockedSkill, SkillOrigin, Trust,
+    SIGNATURE_FILE,
 };
 
 pub use lock::LockError;
@@ -258,6 +259,19 @@ pub fn install(
     now: SystemTime,
     publisher_change: PublisherChange,
 ) -> Result<Installed, InstallError> {
+    install_with_origin(source, policy, limits, now, publisher_change, None)
+}
+
+/// [`install`], recording in the lock the git source the package was fetched from
+/// (`skillbox skill add`, [`crate::skills::sources`]).
+pub fn install_with_origin(
+    source: &Path,
+    policy: &TrustPolicy,
+    limits: Limits,
+    now: SystemTime,
+    publisher_change: PublisherChange,
+    origin: Option<SkillOrigin>,
+) -> Result<Installed, InstallError> {
     let meta = std::fs::metadata(source).map_err(|e| InstallError::Source {
         path: source.to_path_buf(),
         reason: e.to_string(),
@@ -278,8 +292,15 @@ pub fn install(
     })?;
     match lock::lock_root(root) {
         Ok(_guard) => {
-            let result =
-                install_locked(source, meta.is_dir(), policy, limits, now, publisher_change);
+            let result = install_locked(
+                source,
+                meta.is_dir(),
+                policy,
+                limits,
+                now,
+                publisher_change,
+                origin,
+            );
             if result.is_err() && created_root {
                 // Under the lock, with the staging folder gone: nothing is left in it.
                 remove_created_root(root);
@@ -311,6 +332,7 @@ fn install_locked(
     limits: Limits,
     now: SystemTime,
     publisher_change: PublisherChange,
+    origin: Option<SkillOrigin>,
 ) -> Result<Installed, InstallError> {
     let root = &policy.skills_root;
     staging::sweep(root);
@@ -347,6 +369,7 @@ fn install_locked(
             publisher_key: Some(ok.publisher_key),
             root_fingerprint: Some(ok.root_fingerprint),
             installed_at: rfc3339(now),
+            origin: origin.clone(),
         }
     } else if policy.require_signed {
         return Err(InstallError::Unsigned { name });
@@ -362,6 +385,7 @@ fn install_locked(
             publisher_key: None,
             root_fingerprint: None,
             installed_at: rfc3339(now),
+            origin: origin.clone(),
         }
     };
 

@@ -68,7 +68,12 @@ pub(crate) fn check_replace(
                 installed: installed.to_string(),
                 offered: offered.to_string(),
             }),
-            Ordering::Equal if digest_hex(&old.digest) != digest_hex(&new.digest) => {
+            // An unsigned skill added from git is identified by its commit: its author
+            // need not bump the version for the update to apply.
+            Ordering::Equal
+                if digest_hex(&old.digest) != digest_hex(&new.digest)
+                    && !(new.trust == Trust::Local && new.origin.is_some()) =>
+            {
                 Err(InstallError::SameVersion {
                     name: name.to_string(),
                     version: offered.to_string(),

@@ -241,6 +241,7 @@ async fn skills_list_and_get_give_every_file_with_its_installed_digest() {
             publisher_key: None,
             root_fingerprint: None,
             installed_at: "2026-01-01T00:00:00Z".into(),
+            origin: None,
         },
     );
     std::fs::write(
