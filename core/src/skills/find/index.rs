@@ -74,7 +74,7 @@ pub enum IndexError {
         reason: String,
     },
     /// The local file could not be read.
-    #[error("index {}: {source}; check the path ([skills] indexes are relative to the workspace)", path.display())]
+    #[error("index {}: {source}; check the path ([skills] indexes are relative to the workspace, --index to the current folder)", path.display())]
     Read {
         /// The file.
         path: PathBuf,
