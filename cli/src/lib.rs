@@ -9,6 +9,8 @@ mod context;
 mod deps;
 mod doctor;
 mod files;
+mod find;
+mod import;
 mod install;
 pub mod log;
 mod mcp;

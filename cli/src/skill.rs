@@ -1,6 +1,6 @@
 //! `skillbox skill list|info|validate`: what is in a skills root and whether it is valid;
 //! `skill pack|install|verify` (signed packages, docs/signing-runbook.md) are in
-//! [`super::install`].
+//! [`super::install`], `skill import` in [`super::import`], `skill find` in [`super::find`].
 
 use skillbox_protocol::ToolRef;
 use std::collections::BTreeMap;
@@ -51,6 +51,13 @@ pub enum SkillCommand {
     /// dependencies, a diff of each file) and apply it with --yes; exits 3 when an update
     /// was shown but not applied.
     Update(super::sources::UpdateArgs),
+    /// Import the skills another agent keeps (claude, codex, openclaw, agents): copied
+    /// through the verified install, or with --link their folder added as a skills root.
+    /// Skips are listed with their reason; exits 1 only when an install failed for a
+    /// reason other than the package's.
+    Import(super::import::ImportArgs),
+    /// Search collection indexes ([skills] indexes, --index) and the installed skills.
+    Find(super::find::FindArgs),
 }
 
 /// Where to look for skills.
@@ -161,6 +168,8 @@ pub fn run(cmd: SkillCommand) -> anyhow::Result<u8> {
         SkillCommand::Add(a) => super::sources::add(a),
         SkillCommand::Outdated(a) => super::sources::outdated(a),
         SkillCommand::Update(a) => super::sources::update(a),
+        SkillCommand::Import(a) => super::import::import(a),
+        SkillCommand::Find(a) => super::find::find(a),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests of `skillbox-core`, compiled as one binary (STYLE: `tests/all.rs` with
 //! `mod suite;`): verified install of skill packages (archive attacks, trust policy,
-//! rollback, revocation, rotation), removal, and the routing evaluation on the corpus.
+//! rollback, revocation, rotation), removal, importing other agents' skills, collection
+//! indexes, and the routing evaluation on the corpus.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod suite;

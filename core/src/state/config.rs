@@ -104,6 +104,8 @@
 //! [skills]                       # crate::skills::roots
 //! roots = []                       # skills roots, highest precedence first (relative: to the
 //!                                  # workspace; ~/: home); "skills" (installs) is always one
+//! indexes = []                     # collection indexes `skill find` searches: paths (relative
+//!                                  # to the workspace) or http(s) URLs (docs/skill-index.md)
 //! git_host = "https://github.com"  # what `skill add owner/repo` fetches from
 //! auto_update = false              # true: `skill update` applies updates that widen nothing
 //!                                  # without --yes (widening ones always wait)

@@ -3,7 +3,9 @@
 mod catalogue;
 #[path = "../../../protocol/tests/support/corpus_dir.rs"]
 mod corpus_dir;
+mod find;
 mod harness;
+mod import;
 mod install_archive;
 mod install_publisher;
 mod install_remove;

@@ -1,5 +1,6 @@
 //! `[skills]`: the skills roots, highest precedence first (resolved by
-//! [`crate::skills::roots`]).
+//! [`crate::skills::roots`]), and the collection indexes `skillbox skill find` searches
+//! (read by `crate::skills::find`, format in docs/skill-index.md).
 
 use serde::{Deserialize, Serialize};
 
@@ -11,6 +12,9 @@ pub use super::sources::{FetchSection, InstallPolicySection, MaxPermissions, DEF
 pub struct SkillsSection {
     /// Skills roots, highest precedence first; empty: `<workspace>/skills` only.
     pub roots: Vec<String>,
+    /// Collection indexes searched by `skillbox skill find`: file paths (relative to the
+    /// workspace) or `http://` / `https://` URLs of an index JSON file; empty: none.
+    pub indexes: Vec<String>,
     /// The host `owner/repo` sources are fetched from (`skillbox skill add owner/repo`).
     pub git_host: String,
     /// `skill update` applies an update that widens nothing without `--yes`; an update
@@ -26,6 +30,7 @@ impl Default for SkillsSection {
     fn default() -> Self {
         Self {
             roots: Vec::new(),
+            indexes: Vec::new(),
             git_host: DEFAULT_GIT_HOST.to_string(),
             auto_update: false,
             fetch: FetchSection::default(),

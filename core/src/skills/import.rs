@@ -1,0 +1,515 @@
+//! Importing the skills another agent keeps in its own folder (`skillbox skill import`):
+//! Claude Code `~/.claude/skills`, Codex `~/.codex/skills`, OpenClaw `~/.openclaw/skills`
+//! and the shared `~/.agents/skills`.
+//!
+//! Candidates: every folder directly in the agent folder that holds a `SKILL.md`, and one
+//! level of groups: a folder without `SKILL.md` but with a `skills/` folder (a clone of a
+//! collection such as `anthropics/skills`, or a Claude Code plugin, which keeps its skills
+//! in `<plugin>/skills/<name>/SKILL.md`) offers each `skills/<name>` in it. Hidden folders
+//! (Codex's bundled `.system`) and loose files are not looked at; any other folder is
+//! reported as not a skill.
+//!
+//! Two modes:
+//! - [`ImportMode::Copy`] (the default) sends each candidate through the verified
+//!   install ([`install::install`]): names, links, sizes and special files are checked, the
+//!   install lock is written, and the skill is `local` unless signed (`[trust]
+//!   require_signed = true` skips unsigned ones). A candidate whose name is installed with
+//!   the same digest is skipped, not reinstalled.
+//! - [`ImportMode::Link`] leaves the skills where they are and makes the agent folder a
+//!   skills root of the workspace: its absolute path is appended to `[skills] roots` in
+//!   `skillbox.toml` ([`roots::add_root`], comments kept), after the install root. A
+//!   symlink in `<workspace>/skills` would not do: discovery refuses a link that leaves
+//!   its root, and so does every install check. Linked skills are not in the install lock,
+//!   so they run as `local` only while `require_signed` is off; under `require_signed` the
+//!   link is refused. Only the top-level folders of the agent folder are found this way:
+//!   a link there that points elsewhere is skipped (discovery refuses it too).
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::Serialize;
+use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::skill::digest::digest_hex;
+use skillbox_protocol::skill::{
+    discover, load_skill, package_digest, DiscoveryOptions, InstallLock, LoadOutcome, Skill,
+};
+
+use crate::skills::install::{self, InstallError, Limits, PublisherChange, TrustPolicy};
+use crate::skills::roots::{self, AddRootError, RootAdded};
+use crate::state::Workspace;
+
+/// The manifest a candidate must hold.
+pub const SKILL_MD: &str = "SKILL.md";
+
+/// An agent whose skills folder can be imported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Agent {
+    /// Claude Code: `~/.claude/skills`.
+    Claude,
+    /// Codex: `~/.codex/skills`.
+    Codex,
+    /// OpenClaw: `~/.openclaw/skills`.
+    Openclaw,
+    /// The shared agent skills folder: `~/.agents/skills`.
+    Agents,
+}
+
+impl Agent {
+    /// Every agent, in the order the docs list them.
+    pub const ALL: [Agent; 4] = [Agent::Claude, Agent::Codex, Agent::Openclaw, Agent::Agents];
+
+    /// The agent's name as `--from` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Agent::Claude => "claude",
+            Agent::Codex => "codex",
+            Agent::Openclaw => "openclaw",
+            Agent::Agents => "agents",
+        }
+    }
+
+    /// The agent's skills folder under the home folder `home`.
+    pub fn folder(self, home: &Path) -> PathBuf {
+        let dot = match self {
+            Agent::Claude => ".claude",
+            Agent::Codex => ".codex",
+            Agent::Openclaw => ".openclaw",
+            Agent::Agents => ".agents",
+        };
+        home.join(dot).join("skills")
+    }
+}
+
+/// How the candidates reach the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ImportMode {
+    /// A verified copy in the workspace's skills root.
+    Copy,
+    /// The agent folder becomes a skills root of the workspace (`[skills] roots`).
+    Link,
+}
+
+/// Why a whole import was refused. Nothing was changed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImportError {
+    /// The agent folder is missing or not a folder.
+    #[error("agent folder {}: {reason}; check that the agent keeps its skills there, or pass --home DIR", path.display())]
+    AgentFolder {
+        /// The folder.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A folder of the agent folder could not be listed.
+    #[error("listing {}: {source}; check its permissions", path.display())]
+    List {
+        /// The folder.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// `--link` under `[trust] require_signed = true`.
+    #[error("link_unsigned: [trust] require_signed = true withholds every skill not installed by skillbox, so linked skills would never run; import without --link to install the signed ones")]
+    LinkUnderRequireSigned,
+    /// The workspace's `skillbox.toml` could not take the new root.
+    #[error(transparent)]
+    AddRoot(#[from] AddRootError),
+}
+
+/// One candidate folder and what became of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Candidate {
+    /// The folder in the agent folder.
+    pub folder: PathBuf,
+    /// The skill's name, when its manifest loaded.
+    pub name: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+/// What became of one candidate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Outcome {
+    /// Installed (copy) or found through the new root (link).
+    Imported {
+        /// Where discovery finds it now.
+        dir: PathBuf,
+        /// `signed` or `local`.
+        trust: String,
+    },
+    /// Left out, as expected for this folder.
+    Skipped {
+        /// Why.
+        #[serde(flatten)]
+        reason: SkipReason,
+    },
+    /// The install failed for a reason that is not the package's (lock, disk, trust
+    /// store): the import as a whole failed.
+    Failed {
+        /// The install check that failed.
+        check: String,
+        /// The error.
+        error: String,
+    },
+}
+
+/// Why a candidate was left out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+pub enum SkipReason {
+    /// No `SKILL.md` in the folder (nor a `skills/` group of skills).
+    NotASkill,
+    /// The manifest does not load.
+    DoesNotLoad {
+        /// What the loader said.
+        detail: String,
+    },
+    /// Installed already with the same digest.
+    AlreadyInstalled {
+        /// The digest.
+        digest: String,
+    },
+    /// The name is taken by a folder in the skills root that skillbox did not install.
+    NameTaken {
+        /// That folder.
+        path: PathBuf,
+    },
+    /// Not signed, and `[trust] require_signed = true`.
+    Unsigned,
+    /// The verified install refused the package.
+    Refused {
+        /// The install check that refused it.
+        check: String,
+        /// The refusal.
+        detail: String,
+    },
+    /// `--link`: a skill of that name in a root of higher precedence hides it.
+    Shadowed {
+        /// The skill that is used instead.
+        by: PathBuf,
+    },
+    /// `--link`: the folder is a symlink out of the agent folder, which discovery refuses.
+    LinkLeavesFolder {
+        /// Where it points.
+        target: PathBuf,
+    },
+    /// `--link`: the agent folder is a root already and this skill is found there.
+    AlreadyLinked,
+    /// An earlier candidate of this import has the same name.
+    Duplicate {
+        /// That candidate's folder.
+        first: PathBuf,
+    },
+}
+
+impl SkipReason {
+    /// The reason as a sentence that says what to do.
+    pub fn message(&self) -> String {
+        match self {
+            SkipReason::NotASkill => format!("not a skill: no {SKILL_MD} in it"),
+            SkipReason::DoesNotLoad { detail } => {
+                format!("does not load: {detail}; fix it, then import again")
+            }
+            SkipReason::AlreadyInstalled { digest } => {
+                format!("already installed with the same digest {digest}")
+            }
+            SkipReason::NameTaken { path } => format!(
+                "name taken: {} exists but skillbox did not install it; move it out of the skills root to import this one",
+                path.display()
+            ),
+            SkipReason::Unsigned => "unsigned, and [trust] require_signed = true; ask its publisher for a signed package or sign it with `skillbox certs sign`".into(),
+            SkipReason::Refused { check, detail } => {
+                format!("refused by the install check {check}: {detail}")
+            }
+            SkipReason::Shadowed { by } => format!(
+                "shadowed: {} has the same name in a root of higher precedence",
+                by.display()
+            ),
+            SkipReason::LinkLeavesFolder { target } => format!(
+                "a symlink to {}, outside the agent folder, which discovery refuses; import without --link to copy it",
+                target.display()
+            ),
+            SkipReason::AlreadyLinked => "already linked: the agent folder is a skills root".into(),
+            SkipReason::Duplicate { first } => format!(
+                "duplicate: {} of this import has the same name and was taken; rename one of them",
+                first.display()
+            ),
+        }
+    }
+}
+
+/// What an import did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    /// The agent folder read.
+    pub agent_folder: PathBuf,
+    /// The mode.
+    pub mode: ImportMode,
+    /// `--link`: whether `[skills] roots` was changed (`None` when nothing was linked).
+    pub root: Option<RootAdded>,
+    /// Every candidate, in the order found.
+    pub candidates: Vec<Candidate>,
+}
+
+impl ImportReport {
+    /// The candidates imported.
+    pub fn imported(&self) -> impl Iterator<Item = &Candidate> {
+        self.candidates
+            .iter()
+            .filter(|c| matches!(c.outcome, Outcome::Imported { .. }))
+    }
+
+    /// Whether some candidate failed for a reason that is not the package's.
+    pub fn failed(&self) -> bool {
+        self.candidates
+            .iter()
+            .any(|c| matches!(c.outcome, Outcome::Failed { .. }))
+    }
+}
+
+/// Imports the skills of `agent_folder` into `workspace` under `policy` (its roots are the
+/// workspace's `[skills] roots`) at `now`. `home` resolves `~` in the configured roots
+/// when `--link` edits them.
+pub fn import(
+    agent_folder: &Path,
+    workspace: &Workspace,
+    policy: &TrustPolicy,
+    mode: ImportMode,
+    home: Option<&Path>,
+    now: SystemTime,
+) -> Result<ImportReport, ImportError> {
+    let meta = std::fs::metadata(agent_folder).map_err(|e| ImportError::AgentFolder {
+        path: agent_folder.to_path_buf(),
+        reason: match e.kind() {
+            std::io::ErrorKind::NotFound => "does not exist".into(),
+            _ => e.to_string(),
+        },
+    })?;
+    if !meta.is_dir() {
+        return Err(ImportError::AgentFolder {
+            path: agent_folder.to_path_buf(),
+            reason: "not a folder".into(),
+        });
+    }
+    if mode == ImportMode::Link && policy.require_signed {
+        return Err(ImportError::LinkUnderRequireSigned);
+    }
+    let found = candidates(agent_folder)?;
+    let mut report = ImportReport {
+        agent_folder: agent_folder.to_path_buf(),
+        mode,
+        root: None,
+        candidates: Vec::with_capacity(found.len()),
+    };
+    match mode {
+        ImportMode::Copy => {
+            for folder in found {
+                let one = copy_one(folder, policy, now, &report.candidates);
+                report.candidates.push(one);
+            }
+        }
+        ImportMode::Link => {
+            let catalog = discover(&policy.roots, DiscoveryOptions::default());
+            let real_agent = agent_folder
+                .canonicalize()
+                .unwrap_or_else(|_| agent_folder.to_path_buf());
+            for folder in found {
+                let one = link_one(folder, &real_agent, &catalog.skills, &report.candidates);
+                report.candidates.push(one);
+            }
+            if report.imported().next().is_some() {
+                report.root = Some(roots::add_root(workspace, home, &real_agent)?);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// The candidate folders of `agent_folder`, sorted, groups expanded one level.
+pub fn candidates(agent_folder: &Path) -> Result<Vec<PathBuf>, ImportError> {
+    let mut out = Vec::new();
+    for child in subfolders(agent_folder)? {
+        if child.join(SKILL_MD).is_file() {
+            out.push(child);
+            continue;
+        }
+        let group = child.join("skills");
+        let members = if group.is_dir() {
+            subfolders(&group)?
+                .into_iter()
+                .filter(|m| m.join(SKILL_MD).is_file())
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if members.is_empty() {
+            // Reported as not a skill.
+            out.push(child);
+        } else {
+            out.extend(members);
+        }
+    }
+    Ok(out)
+}
+
+/// The folders (or links to folders) directly in `dir` whose names do not start with a
+/// dot, sorted.
+fn subfolders(dir: &Path) -> Result<Vec<PathBuf>, ImportError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| ImportError::List {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut out: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// The candidate's name, or why it is left out.
+fn load_name(folder: &Path) -> Result<String, SkipReason> {
+    if !folder.join(SKILL_MD).is_file() {
+        return Err(SkipReason::NotASkill);
+    }
+    match load_skill(folder) {
+        LoadOutcome::Loaded(skill) => Ok(skill.name),
+        LoadOutcome::Skipped(s) => Err(SkipReason::DoesNotLoad { detail: s.reason() }),
+        LoadOutcome::NotASkill => Err(SkipReason::NotASkill),
+    }
+}
+
+fn skipped(folder: PathBuf, name: Option<String>, reason: SkipReason) -> Candidate {
+    Candidate {
+        folder,
+        name,
+        outcome: Outcome::Skipped { reason },
+    }
+}
+
+/// Copy mode: one candidate through the verified install.
+fn copy_one(
+    folder: PathBuf,
+    policy: &TrustPolicy,
+    now: SystemTime,
+    earlier: &[Candidate],
+) -> Candidate {
+    let name = match load_name(&folder) {
+        Ok(name) => name,
+        Err(reason) => return skipped(folder, None, reason),
+    };
+    if let Some(reason) = taken_by(&name, earlier) {
+        return skipped(folder, Some(name), reason);
+    }
+    if let Some(digest) = installed_digest(&policy.skills_root, &name) {
+        let same = package_digest(&folder).is_ok_and(|d| d.hex == digest_hex(&digest));
+        if same {
+            return skipped(folder, Some(name), SkipReason::AlreadyInstalled { digest });
+        }
+    }
+    match install::install(
+        &folder,
+        policy,
+        Limits::default(),
+        now,
+        PublisherChange::Refuse,
+    ) {
+        Ok(done) => Candidate {
+            folder,
+            name: Some(done.name),
+            outcome: Outcome::Imported {
+                dir: done.dir,
+                trust: done.entry.trust.label().to_string(),
+            },
+        },
+        Err(e) => {
+            let outcome = refusal(e);
+            Candidate {
+                folder,
+                name: Some(name),
+                outcome,
+            }
+        }
+    }
+}
+
+/// The digest the install lock records for `name`, if it is installed.
+fn installed_digest(skills_root: &Path, name: &str) -> Option<String> {
+    let lock = InstallLock::read(skills_root).ok()??;
+    lock.get(name).map(|e| e.digest.clone())
+}
+
+/// An install refusal as an outcome: the package's fault is a skip, anything else (the
+/// lock, the disk, the trust store) a failure.
+fn refusal(e: InstallError) -> Outcome {
+    let reason = match &e {
+        InstallError::Unsigned { .. } => SkipReason::Unsigned,
+        InstallError::Unmanaged { path } => SkipReason::NameTaken { path: path.clone() },
+        _ if e.error_kind() == ErrorKind::Unavailable => {
+            return Outcome::Failed {
+                check: e.check().to_string(),
+                error: e.to_string(),
+            }
+        }
+        _ => SkipReason::Refused {
+            check: e.check().to_string(),
+            detail: e.to_string(),
+        },
+    };
+    Outcome::Skipped { reason }
+}
+
+/// Link mode: whether discovery will find this candidate once the agent folder is a root.
+fn link_one(
+    folder: PathBuf,
+    real_agent: &Path,
+    found: &[Skill],
+    earlier: &[Candidate],
+) -> Candidate {
+    // Discovery enters only the top-level folders of a root, and refuses links out of it.
+    let real = folder.canonicalize().unwrap_or_else(|_| folder.clone());
+    if !real.starts_with(real_agent) {
+        return skipped(folder, None, SkipReason::LinkLeavesFolder { target: real });
+    }
+    let name = match load_name(&folder) {
+        Ok(name) => name,
+        Err(reason) => return skipped(folder, None, reason),
+    };
+    if let Some(reason) = taken_by(&name, earlier) {
+        return skipped(folder, Some(name), reason);
+    }
+    if let Some(skill) = found.iter().find(|s| s.name == name) {
+        let reason = if skill.dir.canonicalize().is_ok_and(|d| d == real) {
+            SkipReason::AlreadyLinked
+        } else {
+            SkipReason::Shadowed {
+                by: skill.dir.clone(),
+            }
+        };
+        return skipped(folder, Some(name), reason);
+    }
+    Candidate {
+        folder,
+        name: Some(name),
+        outcome: Outcome::Imported {
+            dir: real,
+            trust: "local".into(),
+        },
+    }
+}
+
+/// The folder of an earlier candidate of this import that took `name`.
+fn taken_by(name: &str, earlier: &[Candidate]) -> Option<SkipReason> {
+    earlier
+        .iter()
+        .find(|c| c.name.as_deref() == Some(name) && matches!(c.outcome, Outcome::Imported { .. }))
+        .map(|c| SkipReason::Duplicate {
+            first: c.folder.clone(),
+        })
+}
