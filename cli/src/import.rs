@@ -12,6 +12,7 @@ use super::{up, EXIT_FAILED};
 use skillbox_core::skills::import::{self, Agent, ImportMode, ImportReport, Outcome};
 use skillbox_core::skills::install::TrustPolicy;
 use skillbox_core::skills::roots::{self, RootAdded};
+use skillbox_core::skills::sources::InstallPolicy;
 use skillbox_core::state::config::Config;
 
 /// The agents `--from` names.
@@ -87,6 +88,10 @@ pub fn import(a: ImportArgs) -> anyhow::Result<u8> {
         &policy,
         mode,
         Some(&home),
+        &InstallPolicy {
+            rule: config.skills.install_policy.clone(),
+            git_host: config.skills.git_host.clone(),
+        },
         SystemTime::now(),
     )?;
     if a.json {

@@ -36,6 +36,7 @@ use skillbox_protocol::skill::{
 
 use crate::skills::install::{self, InstallError, Limits, PublisherChange, TrustPolicy};
 use crate::skills::roots::{self, AddRootError, RootAdded};
+use crate::skills::sources::InstallPolicy;
 use crate::state::Workspace;
 
 /// The manifest a candidate must hold.
@@ -199,6 +200,11 @@ pub enum SkipReason {
     },
     /// `--link`: the agent folder is a root already and this skill is found there.
     AlreadyLinked,
+    /// `[skills.install_policy]` does not let it in.
+    Policy {
+        /// The policy's refusal.
+        detail: String,
+    },
     /// An earlier candidate of this import has the same name.
     Duplicate {
         /// That candidate's folder.
@@ -234,6 +240,7 @@ impl SkipReason {
                 target.display()
             ),
             SkipReason::AlreadyLinked => "already linked: the agent folder is a skills root".into(),
+            SkipReason::Policy { detail } => format!("refused by the {detail}"),
             SkipReason::Duplicate { first } => format!(
                 "duplicate: {} of this import has the same name and was taken; rename one of them",
                 first.display()
@@ -280,6 +287,7 @@ pub fn import(
     policy: &TrustPolicy,
     mode: ImportMode,
     home: Option<&Path>,
+    install_policy: &InstallPolicy,
     now: SystemTime,
 ) -> Result<ImportReport, ImportError> {
     let meta = std::fs::metadata(agent_folder).map_err(|e| ImportError::AgentFolder {
@@ -308,7 +316,10 @@ pub fn import(
     match mode {
         ImportMode::Copy => {
             for folder in found {
-                let one = copy_one(folder, policy, now, &report.candidates);
+                let one = match policy_skip(install_policy, &folder, policy, now) {
+                    Some((name, reason)) => skipped(folder, name, reason),
+                    None => copy_one(folder, policy, now, &report.candidates),
+                };
                 report.candidates.push(one);
             }
         }
@@ -318,7 +329,10 @@ pub fn import(
                 .canonicalize()
                 .unwrap_or_else(|_| agent_folder.to_path_buf());
             for folder in found {
-                let one = link_one(folder, &real_agent, &catalog.skills, &report.candidates);
+                let one = match policy_skip(install_policy, &folder, policy, now) {
+                    Some((name, reason)) => skipped(folder, name, reason),
+                    None => link_one(folder, &real_agent, &catalog.skills, &report.candidates),
+                };
                 report.candidates.push(one);
             }
             if report.imported().next().is_some() {
@@ -502,6 +516,32 @@ fn link_one(
             trust: "local".into(),
         },
     }
+}
+
+/// Why `[skills.install_policy]` leaves this candidate out, if it does: its folder is
+/// the source the policy's `sources` judge, its manifest what `max_permissions`,
+/// `signed_only` and `publishers` judge.
+fn policy_skip(
+    install_policy: &InstallPolicy,
+    folder: &Path,
+    policy: &TrustPolicy,
+    now: SystemTime,
+) -> Option<(Option<String>, SkipReason)> {
+    let LoadOutcome::Loaded(skill) = load_skill(folder) else {
+        return None;
+    };
+    let text = folder.display().to_string();
+    let verdict = install_policy
+        .check_source(&text, &text)
+        .and_then(|()| install_policy.check_skill(&skill, folder, &policy.trust_dir, now));
+    verdict.err().map(|refusal| {
+        (
+            Some(skill.name.clone()),
+            SkipReason::Policy {
+                detail: refusal.to_string(),
+            },
+        )
+    })
 }
 
 /// The folder of an earlier candidate of this import that took `name`.

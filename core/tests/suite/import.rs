@@ -11,6 +11,7 @@ use skillbox_core::skills::import::{
 };
 use skillbox_core::skills::install::TrustPolicy;
 use skillbox_core::skills::roots::RootAdded;
+use skillbox_core::skills::sources::InstallPolicy;
 use skillbox_core::state::config::Config;
 use skillbox_protocol::skill::{discover, DiscoveryOptions, Trust};
 
@@ -36,17 +37,19 @@ fn core_ws(ws: &Workspace) -> skillbox_core::state::Workspace {
 
 /// Imports as the CLI does: the policy's roots are the workspace's `[skills] roots`.
 fn run(ws: &Workspace, agent: Agent, mode: ImportMode) -> Result<ImportReport, ImportError> {
-    let roots = Config::load(ws.path())
-        .unwrap()
-        .skills
-        .resolve(ws.path(), Some(&home(ws)))
-        .unwrap();
+    let config = Config::load(ws.path()).unwrap();
+    let roots = config.skills.resolve(ws.path(), Some(&home(ws))).unwrap();
+    let install_policy = InstallPolicy {
+        rule: config.skills.install_policy.clone(),
+        git_host: config.skills.git_host.clone(),
+    };
     import(
         &agent.folder(&home(ws)),
         &core_ws(ws),
         &ws.policy.clone().with_roots(roots),
         mode,
         Some(&home(ws)),
+        &install_policy,
         SystemTime::now(),
     )
 }
@@ -376,4 +379,55 @@ fn import_link_is_refused_under_require_signed() {
     assert!(matches!(err, ImportError::LinkUnderRequireSigned));
     assert!(err.to_string().contains("without --link"), "{err}");
     assert!(!ws.path().join("skillbox.toml").exists());
+}
+
+#[test]
+fn import_checks_the_install_policy_on_sources_and_permissions() {
+    let ws = Workspace::new(false);
+    let folder = Agent::Claude.folder(&home(&ws));
+    agent_skill(&folder.join("plain"), "plain", "A plain skill.");
+    let grabby = folder.join("grabby");
+    std::fs::create_dir_all(&grabby).unwrap();
+    std::fs::write(
+        grabby.join("SKILL.md"),
+        "---\nname: grabby\ndescription: Wants a key.\n---\nbody\n",
+    )
+    .unwrap();
+    std::fs::write(
+        grabby.join("skill.yaml"),
+        "name: grabby\ndescription: Wants a key.\npermissions:\n  env: [\"AWS_SECRET_ACCESS_KEY\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        ws.path().join("skillbox.toml"),
+        "[skills.install_policy.max_permissions]\nenv = []\n",
+    )
+    .unwrap();
+    let report = run(&ws, Agent::Claude, ImportMode::Copy).unwrap();
+    assert_eq!(imported(&report), ["plain"]);
+    let grabby = report
+        .candidates
+        .iter()
+        .find(|c| c.name.as_deref() == Some("grabby"))
+        .unwrap();
+    match &grabby.outcome {
+        Outcome::Skipped {
+            reason: SkipReason::Policy { detail },
+        } => assert!(detail.contains("AWS_SECRET_ACCESS_KEY"), "{detail}"),
+        other => panic!("not refused by the policy: {other:?}"),
+    }
+
+    // A sources rule that names only another folder refuses every candidate.
+    std::fs::write(
+        ws.path().join("skillbox.toml"),
+        "[skills.install_policy]\nsources = [\"/srv/approved-skills/*\"]\n",
+    )
+    .unwrap();
+    let report = run(&ws, Agent::Claude, ImportMode::Link).unwrap();
+    assert!(imported(&report).is_empty());
+    assert!(report.candidates.iter().all(|c| matches!(
+        &c.outcome,
+        Outcome::Skipped { reason: SkipReason::Policy { detail } } if detail.contains("not in sources")
+    )));
+    assert!(report.root.is_none(), "nothing linked, so no root added");
 }

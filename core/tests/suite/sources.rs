@@ -607,3 +607,34 @@ fn transports_that_run_commands_or_plain_http_are_refused() {
         assert_eq!(err.check(), "source", "{url}: {err}");
     }
 }
+
+#[test]
+fn add_from_a_collection_index_installs_the_entries_chosen() {
+    let env = Env::new();
+    let repo = Repo::new(&env.host, "acme", "collection");
+    for name in ["pdf", "xlsx"] {
+        skill_files(&repo, &format!("skills/{name}"), name, "");
+    }
+    let commit = repo.commit("two");
+    let index = serde_json::json!({
+        "version": 1,
+        "name": "Acme",
+        "skills": [
+            {"name": "pdf", "description": "PDF forms", "source": "acme/collection", "path": "skills/pdf"},
+            {"name": "xlsx", "description": "Sheets", "source": "acme/collection"}
+        ]
+    });
+    std::fs::create_dir_all(&env.sources.base).unwrap();
+    std::fs::write(env.sources.base.join("index.json"), index.to_string()).unwrap();
+    let err = env.add("index.json", &[]).unwrap_err();
+    assert_eq!(err.check(), "choose", "{err}");
+    let done = env.add("index.json", &["pdf", "xlsx"]).unwrap();
+    assert_eq!(done.installed.len(), 2);
+    assert_eq!(env.installed(), ["pdf", "xlsx"]);
+    let origin = env.lock().get("xlsx").unwrap().origin.clone().unwrap();
+    assert_eq!(
+        (origin.subfolder.as_str(), origin.commit.as_str()),
+        ("skills/xlsx", commit.as_str())
+    );
+    assert_eq!(origin.source, "acme/collection");
+}

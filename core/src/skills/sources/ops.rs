@@ -114,6 +114,14 @@ impl PreparedUpdate {
     }
 }
 
+/// A git source resolved: what the operator wrote, the URL, the folder and the ref.
+struct GitSource {
+    text: String,
+    url: String,
+    subfolder: Option<String>,
+    reference: Option<String>,
+}
+
 /// One fetched commit of a repository.
 struct Fetched {
     dir: FetchDir,
@@ -190,34 +198,115 @@ impl Sources {
 
     /// `skill add`: fetches the source, chooses its skills and installs each.
     pub fn add(&self, req: &AddRequest, now: SystemTime) -> Result<AddOutcome, SourceError> {
-        let (url, subfolder, source_ref) = match Source::parse(&req.source, &self.git_host, &self.base)? {
-            Source::Local(path) => return self.add_local(req, &path, now),
-            Source::Index(location) => {
-                return Err(SourceError::Index {
-                    location,
-                    reason: "collection indexes are read by `skillbox skill find`; add the source an entry names".into(),
-                })
+        match Source::parse(&req.source, &self.git_host, &self.base)? {
+            Source::Local(path) => self.add_local(req, &path, now),
+            Source::Index(location) => self.add_from_index(req, &location, now),
+            Source::Git {
+                url,
+                subfolder,
+                reference,
+            } => {
+                let git = GitSource {
+                    text: req.source.clone(),
+                    url,
+                    subfolder,
+                    reference: req.reference.clone().or(reference),
+                };
+                self.add_git(&git, &req.skills, req.all, req.publisher_change, now)
             }
-            Source::Git { url, subfolder, reference } => (url, subfolder, reference),
+        }
+    }
+
+    /// `skill add INDEX --skill NAME`: each chosen entry of a collection index, added from
+    /// the source, folder and ref it names.
+    fn add_from_index(
+        &self,
+        req: &AddRequest,
+        location: &str,
+        now: SystemTime,
+    ) -> Result<AddOutcome, SourceError> {
+        let index = crate::skills::find::load_index(location, &self.base).map_err(|e| {
+            SourceError::Index {
+                location: location.into(),
+                reason: e.to_string(),
+            }
+        })?;
+        let names: Vec<String> = index.skills.iter().map(|e| e.name.clone()).collect();
+        let chosen = choose(location, &names, &req.skills, req.all)?;
+        let mut outcome = AddOutcome {
+            url: location.into(),
+            commit: None,
+            found: names.clone(),
+            installed: Vec::new(),
         };
-        self.policy.check_source(&req.source, &url)?;
-        let reference = req.reference.clone().or(source_ref);
-        let fetched = self.fetch(&url, reference.as_deref())?;
-        let within = subfolder.clone().unwrap_or_default();
+        // Each entry is its own source: a refusal stops the entries after it.
+        for name in chosen {
+            let Some(entry) = index.skills.iter().find(|e| e.name == name) else {
+                continue;
+            };
+            let Source::Git {
+                url,
+                subfolder,
+                reference,
+            } = Source::parse(&entry.source, &self.git_host, &self.base)?
+            else {
+                return Err(SourceError::Index {
+                    location: location.into(),
+                    reason: format!(
+                        "entry {} names {:?}, which is not a git source",
+                        entry.name, entry.source
+                    ),
+                });
+            };
+            let git = GitSource {
+                text: entry.source.clone(),
+                url,
+                subfolder: entry.path.clone().or(subfolder),
+                reference: req
+                    .reference
+                    .clone()
+                    .or_else(|| entry.git_ref.clone())
+                    .or(reference),
+            };
+            let wanted = if entry.path.is_some() {
+                Vec::new()
+            } else {
+                vec![entry.name.clone()]
+            };
+            let done = self.add_git(&git, &wanted, false, req.publisher_change, now)?;
+            outcome.commit = outcome.commit.or(done.commit);
+            outcome.installed.extend(done.installed);
+        }
+        Ok(outcome)
+    }
+
+    /// Fetches one git source and installs the chosen skills of it.
+    fn add_git(
+        &self,
+        src: &GitSource,
+        wanted: &[String],
+        all: bool,
+        publisher_change: PublisherChange,
+        now: SystemTime,
+    ) -> Result<AddOutcome, SourceError> {
+        self.policy.check_source(&src.text, &src.url)?;
+        let fetched = self.fetch(&src.url, src.reference.as_deref())?;
+        let within = src.subfolder.clone().unwrap_or_default();
         if !within.is_empty() && !fetched.tree.has_folder(&within) {
             return Err(SourceError::NoSkills {
-                source_text: req.source.clone(),
+                source_text: src.text.clone(),
                 folder: Some(within),
             });
         }
         let found = fetched.tree.skill_folders(&within);
         if found.is_empty() {
             return Err(SourceError::NoSkills {
-                source_text: req.source.clone(),
-                folder: subfolder,
+                source_text: src.text.clone(),
+                folder: src.subfolder.clone(),
             });
         }
-        let chosen = choose(&req.source, &found, &req.skills, req.all)?;
+        let chosen = choose(&src.text, &found, wanted, all)?;
+        // Every chosen skill is written out and checked before the first is installed.
         let mut staged = Vec::new();
         for (n, folder) in chosen.iter().enumerate() {
             staged.push((folder.clone(), self.stage(&fetched, folder, n, now)?));
@@ -225,9 +314,9 @@ impl Sources {
         let mut installed = Vec::new();
         for (folder, (dir, _skill)) in staged {
             let origin = SkillOrigin {
-                source: req.source.clone(),
-                url: url.clone(),
-                reference: reference.clone(),
+                source: src.text.clone(),
+                url: src.url.clone(),
+                reference: src.reference.clone(),
                 commit: fetched.commit.clone(),
                 subfolder: folder,
             };
@@ -236,12 +325,12 @@ impl Sources {
                 &self.trust,
                 Limits::default(),
                 now,
-                req.publisher_change,
+                publisher_change,
                 Some(origin),
             )?);
         }
         Ok(AddOutcome {
-            url,
+            url: src.url.clone(),
             commit: Some(fetched.commit),
             found,
             installed,
