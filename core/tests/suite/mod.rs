@@ -4,6 +4,8 @@ mod catalogue;
 #[path = "../../../protocol/tests/support/corpus_dir.rs"]
 mod corpus_dir;
 mod find;
+#[path = "../support/git_repo.rs"]
+mod git_repo;
 mod harness;
 mod import;
 mod install_archive;

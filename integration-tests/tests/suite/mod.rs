@@ -16,6 +16,7 @@ mod egress;
 mod egress_secrets;
 mod fetch;
 mod gateway_limits;
+mod getting_skills;
 mod install;
 mod kubernetes;
 mod mcp;
