@@ -551,3 +551,20 @@ fn add_from_a_collection_index_installs_the_entries_chosen() {
     );
     assert_eq!(origin.source, "acme/collection");
 }
+
+#[test]
+fn find_matches_an_installed_skill_by_the_source_it_was_added_from() {
+    let env = Env::new();
+    let repo = Repo::new(&env.host, "acme", "weather");
+    skill_files(&repo, "", "weather", "");
+    let commit = repo.commit("first");
+    env.add("acme/weather", &[]).unwrap();
+    let catalog = skillbox_protocol::skill::discover(
+        std::slice::from_ref(&env.sources.trust.skills_root),
+        Default::default(),
+    );
+    let found = skillbox_core::skills::find::search("acme", &[], &catalog.skills);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].name, "weather");
+    assert_eq!(found[0].source, format!("acme/weather@{}", &commit[..12]));
+}

@@ -10,7 +10,7 @@ pub mod fetch;
 pub mod index;
 
 use serde::Serialize;
-use skillbox_protocol::skill::Skill;
+use skillbox_protocol::skill::{InstallLock, Skill};
 
 pub use index::{load_index, parse_index, Index, IndexEntry, IndexError, INDEX_VERSION};
 
@@ -77,12 +77,44 @@ pub fn search(query: &str, indexes: &[Loaded], installed: &[Skill]) -> Vec<Match
     let words: Vec<String> = query.split_whitespace().map(str::to_lowercase).collect();
     let whole = words.join(" ");
     let mut out = Vec::new();
+    let mut locks: std::collections::HashMap<std::path::PathBuf, Option<InstallLock>> =
+        std::collections::HashMap::new();
     for skill in installed {
-        if let Some(name_hits) = hits(&words, &skill.name, &skill.description, &[]) {
+        // A skill added from git is found by its source too (`skill find acme`).
+        let origin = skill.dir.parent().and_then(|root| {
+            locks
+                .entry(root.to_path_buf())
+                .or_insert_with(|| InstallLock::read(root).ok().flatten())
+                .as_ref()?
+                .get(&skill.name)?
+                .origin
+                .clone()
+        });
+        let source = match &origin {
+            Some(o) => {
+                let folder = if o.subfolder.is_empty() {
+                    String::new()
+                } else {
+                    format!("/{}", o.subfolder)
+                };
+                format!(
+                    "{}{folder}@{}",
+                    o.source,
+                    o.commit.get(..12).unwrap_or(&o.commit)
+                )
+            }
+            None => skill.dir.display().to_string(),
+        };
+        let source_words = if origin.is_some() {
+            vec![source.clone()]
+        } else {
+            Vec::new()
+        };
+        if let Some(name_hits) = hits(&words, &skill.name, &skill.description, &source_words) {
             out.push(Match {
                 name: skill.name.clone(),
                 description: skill.description.clone(),
-                source: skill.dir.display().to_string(),
+                source,
                 found_in: FoundIn::Installed,
                 entry: None,
                 name_hits,
