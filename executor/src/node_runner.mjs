@@ -1,7 +1,7 @@
 // skillbox runner for JavaScript skills (package.json / OwliaBot format).
 // argv: node runner.mjs <module path relative to the skill folder> <tool name>
 // Reads the tool.invoke request from stdin, calls tools[name](args, context), and speaks
-// the jsonrpc stdio protocol: context.fetch/sign/readFile become requests with ids >= 1.
+// the jsonrpc stdio protocol: context.fetch/sign/readFile/runSkill become requests with ids >= 1.
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { resolve } from "node:path";
@@ -35,6 +35,7 @@ async function invoke(params) {
       call("fetch", { url, method: init.method || "GET", headers: init.headers || {}, body: init.body }),
     sign: (type, data) => call("sign", { type, data }),
     readFile: (path) => call("readFile", { path }).then((r) => r.content),
+    runSkill: (tool, args = {}) => call("runSkill", { tool, args }),
   };
   const r = await fn(params.args, context);
   if (r && typeof r === "object" && "success" in r) {

@@ -24,6 +24,8 @@ pub mod method {
     pub const SIGN: &str = "sign";
     /// Tool → executor: read a workspace file through the core.
     pub const READ_FILE: &str = "readFile";
+    /// Tool → executor: call a tool of another skill (delegation) through the core.
+    pub const RUN_SKILL: &str = "runSkill";
     /// Core → executor: run one tool call.
     pub const TOOL_EXECUTE: &str = "tool.execute";
     /// Core → executor: list the tools the executor can run.
@@ -38,6 +40,8 @@ pub mod method {
     pub const CORE_SIGN: &str = "core.sign";
     /// Executor → core: forwarded `readFile`.
     pub const CORE_READ_FILE: &str = "core.readFile";
+    /// Executor → core: forwarded `runSkill`.
+    pub const CORE_RUN_SKILL: &str = "core.runSkill";
     /// Core → executor: start a command session.
     pub const SESSION_EXEC: &str = "session.exec";
     /// Core → executor: write to a session, or poll it.
@@ -124,6 +128,8 @@ methods! {
         Sign = method::CORE_SIGN,
         /// `core.readFile`.
         ReadFile = method::CORE_READ_FILE,
+        /// `core.runSkill`.
+        RunSkill = method::CORE_RUN_SKILL,
         /// `core.contextFileRead`.
         ContextFileRead = method::CORE_CONTEXT_FILE_READ,
         /// `core.contextFileWrite`.
@@ -142,6 +148,8 @@ methods! {
         Sign = method::SIGN,
         /// `readFile`.
         ReadFile = method::READ_FILE,
+        /// `runSkill`.
+        RunSkill = method::RUN_SKILL,
     }
 }
 
@@ -152,6 +160,7 @@ impl Capability {
             Capability::Fetch => CoreMethod::Fetch,
             Capability::Sign => CoreMethod::Sign,
             Capability::ReadFile => CoreMethod::ReadFile,
+            Capability::RunSkill => CoreMethod::RunSkill,
         }
     }
 }
@@ -471,12 +480,27 @@ pub struct CoreCallbackParams<T> {
     pub request: T,
 }
 
+/// `runSkill` params: a tool of another skill, called for this call's skill (delegation,
+/// docs/permissions.md). The child runs under its own permissions, within what is left of
+/// this call's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSkillParams {
+    /// `skill:tool`.
+    pub tool: String,
+    /// Its arguments (absent: `{}`).
+    #[serde(default)]
+    pub args: Value,
+}
+
 /// `core.fetch` params.
 pub type CoreFetchParams = CoreCallbackParams<FetchParams>;
 /// `core.sign` params.
 pub type CoreSignParams = CoreCallbackParams<SignParams>;
 /// `core.readFile` params.
 pub type CoreReadFileParams = CoreCallbackParams<ReadFileParams>;
+/// `core.runSkill` params.
+pub type CoreRunSkillParams = CoreCallbackParams<RunSkillParams>;
 /// `core.contextFileRead` params.
 pub type CoreContextFileReadParams = CoreCallbackParams<crate::workdir::ContextFileReadParams>;
 /// `core.contextFileWrite` params.

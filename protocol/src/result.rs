@@ -89,6 +89,26 @@ pub struct ToolResult {
     /// it for its metrics; gateway answers never carry it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stages: Option<ExecutorStages>,
+    /// The calls the tool's programs made of other skills' tools (`runSkill`), in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegated: Vec<DelegatedCall>,
+}
+
+/// One call a tool delegated to another skill's tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DelegatedCall {
+    /// `skill:tool` called.
+    pub tool: String,
+    /// Its call id (empty when it was refused before it became a call).
+    pub call_id: String,
+    /// Whether it succeeded.
+    pub success: bool,
+    /// Its failure kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_kind: Option<ErrorKind>,
+    /// 1 for a call the caller's tool made, 2 for one its child made, ...
+    pub depth: u32,
 }
 
 /// Where an executor's time on one call went, in microseconds, stage after stage.
@@ -129,6 +149,7 @@ impl ToolResult {
             files: None,
             spawn_us: None,
             stages: None,
+            delegated: Vec::new(),
         }
     }
 
@@ -150,6 +171,7 @@ impl ToolResult {
             files: None,
             spawn_us: None,
             stages: None,
+            delegated: Vec::new(),
         }
     }
 }

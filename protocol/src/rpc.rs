@@ -7,9 +7,10 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 use crate::methods::{
-    method, CoreFetchParams, CoreReadFileParams, CoreSignParams, DepsBuildParams, DepsBuildResult,
-    FetchResult, HealthParams, HealthResult, ReadFileResult, SignResult, SkillReloadParams,
-    SkillReloadResult, ToolExecuteParams, ToolListParams, ToolListResult,
+    method, CoreFetchParams, CoreReadFileParams, CoreRunSkillParams, CoreSignParams,
+    DepsBuildParams, DepsBuildResult, FetchResult, HealthParams, HealthResult, ReadFileResult,
+    SignResult, SkillReloadParams, SkillReloadResult, ToolExecuteParams, ToolListParams,
+    ToolListResult,
 };
 use crate::methods::{
     CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
@@ -59,6 +60,8 @@ rpc_methods! {
     CoreSign = method::CORE_SIGN, CoreSignParams => SignResult;
     /// Executor → core: a tool's `readFile`, forwarded.
     CoreReadFile = method::CORE_READ_FILE, CoreReadFileParams => ReadFileResult;
+    /// Executor → core: a tool's `runSkill`, forwarded; the answer is the child's result.
+    CoreRunSkill = method::CORE_RUN_SKILL, CoreRunSkillParams => crate::result::ToolResult;
     /// Core → executor: start a command session.
     SessionExec = method::SESSION_EXEC, SessionExecParams => SessionAnswer;
     /// Core → executor: write to a session, or poll it.
@@ -98,6 +101,7 @@ mod tests {
             CoreFetch::NAME,
             CoreSign::NAME,
             CoreReadFile::NAME,
+            CoreRunSkill::NAME,
             CoreContextFileRead::NAME,
             CoreContextFileWrite::NAME,
             CoreContextFileDelete::NAME,

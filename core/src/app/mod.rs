@@ -219,6 +219,7 @@ impl App {
             })
             .with_egress_trust(egress_trust),
         );
+        callbacks.set_dispatcher(&pipeline);
         pipeline.build_missing_deps();
         let core = CoreParts {
             pipeline,

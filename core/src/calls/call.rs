@@ -19,6 +19,9 @@ pub struct ToolCall {
     pub origin: CallOrigin,
     /// The caller's W3C trace context, carried to the executor.
     pub trace: Option<TraceParent>,
+    /// For a call one skill's program made of another's tool (`runSkill`): the skills
+    /// above it, the time left and the calls left of the top call's budget.
+    pub delegation: Option<super::delegate::Delegation>,
 }
 
 impl ToolCall {
@@ -34,6 +37,7 @@ impl ToolCall {
             },
             origin,
             trace: None,
+            delegation: None,
         }
     }
 

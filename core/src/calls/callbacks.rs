@@ -3,20 +3,21 @@
 //! judged by the permissions of the skill the core dispatched under that id, never by
 //! what the executor claims.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use skillbox_channel::server::{RpcFuture, RpcHandler};
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
-    Capability, CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, SignParams,
+    Capability, CoreCallbackParams, CoreMethod, FetchParams, ReadFileParams, RunSkillParams,
+    SignParams,
 };
 use skillbox_protocol::skill::Security;
 
 use crate::approvals::payload::duplicate_key;
 use crate::approvals::{ApprovalError, ApprovalRequest, Approvals};
-use crate::calls::{ActiveCall, InFlight};
+use crate::calls::{ActiveCall, Dispatcher, InFlight};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::sign::Signer;
@@ -30,9 +31,17 @@ pub struct Callbacks {
     fetch: FetchProxy,
     read_file: ReadFileProxy,
     signer: Signer,
+    /// The pipeline a delegated call (`runSkill`) goes through; set once it is built
+    /// (it holds the transports that hold these callbacks).
+    dispatcher: OnceLock<Weak<Dispatcher>>,
 }
 
 impl Callbacks {
+    /// Lets `runSkill` reach the pipeline.
+    pub fn set_dispatcher(&self, dispatcher: &Arc<Dispatcher>) {
+        let _ = self.dispatcher.set(Arc::downgrade(dispatcher));
+    }
+
     /// Callbacks over the calls in flight, the approvals (a signature waits for one) and
     /// the proxies.
     pub fn new(
@@ -48,6 +57,7 @@ impl Callbacks {
             fetch,
             read_file,
             signer,
+            dispatcher: OnceLock::new(),
         }
     }
 
@@ -227,6 +237,17 @@ impl Callbacks {
                     }
                 })?;
                 to_value(&self.signer.sign(&call.skill.name, &req)?)
+            }
+            CoreMethod::RunSkill => {
+                let (call, req): (_, RunSkillParams) =
+                    self.authorize(Capability::RunSkill, params)?;
+                let Some(dispatcher) = self.dispatcher.get().and_then(Weak::upgrade) else {
+                    return Err(ProxyError::Unavailable {
+                        capability: Capability::RunSkill.as_str(),
+                        reason: "the core's pipeline is not running".into(),
+                    });
+                };
+                to_value(&dispatcher.delegate(&call, req).await?)
             }
             CoreMethod::ContextFileRead
             | CoreMethod::ContextFileWrite

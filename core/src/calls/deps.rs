@@ -157,6 +157,8 @@ impl Dispatcher {
                 files: None,
                 egress: EgressLog::default(),
                 secrets: Arc::default(),
+                delegation: Default::default(),
+                delegated: Default::default(),
             });
             let _registered = self.in_flight.register(&call_id, active);
             let (requirements, no_deps) = match &lock {

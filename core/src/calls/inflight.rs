@@ -31,6 +31,11 @@ pub struct ActiveCall {
     pub egress: EgressLog,
     /// Its bound secrets: the placeholders its programs hold and the values behind them.
     pub secrets: Arc<crate::proxy::secrets::CallSecrets>,
+    /// The skills above it when it was delegated, its deadline and the budget of calls it
+    /// shares with them (`runSkill`).
+    pub delegation: super::delegate::Delegation,
+    /// The calls its programs delegated, in order (its result lists them).
+    pub delegated: Mutex<Vec<skillbox_protocol::result::DelegatedCall>>,
 }
 
 impl ActiveCall {
@@ -199,6 +204,8 @@ impl InFlight {
             egress: EgressLog::default(),
             secrets,
             skill,
+            delegation: Default::default(),
+            delegated: Default::default(),
         });
         self.insert(call_id, Arc::clone(&call));
         call

@@ -15,6 +15,7 @@
 
 mod call;
 pub mod callbacks;
+mod delegate;
 mod deps;
 pub mod egress;
 mod envelope;
@@ -30,6 +31,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use self::call::ToolCall;
+pub use self::delegate::Delegation;
 pub use self::error::CallError;
 pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
 pub use self::load::{LoadCell, Loaded};

@@ -70,6 +70,8 @@ pub(super) struct Run<'a> {
     pub(super) waits: &'a Waits,
     /// The call's egress record, which its programs' connections fill.
     pub(super) egress: &'a EgressLog,
+    /// What it inherits when another skill's program delegated it (`runSkill`).
+    pub(super) delegation: Option<super::Delegation>,
 }
 
 /// What a call gathers beside its result while it runs: the approvals it waited on, its
@@ -167,6 +169,7 @@ impl Dispatcher {
             args,
             origin,
             trace,
+            delegation,
         } = call;
         let context = self.gate(loaded, &origin, &target, &args).await?;
         if target.is_session_tool() {
@@ -178,6 +181,7 @@ impl Dispatcher {
                 trace,
                 waits,
                 egress,
+                delegation: None,
             };
             return self
                 .session_call(loaded, run, &target, args, context, recorded)
@@ -217,6 +221,7 @@ impl Dispatcher {
             trace,
             waits,
             egress,
+            delegation,
         };
         let work = match &context {
             Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => {
@@ -457,6 +462,17 @@ impl Dispatcher {
             script,
             trust_pem: envelope.trust_pem,
         };
+        let timeout = Duration::from_millis(timeout_ms);
+        let delegation = match &run.delegation {
+            Some(inherited) => super::Delegation {
+                deadline: Some(inherited.deadline_for(timeout)),
+                ..inherited.clone()
+            },
+            None => super::Delegation::top(
+                timeout,
+                self.load.current().config.routing.max_delegated_calls,
+            ),
+        };
         let active = Arc::new(ActiveCall {
             skill: Arc::clone(&skill),
             tool,
@@ -467,11 +483,16 @@ impl Dispatcher {
             files: files.clone(),
             egress: run.egress.clone(),
             secrets: envelope.secrets,
+            delegation,
+            delegated: Default::default(),
         });
-        let _registered = self.in_flight.register(run.call_id, active);
+        let _registered = self.in_flight.register(run.call_id, Arc::clone(&active));
         let mut answer = self.send(run, skill, security, timeout_ms, params).await;
         if let (Ok(result), Some(files)) = (answer.as_mut(), files) {
             result.files = Some(files.take_written());
+        }
+        if let (Ok(result), Ok(mut notes)) = (answer.as_mut(), active.delegated.lock()) {
+            result.delegated = std::mem::take(&mut *notes);
         }
         answer
     }

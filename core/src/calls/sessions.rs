@@ -292,6 +292,8 @@ impl Dispatcher {
             files: Some(Arc::clone(&files)),
             egress: run.egress.clone(),
             secrets: envelope.secrets,
+            delegation: Default::default(),
+            delegated: Default::default(),
         });
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;

@@ -39,6 +39,9 @@ pub enum State {
     Fallback,
     /// No skill succeeded; the run ends on the no-skill path or by asking the user.
     Exit,
+    /// The running tool called another skill's tool (`runSkill`); noted beside the run,
+    /// which stays `running`.
+    Delegated,
 }
 
 impl State {
@@ -47,6 +50,7 @@ impl State {
         match self {
             State::Selected => "selected",
             State::Running => "running",
+            State::Delegated => "delegated",
             State::Success => "success",
             State::RetryableFailure => "retryable_failure",
             State::FatalFailure => "fatal_failure",
@@ -236,6 +240,28 @@ impl Trace<'_> {
         });
         self.state = to;
     }
+
+    /// Notes, from the running state, each call the running tool delegated; the run's
+    /// state does not change.
+    fn delegations(&mut self, result: &ToolResult) {
+        for d in &result.delegated {
+            let (skill, tool) = d.tool.split_once(':').unwrap_or((d.tool.as_str(), ""));
+            let outcome = match (d.success, d.error_kind) {
+                (true, _) => "succeeded".to_string(),
+                (false, Some(kind)) => format!("failed ({})", kind.as_str()),
+                (false, None) => "failed".into(),
+            };
+            let call = if d.call_id.is_empty() {
+                "refused before it ran".to_string()
+            } else {
+                format!("call {}", d.call_id)
+            };
+            let reason = format!("delegated at depth {}: {outcome}, {call}", d.depth);
+            let at = self.state;
+            self.go(State::Delegated, Some(skill), Some(tool), reason);
+            self.state = at;
+        }
+    }
 }
 
 /// Walks `chain` (the primary skill first, then the fallback chain) with `args`, calling
@@ -313,6 +339,7 @@ where
                     ToolResult::failed("", *kind, reason.clone(), 0)
                 }
             };
+            trace.delegations(&result);
             if result.success {
                 let data = result.data.clone().unwrap_or(Value::Null);
                 steps.push(Step {

@@ -137,6 +137,8 @@
 //! max_parallel = 2                 # skills per parallel stage
 //! max_fallback_skills = 2          # same-intent skills in a fallback chain
 //! cross_lingual = true             # expand Chinese queries with the built-in lexicon
+//! max_delegate_depth = 2           # runSkill: how deep one skill's calls of another nest
+//! max_delegated_calls = 8          # runSkill: calls one request's tree may delegate
 //!
 //! [routing.weights]
 //! intent_match = 0.40

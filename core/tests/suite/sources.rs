@@ -250,7 +250,7 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
         &repo,
         "",
         "weather",
-        "permissions:\n  network: [\"api.weather.example\"]\n  env: [\"WEATHER_KEY\"]\n",
+        "permissions:\n  network: [\"api.weather.example\"]\n  env: [\"WEATHER_KEY\"]\n  delegate: [\"maps\"]\n",
     );
     repo.write("run.py", "import urllib.request\nprint('{}')\n");
     let yaml = std::fs::read_to_string(repo.work.join("skill.yaml")).unwrap();
@@ -274,6 +274,7 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
     assert!(d.widens());
     assert_eq!(d.hosts_added, ["api.weather.example"]);
     assert_eq!(d.env_added, ["WEATHER_KEY"]);
+    assert_eq!(d.delegate_added, ["maps"]);
     assert_eq!(d.tools_added.len(), 1);
     assert_eq!(d.tools_added[0].0, "post");
     let script = d.files.iter().find(|f| f.path == "run.py").unwrap();

@@ -10,6 +10,7 @@ mod console;
 mod containers;
 mod context_files;
 mod contexts;
+mod delegation;
 mod deps;
 mod drain;
 mod egress;

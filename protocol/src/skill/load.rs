@@ -171,6 +171,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
             network: merged.permissions.network.unwrap_or_default(),
             workspace: merged.permissions.workspace.unwrap_or_default(),
             secrets: merged.permissions.secrets.unwrap_or_default(),
+            delegate: merged.permissions.delegate.unwrap_or_default(),
         },
         execution: Execution {
             timeout_ms: merged.execution.timeout_ms.unwrap_or(defaults.timeout_ms),

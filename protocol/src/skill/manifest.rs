@@ -22,6 +22,7 @@ pub(crate) struct PartialPermissions {
     pub network: Option<Vec<String>>,
     pub workspace: Option<WorkspaceAccess>,
     pub secrets: Option<Vec<SecretBinding>>,
+    pub delegate: Option<Vec<String>>,
 }
 
 /// What one manifest file says about a skill.
@@ -85,6 +86,7 @@ impl Manifests {
                 network: first!(ms, permissions.network),
                 workspace: first!(ms, permissions.workspace),
                 secrets: first!(ms, permissions.secrets),
+                delegate: first!(ms, permissions.delegate),
             },
             execution: PartialExecution {
                 timeout_ms: first!(ms, execution.timeout_ms),

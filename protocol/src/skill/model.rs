@@ -161,6 +161,20 @@ pub struct Permissions {
     /// value in requests to those hosts only (docs/permissions.md).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub secrets: Vec<SecretBinding>,
+    /// Skills (`name`) or tools (`name:tool`) its programs may call through `runSkill`;
+    /// each runs under its own permissions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegate: Vec<String>,
+}
+
+impl Permissions {
+    /// Whether `skill:tool` is a delegation this skill declared.
+    pub fn may_delegate(&self, skill: &str, tool: &str) -> bool {
+        self.delegate.iter().any(|d| match d.split_once(':') {
+            Some((s, t)) => s == skill && t == tool,
+            None => d == skill,
+        })
+    }
 }
 
 impl Permissions {

@@ -289,6 +289,26 @@ impl Rules<'_> {
         }
     }
 
+    /// `permissions.delegate`: skill names or `skill:tool`, never the skill itself.
+    fn delegate(&mut self, m: &Manifest) {
+        for (i, d) in m.permissions.delegate.iter().flatten().enumerate() {
+            let field = format!("permissions.delegate[{i}]");
+            let (skill, tool) = match d.split_once(':') {
+                Some((s, t)) => (s, Some(t)),
+                None => (d.as_str(), None),
+            };
+            let tool_ok = tool.is_none_or(is_tool_name);
+            if !is_spec_skill_name(skill) || !tool_ok {
+                self.error(&field, format!("{d:?} is not a skill name or skill:tool"));
+            } else if m.name.as_deref() == Some(skill) {
+                self.error(
+                    &field,
+                    format!("{d:?} is the skill itself; a skill calls its own tools directly"),
+                );
+            }
+        }
+    }
+
     fn permissions(&mut self, m: &Manifest) {
         for (i, e) in m.permissions.env.iter().flatten().enumerate() {
             let field = format!("permissions.env[{i}]");
@@ -307,6 +327,7 @@ impl Rules<'_> {
             }
         }
         self.secrets(m);
+        self.delegate(m);
         if let Some(ws) = &m.permissions.workspace {
             let mut any_whole = false;
             for (i, g) in ws.read.iter().enumerate() {

@@ -232,3 +232,27 @@ fn validate_advises_binding_a_credential_looking_env_name() {
     assert_eq!(advice.len(), 1, "{advice:?}");
     assert!(advice[0].contains("OPENAI_API_KEY") && advice[0].contains("permissions.secrets"));
 }
+
+#[test]
+fn permissions_delegate_names_skills_or_tools_and_never_the_skill_itself() {
+    let root = tempdir().unwrap();
+    let dir = with_permissions(
+        root.path(),
+        "{ delegate: [weather, \"calendar:list_events\"] }",
+    );
+    let skill = clean(&dir);
+    assert!(skill.permissions.may_delegate("weather", "forecast"));
+    assert!(skill.permissions.may_delegate("calendar", "list_events"));
+    assert!(!skill.permissions.may_delegate("calendar", "delete_event"));
+    assert!(!skill.permissions.may_delegate("mail", "send"));
+    for (delegate, why) in [
+        ("[p]", "is the skill itself"),
+        ("[\"p:run\"]", "is the skill itself"),
+        ("[Weather]", "is not a skill name or skill:tool"),
+        ("[\"weather:Get\"]", "is not a skill name or skill:tool"),
+        ("[\"weather:\"]", "is not a skill name or skill:tool"),
+    ] {
+        let dir = with_permissions(root.path(), &format!("{{ delegate: {delegate} }}"));
+        assert_skipped_for(&dir, "skill.yaml", "permissions.delegate[0]", why);
+    }
+}

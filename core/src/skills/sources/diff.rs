@@ -61,6 +61,8 @@ pub struct UpdateDiff {
     pub workspace_read_added: Vec<String>,
     /// Dependencies newly declared (requirement lines).
     pub dependencies_added: Vec<String>,
+    /// Skills or tools newly declared in `permissions.delegate`.
+    pub delegate_added: Vec<String>,
     /// Files added, removed or changed.
     pub files: Vec<FileChange>,
 }
@@ -115,6 +117,7 @@ impl UpdateDiff {
                 .collect::<Vec<_>>()
         };
         d.dependencies_added = added(&reqs(old), &reqs(new));
+        d.delegate_added = added(&old.permissions.delegate, &new.permissions.delegate);
         d.files = file_changes(old_dir, new_dir);
         d
     }
@@ -132,6 +135,7 @@ impl UpdateDiff {
             || !self.secrets_added.is_empty()
             || !self.workspace_read_added.is_empty()
             || !self.dependencies_added.is_empty()
+            || !self.delegate_added.is_empty()
     }
 
     /// Whether nothing changed at all.
@@ -175,6 +179,7 @@ impl UpdateDiff {
             ("secret", &self.secrets_added),
             ("workspace read", &self.workspace_read_added),
             ("dependency", &self.dependencies_added),
+            ("delegate", &self.delegate_added),
         ] {
             for item in list {
                 line(format!("+ {what} {item}"));

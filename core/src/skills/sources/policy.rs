@@ -142,6 +142,11 @@ fn check_permissions(skill: &Skill, max: &MaxPermissions) -> Result<(), PolicyRe
     over("network", skill.permissions.reachable(), &max.network)?;
     over("env", skill.permissions.env.clone(), &max.env)?;
     over(
+        "delegate",
+        skill.permissions.delegate.clone(),
+        &max.delegate,
+    )?;
+    over(
         "secrets",
         skill.permissions.secret_names().map(String::from).collect(),
         &max.secrets,

@@ -28,6 +28,10 @@ pub struct RoutingConfig {
     /// disclosure): `always` skills first, in full; the rest by use, each in full while it
     /// fits, then shortened to its first sentence, then counted in a closing line.
     pub catalogue_budget_chars: usize,
+    /// How deep `runSkill` delegations nest (a tool's call of another skill is depth 1).
+    pub max_delegate_depth: u32,
+    /// How many delegations one call and its children may make in all.
+    pub max_delegated_calls: u32,
 }
 
 impl Default for RoutingConfig {
@@ -42,6 +46,8 @@ impl Default for RoutingConfig {
             max_fallback_skills: 2,
             cross_lingual: true,
             catalogue_budget_chars: 12_000,
+            max_delegate_depth: 2,
+            max_delegated_calls: 8,
         }
     }
 }

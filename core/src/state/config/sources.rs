@@ -76,4 +76,6 @@ pub struct MaxPermissions {
     pub secrets: Option<Vec<String>>,
     /// Whether a skill may declare Python dependencies.
     pub dependencies: Option<bool>,
+    /// Skills or tools a skill may declare in `permissions.delegate`.
+    pub delegate: Option<Vec<String>>,
 }

@@ -60,6 +60,7 @@ pub(crate) struct PermissionsYaml {
     network: Option<Vec<String>>,
     workspace: Option<WorkspaceYaml>,
     secrets: Option<Vec<SecretBinding>>,
+    delegate: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -76,6 +77,7 @@ impl PermissionsYaml {
             network: self.network,
             workspace: self.workspace.map(|w| WorkspaceAccess { read: w.read }),
             secrets: self.secrets,
+            delegate: self.delegate,
         }
     }
 }
