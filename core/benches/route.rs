@@ -1,5 +1,6 @@
 //! Route latency over 63 (the real corpus), 1,000 and 10,000 generated skills: index
-//! build time, then median and p99 of `Router::route` over a fixed query mix.
+//! build time, then median and p99 of `Router::route` over a fixed query mix, by words
+//! alone and with recall by meaning (the static embeddings), in the same run.
 //! `cargo bench -p skillbox-core --bench route`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -103,10 +104,15 @@ fn corpus() -> Option<Arc<Catalog>> {
     )))
 }
 
-fn bench(label: &str, catalog: Arc<Catalog>) {
+fn bench(label: &str, catalog: Arc<Catalog>, config: RoutingConfig) {
     let n = catalog.skills.len();
+    let label = if config.semantic {
+        format!("{label}+meaning")
+    } else {
+        format!("{label}, words")
+    };
     let t = Instant::now();
-    let router = Router::new(catalog, RoutingConfig::default());
+    let router = Router::new(catalog, config);
     let build = t.elapsed();
     let queries = [
         "what's the weather forecast for Lisbon tomorrow",
@@ -141,19 +147,30 @@ fn bench(label: &str, catalog: Arc<Catalog>) {
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let at = |p: f64| times[((times.len() as f64 - 1.0) * p) as usize];
     println!(
-        "{label:<10} {n:>6} skills  build {:>8.2} ms  route median {:>7.1} µs  p99 {:>7.1} µs",
+        "{label:<18} {n:>6} skills  build {:>8.2} ms  route median {:>7.1} µs  p99 {:>7.1} µs",
         build.as_secs_f64() * 1e3,
         at(0.5),
         at(0.99)
     );
 }
 
+/// Each catalogue routed by words alone (the baseline: recall before meaning) and with
+/// recall by meaning, in the same run.
+fn both(label: &str, catalog: &Arc<Catalog>) {
+    let words = RoutingConfig {
+        semantic: false,
+        ..RoutingConfig::default()
+    };
+    bench(label, Arc::clone(catalog), words);
+    bench(label, Arc::clone(catalog), RoutingConfig::default());
+}
+
 fn main() {
     if let Some(c) = corpus() {
-        bench("corpus", c);
+        both("corpus", &c);
     }
     for n in [1_000, 10_000] {
         let (_dir, c) = generated(n);
-        bench("generated", c);
+        both("generated", &c);
     }
 }

@@ -8,11 +8,13 @@
 //! survivors into an [`ActivationPlan`] (minimum cover, parallel stages, fallback chain).
 //!
 //! Semantic recall is lexical BM25 with CJK bigrams and a small Chinese→English lexicon
-//! ([`lexicon`]): no model to ship, sub-millisecond at 10,000 skills, and every match can
-//! be shown to a person as the words that matched. An embedding backend would replace
-//! [`Router::semantic`] (top-k document numbers with a similarity in [0, 1]) and the
-//! `intent_match` calibration; everything after it is unchanged.
+//! ([`lexicon`]), every match shown to a person as the words that matched, and recall by
+//! meaning ([`embed`]): a static embedding table compiled in, a skill recalled when its
+//! similarity to the query stands `semantic_z_floor` standard deviations above the
+//! others', its `intent_match` the larger of the two calibrations (the z-score is in the
+//! breakdown as `meaning_z`).
 
+pub mod embed;
 pub mod execute;
 pub mod index;
 mod lexicon;
@@ -42,6 +44,8 @@ pub struct Router {
     by_name: HashMap<String, usize>,
     index: Bm25Index,
     triggers: recall::TriggerIndex,
+    /// The skills' embeddings (`[routing] semantic`).
+    meaning: Option<embed::SemanticIndex>,
     config: RoutingConfig,
 }
 
@@ -54,6 +58,11 @@ pub struct RouteInputs<'a> {
     pub readiness: &'a dyn Readiness,
     /// Call counts by skill.
     pub stats: &'a StatsMap,
+}
+
+/// The text a skill is embedded as: its name in words, then its description.
+fn meaning_text(skill: &Skill) -> String {
+    format!("{}. {}", skill.name.replace('-', " "), skill.description)
 }
 
 /// The text a skill is indexed under: its name and triggers count twice.
@@ -86,11 +95,16 @@ impl Router {
             .enumerate()
             .map(|(i, s)| (s.name.to_lowercase(), i))
             .collect();
+        let meaning = config.semantic.then(|| {
+            let texts: Vec<String> = catalog.skills.iter().map(meaning_text).collect();
+            embed::SemanticIndex::build(texts.iter().map(String::as_str))
+        });
         Self {
             catalog,
             by_name,
             index,
             triggers,
+            meaning,
             config,
         }
     }
@@ -127,8 +141,23 @@ impl Router {
             .collect()
     }
 
+    /// Recall by meaning: every skill's similarity to the query, and the first `top_k`
+    /// skills past `semantic_z_floor`.
+    fn by_meaning(&self, query: &str) -> (Option<embed::Scored>, Vec<usize>) {
+        let Some(scored) = self.meaning.as_ref().and_then(|m| m.search(query)) else {
+            return (None, Vec::new());
+        };
+        let recalled = scored.top(self.config.top_k, self.config.semantic_z_floor);
+        (Some(scored), recalled)
+    }
+
     /// Phase 1: candidates by skill number with their sources and trigger hits.
-    fn recall(&self, query: &str, terms: &[String]) -> Vec<(usize, Vec<Source>, Vec<String>)> {
+    fn recall(
+        &self,
+        query: &str,
+        terms: &[String],
+        by_meaning: &[usize],
+    ) -> Vec<(usize, Vec<Source>, Vec<String>)> {
         let mut out: Vec<(usize, Vec<Source>, Vec<String>)> = Vec::new();
         let mut add = |i: usize, src: Source, hits: Vec<String>| match out
             .iter_mut()
@@ -150,7 +179,11 @@ impl Router {
         for (i, hits) in self.triggers.hits(&query.to_lowercase()) {
             add(i, Source::Rule, hits);
         }
-        for i in self.semantic(terms) {
+        for i in self
+            .semantic(terms)
+            .into_iter()
+            .chain(by_meaning.iter().copied())
+        {
             add(i, Source::Semantic, Vec::new());
         }
         out
@@ -163,6 +196,7 @@ impl Router {
         recalled: (usize, Vec<Source>, Vec<String>),
         query_lower: &str,
         terms: &[String],
+        z: Option<f32>,
         inputs: &RouteInputs<'_>,
     ) -> Candidate {
         let (doc, sources, trigger_hits) = recalled;
@@ -176,7 +210,12 @@ impl Router {
             .find(|a| recall::phrase_in(query_lower, a))
             .cloned();
         let breakdown = Breakdown {
-            intent_match: score::intent_match(bm25, self.index.rare_idf(), c.intent_half),
+            intent_match: score::intent_match(bm25, self.index.rare_idf(), c.intent_half).max(
+                z.map_or(0.0, |z| {
+                    embed::intent(z, c.semantic_z_floor, c.semantic_z_full)
+                }),
+            ),
+            meaning_z: z.map(f64::from),
             trigger_match: sources
                 .iter()
                 .map(|s| s.trigger_match())
@@ -226,12 +265,14 @@ impl Router {
         let started = Instant::now();
         let terms = self.terms(query);
         let query_lower = query.to_lowercase();
+        let (scored, by_meaning) = self.by_meaning(query);
         let mut candidates: Vec<Candidate> = self
-            .recall(query, &terms)
+            .recall(query, &terms, &by_meaning)
             .into_iter()
             .filter_map(|recalled| {
                 let skill = self.catalog.skills.get(recalled.0)?;
-                Some(self.score(skill, recalled, &query_lower, &terms, inputs))
+                let z = scored.as_ref().and_then(|s| s.z(recalled.0));
+                Some(self.score(skill, recalled, &query_lower, &terms, z, inputs))
             })
             .collect();
         candidates.sort_by(|a, b| {

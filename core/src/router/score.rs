@@ -43,6 +43,10 @@ pub struct Breakdown {
     pub conflict_penalty: f64,
     /// Raw BM25 score.
     pub bm25: f64,
+    /// How far above the other skills its meaning is to the query (z-score of the cosine
+    /// similarity; `intent_match` is the larger of BM25's and this one's calibration).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub meaning_z: Option<f64>,
 }
 
 impl Weights {
@@ -168,6 +172,7 @@ mod tests {
             cost_penalty: 1.0,
             conflict_penalty: 1.0,
             bm25: 9.0,
+            meaning_z: None,
         };
         assert!((Weights::default().total(&b) - 1.0).abs() < 1e-9);
         let conflict = Breakdown {

@@ -228,6 +228,7 @@ fn parallel_groups_cap_stages_and_isolate_unsafe_skills() {
             cost_penalty: 0.8,
             conflict_penalty: 1.0,
             bm25: 1.0,
+            meaning_z: None,
         },
         matched_terms: vec![],
         trigger_hits: vec![],

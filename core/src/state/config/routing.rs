@@ -28,6 +28,13 @@ pub struct RoutingConfig {
     /// disclosure): `always` skills first, in full; the rest by use, each in full while it
     /// fits, then shortened to its first sentence, then counted in a closing line.
     pub catalogue_budget_chars: usize,
+    /// Recall by meaning ([`crate::router`]'s static embeddings) beside the words.
+    pub semantic: bool,
+    /// The z-score (standard deviations above the other skills) where a skill's
+    /// similarity to the query starts to count as intent.
+    pub semantic_z_floor: f64,
+    /// The z-score where it counts in full.
+    pub semantic_z_full: f64,
     /// How deep `runSkill` delegations nest (a tool's call of another skill is depth 1).
     pub max_delegate_depth: u32,
     /// How many delegations one call and its children may make in all.
@@ -46,6 +53,9 @@ impl Default for RoutingConfig {
             max_fallback_skills: 2,
             cross_lingual: true,
             catalogue_budget_chars: 12_000,
+            semantic: true,
+            semantic_z_floor: 3.0,
+            semantic_z_full: 4.5,
             max_delegate_depth: 2,
             max_delegated_calls: 8,
         }
