@@ -68,6 +68,20 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x9FFF | 0xF900..=0xFAFF)
 }
 
+/// Whether most letters of `text` are CJK.
+pub fn mostly_cjk(text: &str) -> bool {
+    let (mut cjk, mut other) = (0usize, 0usize);
+    for c in text.chars() {
+        if is_cjk(c) {
+            cjk += 1;
+        } else if c.is_alphanumeric() {
+            other += 1;
+        }
+    }
+    // A CJK character carries about a word, a Latin word about five letters.
+    cjk * 5 > other
+}
+
 /// The table's tokens of `text`, in order.
 pub fn tokens(text: &str) -> Vec<&'static str> {
     let t = table();
@@ -168,7 +182,10 @@ fn normalise(v: &mut [f32; DIMS]) -> bool {
 fn quantise(v: &[f32; DIMS]) -> [i8; DIMS] {
     let mut q = [0i8; DIMS];
     for (o, x) in q.iter_mut().zip(v) {
-        *o = (x * 127.0).round().clamp(-127.0, 127.0) as i8;
+        // Clamped to the i8 range first, so the cast cannot truncate.
+        #[allow(clippy::cast_possible_truncation)]
+        let b = (x * 127.0).round().clamp(-127.0, 127.0) as i8;
+        *o = b;
     }
     q
 }

@@ -65,7 +65,7 @@ const ENTRIES: &[(&str, &str)] = &[
     ("海报", "poster"),
     ("艺术", "art"),
     ("生成艺术", "generative art algorithmic"),
-    ("网页", "web html"),
+    ("网页", "web page url"),
     ("前端", "frontend"),
     ("界面", "ui interface"),
     ("测试", "test"),

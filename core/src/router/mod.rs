@@ -144,6 +144,11 @@ impl Router {
     /// Recall by meaning: every skill's similarity to the query, and the first `top_k`
     /// skills past `semantic_z_floor`.
     fn by_meaning(&self, query: &str) -> (Option<embed::Scored>, Vec<usize>) {
+        // The table's vocabulary is LLaMA 2's, which knows little Chinese: a query mostly in
+        // CJK is left to the words and the lexicon (measured: meaning cost Chinese top-1).
+        if embed::mostly_cjk(query) {
+            return (None, Vec::new());
+        }
         let Some(scored) = self.meaning.as_ref().and_then(|m| m.search(query)) else {
             return (None, Vec::new());
         };
@@ -210,11 +215,13 @@ impl Router {
             .find(|a| recall::phrase_in(query_lower, a))
             .cloned();
         let breakdown = Breakdown {
-            intent_match: score::intent_match(bm25, self.index.rare_idf(), c.intent_half).max(
-                z.map_or(0.0, |z| {
+            intent_match: {
+                let words = score::intent_match(bm25, self.index.rare_idf(), c.intent_half);
+                let meaning = z.map_or(0.0, |z| {
                     embed::intent(z, c.semantic_z_floor, c.semantic_z_full)
-                }),
-            ),
+                });
+                1.0 - (1.0 - words) * (1.0 - meaning)
+            },
             meaning_z: z.map(f64::from),
             trigger_match: sources
                 .iter()

@@ -357,3 +357,89 @@ fn route_a_named_unavailable_skill_is_reported_and_nothing_runs_instead() {
         plan.routing_reason
     );
 }
+
+/// Skills shaped like published ones, for the two queries recall by words got wrong.
+fn published_like() -> (tempfile::TempDir, Arc<Catalog>) {
+    catalog(&[
+        (
+            "weather",
+            "Get the current weather and forecasts for a city: temperature, rain and wind.",
+            "",
+        ),
+        (
+            "summarize",
+            "Summarize or transcribe URLs, videos, podcasts, articles and local files.",
+            "",
+        ),
+        (
+            "web-artifacts-builder",
+            "Build elaborate multi-component HTML artifacts with React and Tailwind.",
+            "",
+        ),
+        (
+            "github",
+            "Work with GitHub issues, pull requests and CI runs through the gh CLI.",
+            "",
+        ),
+        (
+            "spotify-player",
+            "Play, pause and search music on Spotify from the terminal.",
+            "",
+        ),
+    ])
+}
+
+fn primary(router: &Router, query: &str) -> Option<String> {
+    let stats = StatsMap::new();
+    let inputs = RouteInputs {
+        context_id: None,
+        readiness: &AssumeReady,
+        stats: &stats,
+    };
+    router.route(query, &inputs).unwrap().primary
+}
+
+#[test]
+fn recall_by_meaning_finds_a_skill_that_shares_no_word_with_the_query() {
+    let (_d, c) = published_like();
+    let query = "will I need an umbrella in Paris tomorrow";
+    let stats = StatsMap::new();
+    let inputs = RouteInputs {
+        context_id: None,
+        readiness: &AssumeReady,
+        stats: &stats,
+    };
+    let words_only = Router::new(
+        Arc::clone(&c),
+        RoutingConfig {
+            semantic: false,
+            ..RoutingConfig::default()
+        },
+    );
+    let plan = words_only.route(query, &inputs).unwrap();
+    assert!(plan.candidates.is_empty(), "no word in common: {plan:?}");
+    // By meaning, weather is the first candidate, recalled as semantic, with its z-score
+    // in the breakdown (over the 63-skill corpus the same query selects it: the routing
+    // evaluation's "umbrella" line).
+    let router = Router::new(c, RoutingConfig::default());
+    let plan = router.route(query, &inputs).unwrap();
+    let first = plan.candidates.first().expect("a candidate by meaning");
+    assert_eq!(first.skill, "weather", "{plan:?}");
+    assert_eq!(first.sources, [Source::Semantic]);
+    assert!(first.breakdown.meaning_z.unwrap() >= 2.5, "{first:?}");
+    assert!(first.breakdown.intent_match > 0.0);
+    // Unrelated requests stay without a skill.
+    for q in ["what is the meaning of life", "tell me a joke about cats"] {
+        assert_eq!(primary(&router, q), None, "{q}");
+    }
+}
+
+#[test]
+fn summarising_a_web_page_in_chinese_selects_the_summarizer() {
+    let (_d, c) = published_like();
+    let router = Router::new(c, RoutingConfig::default());
+    assert_eq!(
+        primary(&router, "帮我总结一下这个网页").as_deref(),
+        Some("summarize")
+    );
+}

@@ -54,8 +54,8 @@ impl Default for RoutingConfig {
             cross_lingual: true,
             catalogue_budget_chars: 12_000,
             semantic: true,
-            semantic_z_floor: 3.0,
-            semantic_z_full: 4.5,
+            semantic_z_floor: 2.5,
+            semantic_z_full: 4.0,
             max_delegate_depth: 2,
             max_delegated_calls: 8,
         }
