@@ -221,6 +221,25 @@ impl Bm25Index {
         hits
     }
 
+    /// The scores of `docs` (no matched terms kept): the terms are looked up once, so
+    /// ranking thousands of recalled skills costs a binary search per term and skill.
+    pub fn scores_of(&self, terms: &[String], docs: &[usize]) -> Vec<f64> {
+        let found: Vec<_> = terms.iter().filter_map(|t| self.terms.get(t)).collect();
+        docs.iter()
+            .map(|&doc| {
+                let id = u32::try_from(doc).unwrap_or(u32::MAX);
+                found
+                    .iter()
+                    .filter_map(|term| {
+                        let i = term.postings.binary_search_by_key(&id, |p| p.0).ok()?;
+                        let &(_, tf) = term.postings.get(i)?;
+                        Some(self.term_score(term, doc, tf))
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
     /// The score of one document and the query terms it contains.
     pub fn score_doc(&self, terms: &[String], doc: usize) -> (f64, Vec<String>) {
         let mut score = 0.0;

@@ -37,6 +37,9 @@ pub use index::Bm25Index;
 pub use plan::{ActivationPlan, Candidate, FallbackStep, Source, Status};
 pub use score::{Breakdown, CallCounts, RoutingConfig, StatsMap, Weights};
 
+/// A recalled skill: its number, the sources that recalled it, the triggers it was hit by.
+type Recalled<'a> = (usize, Vec<Source>, Vec<&'a str>);
+
 /// A router over one catalogue; rebuild it when the catalogue changes.
 #[derive(Debug)]
 pub struct Router {
@@ -157,48 +160,85 @@ impl Router {
     }
 
     /// Phase 1: candidates by skill number with their sources and trigger hits.
-    fn recall(
-        &self,
-        query: &str,
-        terms: &[String],
-        by_meaning: &[usize],
-    ) -> Vec<(usize, Vec<Source>, Vec<String>)> {
-        let mut out: Vec<(usize, Vec<Source>, Vec<String>)> = Vec::new();
-        let mut add = |i: usize, src: Source, hits: Vec<String>| match out
-            .iter_mut()
-            .find(|(j, _, _)| *j == i)
-        {
-            Some((_, s, h)) => {
-                if !s.contains(&src) {
-                    s.push(src);
+    fn recall(&self, query: &str, terms: &[String], by_meaning: &[usize]) -> Vec<Recalled<'_>> {
+        /// Adds a source (and its trigger hits) to skill `i`'s entry in `out`.
+        fn add<'a>(
+            out: &mut Vec<Recalled<'a>>,
+            at: &mut HashMap<usize, usize>,
+            i: usize,
+            src: Source,
+            hits: Vec<&'a str>,
+        ) {
+            match at.get(&i) {
+                Some(&k) => {
+                    if let Some((_, s, h)) = out.get_mut(k) {
+                        if !s.contains(&src) {
+                            s.push(src);
+                        }
+                        h.extend(hits);
+                    }
                 }
-                h.extend(hits);
+                None => {
+                    at.insert(i, out.len());
+                    out.push((i, vec![src], hits));
+                }
             }
-            None => out.push((i, vec![src], hits)),
-        };
+        }
+        let mut out: Vec<Recalled<'_>> = Vec::new();
+        // Where each skill is in `out`: a source recalling thousands costs one pass.
+        let mut at: HashMap<usize, usize> = HashMap::new();
         for name in recall::forced_names(query) {
             if let Some(&i) = self.by_name.get(&name) {
-                add(i, Source::Forced, Vec::new());
+                add(&mut out, &mut at, i, Source::Forced, Vec::new());
             }
         }
         for (i, hits) in self.triggers.hits(&query.to_lowercase()) {
-            add(i, Source::Rule, hits);
+            add(&mut out, &mut at, i, Source::Rule, hits);
         }
         for i in self
             .semantic(terms)
             .into_iter()
             .chain(by_meaning.iter().copied())
         {
-            add(i, Source::Semantic, Vec::new());
+            add(&mut out, &mut at, i, Source::Semantic, Vec::new());
         }
         out
+    }
+
+    /// Keeps the `max_candidates` most promising of `recalled` for phase 2: the named
+    /// skills, then by trigger hits, then by BM25 score and meaning. Only a query that
+    /// recalls more (a trigger thousands of skills share) loses any.
+    fn keep_best(
+        &self,
+        recalled: &mut Vec<Recalled<'_>>,
+        terms: &[String],
+        scored: Option<&embed::Scored>,
+    ) {
+        let cap = self.config.max_candidates.max(1);
+        if recalled.len() <= cap {
+            return;
+        }
+        let docs: Vec<usize> = recalled.iter().map(|r| r.0).collect();
+        let bm25 = self.index.scores_of(terms, &docs);
+        let mut keyed: Vec<_> = recalled
+            .drain(..)
+            .zip(bm25)
+            .map(|(r, bm25)| {
+                let forced = r.1.contains(&Source::Forced);
+                let z = scored.and_then(|s| s.z(r.0)).map_or(0.0, f64::from);
+                ((forced, r.2.len(), bm25 + z), r)
+            })
+            .collect();
+        keyed.sort_by(|(a, _), (b, _)| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(b.2.total_cmp(&a.2)));
+        keyed.truncate(cap);
+        recalled.extend(keyed.into_iter().map(|(_, r)| r));
     }
 
     /// Phase 2 for one candidate: `recalled` is (skill number, sources, trigger hits).
     fn score(
         &self,
         skill: &Skill,
-        recalled: (usize, Vec<Source>, Vec<String>),
+        recalled: Recalled<'_>,
         query_lower: &str,
         terms: &[String],
         z: Option<f32>,
@@ -253,7 +293,7 @@ impl Router {
             score: c.weights.total(&breakdown),
             breakdown,
             matched_terms,
-            trigger_hits,
+            trigger_hits: trigger_hits.into_iter().map(String::from).collect(),
             status,
             parallel_safe: skill.routing.parallel_safe,
             cost_units: score::cost_units(skill.routing.cost_hint),
@@ -273,8 +313,9 @@ impl Router {
         let terms = self.terms(query);
         let query_lower = query.to_lowercase();
         let (scored, by_meaning) = self.by_meaning(query);
-        let mut candidates: Vec<Candidate> = self
-            .recall(query, &terms, &by_meaning)
+        let mut recalled = self.recall(query, &terms, &by_meaning);
+        self.keep_best(&mut recalled, &terms, scored.as_ref());
+        let mut candidates: Vec<Candidate> = recalled
             .into_iter()
             .filter_map(|recalled| {
                 let skill = self.catalog.skills.get(recalled.0)?;

@@ -126,21 +126,22 @@ impl TriggerIndex {
         Self { by_key }
     }
 
-    /// Skills with a trigger in the query, with the triggers hit, by skill number.
-    pub fn hits(&self, query_lower: &str) -> Vec<(usize, Vec<String>)> {
-        let mut out: Vec<(usize, Vec<String>)> = Vec::new();
+    /// Skills with a trigger in the query, with the triggers hit, by skill number (the
+    /// triggers borrowed: a trigger thousands of skills share allocates nothing per skill).
+    pub fn hits(&self, query_lower: &str) -> Vec<(usize, Vec<&str>)> {
+        let mut by_skill: HashMap<usize, Vec<&str>> = HashMap::new();
         for key in query_keys(query_lower) {
             for (skill, trigger) in self.by_key.get(&key).into_iter().flatten() {
                 if !phrase_in(query_lower, trigger) {
                     continue;
                 }
-                match out.iter_mut().find(|(s, _)| s == skill) {
-                    Some((_, ts)) if !ts.contains(trigger) => ts.push(trigger.clone()),
-                    Some(_) => {}
-                    None => out.push((*skill, vec![trigger.clone()])),
+                let ts = by_skill.entry(*skill).or_default();
+                if !ts.contains(&trigger.as_str()) {
+                    ts.push(trigger);
                 }
             }
         }
+        let mut out: Vec<(usize, Vec<&str>)> = by_skill.into_iter().collect();
         out.sort_by_key(|(s, _)| *s);
         out
     }
@@ -178,11 +179,11 @@ mod tests {
         let a = vec!["price".to_string(), "价格".to_string()];
         let b = vec!["pull request".to_string()];
         let idx = TriggerIndex::build([(0, a.as_slice()), (1, b.as_slice())].into_iter());
-        assert_eq!(idx.hits("btc price?"), vec![(0, vec!["price".to_string()])]);
-        assert_eq!(idx.hits("比特币价格"), vec![(0, vec!["价格".to_string()])]);
+        assert_eq!(idx.hits("btc price?"), vec![(0, vec!["price"])]);
+        assert_eq!(idx.hits("比特币价格"), vec![(0, vec!["价格"])]);
         assert_eq!(
             idx.hits("open a pull request"),
-            vec![(1, vec!["pull request".to_string()])]
+            vec![(1, vec!["pull request"])]
         );
         assert!(idx.hits("pull the lever").is_empty());
     }

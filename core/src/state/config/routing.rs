@@ -28,6 +28,10 @@ pub struct RoutingConfig {
     /// disclosure): `always` skills first, in full; the rest by use, each in full while it
     /// fits, then shortened to its first sentence, then counted in a closing line.
     pub catalogue_budget_chars: usize,
+    /// Most candidates scored for one query: when recall finds more (a trigger thousands
+    /// of skills share), the named ones and then those with the most trigger hits and the
+    /// best BM25 score are kept.
+    pub max_candidates: usize,
     /// Recall by meaning ([`crate::router`]'s static embeddings) beside the words.
     pub semantic: bool,
     /// The z-score (standard deviations above the other skills) where a skill's
@@ -53,6 +57,7 @@ impl Default for RoutingConfig {
             max_fallback_skills: 2,
             cross_lingual: true,
             catalogue_budget_chars: 12_000,
+            max_candidates: 64,
             semantic: true,
             semantic_z_floor: 2.5,
             semantic_z_full: 4.0,
