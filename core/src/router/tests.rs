@@ -443,3 +443,42 @@ fn summarising_a_web_page_in_chinese_selects_the_summarizer() {
         Some("summarize")
     );
 }
+
+#[test]
+fn a_trigger_shared_by_many_skills_scores_only_the_most_promising() {
+    let names: Vec<String> = (0..80).map(|i| format!("pdf-tool-{i:02}")).collect();
+    let skills: Vec<(&str, &str, &str)> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let description = if i == 7 {
+                "Merge PDF invoices into one file."
+            } else {
+                "Work with documents."
+            };
+            (n.as_str(), description, "triggers: [pdf]\n")
+        })
+        .collect();
+    let (_d, c) = catalog(&skills);
+    let router = Router::new(
+        c,
+        RoutingConfig {
+            max_candidates: 10,
+            ..RoutingConfig::default()
+        },
+    );
+    let stats = StatsMap::new();
+    let inputs = RouteInputs {
+        context_id: None,
+        readiness: &AssumeReady,
+        stats: &stats,
+    };
+    let plan = router
+        .route("merge these pdf invoices, $pdf-tool-42 too", &inputs)
+        .unwrap();
+    assert_eq!(plan.candidates.len(), 10, "{:?}", plan.candidates.len());
+    // The named skill is kept, and so is the one whose words match best.
+    let kept: Vec<&str> = plan.candidates.iter().map(|c| c.skill.as_str()).collect();
+    assert!(kept.contains(&"pdf-tool-42"), "{kept:?}");
+    assert!(kept.contains(&"pdf-tool-07"), "{kept:?}");
+}
