@@ -113,6 +113,7 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
     checks.extend(roots(ws.root(), &config));
     let (kernel, probed) = kernel(&config);
     checks.push(kernel);
+    checks.push(git());
     let network_at = checks.len();
     let mut running = None;
     checks.extend(client::runtime()?.block_on(core(&ws, &mut running)));
@@ -146,6 +147,24 @@ pub fn run(a: DoctorArgs) -> anyhow::Result<u8> {
         );
     }
     Ok(if failed == 0 { 0 } else { EXIT_FAILED })
+}
+
+/// Whether `skill add` can fetch: the `git` program on PATH.
+fn git() -> Check {
+    match std::process::Command::new("git").arg("--version").output() {
+        Ok(out) if out.status.success() => Check::ok(
+            "git",
+            format!(
+                "{} (skill add, outdated and update fetch with it)",
+                String::from_utf8_lossy(&out.stdout).trim()
+            ),
+        ),
+        _ => Check::warning(
+            "git",
+            "the git program is not on PATH: `skill add`, `outdated` and `update` cannot fetch git sources (folders and archives still install)",
+            "install git (apt-get install git)",
+        ),
+    }
 }
 
 fn config_name(ws: &Workspace) -> String {

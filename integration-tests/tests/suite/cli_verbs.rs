@@ -435,6 +435,24 @@ fn doctor_without_a_running_core_says_how_to_start_it() {
     );
 }
 
+#[test]
+fn doctor_warns_when_git_is_missing_and_says_what_it_costs() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("skills")).unwrap();
+    let out = Command::new(binary("skillbox"))
+        .args(["doctor", "--workspace"])
+        .arg(dir.path())
+        .env("PATH", dir.path().join("no-programs-here"))
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert!(
+        said.contains("warn git: the git program is not on PATH: `skill add`"),
+        "{said}"
+    );
+    assert!(said.contains("fix: install git"), "{said}");
+}
+
 fn example_notes(ws: &Path) {
     let notes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills/notes");
     copy_dir(&notes, &ws.join("skills/notes"));
