@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use serde::Deserialize;
+use skillbox_protocol::skill::validate::is_tool_name;
 use subtle::ConstantTimeEq;
 
 use super::guard::{check_csrf, check_origin, GuardError};
@@ -218,6 +219,18 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
         Ok(r) => r,
         Err(e) => return api_refusal(ApiError::from(e)),
     };
+    if !is_tool_name(&record.tool) {
+        return html(
+            StatusCode::BAD_REQUEST,
+            message(
+                "Allowance refused",
+                &format!(
+                    "{} is the core's own confirmation, not a skill's tool: it is asked every time; approve it without an allowance",
+                    record.tool
+                ),
+            ),
+        );
+    }
     let allowed = approvals.grants().allow_after(
         &record.skill,
         &record.tool,

@@ -11,6 +11,7 @@ use crate::approvals::inspect::{segments, Segment};
 use crate::approvals::payload::{approval_warnings, sign_payload};
 use crate::approvals::{ApprovalRecord, ApprovalStatus};
 use crate::skills::install::verify;
+use skillbox_protocol::skill::validate::is_tool_name;
 
 /// What an approval card needs beyond the record.
 pub struct CardContext<'a> {
@@ -216,7 +217,9 @@ fn decision_forms(r: &ApprovalRecord, ctx: &CardContext<'_>, warned: bool) -> Ma
             // for this button only.
             button.deny type="submit" name="decision" value="deny" formnovalidate { "Deny" }
         }
-        @if r.security == Security::Write {
+        // An allowance covers a skill's tool; a core action's confirmation (a dotted name
+        // such as `skillbox.update`) is asked every time.
+        @if r.security == Security::Write && is_tool_name(&r.tool) {
             form.decide method="post" action={"/console/approvals/" (r.id)} {
                 input type="hidden" name="csrf" value=(ctx.csrf);
                 input type="hidden" name="decision" value="approve";

@@ -186,3 +186,47 @@ async fn card_names_the_bot_and_context_that_asked_and_who_decided() {
     let body = page(&gw, "/console/approvals/ap_bot", &cookie).await;
     assert!(body.contains("<dd data-decided-by>operator</dd>"), "{body}");
 }
+
+#[tokio::test]
+async fn an_update_confirmation_shows_its_changes_and_offers_no_allowance() {
+    let (_dir, gw) = setup();
+    let changes = json!({"update": {"from": "a1", "to": "b2", "widens": true},
+                         "changes": {"hosts_added": ["upload.example"]}});
+    gw.core
+        .pipeline
+        .store()
+        .insert_approval(&ApprovalRecord {
+            id: "ap_u".into(),
+            skill: "notes".into(),
+            tool: "skillbox.update".into(),
+            args_hash: "0".repeat(64),
+            args: changes,
+            security: Security::Write,
+            status: ApprovalStatus::Pending,
+            created_at: crate::state::store::unix_ms_now(),
+            decided_at: None,
+            reason: None,
+            requested_by: "operator".into(),
+            context_id: None,
+            decided_by: None,
+        })
+        .unwrap();
+    let (cookie, csrf) = session(&gw);
+    let body = page(&gw, "/console/approvals/ap_u", &cookie).await;
+    assert!(body.contains("upload.example"), "{body}");
+    assert!(!body.contains("allow_minutes"), "{body}");
+    // Asked for anyway: refused, the approval stays pending.
+    let headers = [("origin", ORIGIN), ("cookie", cookie.as_str())];
+    let form = format!("decision=approve&csrf={csrf}&allow_minutes=15");
+    let a = send(
+        &gw,
+        Method::POST,
+        "/console/approvals/ap_u",
+        &headers,
+        &form,
+    )
+    .await;
+    assert_eq!(a.status, StatusCode::BAD_REQUEST, "{}", a.body);
+    assert!(a.body.contains("asked every time"), "{}", a.body);
+    assert_eq!(status_of(&gw, "ap_u"), ApprovalStatus::Pending);
+}
