@@ -13,8 +13,10 @@ use super::remove_tree::{remove_tree, Sweeper};
 /// The folder of the scratch root where ended calls' dirs wait for the sweeper.
 pub const TRASH_DIR: &str = ".trash";
 
-/// Longest wait for the sweeper when the scratch file system is full.
-pub const FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Longest wait for space when the scratch file system is full.
+pub const FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often a full scratch file system is tried again within [`FULL_WAIT`].
+const FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// `ENOSPC`: no space left on the device.
 fn libc_enospc() -> i32 {
@@ -31,16 +33,22 @@ pub struct Scratch {
 
 impl Scratch {
     /// Creates a fresh directory under `root` (created 0711 if missing), mode 0700, owned
-    /// by `owner` when given. When the scratch file system is full while ended calls' dirs
-    /// still wait for the sweeper (a tool filled the tmpfs just before), it waits for them
-    /// to go (at most [`FULL_WAIT`]) and tries once more.
+    /// by `owner` when given. When the scratch file system is full (a tool filled the
+    /// tmpfs just before, and its dir is on its way to the sweeper or in its queue), it
+    /// waits for the sweeper and tries again, for at most [`FULL_WAIT`].
     pub fn create(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
-        match Self::create_once(root, owner) {
-            Err(e) if e.raw_os_error() == Some(libc_enospc()) => {
-                Sweeper::global().wait_idle_for(FULL_WAIT);
-                Self::create_once(root, owner)
+        let deadline = std::time::Instant::now() + FULL_WAIT;
+        loop {
+            match Self::create_once(root, owner) {
+                Err(e)
+                    if e.raw_os_error() == Some(libc_enospc())
+                        && std::time::Instant::now() < deadline =>
+                {
+                    Sweeper::global().wait_idle_for(FULL_RETRY);
+                    std::thread::sleep(FULL_RETRY);
+                }
+                other => return other,
             }
-            other => other,
         }
     }
 
