@@ -122,7 +122,8 @@
 //! sources = []                     # "owner/repo", "owner/*", "https://host/*"; empty: any
 //! publishers = []                  # certificate publisher names; non-empty: signed only
 //! max_permissions = {}             # security = "write", network = [..], env = [..],
-//!                                  # secrets = [..], dependencies = false
+//!                                  # secrets = [..], dependencies = false,
+//!                                  # delegate = [..]
 //!
 //! [trust]
 //! require_signed = false           # true: install and run only skills signed under a root in
