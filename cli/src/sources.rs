@@ -187,6 +187,17 @@ pub fn outdated(a: OutdatedArgs) -> anyhow::Result<u8> {
     Ok(0)
 }
 
+/// Reports a refused update (on stderr unless `json`) and returns its report line.
+fn update_refused(json: bool, name: &str, e: &SourceError) -> serde_json::Value {
+    if !json {
+        eprintln!(
+            "skillbox: update of {name} refused (check {}): {e}",
+            e.check()
+        );
+    }
+    json!({"name": name, "status": "refused", "check": e.check(), "error": e.to_string()})
+}
+
 /// `skillbox skill update [NAME] [--yes]`
 pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
     let s = sources(a.workspace.as_deref())?;
@@ -203,13 +214,7 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
         let prepared = match s.prepare_update(&name, SystemTime::now()) {
             Ok(p) => p,
             Err(e) => {
-                if !a.json {
-                    eprintln!(
-                        "skillbox: update of {name} refused (check {}): {e}",
-                        e.check()
-                    );
-                }
-                report.push(json!({"name": name, "status": "refused", "check": e.check(), "error": e.to_string()}));
+                report.push(update_refused(a.json, &name, &e));
                 status = EXIT_FAILED;
                 continue;
             }
@@ -258,13 +263,7 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
                 report.push(json!({"name": name, "status": "updated", "widens": widens, "from": from, "to": to, "diff": diff}));
             }
             Err(e) => {
-                if !a.json {
-                    eprintln!(
-                        "skillbox: update of {name} refused (check {}): {e}",
-                        e.check()
-                    );
-                }
-                report.push(json!({"name": name, "status": "refused", "check": e.check(), "error": e.to_string()}));
+                report.push(update_refused(a.json, &name, &e));
                 status = EXIT_FAILED;
             }
         }

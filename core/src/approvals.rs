@@ -261,36 +261,21 @@ impl Approvals {
     /// returned future is dropped while waiting, the approval stays `pending` in the store,
     /// so an operator can still approve it for a retry of the same call.
     pub async fn request(&self, req: ApprovalRequest) -> Result<ApprovalGrant, ApprovalError> {
-        let ApprovalRequest {
-            skill,
-            tool,
-            args,
-            security,
-            requested_by,
-            context_id,
-        } = req;
-        if security == Security::Read {
+        let (skill, tool) = (&req.skill, &req.tool);
+        if req.security == Security::Read {
             return Ok(ApprovalGrant::NotRequired);
         }
-        if self.policy.auto_approves(&skill, &tool) {
+        if self.policy.auto_approves(skill, tool) {
             tracing::info!(%skill, %tool, "call approved by the auto-approve policy");
             return Ok(ApprovalGrant::Auto);
         }
-        if security == Security::Write {
-            if let Some(g) = self.grants.covering(&skill, &tool, unix_ms_now()) {
+        if req.security == Security::Write {
+            if let Some(g) = self.grants.covering(skill, tool, unix_ms_now()) {
                 tracing::info!(%skill, %tool, allowance = %g.id, until = g.until, "call approved by an operator's allowance");
                 return Ok(ApprovalGrant::Allowance { id: g.id });
             }
         }
-        self.ask_operator(ApprovalRequest {
-            skill,
-            tool,
-            args,
-            security,
-            requested_by,
-            context_id,
-        })
-        .await
+        self.ask_operator(req).await
     }
 
     /// Asks an operator, with no auto-approve policy or allowance standing in: what the

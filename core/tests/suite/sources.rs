@@ -74,6 +74,23 @@ impl Env {
         )
     }
 
+    /// Adds every skill of `source` at `reference`.
+    pub fn add_all_at(
+        &self,
+        source: &str,
+        reference: &str,
+    ) -> Result<skillbox_core::skills::sources::AddOutcome, SourceError> {
+        self.sources.add(
+            &AddRequest {
+                source: source.into(),
+                reference: Some(reference.into()),
+                all: true,
+                ..Default::default()
+            },
+            SystemTime::now(),
+        )
+    }
+
     pub fn lock(&self) -> InstallLock {
         InstallLock::read(&self.sources.trust.skills_root)
             .unwrap()
@@ -202,30 +219,10 @@ fn a_ref_and_a_subfolder_pick_that_commit_and_folder() {
     assert_eq!(env.installed(), ["alpha"], "only the subfolder's skill");
 
     let err = env
-        .sources
-        .add(
-            &AddRequest {
-                source: "acme/tools".into(),
-                reference: Some("--upload-pack=touch".into()),
-                all: true,
-                ..Default::default()
-            },
-            SystemTime::now(),
-        )
+        .add_all_at("acme/tools", "--upload-pack=touch")
         .unwrap_err();
     assert_eq!(err.check(), "source", "{err}");
-    let err = env
-        .sources
-        .add(
-            &AddRequest {
-                source: "acme/tools".into(),
-                reference: Some("no-such-branch".into()),
-                all: true,
-                ..Default::default()
-            },
-            SystemTime::now(),
-        )
-        .unwrap_err();
+    let err = env.add_all_at("acme/tools", "no-such-branch").unwrap_err();
     assert_eq!(err.check(), "fetch", "{err}");
 }
 
@@ -568,4 +565,31 @@ fn find_matches_an_installed_skill_by_the_source_it_was_added_from() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0].name, "weather");
     assert_eq!(found[0].source, format!("acme/weather@{}", &commit[..12]));
+}
+
+#[test]
+fn a_source_that_never_answers_is_stopped_at_the_fetch_timeout() {
+    let mut env = Env::new();
+    env.sources.git.allow_http = true;
+    env.sources.git.timeout = Duration::from_secs(1);
+    // A server that accepts and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let held = std::thread::spawn(move || {
+        let conns: Vec<_> = listener.incoming().take(1).collect();
+        std::thread::sleep(Duration::from_secs(5));
+        drop(conns);
+    });
+    let started = std::time::Instant::now();
+    let err = env
+        .add(&format!("http://127.0.0.1:{port}/acme/slow.git"), &[])
+        .unwrap_err();
+    assert_eq!(err.check(), "fetch", "{err}");
+    assert!(err.to_string().contains("timeout_secs"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "not stopped at the timeout"
+    );
+    env.assert_nothing_left();
+    drop(held);
 }

@@ -229,6 +229,7 @@ async fn a_bot_token_is_refused_on_every_operator_route_naming_the_role() {
     // The routes that change skills, trust, tokens, and read metrics are among them.
     for must in [
         "POST /v1/skills/install",
+        "POST /v1/skills/{name}/update",
         "POST /v1/skills/reload",
         "DELETE /v1/skills/{name}",
         "POST /v1/trust/reload",

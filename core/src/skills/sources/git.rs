@@ -95,6 +95,9 @@ impl GitRunner {
             cmd.arg("--git-dir").arg(d);
         }
         cmd.stdin(Stdio::null());
+        // Its own process group, so a stop reaches the transport helpers git starts
+        // (`git-remote-http`, `ssh`), which would otherwise hold its pipes open.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         cmd
     }
 
@@ -192,7 +195,7 @@ impl GitRunner {
             }
             let received = dir_bytes(objects);
             if received > self.max_bytes {
-                let _ = child.kill();
+                stop(&mut child);
                 let _ = child.wait();
                 break Err(SourceError::TooLarge {
                     what: format!("the fetch received over {} bytes", self.max_bytes),
@@ -200,7 +203,7 @@ impl GitRunner {
                 });
             }
             if started.elapsed() > self.timeout {
-                let _ = child.kill();
+                stop(&mut child);
                 let _ = child.wait();
                 break Err(SourceError::Timeout {
                     secs: self.timeout.as_secs(),
@@ -288,7 +291,7 @@ impl GitRunner {
             let mut parts = header.split_whitespace();
             let (Some(_), Some("blob"), Some(size)) = (parts.next(), parts.next(), parts.next())
             else {
-                let _ = child.kill();
+                stop(&mut child);
                 return Err(SourceError::Git {
                     step: "cat-file",
                     message: format!("{oid}: {}", header.trim()),
@@ -308,6 +311,17 @@ impl GitRunner {
         let _ = child.wait();
         Ok(blobs)
     }
+}
+
+/// Kills a git command and every process of its group (its transport helpers).
+fn stop(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    let _ = child.kill();
 }
 
 /// A pipe asked for at spawn.
@@ -426,7 +440,7 @@ fn run(mut cmd: Command, step: &'static str, timeout: Duration) -> Result<String
             break s;
         }
         if started.elapsed() > timeout {
-            let _ = child.kill();
+            stop(&mut child);
             let _ = child.wait();
             return Err(SourceError::Timeout {
                 secs: timeout.as_secs(),
