@@ -4,12 +4,15 @@
 //! its own TLS to the real server, verified against the webpki roots and `[egress]
 //! extra_roots`; plain HTTP is read as it comes. Each request then:
 //!
-//! 1. must go to the connection's host (a plain connection cannot switch hosts);
+//! 1. must go to the connection's host (a plain connection cannot switch hosts), its
+//!    `Host` and any absolute-form authority naming that host (`host.rs`: no fronting);
 //! 2. has the placeholders of secrets bound to that host replaced by their values in the
 //!    request line, the headers (inside `Basic` credentials too) and, when `[egress]
 //!    secrets_in_body` allows it, the body; a placeholder of a secret bound elsewhere
 //!    refuses it (`403`, logged as an exfiltration attempt);
-//! 3. is sent to the server, whose answer comes back with every secret's value masked.
+//! 3. is sent to the server asking for `Accept-Encoding: identity`, and its answer comes
+//!    back with every secret's value masked, decoded first when the server coded it
+//!    anyway (`masking.rs`).
 //!
 //! Bodies are read whole, up to `[egress] max_inspected_body_bytes`. HTTP/1.1 only (the
 //! proxy offers no other ALPN), so no request escapes the reading.
@@ -20,14 +23,15 @@ use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::forward::HOP_BY_HOP;
+use super::host;
+use super::masking::{self, ProxyBody};
 use super::relay::{Ended, Meter, Way};
 use super::Outcome;
 use crate::proxy::secrets::{CallSecrets, Leak};
@@ -46,8 +50,6 @@ pub struct Reading {
     /// The largest body read (`[egress] max_inspected_body_bytes`).
     pub max_body: usize,
 }
-
-type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// Serves the program's requests on `program` by sending them on `server` (connected,
 /// and for HTTPS already speaking TLS to the real server) until either side ends.
@@ -134,27 +136,13 @@ impl State {
             Err(Refused(status, reason)) => return self.refuse(status, reason),
         };
         let answer = self.sender.lock().await.send_request(sent).await;
-        match answer {
-            Ok(resp) => {
-                let (mut parts, body) = resp.into_parts();
-                for (_, value) in parts.headers.iter_mut() {
-                    if let Some(masked) = secrets.mask(value.as_bytes()) {
-                        if let Ok(v) = http::HeaderValue::from_bytes(&masked) {
-                            *value = v;
-                        }
-                    }
-                }
-                let keep = secrets.longest_value().saturating_sub(1);
-                let body = Masked {
-                    inner: body,
-                    secrets,
-                    carry: Vec::new(),
-                    keep,
-                    done: false,
-                };
-                Response::from_parts(parts, body.boxed())
-            }
-            Err(e) => plain(502, "failed", &format!("the server's answer failed: {e}")),
+        let resp = match answer {
+            Ok(resp) => resp,
+            Err(e) => return plain(502, "failed", &format!("the server's answer failed: {e}")),
+        };
+        match masking::masked_answer(resp, secrets, self.reading.max_body).await {
+            Ok(resp) => resp,
+            Err(e) => self.refuse(502, e.to_string()),
         }
     }
 
@@ -188,10 +176,24 @@ impl State {
             .method(parts.method.clone())
             .uri(&line)
             .version(http::Version::HTTP_11);
+        if let Some(authority) = parts.uri.authority() {
+            host::check_authority(authority.as_str(), &r.target)
+                .map_err(|e| Refused(e.status(), e.to_string()))?;
+        }
+        host::check_host(
+            parts
+                .headers
+                .get_all(http::header::HOST)
+                .iter()
+                .map(|v| v.as_bytes()),
+            &r.target,
+        )
+        .map_err(|e| Refused(e.status(), e.to_string()))?;
         let mut has_host = false;
         for (name, value) in &parts.headers {
             let lower = name.as_str();
-            if hop_only(lower) {
+            // The answer must come back in a coding the masking can read (`masking.rs`).
+            if hop_only(lower) || lower == "accept-encoding" {
                 continue;
             }
             has_host |= lower == "host";
@@ -208,6 +210,7 @@ impl State {
         if !has_host {
             out = out.header(http::header::HOST, r.target.host_header());
         }
+        out = out.header(http::header::ACCEPT_ENCODING, "identity");
         let body = self.body(body).await?;
         if !body.is_empty() || parts.headers.contains_key(http::header::CONTENT_LENGTH) {
             out = out.header(http::header::CONTENT_LENGTH, body.len());
@@ -274,75 +277,6 @@ fn plain(status: u16, mark: &str, reason: &str) -> Response<ProxyBody> {
         resp.headers_mut().insert(header, v);
     }
     resp
-}
-
-/// A server's body with every secret's value masked; `keep` bytes (the longest value
-/// less one) wait for the next frame, so that a value split across frames is found.
-struct Masked {
-    inner: Incoming,
-    secrets: Arc<CallSecrets>,
-    carry: Vec<u8>,
-    keep: usize,
-    done: bool,
-}
-
-impl Masked {
-    fn mask_carry(&mut self) {
-        if let Some(masked) = self.secrets.mask(&self.carry) {
-            self.carry = masked;
-        }
-    }
-}
-
-impl Body for Masked {
-    type Data = Bytes;
-    type Error = hyper::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
-        loop {
-            if self.done {
-                if self.carry.is_empty() {
-                    return Poll::Ready(None);
-                }
-                let rest = std::mem::take(&mut self.carry);
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from(rest)))));
-            }
-            match ready!(Pin::new(&mut self.inner).poll_frame(cx)) {
-                None => self.done = true,
-                Some(Err(e)) => return Poll::Ready(Some(Err(e))),
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => {
-                        self.carry.extend_from_slice(&data);
-                        self.mask_carry();
-                        if self.carry.len() > self.keep {
-                            let n = self.carry.len() - self.keep;
-                            let out: Vec<u8> = self.carry.drain(..n).collect();
-                            return Poll::Ready(Some(Ok(Frame::data(Bytes::from(out)))));
-                        }
-                    }
-                    // Trailers: what waits goes first, then they end the body.
-                    Err(trailers) => {
-                        self.done = true;
-                        if self.carry.is_empty() {
-                            return Poll::Ready(Some(Ok(trailers)));
-                        }
-                    }
-                },
-            }
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done && self.carry.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        // Masking keeps lengths.
-        self.inner.size_hint()
-    }
 }
 
 /// The server side of a read connection: every byte counted on the connection's

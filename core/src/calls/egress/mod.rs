@@ -9,7 +9,8 @@
 //!    program cannot borrow another call's identity, nor reach anything after its call;
 //! 2. the first request head is read (bounded, with a deadline, `head.rs`): `CONNECT
 //!    host:port` is a TLS tunnel (`tunnel.rs`), an absolute `http://` URL a plain request
-//!    (`forward.rs`), anything else `400`;
+//!    (`forward.rs`), anything else `400`; a `Host` naming another host than the one
+//!    asked for is refused (`host.rs`), here and in every request a read connection carries;
 //! 3. the call may have [`EgressConfig::max_connections_per_call`] connections open;
 //! 4. the policy of `core.fetch` (`policy.rs`): the skill's effective
 //!    `permissions.network` allows the scheme, host and port; an IP literal is refused
@@ -26,8 +27,10 @@
 
 mod forward;
 mod head;
+mod host;
 mod intercept;
 mod log;
+mod masking;
 mod relay;
 pub mod trust;
 mod tunnel;
@@ -220,6 +223,17 @@ impl EgressProxy {
             }
         };
         let (host, port) = (target.host.clone(), target.port);
+        let named = (head.headers.iter())
+            .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+            .map(|(_, v)| v.as_slice());
+        if let Err(e) = host::check_host(named, &target) {
+            let refusal = Refusal {
+                status: e.status(),
+                mark: Mark::Refused,
+                reason: format!("{what}: {e}"),
+            };
+            return (host, port, refuse(&mut io, refusal).await, (0, 0));
+        }
         let max = self.config.max_connections_per_call;
         let Some(_slot) = slot else {
             let reason = format!(

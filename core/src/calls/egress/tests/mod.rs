@@ -26,7 +26,9 @@ use super::*;
 use crate::state::store::{EgressEntry, EgressVerdict};
 
 mod channel;
+mod codings;
 mod forward;
+mod fronting;
 mod limits;
 mod record;
 mod secrets;
@@ -49,8 +51,11 @@ impl Drop for TestServer {
 }
 
 /// `/hello` → `hello`; `/echo` → method, path, headers and body; `/big?n=N` → N bytes;
-/// `/slow` → nothing, ever.
+/// `/slow` → nothing, ever; `/coded?ce=..&te=..` → the echo, coded (`codings.rs`).
 async fn route(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == "/coded" {
+        return Ok(codings::coded_echo(req).await);
+    }
     let text = match req.uri().path() {
         "/hello" => "hello".to_string(),
         "/echo" => {

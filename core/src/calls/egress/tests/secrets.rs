@@ -11,12 +11,17 @@ use crate::proxy::roots::ExtraRoots;
 use crate::proxy::secrets::CallSecrets;
 use crate::random::SystemSource;
 
-const VALUE: &str = "sk-test-value";
+pub(super) const VALUE: &str = "sk-test-value";
 
 /// A call of a skill reaching `api.test:PORT` and `web.test:WEB`, with `API_KEY` bound to
 /// `api.test:PORT`; the proxy trusts the test server's certificate. Returns the rig and
 /// the placeholder.
-fn secret_rig(port: u16, web: u16, cert: &ApiCert, config: EgressConfig) -> (Rig, String) {
+pub(super) fn secret_rig(
+    port: u16,
+    web: u16,
+    cert: &ApiCert,
+    config: EgressConfig,
+) -> (Rig, String) {
     let api = format!("api.test:{port}");
     let webs = format!("http://web.test:{web}");
     let skill = skill(&[api.clone(), webs.clone()]);
@@ -59,7 +64,7 @@ async fn program_tls<S: AsyncRead + AsyncWrite + Unpin>(
 }
 
 /// Sends one request over `io` and returns status, `X-Skillbox-Refused` and body.
-async fn send<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+pub(super) async fn send<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     io: S,
     req: Request<Full<Bytes>>,
 ) -> (u16, String, String) {
@@ -79,7 +84,7 @@ async fn send<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 }
 
 /// A program's TLS connection to `api.test` through the proxy.
-async fn connect_api(
+pub(super) async fn connect_api(
     rig: &Rig,
     port: u16,
 ) -> (impl AsyncRead + AsyncWrite + Unpin + Send, JoinHandle<()>) {
