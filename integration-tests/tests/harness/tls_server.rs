@@ -1,8 +1,9 @@
 //! An HTTPS test server on 127.0.0.1 for a made-up name, its certificate issued by a CA of
 //! the test's own (rcgen): what `[egress] extra_roots` trusts in the egress tests. It
 //! answers `/hello`, and `/auth`, which says `authorized` only when the request carries
-//! the real key in `Authorization: Bearer` and `?key=`; it records what each request
-//! carried.
+//! the real key in `Authorization: Bearer` and `?key=`, and `/echo`, the request's head
+//! (`/echo?gzip`: gzip-coded whatever the request accepts, as a misbehaving server does);
+//! it records what each request carried.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -128,8 +129,20 @@ fn handle(
             authorization: authorization.clone(),
         });
     }
+    let mut coding = "";
     let body = match target.split('?').next().unwrap_or_default() {
         "/hello" => HELLO.to_string(),
+        "/echo" => {
+            coding = if target.ends_with("?gzip") {
+                "gzip"
+            } else {
+                "identity"
+            };
+            text.split("\r\n\r\n")
+                .next()
+                .unwrap_or_default()
+                .to_string()
+        }
         "/auth" => {
             let header_ok = authorization.as_deref() == Some(&format!("Bearer {key}"));
             let query_ok = target.ends_with(&format!("?key={key}"));
@@ -140,12 +153,28 @@ fn handle(
         }
         _ => "not found".to_string(),
     };
-    let answer = format!(
-        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
+    let body = match coding {
+        "gzip" => gzip(body.as_bytes()),
+        _ => body.into_bytes(),
+    };
+    let head = format!(
+        "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: text/plain\r\n\
+         Content-Encoding: {}\r\nContent-Length: {}\r\n\r\n",
+        if coding.is_empty() {
+            "identity"
+        } else {
+            coding
+        },
         body.len()
     );
-    let _ = tls.write_all(answer.as_bytes());
+    let _ = tls.write_all(&[head.into_bytes(), body].concat());
     let _ = tls.flush();
     tls.conn.send_close_notify();
     let _ = tls.flush();
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let _ = e.write_all(bytes);
+    e.finish().unwrap_or_default()
 }

@@ -214,3 +214,109 @@ fn https_and_a_bound_secret_reach_their_host_and_the_key_never_enters_the_sandbo
         sb.allowed.hits()
     );
 }
+
+/// The bound key sent to a server that echoes the request gzip-coded whatever it was asked
+/// (Python decoding the answer itself, and curl `--compressed`): the program reads the
+/// masked echo, never the key, and the server did get the key.
+#[test]
+fn secret_in_gzip_echo_is_masked() {
+    let s = server();
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare),
+        secrets: vec![("API_KEY".into(), KEY.into())],
+        ..Options::default()
+    });
+    let url = format!("https://{NAME}:{}", s.port);
+    let masked = format!("Bearer {}", "*".repeat(KEY.len()));
+    let r = exec(
+        &sb,
+        "keyed-api",
+        &format!(
+            "python3 -c \"import os, gzip, urllib.request as u; k = os.environ['API_KEY']; \
+             a = u.urlopen(u.Request('{url}/echo?gzip', headers={{'Authorization': 'Bearer ' + k, \
+             'Accept-Encoding': 'gzip, deflate, br, zstd'}})); b = a.read(); \
+             ce = a.headers.get('Content-Encoding', 'identity'); print('coding:', ce); \
+             print(gzip.decompress(b).decode() if ce == 'gzip' else b.decode())\""
+        ),
+    );
+    assert_eq!(r["data"]["exit_code"], 0, "{r}");
+    assert!(!output(&r).contains(KEY), "the key came back: {r}");
+    assert!(output(&r).contains("coding: identity"), "{r}");
+    assert!(output(&r).contains(&masked), "{r}");
+    if on_sandbox_path("curl") {
+        let r = exec(
+            &sb,
+            "keyed-api",
+            &format!("curl -sS --compressed -H \"Authorization: Bearer $API_KEY\" {url}/echo?gzip"),
+        );
+        assert!(!output(&r).contains(KEY), "the key came back: {r}");
+        assert!(output(&r).contains(&masked), "{r}");
+    }
+    assert!(
+        s.seen().iter().any(|r| r.target == "/echo?gzip"
+            && r.authorization.as_deref() == Some(&*format!("Bearer {KEY}"))),
+        "the server got the key: {:?}",
+        s.seen()
+    );
+}
+
+/// A request on a connection the proxy reads whose `Host` names another host than the one
+/// it checked (domain fronting), over the terminated TLS and over plain HTTP: refused,
+/// recorded, and never at the server.
+#[test]
+fn host_header_fronting_refused() {
+    let s = server();
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare),
+        secrets: vec![("API_KEY".into(), KEY.into())],
+        ..Options::default()
+    });
+    if !on_sandbox_path("curl") {
+        eprintln!("SKIPPED host_header_fronting_refused: no curl on the sandbox's PATH");
+        return;
+    }
+    let url = format!("https://{NAME}:{}", s.port);
+    let plain = sb.allowed.port;
+    let before = s.seen().len();
+    for (what, target, host) in [
+        ("tls", format!("{url}/hello"), format!("c.test:{}", s.port)),
+        (
+            "plain",
+            format!("http://api.test:{plain}/hello"),
+            format!("b.test:{plain}"),
+        ),
+    ] {
+        let r = exec(
+            &sb,
+            "keyed-api",
+            &format!("curl -sS -o /dev/null -D - -H 'Host: {host}' {target}"),
+        );
+        assert!(output(&r).contains("HTTP/1.1 403"), "{what}: {r}");
+        assert!(output(&r).contains("domain fronting"), "{what}: {r}");
+        let call = sb
+            .request(
+                "GET",
+                &format!("/v1/calls/{}", r["call_id"].as_str().unwrap()),
+                None,
+            )
+            .json();
+        let refused = call["egress"].as_array().into_iter().flatten().any(|e| {
+            e["verdict"] == "refused"
+                && e["reason"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("domain fronting")
+        });
+        assert!(refused, "{what}: {call}");
+    }
+    assert_eq!(
+        s.seen().len(),
+        before,
+        "the TLS server saw a fronted request"
+    );
+    assert!(
+        !sb.allowed.hits().contains(&"/hello".to_string()),
+        "the plain server saw a fronted request: {:?}",
+        sb.allowed.hits()
+    );
+}
