@@ -2,16 +2,19 @@
 //! its env names, the placeholders of its bound secrets (the values stay in the core, for
 //! the egress proxy), the names and hosts the operator granted (which the executor, which
 //! reads the skill as published, must be told), the certificates its programs trust, and
-//! the security of what runs without a declared tool.
+//! the security of what runs without a declared tool; and the one rule of which skill's
+//! envelope a built-in may use in a context ([`in_context`]).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::skill::{Security, Skill, Tool};
+use skillbox_protocol::Target;
 
 use super::egress::EgressTrust;
-use super::Loaded;
+use super::{CallError, Loaded};
+use crate::contexts::ContextTools;
 use crate::proxy::secrets::CallSecrets;
 use crate::random::{RandomError, RandomSource};
 use crate::state::secrets::Secrets;
@@ -124,5 +127,25 @@ pub(super) fn envelope_security(skill: &Skill) -> Security {
         Security::Write
     } else {
         Security::Read
+    }
+}
+
+/// The one rule of the skill a built-in runs under (or reads) in a context, which every
+/// built-in's path calls once it has picked that skill: `exec_command`'s envelope,
+/// `run_skill_script`'s skill, `load_skill`'s instructions, and a session's envelope again
+/// at each `write_stdin`. The skill must be one the context lends (pinned there, or with a
+/// tool active there, or any in a context that does not restrict its tools:
+/// [`ContextTools::lends`]); no skill (a command without secrets or network) and no
+/// context are always allowed. A refusal is the gate's: `permission_denied`.
+pub(super) fn in_context(
+    context: Option<&ContextTools>,
+    builtin: &Target,
+    skill: Option<&str>,
+) -> Result<(), CallError> {
+    match (context, skill) {
+        (Some(c), Some(skill)) if !c.lends(skill) => {
+            Err(CallError::NotInContext(c.envelope_refusal(builtin, skill)))
+        }
+        _ => Ok(()),
     }
 }

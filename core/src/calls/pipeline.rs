@@ -190,16 +190,16 @@ impl Dispatcher {
         let (admitted, args, script) = match target {
             Target::Tool(tool) => (self.admit(loaded, &origin.caller, &tool)?, args, None),
             Target::LoadSkill => {
+                let named = disclosure::named_skill(&args);
+                super::envelope::in_context(context.as_ref(), &Target::LoadSkill, named)?;
                 let data = disclosure::load_skill(&loaded.catalog, &args)?;
                 return Ok(ToolResult::ok(call_id, data, 0));
             }
             Target::RunSkillScript => {
+                let named = disclosure::named_skill(&args);
+                super::envelope::in_context(context.as_ref(), &Target::RunSkillScript, named)?;
                 let script = disclosure::resolve_script(&loaded.catalog, &args)?;
                 *recorded = Some(ToolRef::new(&script.skill, disclosure::RUN_SKILL_SCRIPT));
-                if let Some(c) = &context {
-                    disclosure::script_in_context(&loaded.catalog, c, &script.skill)
-                        .map_err(CallError::NotInContext)?;
-                }
                 let admitted = self.admit_envelope(
                     loaded,
                     &origin.caller,

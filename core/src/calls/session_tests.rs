@@ -227,3 +227,101 @@ async fn a_grant_widens_a_published_skill_and_its_env_names_travel_to_the_execut
     assert!(r.success, "{r:?}");
     assert_eq!(seen.lock().unwrap()[0].granted_env, ["PDF_KEY"]);
 }
+
+/// A restricted context (seed 004's `allowed-tools`) lends the envelope of the skills it
+/// uses only: `exec_command {"skill": other}`, `run_skill_script` and `load_skill` of a
+/// skill neither pinned nor active there are refused alike, by the one rule, before the
+/// skill's network or secrets reach anything; a skill pinned or active there still runs.
+#[tokio::test]
+async fn restricted_context_cannot_lend_another_skills_envelope() {
+    let ws = tempfile::tempdir().unwrap();
+    let guard = ws.path().join("skills/guard");
+    std::fs::create_dir_all(guard.join("scripts")).unwrap();
+    std::fs::write(
+        guard.join("SKILL.md"),
+        "---\nname: guard\ndescription: only mail\nallowed-tools: [\"mail:send\"]\n---\n# guard\n",
+    )
+    .unwrap();
+    std::fs::write(guard.join("scripts/ok.py"), "print('ok')\n").unwrap();
+    let d = dispatcher(ws.path())
+        .with_fake_transport(|p| Ok(ToolResult::ok(p.call_id.clone(), json!({}), 1)));
+    let catalog = d.load().catalog();
+    crate::contexts::pin(d.store(), &catalog, "c1", "guard").unwrap();
+
+    for (name, args) in [
+        ("exec_command", json!({"cmd": "env", "skill": "pdf"})),
+        (
+            "run_skill_script",
+            json!({"name": "pdf", "script": "fill.py"}),
+        ),
+        ("load_skill", json!({"name": "pdf"})),
+    ] {
+        let r = call_in(&d, Some("c1"), name, args).await;
+        assert_eq!(
+            r.error_kind,
+            Some(ErrorKind::PermissionDenied),
+            "{name}: {r:?}"
+        );
+        let error = r.error.unwrap_or_default();
+        assert!(
+            error.starts_with(&format!(
+                "{name} may not use skill \"pdf\" in context \"c1\""
+            )),
+            "{name}: {error}"
+        );
+        assert!(
+            error.contains("skillbox context pin c1 pdf"),
+            "{name}: {error}"
+        );
+        // Outside the context, the same call is not refused by it.
+        let r = call_in(&d, None, name, json!({"name": "pdf", "script": "fill.py"})).await;
+        assert_ne!(
+            r.error_kind,
+            Some(ErrorKind::PermissionDenied),
+            "{name}: {r:?}"
+        );
+    }
+    // The pinned skill, and a skill with a tool active in the context, are lent.
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "run_skill_script",
+        json!({"name": "guard", "script": "ok.py"}),
+    )
+    .await;
+    assert!(r.success, "{r:?}");
+    let r = call_in(&d, Some("c1"), "load_skill", json!({"name": "guard"})).await;
+    assert!(r.success, "{r:?}");
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "run_skill_script",
+        json!({"name": "mail", "script": "send.py"}),
+    )
+    .await;
+    assert_eq!(
+        r.error_kind,
+        Some(ErrorKind::ApprovalDenied),
+        "reached approval: {r:?}"
+    );
+    // exec_command under a lent skill, or none, passes the rule (and then finds no
+    // executor listening here).
+    for args in [
+        json!({"cmd": "true", "skill": "guard"}),
+        json!({"cmd": "true", "skill": "mail"}),
+    ] {
+        let r = call_in(&d, Some("c1"), "exec_command", args.clone()).await;
+        let error = r.error.unwrap_or_default();
+        assert!(!error.contains("may not use skill"), "{args}: {error}");
+    }
+    // Unpinned, the context restricts nothing: every skill is lent again.
+    crate::contexts::unpin(d.store(), "c1", "guard").unwrap();
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "run_skill_script",
+        json!({"name": "pdf", "script": "fill.py"}),
+    )
+    .await;
+    assert!(r.success, "{r:?}");
+}

@@ -43,6 +43,8 @@ const ANSWER_SLACK: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 struct Held {
     context_id: String,
+    /// The skill whose envelope it runs under, if any.
+    skill: Option<String>,
     executor: SocketAddr,
     call_id: String,
     files: Arc<CallFiles>,
@@ -166,8 +168,7 @@ impl Dispatcher {
             Target::WriteStdin => {
                 let args: WriteArgs = parse(target, args)?;
                 *recorded = Some(ToolRef::new(NO_SKILL, Target::WRITE_STDIN));
-                self.write_stdin(run.call_id, &context.context_id, args, exec)
-                    .await
+                self.write_stdin(run.call_id, &context, args, exec).await
             }
             _ => {
                 let args: CloseArgs = parse(target, args)?;
@@ -207,6 +208,7 @@ impl Dispatcher {
             skill_name.as_deref().unwrap_or(NO_SKILL),
             Target::EXEC_COMMAND,
         ));
+        super::envelope::in_context(Some(&context), &Target::ExecCommand, skill_name.as_deref())?;
         let mut admitted = match &skill_name {
             Some(name) => {
                 self.admit_envelope(loaded, &run.origin.caller, name, Target::EXEC_COMMAND)?
@@ -317,6 +319,7 @@ impl Dispatcher {
                     session_id.clone(),
                     Held {
                         context_id: context.context_id.clone(),
+                        skill: skill_name.clone(),
                         executor,
                         call_id: run.call_id.to_string(),
                         files: Arc::clone(&files),
@@ -337,22 +340,31 @@ impl Dispatcher {
         Ok(result)
     }
 
+    /// Writes to a session of `context`, which it inherits the envelope of: the envelope's
+    /// skill must still be one the context lends (the rule of [`super::envelope::in_context`]),
+    /// so a skill unpinned since the session started lends it nothing more.
     async fn write_stdin(
         &self,
         call_id: &str,
-        context_id: &str,
+        context: &ContextTools,
         args: WriteArgs,
         exec: &ExecSection,
     ) -> Result<ToolResult, CallError> {
+        let context_id = context.context_id.as_str();
         let found = self.sessions.held.lock().ok().and_then(|mut h| {
             let s = h.get_mut(&args.session_id)?;
             if s.context_id != context_id {
                 return None;
             }
             s.last_used = Instant::now();
-            Some((s.executor, Arc::clone(&s.files), s.call_id.clone()))
+            Some((
+                s.executor,
+                Arc::clone(&s.files),
+                s.call_id.clone(),
+                s.skill.clone(),
+            ))
         });
-        let Some((executor, files, session_call)) = found else {
+        let Some((executor, files, session_call, skill)) = found else {
             return Err(CallError::Builtin {
                 kind: skillbox_protocol::result::ErrorKind::NotFound,
                 message: format!(
@@ -361,6 +373,7 @@ impl Dispatcher {
                 ),
             });
         };
+        super::envelope::in_context(Some(context), &Target::WriteStdin, skill.as_deref())?;
         let params = SessionWriteParams {
             session_id: args.session_id.clone(),
             chars: args.chars,

@@ -461,27 +461,3 @@ pub fn resolve_script(catalog: &Catalog, args: &Value) -> Result<ScriptCall, Dis
         },
     })
 }
-
-/// Whether a script of `skill` may run in context `c`: the skill is pinned there, or the
-/// context does not restrict tools, or one of the skill's tools is active; else the refusal.
-pub fn script_in_context(
-    catalog: &Catalog,
-    c: &crate::contexts::ContextTools,
-    skill: &str,
-) -> Result<(), String> {
-    let active = catalog.get(skill).is_some_and(|s| {
-        s.tools.iter().any(|t| {
-            c.allows(&skillbox_protocol::Target::Tool(ToolRef::new(
-                skill, &t.name,
-            )))
-        })
-    });
-    if c.pins(skill) || !c.restricted || active {
-        return Ok(());
-    }
-    Err(format!(
-        "skill {skill:?} has no tool active in context {:?} and is not pinned there; pin it \
-         (`skillbox context pin`) to run its scripts",
-        c.context_id
-    ))
-}

@@ -134,6 +134,31 @@ impl ContextTools {
         self.pinned.iter().any(|p| p.name == skill)
     }
 
+    /// Whether a built-in may run under skill `skill`'s envelope here (or, `load_skill`,
+    /// read it): any skill in a context that does not restrict its tools, else a skill
+    /// pinned here or one with a tool among the active tools. A restricted context never
+    /// lends the network, secrets or folder of a skill it does not use.
+    pub fn lends(&self, skill: &str) -> bool {
+        !self.restricted
+            || self.pins(skill)
+            || (self.active_tools.iter()).any(|t| matches!(t, Target::Tool(r) if r.skill == skill))
+    }
+
+    /// The refusal of a built-in (`builtin`) under skill `skill`, which this context does
+    /// not lend ([`ContextTools::lends`]).
+    pub fn envelope_refusal(&self, builtin: &Target, skill: &str) -> String {
+        let id = &self.context_id;
+        let pinned: Vec<&str> = self.pinned.iter().map(|p| p.name.as_str()).collect();
+        format!(
+            "{builtin} may not use skill {skill:?} in context {id:?}: the allowed-tools of the \
+             skills pinned there ({}) restrict the context, and {skill:?} is neither pinned \
+             there nor has a tool active there. Pin it in the context (`skillbox context pin \
+             {id} {skill}`, or PUT /v1/contexts/{id}/skills/{skill}) to use it, or call \
+             without the context",
+            pinned.join(", ")
+        )
+    }
+
     /// The refusal of a tool outside the context, naming the active tools.
     pub fn refusal(&self, tool: &Target) -> String {
         let active: Vec<String> = self.active_tools.iter().map(Target::to_string).collect();

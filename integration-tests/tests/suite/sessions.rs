@@ -3,7 +3,8 @@
 //! one the bot downloads; a two-step job whose second step reads the first one's output;
 //! a script the agent writes and runs with `exec_command`; a long command driven with
 //! `write_stdin`; a session that outlives its idle timeout; and the refusals (another
-//! context's session id, a closed session's processes gone, a file over the quota).
+//! context's session id, a closed session's processes gone, a file over the quota, a
+//! restricted context's refusal to lend another skill's envelope).
 
 use std::path::Path;
 use std::time::Duration;
@@ -359,4 +360,91 @@ fn a_granted_env_name_reaches_a_published_skill_that_declares_none() {
         json!(["FORM_API_KEY"]),
         "{detail}"
     );
+}
+
+/// [`published_skills`] and `echo-only`, whose `allowed-tools` restrict a context pinning
+/// it to `echo:echo` (seed 004).
+fn published_and_restricting_skills(ws: &Path) {
+    published_skills(ws);
+    let dir = ws.join("skills/echo-only");
+    write(
+        &dir.join("SKILL.md"),
+        "---\nname: echo-only\ndescription: Only ever echo.\nallowed-tools: [\"echo:echo\"]\n---\n# Echo only\n",
+    );
+    open_up(&dir);
+}
+
+#[test]
+fn restricted_context_cannot_lend_another_skills_envelope() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(published_and_restricting_skills),
+        extra_toml: "[grants.form-filler]\nenv = [\"FORM_API_KEY\"]\n".to_string(),
+        secrets: vec![("FORM_API_KEY".into(), "k-123".into())],
+        ..Options::default()
+    });
+    let pin = |context: &str, skill: &str| {
+        let r = sb.request(
+            "PUT",
+            &format!("/v1/contexts/{context}/skills/{skill}"),
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+    };
+    pin("job-10", "echo-only");
+    let refused = |r: &Value, builtin: &str| {
+        assert_eq!(r["error_kind"], "permission_denied", "{r}");
+        let error = r["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!("{builtin} may not use skill \"form-filler\"")),
+            "{error}"
+        );
+        assert!(error.contains("skillbox context pin"), "{error}");
+    };
+    // The attack: a context restricted to echo borrows form-filler's secret.
+    let borrow = json!({"cmd": "echo ${FORM_API_KEY:-none}", "skill": "form-filler"});
+    refused(
+        &call_in(&sb, "job-10", "exec_command", borrow.clone()),
+        "exec_command",
+    );
+    let script = json!({"name": "form-filler", "script": "fill_form.py"});
+    refused(
+        &call_in(&sb, "job-10", "run_skill_script", script),
+        "run_skill_script",
+    );
+    // A skill active in the context, and no skill, still run.
+    let r = call_in(
+        &sb,
+        "job-10",
+        "exec_command",
+        json!({"cmd": "echo hi", "skill": "echo"}),
+    );
+    assert_eq!(r["data"]["output"], "hi\n", "{r}");
+    let r = call_in(
+        &sb,
+        "job-10",
+        "exec_command",
+        json!({"cmd": "echo ${FORM_API_KEY:-none}"}),
+    );
+    assert_eq!(r["data"]["output"], "none\n", "{r}");
+
+    // A session inherits its envelope at each write_stdin: once the context is restricted
+    // to other skills, form-filler's session is no longer written to.
+    let cat = json!({"cmd": "cat", "skill": "form-filler", "yield_ms": 200});
+    let r = call_in(&sb, "job-11", "exec_command", cat);
+    let session = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    pin("job-11", "echo-only");
+    let write = json!({"session_id": session, "chars": "one\n", "yield_ms": 500});
+    refused(
+        &call_in(&sb, "job-11", "write_stdin", write.clone()),
+        "write_stdin",
+    );
+    // Pinned, the skill is lent again.
+    pin("job-11", "form-filler");
+    let r = call_in(&sb, "job-11", "write_stdin", write);
+    assert_eq!(r["data"]["output"], "one\n", "{r}");
+    let r = call_in(&sb, "job-11", "exec_command", borrow);
+    assert_eq!(r["data"]["output"], "k-123\n", "{r}");
 }
