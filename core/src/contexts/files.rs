@@ -397,13 +397,18 @@ impl ContextFiles {
     }
 
     /// The bytes of `path` of `context_id`, and its record. Blocking.
+    ///
+    /// One snapshot: the file is opened once (a `PUT` renames a new version in, so the
+    /// open file stays the version it was), and the record's size and SHA-256 (the
+    /// `ETag`) are those of the bytes read from it, not the database's, which a racing
+    /// `PUT` may have changed in between.
     pub fn get(&self, context_id: &str, path: &str) -> Result<(ContextFile, Vec<u8>), FileError> {
         let segments = check_path(path)?;
         let not_found = || FileError::NotFound {
             context: context_id.to_string(),
             path: path.to_string(),
         };
-        let record = self
+        let mut record = self
             .store
             .context_file(context_id, path)?
             .ok_or_else(not_found)?;
@@ -438,6 +443,8 @@ impl ContextFiles {
                 step: "read the file",
                 source,
             })?;
+        record.size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+        record.sha256 = hex(ring::digest::digest(&SHA256, &bytes));
         Ok((record, bytes))
     }
 
@@ -536,13 +543,12 @@ where
         file.write_all(&data).await.map_err(CopyError::Io)?;
     }
     file.sync_all().await.map_err(CopyError::Io)?;
-    let hex = digest
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok((size, hex))
+    Ok((size, hex(digest.finish())))
+}
+
+/// A SHA-256 digest in lowercase hex.
+fn hex(digest: ring::digest::Digest) -> String {
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -117,3 +117,46 @@ async fn mcp_refuses_a_context_file_over_its_size_cap_naming_the_rest_route() {
         "{r}"
     );
 }
+
+/// A `GET` racing a `PUT` of the same file answers one version: that version's bytes
+/// with that version's `ETag`, never one's bytes under the other's tag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_racing_a_put_never_answers_one_versions_bytes_with_anothers_etag() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let path = "/v1/contexts/job-1/files/race.bin";
+    let versions = [vec![b'a'; 64 * 1024], vec![b'b'; 96 * 1024]];
+    let (status, _, _) = f.send_raw(&a, Method::PUT, path, versions[0].clone()).await;
+    assert_eq!(status, StatusCode::CREATED);
+    let done = AtomicBool::new(false);
+    let puts = async {
+        for i in 0..300 {
+            let (status, _, body) = f
+                .send_raw(&a, Method::PUT, path, versions[i % 2].clone())
+                .await;
+            assert_eq!(status, StatusCode::OK, "{body:?}");
+        }
+        done.store(true, Ordering::SeqCst);
+    };
+    let gets = async {
+        let mut seen = 0;
+        while !done.load(Ordering::SeqCst) {
+            let (status, headers, body) = f.send_raw(&a, Method::GET, path, Vec::new()).await;
+            assert_eq!(status, StatusCode::OK, "{body:?}");
+            let digest = ring::digest::digest(&ring::digest::SHA256, &body);
+            let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(
+                headers[http::header::ETAG],
+                format!("\"{hex}\""),
+                "GET {seen}: {} bytes of {:?} under another version's tag",
+                body.len(),
+                body.first().map(|b| *b as char)
+            );
+            seen += 1;
+        }
+        seen
+    };
+    let ((), seen) = tokio::join!(puts, gets);
+    assert!(seen > 10, "only {seen} GETs raced the PUTs");
+}
