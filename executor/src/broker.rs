@@ -8,14 +8,13 @@
 
 use std::future::Future;
 
+use skillbox_channel::client::ClientError;
 use skillbox_channel::stream::BoxedStream;
 
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{Capability, CoreCallbackParams, SecretValue};
 use skillbox_protocol::rpc::RpcMethod;
-
-use crate::egress::EgressError;
 
 /// The call a capability request belongs to.
 #[derive(Debug, Clone)]
@@ -194,4 +193,15 @@ mod tests {
         assert_eq!(err.code, code::METHOD_NOT_FOUND);
         assert!(err.message.contains("\"exec\""), "{}", err.message);
     }
+}
+
+/// Why a connection could not be carried to the core.
+#[derive(Debug, thiserror::Error)]
+pub enum EgressError {
+    /// The executor runs without a core (`skillbox-executor exec`, `exec --stdio`).
+    #[error("this executor has no core to carry the call's network (skillbox-executor exec runs without one); run the call through skillbox")]
+    NoCore,
+    /// The stream to the core's egress proxy could not be opened.
+    #[error("the core's egress proxy is unreachable: {0}")]
+    Core(#[from] ClientError),
 }

@@ -9,117 +9,22 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use skillbox_protocol::methods::ToolExecuteParams;
-use skillbox_protocol::result::{ErrorKind, ToolResult};
-use skillbox_protocol::skill::{Skill, ToolProtocol};
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::skill::ToolProtocol;
 use tracing::Instrument;
 
-use crate::broker::{CallInfo, CapabilityBroker};
+use crate::broker::CapabilityBroker;
 use crate::call_clock::CallClock;
-use crate::egress;
+pub use crate::call_error::CallError;
 use crate::exit_cause::{exit_failure, last_line, memory_exhausted};
+use crate::launch::{self, Network, Plan};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
-use crate::sandbox::{ArgsFile, LaunchSpec, PreparedCall, Sandbox, SandboxError};
+use crate::sandbox::Sandbox;
 use crate::script;
 use crate::stdio::output::{self, Budget, StderrLog};
 use crate::stdio::{jsonrpc, StdioFailure};
-use crate::warm::{absolutize_skill_paths, call_env, launch_argv};
-use crate::workdir::{self, WorkDirError};
-
-/// Why a call failed; mapped to `error_kind` in [`CallError::kind`] only.
-#[derive(Debug, thiserror::Error)]
-pub enum CallError {
-    /// No such skill or tool.
-    #[error("{0}")]
-    NotFound(String),
-    /// The skill is installed but its files no longer match the digest it was installed
-    /// with: refused, as the core refuses a skill its trust policy disabled.
-    #[error("skill refused: {0}")]
-    Changed(String),
-    /// The install lock cannot be read, so no skill loads.
-    #[error("skill refused: {0}")]
-    LockUnreadable(String),
-    /// Arguments do not match the schema.
-    #[error("arguments do not match the tool's schema: {0}")]
-    InvalidArgs(String),
-    /// The sandbox could not be prepared or applied.
-    #[error("sandbox: {0}")]
-    Sandbox(String),
-    /// The executor is at its concurrency limit.
-    #[error("{0}")]
-    Busy(String),
-    /// The executor cannot run this call at all (a network call without network
-    /// namespaces): another executor may.
-    #[error("{0}")]
-    Unavailable(String),
-    /// Wall-clock limit.
-    #[error("timed out after {0} ms (the tool's timeout_ms)")]
-    Timeout(u64),
-    /// Output limit.
-    #[error("output exceeded max_output_bytes ({0} bytes); the call was stopped")]
-    Output(u64),
-    /// Memory limit.
-    #[error("memory limit of {0} MiB reached (memory_mb){1}")]
-    Memory(u64, String),
-    /// CPU-time limit (SIGXCPU).
-    #[error("CPU time limit reached (killed by SIGXCPU)")]
-    Cpu,
-    /// File-size limit (SIGXFSZ).
-    #[error("file size limit of {0} bytes reached (RLIMIT_FSIZE)")]
-    FileSize(u64),
-    /// The seccomp filter killed the process (SIGSYS).
-    #[error("a forbidden system call was made (killed by SIGSYS){0}")]
-    Forbidden(String),
-    /// The tool failed.
-    #[error("{0}")]
-    Tool(String),
-    /// The tool broke the stdio protocol.
-    #[error("{0}")]
-    Protocol(String),
-    /// The context's files could not be laid out before the call.
-    #[error("{0}")]
-    Layout(#[from] WorkDirError),
-    /// What the call left in its context's folder was not all kept.
-    #[error("{1}")]
-    Files(ErrorKind, String),
-}
-
-impl CallError {
-    /// The contract's `error_kind` of this failure.
-    pub fn kind(&self) -> ErrorKind {
-        match self {
-            CallError::NotFound(_) => ErrorKind::NotFound,
-            // Not `not_found` (the skill is there) nor `sandbox` (nothing is wrong with the
-            // sandbox): running it is refused by the install's integrity check, the same
-            // kind the core gives a skill its trust policy disabled.
-            CallError::Changed(_) => ErrorKind::PermissionDenied,
-            CallError::LockUnreadable(_) => ErrorKind::Unavailable,
-            CallError::InvalidArgs(_) => ErrorKind::InvalidArgs,
-            CallError::Sandbox(_) | CallError::Forbidden(_) => ErrorKind::Sandbox,
-            CallError::Busy(_) | CallError::Unavailable(_) => ErrorKind::Unavailable,
-            CallError::Timeout(_) => ErrorKind::Timeout,
-            CallError::Output(_)
-            | CallError::Memory(..)
-            | CallError::Cpu
-            | CallError::FileSize(_) => ErrorKind::ResourceLimit,
-            CallError::Tool(_) => ErrorKind::ToolError,
-            CallError::Protocol(_) => ErrorKind::Protocol,
-            CallError::Layout(e) => e.kind(),
-            CallError::Files(kind, _) => *kind,
-        }
-    }
-}
-
-impl From<SandboxError> for CallError {
-    fn from(e: SandboxError) -> Self {
-        match e {
-            SandboxError::Busy(_) => CallError::Busy(e.to_string()),
-            SandboxError::NoNetworkNamespaces => CallError::Unavailable(e.to_string()),
-            SandboxError::ProgramNotFound { .. } => CallError::NotFound(e.to_string()),
-            _ => CallError::Sandbox(e.to_string()),
-        }
-    }
-}
+use crate::workdir;
 
 /// Runs one call that arrived at the executor's handler at `arrived`, and reports it with
 /// its stages; never panics on tool behaviour.
@@ -206,37 +111,6 @@ async fn run<B: CapabilityBroker>(
         }
     };
     let is_script = params.script.is_some();
-    // A network call: the skill declares hosts, or the operator granted it some. The core
-    // judges the hosts; here it only decides the namespace and the proxy.
-    let network = skill.permissions.is_network() || !params.granted_network.is_empty();
-    let timeout_ms = skill.timeout_ms(tool);
-    let mut values = Vec::new();
-    for (name, value) in &params.env {
-        if may_receive(skill, &params.granted_env, name) {
-            values.push((name.clone(), value.0.clone()));
-        } else {
-            tracing::warn!(skill = %skill.name, name = %name, "env value for an undeclared name dropped");
-        }
-    }
-    // A plain tool gets its arguments on stdin and in a file of the scratch dir, never in
-    // the environment (whose size the kernel caps at 128 KiB a string).
-    // A script gets nothing on stdin.
-    let plain_args =
-        (tool.protocol == ToolProtocol::Plain && !is_script).then(|| params.args.to_string());
-    let call = CallInfo {
-        call_id: params.call_id.clone(),
-        skill: skill.name.clone(),
-        tool: tool.name.clone(),
-        capability_token: params.capability_token.clone(),
-    };
-    // A prestarted process has no per-call env values and runs in the skill folder: a
-    // call that carries some, runs in a context or needs a namespace of its own starts
-    // cold.
-    let cold_only = !values.is_empty()
-        || params.workdir.is_some()
-        || is_script
-        || network
-        || params.deps.is_some();
     // The skill's built dependencies, which must be on this executor.
     let deps = match &params.deps {
         Some(digest) => Some(
@@ -245,6 +119,26 @@ async fn run<B: CapabilityBroker>(
         ),
         None => None,
     };
+    let plan = Plan::tool(
+        &params,
+        skill,
+        tool,
+        sandbox.node_runner(),
+        deps.map(|d| d.path),
+    );
+    let timeout_ms = plan.timeout_ms;
+    let plain_args = plan.args.clone();
+    let call = plan.call.clone();
+    // A prestarted process has no per-call env values and runs in the skill folder: a
+    // call that carries some, runs in a context or needs a namespace of its own starts
+    // cold.
+    let has_values =
+        (params.env.keys()).any(|n| launch::may_receive(skill, &params.granted_env, n));
+    let cold_only = has_values
+        || plan.work.is_some()
+        || is_script
+        || plan.network != Network::None
+        || plan.deps.is_some();
     let warm = if skill.execution.prestart > 0 && !cold_only {
         registry.warm().take(sandbox, &registered, tool)
     } else {
@@ -270,72 +164,13 @@ async fn run<B: CapabilityBroker>(
             (warm.child, warm.guard)
         }
         None => {
-            let (mut argv, memory_mb) = launch_argv(sandbox, skill, tool);
-            if params.workdir.is_some() {
-                absolutize_skill_paths(&mut argv, &skill.dir);
-            }
-            let mut env = call_env(skill, &tool.name, &params.call_id);
-            env.extend(values);
-            let namespace = match network {
-                true => match sandbox.call_network().await? {
-                    Some(net) => {
-                        let served = tokio::net::TcpListener::from_std(net.listener);
-                        listener = Some(served.map_err(|e| {
-                            CallError::Sandbox(format!("cannot serve the call's proxy port: {e}"))
-                        })?);
-                        Some(net.namespace)
-                    }
-                    None => None,
-                },
-                false => None,
-            };
-            let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
-                deps: deps.as_ref().map(|d| d.path.as_path()),
-                skill_dir: Some(&skill.dir),
-                work: params.workdir.as_ref().map(|_| std::path::Path::new("")),
-                argv: &argv,
-                env,
-                memory_mb,
-                timeout_ms,
-                args_file: match &plain_args {
-                    Some(args) => ArgsFile::Write(args.as_bytes()),
-                    None => ArgsFile::None,
-                },
-                network: namespace,
-                trust_pem: params.trust_pem.as_deref(),
-            })?;
-            if let Some(w) = &params.workdir {
-                let work = guard.scratch().join(sandbox::WORK_DIR);
-                let laid =
-                    workdir::lay_out(broker, &call, sandbox.blobs(), &work, guard.uid(), &w.files)
-                        .await;
-                match laid {
-                    Ok(b) => baseline = Some(b),
-                    Err(e) => {
-                        guard.finish(None);
-                        return Err(e.into());
-                    }
-                }
-            }
-            match sandbox.spawn_async(launch).await {
-                Ok(child) => (child, guard),
-                Err(e) => {
-                    guard.finish(None);
-                    return Err(CallError::Sandbox(format!(
-                        "the tool could not start in the sandbox: {e}"
-                    )));
-                }
-            }
+            let launched = launch::launch(sandbox, broker, plan).await?;
+            listener = launched.listener;
+            baseline = launched.baseline;
+            (launched.child, launched.guard)
         }
     };
     clock.spawned = Some(Instant::now());
-    // The proxy port's connections are carried while the call runs and dropped with it.
-    let relay = async {
-        match listener {
-            Some(listener) => egress::relay(listener, broker, &call).await,
-            None => std::future::pending::<std::convert::Infallible>().await,
-        }
-    };
     let budget = Budget::new(skill.execution.max_output_bytes);
     let log = Arc::new(Mutex::new(StderrLog::default()));
     let mut stderr_task = child.stderr.take().map(|s| {
@@ -456,9 +291,10 @@ async fn run<B: CapabilityBroker>(
         tokio::select! {
             r = conversation => r,
             _ = budget.exceeded.notified() => Err(CallError::Output(budget.max())),
-            never = relay => match never {},
         }
     };
+    // The proxy port's connections are carried while the call runs and dropped with it.
+    let guarded = launch::relay_while(listener, broker, &call, guarded);
     let outcome = match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
         Ok(Ok(inner)) => inner,
         Ok(Err(e)) => Err(e),
@@ -511,15 +347,6 @@ const MAX_ECHOED_VALUE_CHARS: usize = 200;
 
 /// One schema violation for the caller: the rule it broke, the offending value shortened to
 /// [`MAX_ECHOED_VALUE_CHARS`] (a 20 KB string is not repeated back), and where it sits.
-/// Whether the call may set `name` in the process's environment: the skill declares it
-/// in `permissions.env` or binds it in `permissions.secrets` (the core then sends a
-/// placeholder, never the value), or the operator granted it.
-pub(crate) fn may_receive(skill: &Skill, granted: &[String], name: &str) -> bool {
-    skill.permissions.env.iter().any(|e| e == name)
-        || skill.permissions.secret_names().any(|s| s == name)
-        || granted.iter().any(|g| g == name)
-}
-
 fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
     let value = e.instance().to_string();
     let chars = value.chars().count();
@@ -561,16 +388,6 @@ mod tests {
         assert!(msg.contains("(20002 characters)"), "{msg}");
         assert!(msg.contains("longer than 10 characters"), "{msg}");
         assert!(msg.ends_with("at /text"), "{msg}");
-    }
-
-    #[test]
-    fn no_namespaces_says_what_to_change_and_what_programs_then_get() {
-        let e = CallError::from(SandboxError::NoNetworkNamespaces);
-        assert_eq!(e.kind(), ErrorKind::Unavailable);
-        let m = e.to_string();
-        assert!(m.contains("cannot create network namespaces"), "{m}");
-        assert!(m.contains("CAP_SYS_ADMIN"), "{m}");
-        assert!(m.contains("get no network of their own"), "{m}");
     }
 
     #[test]

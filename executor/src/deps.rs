@@ -16,8 +16,9 @@ use std::time::Duration;
 use skillbox_protocol::methods::{DepsBuildParams, DepsBuildResult, LockedPackage};
 use tokio::io::AsyncReadExt;
 
-use crate::broker::{CallInfo, CapabilityBroker};
-use crate::sandbox::{self, ArgsFile, ChildStdio, LaunchSpec, PreparedCall, Sandbox};
+use crate::broker::CapabilityBroker;
+use crate::launch::{self, Launched, Plan};
+use crate::sandbox::Sandbox;
 
 /// The folder of the environments, in the scratch root (the same file system, so a
 /// finished build is moved in place by a rename).
@@ -106,64 +107,17 @@ pub async fn build<B: CapabilityBroker>(
             });
         }
     }
-    let Some(net) = sandbox
-        .call_network()
+    let plan = Plan::deps_build(&p, pip_argv(&p));
+    let call = plan.call.clone();
+    let Launched {
+        mut child,
+        guard,
+        listener,
+        ..
+    } = launch::launch(sandbox, broker, plan)
         .await
-        .map_err(|e| DepsError::Sandbox(e.to_string()))?
-    else {
-        return Err(DepsError::Sandbox(
-            "this executor cannot make network namespaces, and a build reaches the package \
-             index only through one (docs/sandbox.md, \"Network calls\")"
-                .into(),
-        ));
-    };
-    let listener = tokio::net::TcpListener::from_std(net.listener)
-        .map_err(|e| DepsError::Sandbox(e.to_string()))?;
-    let argv = pip_argv(&p);
-    let PreparedCall { launch, guard, .. } = sandbox
-        .prepare(LaunchSpec {
-            skill_dir: None,
-            work: None,
-            argv: &argv,
-            env: vec![
-                ("PIP_CONFIG_FILE".into(), "/dev/null".into()),
-                ("PIP_BREAK_SYSTEM_PACKAGES".into(), "1".into()),
-                ("PIP_NO_INPUT".into(), "1".into()),
-            ],
-            memory_mb: p.memory_mb,
-            timeout_ms: p.timeout_ms,
-            args_file: ArgsFile::None,
-            network: Some(net.namespace),
-            trust_pem: p.trust_pem.as_deref(),
-            deps: None,
-        })
         .map_err(|e| DepsError::Sandbox(e.to_string()))?;
     let scratch = guard.scratch().to_path_buf();
-    let written = sandbox::scratch::write_owned(
-        &scratch.join("requirements.txt"),
-        p.requirements.join("\n").as_bytes(),
-        guard.uid(),
-    );
-    if let Err(e) = written {
-        guard.finish(None);
-        return Err(DepsError::Sandbox(format!("writing the requirements: {e}")));
-    }
-    let mut child = match sandbox
-        .spawn_async(launch.with_stdio(ChildStdio::Merged))
-        .await
-    {
-        Ok(child) => child,
-        Err(e) => {
-            guard.finish(None);
-            return Err(DepsError::Sandbox(e.to_string()));
-        }
-    };
-    let call = CallInfo {
-        call_id: p.call_id.clone(),
-        skill: p.skill.clone(),
-        tool: "deps.build".into(),
-        capability_token: p.capability_token.clone(),
-    };
     let mut output = child.stdout.take();
     let run = async {
         let mut log = Vec::new();
@@ -183,10 +137,9 @@ pub async fn build<B: CapabilityBroker>(
         (log, status)
     };
     let limit = Duration::from_millis(p.timeout_ms);
-    let ended = tokio::select! {
-        r = tokio::time::timeout(limit, run) => r.ok(),
-        never = crate::egress::relay(listener, broker, &call) => match never {},
-    };
+    let ended = launch::relay_while(listener, broker, &call, tokio::time::timeout(limit, run))
+        .await
+        .ok();
     let pid = child.id();
     let Some((log, status)) = ended else {
         let _ = child.start_kill();

@@ -14,7 +14,6 @@ use std::convert::Infallible;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use skillbox_channel::client::ClientError;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -35,16 +34,7 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(2);
 /// Pause after a failed `accept` (out of descriptors), before trying again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
-/// Why a connection could not be carried to the core.
-#[derive(Debug, thiserror::Error)]
-pub enum EgressError {
-    /// The executor runs without a core (`skillbox-executor exec`, `exec --stdio`).
-    #[error("this executor has no core to carry the call's network (skillbox-executor exec runs without one); run the call through skillbox")]
-    NoCore,
-    /// The stream to the core's egress proxy could not be opened.
-    #[error("the core's egress proxy is unreachable: {0}")]
-    Core(#[from] ClientError),
-}
+pub use crate::broker::EgressError;
 
 /// Serves `listener`, the proxy port of `call`'s namespace, until dropped: each accepted
 /// connection is carried to the core through `broker`, at most

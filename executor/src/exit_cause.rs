@@ -13,7 +13,7 @@
 use std::process::ExitStatus;
 use std::sync::Mutex;
 
-use crate::call::CallError;
+use crate::call_error::CallError;
 use crate::sandbox::Sandbox;
 use crate::stdio::output::StderrLog;
 

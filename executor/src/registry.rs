@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use skillbox_protocol::methods::ToolInfo;
 
+use crate::sandbox::Sandbox;
 use crate::warm::WarmPool;
 use skillbox_protocol::skill::digest::digest_hex;
 use skillbox_protocol::skill::{
@@ -29,6 +30,12 @@ pub struct RegisteredSkill {
     /// The skill.
     pub skill: Skill,
     validators: HashMap<String, jsonschema::Validator>,
+}
+
+impl AsRef<Skill> for RegisteredSkill {
+    fn as_ref(&self) -> &Skill {
+        &self.skill
+    }
 }
 
 impl RegisteredSkill {
@@ -230,6 +237,22 @@ impl Registry {
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }
+}
+
+/// Starts the prestarted processes of `registry`'s skills and keeps them topped up (a
+/// long-running executor, at start and for a reloaded registry). Needs a tokio runtime.
+pub fn start_warm_pool(sandbox: &Sandbox, registry: &Registry) {
+    registry.warm().enable_refill();
+    registry
+        .warm()
+        .fill(sandbox, registry.skills().map(|r| &r.skill));
+}
+
+/// A skill reload: the new registry's processes start, then the old registry's waiting
+/// processes die now (not with the last call that still holds the old registry).
+pub fn reload_warm_pool(sandbox: &Sandbox, old: &Registry, new: &Registry) {
+    start_warm_pool(sandbox, new);
+    old.warm().clear();
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use serde_json::json;
 use skillbox_protocol::methods::ScriptRun;
 use skillbox_protocol::skill::{Security, Skill, Tool, ToolEntry, ToolProtocol};
 
-use crate::call::CallError;
+use crate::call_error::CallError;
 use crate::sandbox::env::SANDBOX_PATH;
 
 /// The tool name of a script run (`SKILLBOX_TOOL`).

@@ -33,7 +33,6 @@ use crate::egress::EgressError;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 use crate::session::Sessions;
-use crate::warm;
 
 /// Default calls waiting for a slot before new ones are refused.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
@@ -155,7 +154,7 @@ impl ExecutorService {
     /// Starts the prestarted processes of the skills that ask for them and keeps them
     /// topped up. Needs a tokio runtime.
     pub fn prestart(&self) {
-        warm::start_pool(&self.sandbox, &self.registry());
+        crate::registry::start_warm_pool(&self.sandbox, &self.registry());
     }
 
     /// Kills every prestarted process and releases the user ids and scratch dirs made
@@ -251,7 +250,7 @@ impl RpcHandler for ExecutorService {
                     };
                     let new = Arc::new(registry);
                     let old = self.registry();
-                    warm::reload(&self.sandbox, &old, &new);
+                    crate::registry::reload_warm_pool(&self.sandbox, &old, &new);
                     if let Ok(mut r) = self.registry.write() {
                         *r = new;
                     }

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use skillbox_protocol::skill::{Skill, Tool, ToolEntry, ToolProtocol};
 
-use crate::registry::{RegisteredSkill, Registry};
+use crate::launch::skill_env;
 use crate::sandbox::{
     ArgsFile, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild, SandboxError,
 };
@@ -32,14 +32,18 @@ pub const PRESTARTED_CALL_ID: &str = "prestarted";
 pub const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
 
 /// The argv and address-space budget of a tool's process (cold or warm).
-pub fn launch_argv(sandbox: &Sandbox, skill: &Skill, tool: &Tool) -> (Vec<String>, u64) {
+pub fn launch_argv(
+    node_runner: &std::path::Path,
+    skill: &Skill,
+    tool: &Tool,
+) -> (Vec<String>, u64) {
     match &tool.entry {
         ToolEntry::Command { argv } => (argv.clone(), skill.execution.memory_mb),
         ToolEntry::JsExport { main } => (
             vec![
                 "node".into(),
                 format!("--max-old-space-size={}", skill.execution.memory_mb),
-                sandbox.node_runner().to_string_lossy().into_owned(),
+                node_runner.to_string_lossy().into_owned(),
                 main.clone(),
                 tool.name.clone(),
             ],
@@ -62,21 +66,6 @@ pub fn absolutize_skill_paths(argv: &mut [String], skill_dir: &std::path::Path) 
             *arg = skill_dir.join(&*arg).to_string_lossy().into_owned();
         }
     }
-}
-
-/// The variables every call's process gets beyond the sandbox base set: the skill, the
-/// tool, the call id and the skill's folder (`SKILLBOX_SKILL_DIR`, readable; in a context
-/// the working directory is the context's folder instead).
-pub fn call_env(skill: &Skill, tool: &str, call_id: &str) -> Vec<(String, String)> {
-    vec![
-        ("SKILLBOX_SKILL".to_string(), skill.name.clone()),
-        ("SKILLBOX_TOOL".to_string(), tool.to_string()),
-        ("SKILLBOX_CALL_ID".to_string(), call_id.to_string()),
-        (
-            "SKILLBOX_SKILL_DIR".to_string(),
-            skill.dir.to_string_lossy().into_owned(),
-        ),
-    ]
 }
 
 /// A started process waiting for its call.
@@ -120,11 +109,10 @@ impl WarmPool {
         self.refill.store(true, Ordering::SeqCst);
     }
 
-    /// Starts processes until every tool of every skill of `registry` that asks for
+    /// Starts processes until every tool of every skill of `skills` that asks for
     /// prestarted processes has its `prestart` count waiting. Needs a tokio runtime.
-    pub fn fill(&self, sandbox: &Sandbox, registry: &Registry) {
-        for registered in registry.skills() {
-            let skill = &registered.skill;
+    pub fn fill<'a>(&self, sandbox: &Sandbox, skills: impl IntoIterator<Item = &'a Skill>) {
+        for skill in skills {
             // A network call needs a namespace made for it: its skill's calls start cold.
             let want = match !skill.permissions.is_network() {
                 true => usize::try_from(skill.execution.prestart).unwrap_or(0),
@@ -152,13 +140,13 @@ impl WarmPool {
         if total >= sandbox.config().max_prestarted {
             return Err(SandboxError::TooManyPrestarted(total));
         }
-        let (argv, memory_mb) = launch_argv(sandbox, skill, tool);
+        let (argv, memory_mb) = launch_argv(sandbox.node_runner(), skill, tool);
         let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
             deps: None,
             skill_dir: Some(&skill.dir),
             work: None,
             argv: &argv,
-            env: call_env(skill, &tool.name, PRESTARTED_CALL_ID),
+            env: skill_env(skill, &tool.name, PRESTARTED_CALL_ID),
             memory_mb,
             timeout_ms: skill.timeout_ms(tool),
             args_file: if tool.protocol == ToolProtocol::Plain {
@@ -194,18 +182,19 @@ impl WarmPool {
     /// A waiting process of `tool`, never handed out before; processes that exited while
     /// waiting are ended and skipped. When refill is on, a replacement is started on a
     /// blocking thread. Needs a tokio runtime.
-    pub fn take(
+    pub fn take<S: AsRef<Skill> + Send + Sync + 'static>(
         self: &Arc<Self>,
         sandbox: &Sandbox,
-        skill: &Arc<RegisteredSkill>,
+        skill: &Arc<S>,
         tool: &Tool,
     ) -> Option<WarmProcess> {
+        let name = &(**skill).as_ref().name;
         let taken = loop {
             let next = self
                 .ready
                 .lock()
                 .ok()?
-                .get_mut(&key(&skill.skill.name, &tool.name))?
+                .get_mut(&key(name, &tool.name))?
                 .pop_front()?;
             let mut next = next;
             match next.child.try_wait() {
@@ -217,11 +206,12 @@ impl WarmPool {
             let (pool, sandbox, skill) = (Arc::clone(self), sandbox.clone(), Arc::clone(skill));
             let tool_name = tool.name.clone();
             tokio::task::spawn_blocking(move || {
-                let Some((tool, _)) = skill.tool(&tool_name) else {
+                let skill: &Skill = (*skill).as_ref();
+                let Some(tool) = skill.tool(&tool_name) else {
                     return;
                 };
-                if let Err(e) = pool.start_one(&sandbox, &skill.skill, tool) {
-                    tracing::warn!(skill = %skill.skill.name, tool = %tool_name, error = %e, "cannot prestart a tool process");
+                if let Err(e) = pool.start_one(&sandbox, skill, tool) {
+                    tracing::warn!(skill = %skill.name, tool = %tool_name, error = %e, "cannot prestart a tool process");
                 }
             });
         }
@@ -272,20 +262,6 @@ impl WarmPool {
             process.end();
         }
     }
-}
-
-/// Starts the prestarted processes of `registry`'s skills and keeps them topped up (a
-/// long-running executor, at start and for a reloaded registry). Needs a tokio runtime.
-pub fn start_pool(sandbox: &Sandbox, registry: &Registry) {
-    registry.warm().enable_refill();
-    registry.warm().fill(sandbox, registry);
-}
-
-/// A skill reload: the new registry's processes start, then the old registry's waiting
-/// processes die now (not with the last call that still holds the old registry).
-pub fn reload(sandbox: &Sandbox, old: &Registry, new: &Registry) {
-    start_pool(sandbox, new);
-    old.warm().clear();
 }
 
 impl Drop for WarmPool {

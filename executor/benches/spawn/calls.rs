@@ -120,7 +120,9 @@ pub async fn timed_call(
 pub async fn settle(sandbox: &Sandbox, registry: &Registry, tool: &str) -> Result<()> {
     let deadline = Instant::now() + SETTLE;
     if registry.warm().waiting("warm", tool) == 0 {
-        registry.warm().fill(sandbox, registry);
+        registry
+            .warm()
+            .fill(sandbox, registry.skills().map(|r| &r.skill));
     }
     while registry.warm().waiting("warm", tool) == 0 {
         if Instant::now() > deadline {

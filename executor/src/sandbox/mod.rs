@@ -51,7 +51,7 @@ use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
 pub use self::spawn::{ChildStdio, Launch};
 use self::spawner::Spawner;
-use crate::workdir::BlobCache;
+use crate::blobs::BlobCache;
 
 /// Default most calls in flight (and size of the per-call user pool).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 16;

@@ -17,6 +17,7 @@ mod output;
 mod process;
 mod start;
 
+use crate::launch::LaunchError;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,6 +100,18 @@ impl SessionError {
                 _ => code::CAPABILITY_UNAVAILABLE,
             },
             SessionError::Draining => code::EXECUTOR_DRAINING,
+        }
+    }
+}
+
+impl From<LaunchError> for SessionError {
+    fn from(e: LaunchError) -> Self {
+        match e {
+            LaunchError::Sandbox(e) => SessionError::Sandbox(e),
+            LaunchError::Layout(e) => SessionError::Layout(e),
+            LaunchError::Spawn(e) => SessionError::Spawn(e),
+            LaunchError::NotAFolder(_) => SessionError::Invalid(e.to_string()),
+            other => SessionError::Spawn(std::io::Error::other(other.to_string())),
         }
     }
 }

@@ -1,8 +1,8 @@
-//! Starting a session: the skill's envelope, the command line, the sandbox prepared as
-//! for a call (a work folder of the scratch dir as the working directory; under a skill
-//! with network, its namespace and the relay of its connections for the session's life,
-//! [`crate::egress`]), the context's files laid out, the process spawned on a merged pipe
-//! or a pseudo-terminal, and its task.
+//! Starting a session: the skill's envelope, the command line and the stdio (a merged
+//! pipe or a pseudo-terminal) make its plan ([`Plan::session`]), launched as every process
+//! is ([`launch::launch`]: a work folder of the scratch dir as the working directory, the
+//! context's files laid out; under a skill with network its namespace, whose connections
+//! are relayed for the session's life); then its task.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -13,10 +13,10 @@ use tokio::io::unix::AsyncFd;
 
 use super::process::{self, EndReason, Input, Output, Shared};
 use super::{sync, Files, Session, SessionError, Sessions};
-use crate::broker::{CallInfo, CapabilityBroker};
-use crate::egress;
+use crate::broker::CapabilityBroker;
+use crate::launch::{self, Launched, Plan};
 use crate::registry::Registry;
-use crate::sandbox::{self, ChildStdio, LaunchSpec, PreparedCall};
+use crate::sandbox::ChildStdio;
 use crate::workdir;
 
 impl<B: CapabilityBroker + 'static> Sessions<B> {
@@ -49,26 +49,12 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             Command::Argv(v) if !v.is_empty() => v.clone(),
             Command::Argv(_) => return Err(SessionError::Invalid("cmd is an empty list".into())),
         };
-        let mut env = vec![("SKILLBOX_CALL_ID".to_string(), p.call_id.clone())];
-        if let Some(skill) = skill {
-            env.extend(crate::warm::call_env(skill, "exec_command", &p.call_id));
-            for (name, value) in &p.env {
-                if crate::call::may_receive(skill, &p.granted_env, name) {
-                    env.push((name.clone(), value.0.clone()));
-                }
-            }
-        }
         let (stdio, terminal) = if p.tty {
             let (master, slave) = process::open_terminal().map_err(SessionError::Spawn)?;
-            env.push(("TERM".into(), "xterm".into()));
             (ChildStdio::Terminal(slave), Some(master))
         } else {
             (ChildStdio::Merged, None)
         };
-        // A session under a skill that declares (or is granted) hosts has the network of a
-        // call of that skill.
-        let network =
-            skill.is_some_and(|s| s.permissions.is_network()) || !p.granted_network.is_empty();
         let deps = match (&p.deps, skill) {
             (Some(digest), Some(skill)) => Some(
                 crate::deps::DepsDir::for_call(&self.sandbox, &skill.name, digest)
@@ -76,66 +62,16 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             ),
             _ => None,
         };
-        let (namespace, listener) = match network {
-            true => match self.sandbox.call_network().await? {
-                Some(net) => {
-                    let listener = tokio::net::TcpListener::from_std(net.listener)
-                        .map_err(SessionError::Spawn)?;
-                    (Some(net.namespace), Some(listener))
-                }
-                None => (None, None),
-            },
-            false => (None, None),
-        };
-        let PreparedCall { launch, guard, .. } = self.sandbox.prepare(LaunchSpec {
-            deps: deps.as_ref().map(|d| d.path.as_path()),
-            skill_dir: skill.map(|s| s.dir.as_path()),
-            work: Some(&sub),
-            argv: &argv,
-            env,
-            memory_mb: p.limits.memory_mb,
-            timeout_ms: p.limits.lifetime_ms,
-            args_file: sandbox::ArgsFile::None,
-            network: namespace,
-            trust_pem: p.trust_pem.as_deref(),
-        })?;
-        let call = CallInfo {
-            call_id: p.call_id.clone(),
-            skill: p.skill.clone().unwrap_or_default(),
-            tool: "exec_command".into(),
-            capability_token: p.capability_token.clone(),
-        };
-        let work = guard.scratch().join(sandbox::WORK_DIR);
-        let laid = workdir::lay_out(
-            &*self.broker,
-            &call,
-            self.sandbox.blobs(),
-            &work,
-            guard.uid(),
-            &p.files.files,
-        )
-        .await;
-        let baseline = match laid {
-            Ok(b) => b,
-            Err(e) => {
-                guard.finish(None);
-                return Err(e.into());
-            }
-        };
-        if !work.join(&sub).is_dir() {
-            guard.finish(None);
-            return Err(SessionError::Invalid(format!(
-                "workdir {:?} is not a folder of the context",
-                sub.display()
-            )));
-        }
-        let mut child = match self.sandbox.spawn_async(launch.with_stdio(stdio)).await {
-            Ok(c) => c,
-            Err(e) => {
-                guard.finish(None);
-                return Err(SessionError::Spawn(e));
-            }
-        };
+        let plan = Plan::session(p, skill, argv, sub, stdio, deps.map(|d| d.path));
+        let call = plan.call.clone();
+        let Launched {
+            mut child,
+            guard,
+            listener,
+            baseline,
+            work,
+        } = launch::launch(&self.sandbox, &*self.broker, plan).await?;
+        let (baseline, work) = (baseline.unwrap_or_default(), work.unwrap_or_default());
         let (input, output) = match terminal {
             Some(master) => {
                 let interest = tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE;
@@ -190,16 +126,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         let (relay_broker, relay_call) = (Arc::clone(&self.broker), files.call.clone());
         // The relay lives exactly as long as the session's process task.
         let task = tokio::spawn(async move {
-            let relay = async {
-                match listener {
-                    Some(l) => egress::relay(l, &*relay_broker, &relay_call).await,
-                    None => std::future::pending::<std::convert::Infallible>().await,
-                }
-            };
-            tokio::select! {
-                () = running => {}
-                never = relay => match never {},
-            }
+            launch::relay_while(listener, &*relay_broker, &relay_call, running).await;
         });
         Ok(Arc::new(Session {
             shared,

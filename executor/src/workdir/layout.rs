@@ -14,8 +14,8 @@ use ring::digest;
 use skillbox_protocol::rpc::CoreContextFileRead;
 use skillbox_protocol::workdir::{ContextFileReadParams, WorkFile, MAX_CHUNK_BYTES};
 
-use super::blobs::BlobCache;
 use super::{hex, path, Baseline, Known, Stamp, WorkDirError};
+use crate::blobs::BlobCache;
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
 use crate::sandbox::scratch::make_owned_dirs;
 

@@ -7,12 +7,11 @@
 //! The walk never follows a link and keeps regular files only; the core judges each file
 //! by the call's context, never by what the tool left.
 
-mod blobs;
 mod layout;
 mod path;
 mod sync;
 
-pub use blobs::{BlobCache, BLOBS_DIR, DEFAULT_CAP_BYTES};
+pub use crate::blobs::{BlobCache, BLOBS_DIR, DEFAULT_CAP_BYTES};
 pub use layout::lay_out;
 pub use path::segments as path_segments;
 pub use sync::{sync_back, SyncReport};

@@ -155,7 +155,9 @@ fn prestarted_process_is_never_used_twice_and_nothing_crosses_between_calls() {
     let registry = Registry::load(root.skills());
     runtime().block_on(async {
         registry.warm().enable_refill();
-        registry.warm().fill(&sandbox, &registry);
+        registry
+            .warm()
+            .fill(&sandbox, registry.skills().map(|r| &r.skill));
         wait_ready(&registry, "warm", 1).await;
         let waiting = registry.warm().pids();
         let first = run_call(&sandbox, &registry, "warm", "call-1").await;
@@ -202,7 +204,9 @@ fn prestart_pool_stops_at_max_prestarted() {
     .unwrap();
     let registry = Registry::load(root.skills());
     runtime().block_on(async {
-        registry.warm().fill(&sandbox, &registry);
+        registry
+            .warm()
+            .fill(&sandbox, registry.skills().map(|r| &r.skill));
         let deadline = Instant::now() + SETTLE;
         while registry.warm().pids().is_empty() {
             assert!(Instant::now() < deadline, "no process was prestarted");
@@ -259,7 +263,7 @@ fn reload_kills_the_old_pool_and_starts_the_new_one() {
     let old = Registry::load(root.skills());
     let rt = runtime();
     rt.block_on(async {
-        skillbox_executor::warm::start_pool(&sandbox, &old);
+        skillbox_executor::registry::start_warm_pool(&sandbox, &old);
         wait_ready(&old, "warm", 2).await;
     });
     let before = waiting_processes(&old);
@@ -267,7 +271,7 @@ fn reload_kills_the_old_pool_and_starts_the_new_one() {
     // What `skill.reload` does: a new registry, its pool started, the old one's killed.
     let new = Registry::load(root.skills());
     rt.block_on(async {
-        skillbox_executor::warm::reload(&sandbox, &old, &new);
+        skillbox_executor::registry::reload_warm_pool(&sandbox, &old, &new);
         wait_ready(&new, "warm", 2).await;
     });
     assert_eq!(old.warm().waiting("warm", "run"), 0);

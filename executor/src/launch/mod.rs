@@ -1,0 +1,181 @@
+//! One launch for every process the executor starts for the core (docs/architecture.md,
+//! "Inside the executor"). A tool call (`call.rs`), a command session (`session/`) and a
+//! dependency build (`deps.rs`) are three [`Plan`]s, pure values made from the typed
+//! request (`plan.rs`, the environment from `env.rs`), run through the one [`launch`]:
+//!
+//! 1. the network: a namespace of its own and the listener of its proxy port when the plan
+//!    asks for one ([`Network`]);
+//! 2. the sandbox prepared ([`Sandbox::prepare`]);
+//! 3. the plan's scratch files written, owned by the call's user;
+//! 4. the context's files laid out in the work folder ([`workdir::lay_out`]);
+//! 5. the process spawned with the plan's stdio.
+//!
+//! A failure past step 2 ends what was made (the call's user id and scratch) before it is
+//! returned. What comes back, [`Launched`], is conversed with in each job's own way (a
+//! tool's jsonrpc or plain stdio, a session's pipe or terminal, an installer's log) while
+//! [`relay_while`] carries the process's network connections to the core.
+
+mod env;
+mod plan;
+
+use std::future::Future;
+use std::path::PathBuf;
+
+use tokio::net::TcpListener;
+
+use crate::broker::{CallInfo, CapabilityBroker};
+use crate::egress;
+use crate::sandbox::{self, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild};
+use crate::workdir::{self, Baseline};
+
+pub use env::{may_receive, skill_env};
+pub use plan::{Network, Plan, Work};
+
+/// Why a plan could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// The sandbox could not be prepared (a busy pool, a missing program, ...).
+    #[error(transparent)]
+    Sandbox(#[from] sandbox::SandboxError),
+    /// The plan needs a network namespace and this executor cannot make one.
+    #[error(
+        "this executor cannot make network namespaces, and {0} reaches the network only \
+         through one (docs/sandbox.md, \"Network calls\")"
+    )]
+    NoNamespace(&'static str),
+    /// The proxy port of the namespace could not be served.
+    #[error("cannot serve the call's proxy port: {0}")]
+    ProxyPort(std::io::Error),
+    /// A scratch file of the plan could not be written.
+    #[error("writing {name} into the call's scratch folder failed: {source}")]
+    Scratch {
+        /// The file.
+        name: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The context's files could not be laid out.
+    #[error(transparent)]
+    Layout(#[from] workdir::WorkDirError),
+    /// The working directory asked for is not a folder of the context.
+    #[error("workdir {0:?} is not a folder of the context")]
+    NotAFolder(PathBuf),
+    /// The process could not start.
+    #[error("{0}")]
+    Spawn(std::io::Error),
+}
+
+/// A process started from a plan, and what its job needs to converse with it and end it.
+#[derive(Debug)]
+pub struct Launched {
+    /// The process.
+    pub child: SandboxChild,
+    /// What ends the call (its user id, its scratch folder).
+    pub guard: CallGuard,
+    /// The proxy port of its namespace, for [`relay_while`]; `None` without network.
+    pub listener: Option<TcpListener>,
+    /// The context's files as laid out, for the sync back; `None` outside a context.
+    pub baseline: Option<Baseline>,
+    /// The work folder (`<scratch>/work`) of a call in a context.
+    pub work: Option<PathBuf>,
+}
+
+/// Launches `plan` (see the module docs).
+pub async fn launch<B: CapabilityBroker>(
+    sandbox: &Sandbox,
+    broker: &B,
+    plan: Plan,
+) -> Result<Launched, LaunchError> {
+    let (namespace, listener) = match plan.network {
+        Network::None => (None, None),
+        wanted => match sandbox.call_network().await? {
+            Some(net) => {
+                let listener =
+                    TcpListener::from_std(net.listener).map_err(LaunchError::ProxyPort)?;
+                (Some(net.namespace), Some(listener))
+            }
+            None => match wanted {
+                Network::Required(what) => return Err(LaunchError::NoNamespace(what)),
+                // The process runs with no network at all (no socket can be made).
+                _ => (None, None),
+            },
+        },
+    };
+    let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+        deps: plan.deps.as_deref(),
+        skill_dir: plan.skill_dir.as_deref(),
+        work: plan.work.as_ref().map(|w| w.sub.as_path()),
+        argv: &plan.argv,
+        env: plan.env,
+        memory_mb: plan.memory_mb,
+        timeout_ms: plan.timeout_ms,
+        args_file: match &plan.args {
+            Some(args) => sandbox::ArgsFile::Write(args.as_bytes()),
+            None => sandbox::ArgsFile::None,
+        },
+        network: namespace,
+        trust_pem: plan.trust_pem.as_deref(),
+    })?;
+    let made = async {
+        for (name, bytes) in &plan.scratch_files {
+            sandbox::scratch::write_owned(&guard.scratch().join(name), bytes, guard.uid())
+                .map_err(|source| LaunchError::Scratch {
+                    name: name.clone(),
+                    source,
+                })?;
+        }
+        let (work, baseline) = match &plan.work {
+            Some(w) => {
+                let work = guard.scratch().join(sandbox::WORK_DIR);
+                let blobs = sandbox.blobs();
+                let laid =
+                    workdir::lay_out(broker, &plan.call, blobs, &work, guard.uid(), &w.files)
+                        .await?;
+                if !work.join(&w.sub).is_dir() {
+                    return Err(LaunchError::NotAFolder(w.sub.clone()));
+                }
+                (Some(work), Some(laid))
+            }
+            None => (None, None),
+        };
+        let child = sandbox
+            .spawn_async(launch.with_stdio(plan.stdio))
+            .await
+            .map_err(LaunchError::Spawn)?;
+        Ok((child, work, baseline))
+    };
+    match made.await {
+        Ok((child, work, baseline)) => Ok(Launched {
+            child,
+            guard,
+            listener,
+            baseline,
+            work,
+        }),
+        Err(e) => {
+            guard.finish(None);
+            Err(e)
+        }
+    }
+}
+
+/// Runs `job` while the connections of `listener` (a launched process's proxy port) are
+/// carried to the core for `call`; the relay ends with the job.
+pub async fn relay_while<B: CapabilityBroker, F: Future>(
+    listener: Option<TcpListener>,
+    broker: &B,
+    call: &CallInfo,
+    job: F,
+) -> F::Output {
+    let relay = async {
+        match listener {
+            Some(listener) => egress::relay(listener, broker, call).await,
+            None => std::future::pending::<std::convert::Infallible>().await,
+        }
+    };
+    tokio::select! {
+        out = job => out,
+        never = relay => match never {},
+    }
+}
