@@ -294,7 +294,6 @@ impl App {
         let gateway = Arc::new(Gateway {
             bots: Arc::new(BotTokens::load(store.clone())?),
             token,
-            token_file: ws.token_file(),
             max_request_bytes: config.gateway.max_request_bytes,
             server_limits: gateway::ServerLimits::from_config(&config.gateway),
             skills_root: ws.skills_dir(),

@@ -68,8 +68,6 @@ pub struct Gateway {
     pub token: SecretValue,
     /// The bots' tokens.
     pub bots: Arc<crate::auth::BotTokens>,
-    /// The file holding the token (`<state>/api-token`), named in the 401 answer.
-    pub token_file: std::path::PathBuf,
     /// Largest request body.
     pub max_request_bytes: usize,
     /// Timeouts and the connection cap of the server ([`web::server`]).
@@ -103,7 +101,7 @@ impl Gateway {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "));
         let Some(presented) = presented else {
-            return Err(ApiError::unauthorized(&self.token_file));
+            return Err(ApiError::unauthorized());
         };
         if bool::from(presented.as_bytes().ct_eq(self.token.0.as_bytes())) {
             return Ok(Caller::Operator);
@@ -111,7 +109,7 @@ impl Gateway {
         match self.bots.authenticate(presented) {
             Some(Ok(bot)) => Ok(Caller::Bot(bot)),
             Some(Err(e)) => Err(ApiError::unauthorized_because(e.to_string())),
-            None => Err(ApiError::unauthorized(&self.token_file)),
+            None => Err(ApiError::unauthorized()),
         }
     }
 
@@ -241,7 +239,6 @@ pub(crate) fn test_gateway(
         )),
         core,
         token: SecretValue(token.to_string()),
-        token_file: workspace.token_file(),
         max_request_bytes,
         server_limits: ServerLimits::default(),
         skills_root,

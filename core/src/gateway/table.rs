@@ -165,7 +165,7 @@ pub async fn dispatch(
             continue;
         }
         if let Some(params) = captures(route.pattern, &segments) {
-            let caller = admit(&route, method, path, caller, gw)?;
+            let caller = admit(&route, method, path, caller)?;
             let req = Req {
                 body,
                 query,
@@ -187,11 +187,10 @@ fn admit(
     method: &Method,
     path: &str,
     caller: Option<Caller>,
-    gw: &Gateway,
 ) -> Result<Caller, ApiError> {
     match (route.role, caller) {
         (None, caller) => Ok(caller.unwrap_or(Caller::Operator)),
-        (Some(_), None) => Err(ApiError::unauthorized(&gw.token_file)),
+        (Some(_), None) => Err(ApiError::unauthorized()),
         (Some(role), Some(caller)) if caller.has(role) => Ok(caller),
         (Some(role), Some(caller)) => {
             tracing::warn!(bot = %caller.name(), %method, %path, "refused: the route needs the {} role", role.as_str());

@@ -14,12 +14,17 @@ fn assert_unauthorized(sb: &Skillbox, r: &http::Response, what: &str) {
         error.contains("missing or wrong bearer token"),
         "{what}: {body}"
     );
-    // The real token file, not a placeholder.
-    let token_file = sb.state().join("api-token");
+    // How a bot gets a token, and no path: neither the host's nor the operator's token.
     assert!(
-        error.contains(token_file.to_str().unwrap()) && !error.contains("<state>"),
+        error.contains("skillbox tokens create NAME"),
         "{what}: {body}"
     );
+    let token_file = sb.state().join("api-token");
+    assert!(
+        !error.contains(token_file.to_str().unwrap()) && !error.contains("api-token"),
+        "{what}: {body}"
+    );
+    assert!(!error.contains(sb.ws.to_str().unwrap()), "{what}: {body}");
 }
 
 #[test]

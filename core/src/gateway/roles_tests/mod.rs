@@ -308,6 +308,34 @@ async fn a_wrong_or_expired_token_is_401() {
     );
 }
 
+/// An unauthenticated caller learns how to get a token, not where the operator's is: the
+/// 401 names no host path and no token file, with no token, a wrong one, or none on a
+/// route of the table.
+#[tokio::test]
+async fn unauthenticated_401_names_no_host_path_and_not_the_operators_token_file() {
+    let f = fixture(false);
+    let mut answers = Vec::new();
+    for token in ["sbx_bot_forged", ""] {
+        let (status, body) = f.send(token, Method::GET, "/v1/tools", None).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+        answers.push(body["error"].as_str().unwrap().to_string());
+    }
+    let missing = f.gw.authenticate(&http::HeaderMap::new()).unwrap_err();
+    answers.push(missing.message().to_string());
+    let workspace = f._dir.path().display().to_string();
+    for error in answers {
+        assert!(error.contains("missing or wrong bearer token"), "{error}");
+        assert!(error.contains("skillbox tokens create NAME"), "{error}");
+        assert!(!error.contains("api-token"), "{error}");
+        assert!(!error.contains(".skillbox"), "{error}");
+        assert!(!error.contains(&workspace), "{error}");
+        let absolute = error
+            .split_whitespace()
+            .any(|w| w.trim_start_matches(['(', '<', '"', '`']).starts_with('/'));
+        assert!(!absolute, "an absolute path in: {error}");
+    }
+}
+
 #[tokio::test]
 async fn a_bot_limited_to_skills_sees_and_calls_only_those() {
     let f = fixture(false);
