@@ -1,7 +1,7 @@
 //! `skillbox tokens create|list|revoke`: the operator's bot tokens. With a core running on
 //! the workspace, each command goes through it (`/v1/tokens`, operator token), so a
 //! revocation acts on the bot's next request; with none, it writes the state database,
-//! which the core reads when it starts.
+//! which the core reads when it starts (in a folder that is a workspace only).
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -122,9 +122,20 @@ fn answers(core: &CoreClient) -> bool {
     std::net::TcpStream::connect(core.addr()).is_ok()
 }
 
-/// The tokens in the workspace's state database, for when no core runs.
+/// The tokens in the workspace's state database, for when no core runs. A folder that is
+/// no workspace is refused, with nothing made in it: a token written there would be one
+/// no core reads.
 fn offline(ws: &WorkspaceArg) -> anyhow::Result<BotTokens> {
     let ws = ws.dir()?;
+    if !ws.is_workspace() {
+        anyhow::bail!(
+            "{} is not a skillbox workspace (it has no .skillbox/ state folder and no \
+             skillbox.toml) and no core runs on it, so a token made here would be one no core \
+             reads; nothing was written. Run the command in the folder your core runs on \
+             (where `skillbox up` was started), or name it: --workspace DIR",
+            ws.root().display()
+        );
+    }
     ws.ensure_state_dir()?;
     Ok(BotTokens::load(Store::open(&ws.db_file())?)?)
 }

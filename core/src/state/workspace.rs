@@ -106,6 +106,13 @@ impl Workspace {
         self.state_dir().join(TRUST_DIR)
     }
 
+    /// Whether the folder is a workspace: it holds a state folder (`skillbox up` made one)
+    /// or a `skillbox.toml`. A command that would write the state of a folder that is
+    /// neither refuses, so no stray `.skillbox/` appears where no core will read it.
+    pub fn is_workspace(&self) -> bool {
+        self.state_dir().is_dir() || self.config_file().is_file()
+    }
+
     /// Creates the state folder (0700) when missing and returns it.
     pub fn ensure_state_dir(&self) -> std::io::Result<PathBuf> {
         use std::os::unix::fs::DirBuilderExt;

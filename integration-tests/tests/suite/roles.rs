@@ -252,3 +252,50 @@ fn skillbox_mcp_with_a_bot_token_serves_only_the_bots_skills_and_warns_without_o
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("operator token"), "{stderr}");
 }
+
+/// `tokens create` (and `list`, `revoke`) in a folder that is no workspace, with no core
+/// running there, used to print a token and make `./.skillbox/skillbox.db` that no core
+/// reads: it is refused with the fix, and nothing is made.
+#[test]
+fn tokens_create_outside_a_workspace_is_refused_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        &["tokens", "create", "stray"][..],
+        &["tokens", "list"][..],
+        &["tokens", "revoke", "stray"][..],
+    ] {
+        let out = std::process::Command::new(binary("skillbox"))
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(!out.status.success(), "{args:?}: {stdout}{stderr}");
+        assert!(stdout.is_empty(), "{args:?} printed: {stdout}");
+        assert!(
+            stderr.contains("is not a skillbox workspace"),
+            "{args:?}: {stderr}"
+        );
+        assert!(stderr.contains("--workspace DIR"), "{args:?}: {stderr}");
+        assert!(
+            !dir.path().join(".skillbox").exists(),
+            "{args:?} made a state folder"
+        );
+    }
+    // The same folder named with --workspace once it is one (a skillbox.toml) works.
+    std::fs::write(dir.path().join("skillbox.toml"), "").unwrap();
+    let out = std::process::Command::new(binary("skillbox"))
+        .args(["tokens", "create", "kept", "--workspace"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join(".skillbox/skillbox.db").is_file());
+}
