@@ -17,56 +17,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use skillbox_protocol::skill::{Skill, Tool, ToolEntry, ToolProtocol};
+use skillbox_protocol::skill::{Skill, Tool, ToolProtocol};
 
-use crate::launch::skill_env;
+use crate::launch::{launch_argv, skill_env};
 use crate::sandbox::{
     ArgsFile, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild, SandboxError,
 };
 
 /// `SKILLBOX_CALL_ID` of a prestarted process.
 pub const PRESTARTED_CALL_ID: &str = "prestarted";
-
-/// Address space given to Node on top of the skill's budget: V8 reserves large virtual
-/// ranges up front, so its heap is capped with `--max-old-space-size` instead.
-pub const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
-
-/// The argv and address-space budget of a tool's process (cold or warm).
-pub fn launch_argv(
-    node_runner: &std::path::Path,
-    skill: &Skill,
-    tool: &Tool,
-) -> (Vec<String>, u64) {
-    match &tool.entry {
-        ToolEntry::Command { argv } => (argv.clone(), skill.execution.memory_mb),
-        ToolEntry::JsExport { main } => (
-            vec![
-                "node".into(),
-                format!("--max-old-space-size={}", skill.execution.memory_mb),
-                node_runner.to_string_lossy().into_owned(),
-                main.clone(),
-                tool.name.clone(),
-            ],
-            skill.execution.memory_mb + NODE_VIRTUAL_RESERVE_MB,
-        ),
-    }
-}
-
-/// For a call made in a context, whose working directory is the context's folder:
-/// the arguments of `argv` (after the program) that name a file or folder of the skill by
-/// a relative path (`scripts/price.py`, a JavaScript tool's main module) become absolute,
-/// so that they still name it ("relative paths are inside the skill").
-pub fn absolutize_skill_paths(argv: &mut [String], skill_dir: &std::path::Path) {
-    for arg in argv.iter_mut().skip(1) {
-        let relative = !arg.is_empty()
-            && !arg.starts_with('-')
-            && !arg.starts_with('/')
-            && !arg.split('/').any(|s| s == "..");
-        if relative && std::fs::symlink_metadata(skill_dir.join(&*arg)).is_ok() {
-            *arg = skill_dir.join(&*arg).to_string_lossy().into_owned();
-        }
-    }
-}
 
 /// A started process waiting for its call.
 #[derive(Debug)]

@@ -6,233 +6,29 @@
 //! own submodules may use each other (a `mod.rs` re-exporting a child that uses its
 //! parent's types is one module, not a circle).
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-/// A module's path from the crate root (`["gateway", "mcp", "eras"]`; `[]` for lib.rs).
-type ModPath = Vec<String>;
+use super::layers_graph::{
+    assert_matches_table, circles, documented, imports, modules, top_level_imports,
+};
 
 fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
-/// Every source file of the crate that is not a test, by module path.
-fn modules() -> BTreeMap<ModPath, PathBuf> {
-    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-        for e in std::fs::read_dir(dir).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                walk(&p, out);
-            } else if p.extension().is_some_and(|x| x == "rs") {
-                out.push(p);
-            }
-        }
-    }
-    let mut files = Vec::new();
-    walk(&src(), &mut files);
-    let mut out = BTreeMap::new();
-    for file in files {
-        let rel = file.strip_prefix(src()).unwrap().with_extension("");
-        let mut path: ModPath = rel
-            .components()
-            .map(|c| c.as_os_str().to_string_lossy().into_owned())
-            .collect();
-        let is_test = path
-            .iter()
-            .any(|p| p == "tests" || p.ends_with("_tests") || p == "test");
-        if is_test {
-            continue;
-        }
-        if matches!(path.last().map(String::as_str), Some("mod" | "lib")) {
-            path.pop();
-        }
-        out.insert(path, file);
-    }
-    out
-}
-
-/// The code of `file` without its `mod tests` block and without comment lines.
-fn code_of(file: &Path) -> String {
-    let text = std::fs::read_to_string(file).unwrap();
-    let text = match text.find("#[cfg(test)]\nmod tests {") {
-        Some(i) => &text[..i],
-        None => &text[..],
-    };
-    text.lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// Every `crate::a::b`, `super::a` and `self::a` path in `code`: its head and segments.
-fn paths_in(code: &str) -> Vec<(&'static str, Vec<String>)> {
-    let bytes = code.as_bytes();
-    let mut out = Vec::new();
-    for head in ["crate", "super", "self"] {
-        let needle = format!("{head}::");
-        let mut from = 0;
-        while let Some(i) = code[from..].find(&needle) {
-            let at = from + i;
-            from = at + needle.len();
-            let before = at.checked_sub(1).map(|b| bytes[b]);
-            if before.is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':') {
-                continue;
-            }
-            let rest = &code[from..];
-            let end = rest
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
-                .unwrap_or(rest.len());
-            let segments = rest[..end]
-                .split("::")
-                .filter(|s| !s.is_empty())
-                .map(str::to_string)
-                .collect();
-            out.push((head, segments));
-        }
-    }
-    out
-}
-
-/// The modules each module's code reaches.
-fn imports(mods: &BTreeMap<ModPath, PathBuf>) -> BTreeMap<ModPath, BTreeSet<ModPath>> {
-    let mut out: BTreeMap<ModPath, BTreeSet<ModPath>> = BTreeMap::new();
-    for (module, file) in mods {
-        let reached = out.entry(module.clone()).or_default();
-        for (head, segments) in paths_in(&code_of(file)) {
-            // A module's path is its folder's for a mod.rs, so `super::` is its parent.
-            let mut base: ModPath = match head {
-                "crate" => Vec::new(),
-                "self" => module.clone(),
-                _ => module[..module.len().saturating_sub(1)].to_vec(),
-            };
-            let mut rest = segments.as_slice();
-            while let Some(("super", tail)) = rest.split_first().map(|(h, t)| (h.as_str(), t)) {
-                base.pop();
-                rest = tail;
-            }
-            let full: ModPath = base.iter().cloned().chain(rest.iter().cloned()).collect();
-            let target = (1..=full.len())
-                .rev()
-                .map(|k| full[..k].to_vec())
-                .find(|p| mods.contains_key(p));
-            if let Some(t) = target.filter(|t| t != module) {
-                reached.insert(t);
-            }
-        }
-    }
-    out
-}
-
-/// Whether one of `a`, `b` is inside the other (a folder and its own submodules).
-fn nested(a: &ModPath, b: &ModPath) -> bool {
-    a.starts_with(b) || b.starts_with(a)
-}
-
-/// The top-level folder of a module (`random` for `random.rs`), or `None` for lib.rs.
-fn top(m: &ModPath) -> Option<&str> {
-    m.first().map(String::as_str)
-}
-
-/// The table of docs/architecture.md: each folder, top down, and what it imports.
-fn documented() -> Vec<(String, BTreeSet<String>)> {
-    let docs = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md"),
-    )
-    .unwrap();
-    let section = docs
-        .split("### Inside the core")
-        .nth(1)
-        .expect("docs/architecture.md has its \"Inside the core\" section");
-    let mut rows = Vec::new();
-    for line in section
-        .lines()
-        .skip_while(|l| !l.starts_with("| folder"))
-        .skip(2)
-    {
-        if !line.starts_with("| `") {
-            break;
-        }
-        let cells: Vec<&str> = line.split(" | ").collect();
-        let folder = cells[0]
-            .trim_start_matches("| `")
-            .split('`')
-            .next()
-            .unwrap()
-            .trim_end_matches('/')
-            .trim_end_matches(".rs")
-            .to_string();
-        let last = cells.last().unwrap().trim_end_matches(" |");
-        let imports = last
-            .split('`')
-            .skip(1)
-            .step_by(2)
-            .map(str::to_string)
-            .collect();
-        rows.push((folder, imports));
-    }
-    rows
+fn docs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/architecture.md")
 }
 
 #[test]
 fn layers_each_core_folder_imports_exactly_what_docs_architecture_says_and_only_below_it() {
-    let mods = modules();
-    let mut actual: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for (from, tos) in imports(&mods) {
-        let Some(from_top) = top(&from) else { continue };
-        let reached = actual.entry(from_top.to_string()).or_default();
-        for to in tos {
-            if let Some(to_top) = top(&to).filter(|t| *t != from_top) {
-                reached.insert(to_top.to_string());
-            }
-        }
-    }
-    let rows = documented();
-    let named: BTreeSet<&str> = rows.iter().map(|(f, _)| f.as_str()).collect();
-    let folders: BTreeSet<&str> = actual.keys().map(String::as_str).collect();
-    assert_eq!(
-        named, folders,
-        "the table's folders are not core/src's top-level modules"
-    );
-    for (i, (folder, documented)) in rows.iter().enumerate() {
-        let real = actual.get(folder).cloned().unwrap_or_default();
-        assert_eq!(
-            &real, documented,
-            "{folder}/ imports {real:?}; docs/architecture.md says {documented:?}"
-        );
-        let above: BTreeSet<&String> = rows[..i].iter().map(|(f, _)| f).collect();
-        let upward: Vec<&String> = real.iter().filter(|t| above.contains(t)).collect();
-        assert!(
-            upward.is_empty(),
-            "{folder}/ imports {upward:?}, above it in the table"
-        );
-    }
+    let actual = top_level_imports(&modules(&src()));
+    assert_matches_table(&actual, &documented(&docs(), "### Inside the core"));
 }
 
 #[test]
 fn layers_no_file_of_the_core_imports_itself_back_through_a_chain() {
-    let mods = modules();
-    let graph: BTreeMap<ModPath, Vec<ModPath>> = imports(&mods)
-        .into_iter()
-        .map(|(from, tos)| {
-            let tos = tos.into_iter().filter(|t| !nested(&from, t)).collect();
-            (from, tos)
-        })
-        .collect();
-    // Every module's reach, by a walk from it; a module in its own reach is in a circle.
-    let mut circles = Vec::new();
-    for start in graph.keys() {
-        let mut seen = BTreeSet::new();
-        let mut stack: Vec<&ModPath> = graph[start].iter().collect();
-        while let Some(m) = stack.pop() {
-            if m == start {
-                circles.push(start.join("/"));
-                break;
-            }
-            if seen.insert(m) {
-                stack.extend(graph.get(m).into_iter().flatten());
-            }
-        }
-    }
+    let circles = circles(&modules(&src()));
     assert!(circles.is_empty(), "files in an import circle: {circles:?}");
 }
 
@@ -240,7 +36,7 @@ fn layers_no_file_of_the_core_imports_itself_back_through_a_chain() {
 fn layers_the_gateways_three_protocols_share_only_its_web_layer() {
     let protocols = ["rest", "mcp", "console"];
     let mut crossing = Vec::new();
-    for (from, tos) in imports(&modules()) {
+    for (from, tos) in imports(&modules(&src())) {
         let Some(own) = from
             .get(1)
             .filter(|p| from[0] == "gateway" && protocols.contains(&p.as_str()))

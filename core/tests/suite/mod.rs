@@ -13,5 +13,6 @@ mod install_publisher;
 mod install_remove;
 mod install_trust;
 mod layers;
+mod layers_graph;
 mod routing_eval;
 mod sources;

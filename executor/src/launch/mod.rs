@@ -15,6 +15,7 @@
 //! tool's jsonrpc or plain stdio, a session's pipe or terminal, an installer's log) while
 //! [`relay_while`] carries the process's network connections to the core.
 
+mod argv;
 mod env;
 mod plan;
 
@@ -28,6 +29,7 @@ use crate::egress;
 use crate::sandbox::{self, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild};
 use crate::workdir::{self, Baseline};
 
+pub use argv::{absolutize_skill_paths, launch_argv, NODE_VIRTUAL_RESERVE_MB};
 pub use env::{may_receive, skill_env};
 pub use plan::{Network, Plan, Work};
 

@@ -10,10 +10,10 @@ use skillbox_protocol::session::SessionExecParams;
 use skillbox_protocol::skill::{Skill, Tool, ToolProtocol};
 use skillbox_protocol::workdir::WorkFile;
 
+use super::argv::{absolutize_skill_paths, launch_argv};
 use super::env;
 use crate::broker::CallInfo;
 use crate::sandbox::ChildStdio;
-use crate::warm::{absolutize_skill_paths, launch_argv};
 
 /// Whether a process gets a network of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

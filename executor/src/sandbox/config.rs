@@ -27,7 +27,7 @@ pub struct SandboxConfig {
     pub max_file_bytes: u64,
     /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
     pub insecure_no_sandbox: bool,
-    /// Most bytes of context files the executor keeps cached ([`crate::workdir::BlobCache`]).
+    /// Most bytes of context files the executor keeps cached ([`crate::blobs::BlobCache`]).
     pub blob_cache_bytes: u64,
 }
 
@@ -49,7 +49,7 @@ impl Default for SandboxConfig {
             max_processes: DEFAULT_MAX_PROCESSES,
             max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             insecure_no_sandbox: false,
-            blob_cache_bytes: crate::workdir::DEFAULT_CAP_BYTES,
+            blob_cache_bytes: crate::blobs::DEFAULT_CAP_BYTES,
         }
     }
 }

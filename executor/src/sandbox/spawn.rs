@@ -210,7 +210,7 @@ impl Launch {
     /// executor's ends of its pipes, to hand to a runtime with [`Started::into_child`].
     /// A launch that inherits its seccomp filters is refused on a thread without them.
     pub fn start(mut self) -> io::Result<Started> {
-        if self.inherits_seccomp() && !super::spawner::on_filtered_thread() {
+        if self.inherits_seccomp() && !on_filtered_thread() {
             return Err(io::Error::other(
                 "refusing to start a sandboxed tool on a thread without the seccomp filters (it must go through the sandbox's spawner)",
             ));
@@ -514,6 +514,22 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
 
 pub mod child_fds;
 mod stack;
+
+thread_local! {
+    /// Set on a spawner thread ([`super::spawner`]) once its tool filters are installed.
+    static FILTERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one whose tool filters are installed (`true`) or not: a
+/// spawner thread does, right after installing them.
+pub fn mark_filtered_thread(filtered: bool) {
+    FILTERED.with(|f| f.set(filtered));
+}
+
+/// Whether the calling thread is a spawner thread with the tool filters installed.
+pub fn on_filtered_thread() -> bool {
+    FILTERED.with(std::cell::Cell::get)
+}
 
 #[cfg(test)]
 mod tests;

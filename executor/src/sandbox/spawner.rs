@@ -22,7 +22,6 @@
 //! blocked while the child sets itself up and execs; the prestart pool's filler, a plain
 //! thread, blocks ([`Spawner::spawn`]).
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::io;
 use std::sync::mpsc::{self, SyncSender};
@@ -31,15 +30,6 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::child_process::SandboxChild;
 use super::seccomp::ToolFilters;
 use super::spawn::{Launch, Started};
-
-thread_local! {
-    static FILTERED: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Whether the calling thread is a spawner thread with the tool filters installed.
-pub fn on_filtered_thread() -> bool {
-    FILTERED.with(Cell::get)
-}
 
 /// Spawner threads of a sandbox: a thread is blocked while its child sets itself up and
 /// execs (CLONE_VFORK), using no CPU, so there are more than cores.
@@ -223,7 +213,7 @@ fn serve(filters: Option<&ToolFilters>, queue: &Queue, ready: &SyncSender<io::Re
     if !ok {
         return;
     }
-    FILTERED.with(|f| f.set(filters.is_some()));
+    super::spawn::mark_filtered_thread(filters.is_some());
     while let Some(job) = queue.pop() {
         let started = job.launch.start();
         // A caller that is gone drops the process, which kills and reaps it.

@@ -24,6 +24,7 @@ mod escape_kernel;
 mod escape_network;
 mod escape_proc;
 mod harness;
+mod layers;
 mod limits;
 mod relay;
 mod runs;
