@@ -4,9 +4,9 @@
 //! (path, size, SHA-256, when, by whom).
 //!
 //! Paths are relative, `/`-separated, valid UTF-8, without empty, `.` or `..` segments,
-//! control characters, or more than 1024 bytes ([`check_path`]). The folder is opened with
-//! `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` one step at a time, so neither a path
-//! nor a link someone left in the folder leads out of it. Quotas (`[files]`): the largest
+//! control or Unicode format characters, or more than 1024 bytes ([`check_path`]). The
+//! folder is opened with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` one step at a
+//! time, so neither a path nor a link someone left in the folder leads out of it. Quotas (`[files]`): the largest
 //! file, all files together, the number of files; a context whose files were all written
 //! longer ago than `[files] idle_days` is removed by [`ContextFiles::expire_idle`].
 
@@ -23,6 +23,7 @@ use nix::unistd::{unlinkat, UnlinkatFlags};
 use ring::digest::{Context as Digest, SHA256};
 use skillbox_protocol::result::ErrorKind;
 use tokio::io::AsyncWriteExt;
+use unicode_general_category::{get_general_category, GeneralCategory};
 
 use crate::state::config::files::FilesSection;
 
@@ -154,6 +155,13 @@ pub fn check_path(path: &str) -> Result<Vec<&str>, FileError> {
     if path.chars().any(|c| c.is_control()) {
         return Err(bad("it holds a control character"));
     }
+    if path.chars().any(is_format) {
+        return Err(bad(
+            "it holds a Unicode format character (general category Cf: a bidi override such as \
+             U+202E, a zero-width character, U+FEFF), which would show operators another name \
+             than the file's",
+        ));
+    }
     let segments: Vec<&str> = path.split('/').collect();
     for s in &segments {
         match *s {
@@ -164,6 +172,13 @@ pub fn check_path(path: &str) -> Result<Vec<&str>, FileError> {
         }
     }
     Ok(segments)
+}
+
+/// Whether `c` is a Unicode format character (general category Cf): invisible, and able to
+/// reorder or hide what a name shows (U+202E RIGHT-TO-LEFT OVERRIDE, U+200B..U+200F,
+/// U+2066..U+2069, U+FEFF, ...).
+fn is_format(c: char) -> bool {
+    get_general_category(c) == GeneralCategory::Format
 }
 
 /// The `Content-Type` of a file, from its name's extension.

@@ -172,3 +172,42 @@ async fn a_deleted_context_and_an_idle_one_lose_their_files() {
     assert_eq!(f.expire_idle(unix_ms_now() + week).unwrap(), ["c2"]);
     assert!(!f.folder("c2").exists());
 }
+
+/// A name that shows operators another name than the file's: a bidi override
+/// (`invoice\u{202E}fdp.exe` reads "invoiceexe.pdf"), zero-width and other Unicode format
+/// characters (general category Cf) are refused by the one check of a path, for every
+/// route and a call's files alike; other non-ASCII names are kept.
+#[tokio::test]
+async fn file_name_with_a_bidi_override_or_another_format_character_is_refused() {
+    let (_dir, f) = files(FilesSection::default());
+    for c in [
+        '\u{202E}',
+        '\u{202A}',
+        '\u{200B}',
+        '\u{200C}',
+        '\u{200D}',
+        '\u{200E}',
+        '\u{200F}',
+        '\u{2066}',
+        '\u{2069}',
+        '\u{2060}',
+        '\u{FEFF}',
+        '\u{00AD}',
+        '\u{061C}',
+        '\u{E0001}',
+    ] {
+        let bad = format!("in/invoice{c}fdp.exe");
+        let err = f.put("c1", &bad, body(b"x"), T).await.unwrap_err();
+        assert!(matches!(err, FileError::BadPath { .. }), "{c:?}: {err}");
+        assert!(
+            err.to_string().contains("Unicode format character"),
+            "{c:?}: {err}"
+        );
+        assert_eq!(err.error_kind(), ErrorKind::InvalidArgs);
+        assert!(matches!(f.get("c1", &bad), Err(FileError::BadPath { .. })));
+    }
+    assert!(f.list("c1").unwrap().is_empty());
+    f.put("c1", "отчёт/résumé 日本.txt", body(b"ok"), T)
+        .await
+        .unwrap();
+}

@@ -57,6 +57,25 @@ async fn a_contexts_files_go_in_and_out_raw_past_the_json_limit_and_only_for_the
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
     assert!(String::from_utf8_lossy(&body).contains("`..`"), "{body:?}");
+    // So is a name with a bidi override, which would show operators another name.
+    let (status, _, body) = f
+        .send_raw(
+            &a,
+            Method::PUT,
+            "/v1/contexts/job-1/files/invoice\u{202E}fdp.exe",
+            b"x".to_vec(),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}");
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answer["error_kind"], "invalid_args", "{answer}");
+    assert!(
+        answer["error"]
+            .as_str()
+            .unwrap()
+            .contains("Unicode format character"),
+        "{answer}"
+    );
     // The owner deletes one file, then the context whole.
     let (status, _, _) = f.send_raw(&a, Method::DELETE, path, Vec::new()).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
