@@ -211,10 +211,16 @@ fn pip_argv(p: &DepsBuildParams) -> Vec<String> {
 }
 
 /// The last [`LOG_TAIL_BYTES`] of the installer's output, from a line start.
+/// A log shorter than that is kept whole (a one-line `No module named pip` included).
 fn tail_of(log: &[u8]) -> String {
     let text = String::from_utf8_lossy(log);
-    let start = text.len().saturating_sub(LOG_TAIL_BYTES);
-    let start = text[start..].find('\n').map_or(start, |i| start + i + 1);
+    let mut start = text.len().saturating_sub(LOG_TAIL_BYTES);
+    if start > 0 {
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        start = text[start..].find('\n').map_or(start, |i| start + i + 1);
+    }
     text.get(start..).unwrap_or_default().trim_end().to_string()
 }
 
@@ -324,6 +330,17 @@ fn packages_of(report: &[u8]) -> Result<Vec<LockedPackage>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_short_installer_log_is_kept_whole() {
+        let one = b"/usr/bin/python3: No module named pip\n";
+        assert_eq!(tail_of(one), "/usr/bin/python3: No module named pip");
+        assert_eq!(tail_of(b"a\nb\n"), "a\nb");
+        let long = format!("{}\nlast line\n", "\u{e9}".repeat(LOG_TAIL_BYTES));
+        let tail = tail_of(long.as_bytes());
+        assert!(tail.ends_with("last line"), "{tail}");
+        assert!(tail.len() <= LOG_TAIL_BYTES, "{}", tail.len());
+    }
 
     #[test]
     fn pip_report_gives_each_package_with_its_hash() {
