@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use super::approvals::WorkspaceArg;
 use super::client::{self, ClientError, CoreClient};
 use super::table;
+use skillbox_core::approvals::{ApprovalPolicy, Approvals};
 use skillbox_core::auth::BotTokens;
 use skillbox_core::random::SystemSource;
 use skillbox_core::skills::install::rfc3339;
@@ -94,14 +95,26 @@ pub fn run(cmd: TokensCommand) -> anyhow::Result<u8> {
                 Ok(0)
             }
             TokensCommand::Revoke { name, ws } => {
-                match running_core(&ws)? {
+                let (sessions, refused) = match running_core(&ws)? {
                     Some(core) => {
-                        core.json("DELETE", &format!("/v1/tokens/{name}"), None)
+                        let done = core
+                            .json("DELETE", &format!("/v1/tokens/{name}"), None)
                             .await?;
+                        let refused = done["approvals_refused"].as_array().map_or(0, Vec::len);
+                        (done["sessions_ended"].as_u64().unwrap_or(0), refused)
                     }
-                    None => offline(&ws)?.revoke(&name)?,
-                }
-                println!("revoked: {name}");
+                    // No core: no session runs; the approvals it asked for are refused in
+                    // the database, so none waits for an operator after a restart.
+                    None => {
+                        let (bots, store) = offline_store(&ws)?;
+                        bots.revoke(&name)?;
+                        let approvals = Approvals::new(store, ApprovalPolicy::default());
+                        (0, approvals.refuse_pending_of(&name)?.len())
+                    }
+                };
+                println!(
+                    "revoked: {name} ({sessions} session(s) ended, {refused} pending approval(s) refused)"
+                );
                 Ok(0)
             }
         }
@@ -126,6 +139,11 @@ fn answers(core: &CoreClient) -> bool {
 /// no workspace is refused, with nothing made in it: a token written there would be one
 /// no core reads.
 fn offline(ws: &WorkspaceArg) -> anyhow::Result<BotTokens> {
+    Ok(offline_store(ws)?.0)
+}
+
+/// [`offline`], and the state database it reads.
+fn offline_store(ws: &WorkspaceArg) -> anyhow::Result<(BotTokens, Store)> {
     let ws = ws.dir()?;
     if !ws.is_workspace() {
         anyhow::bail!(
@@ -137,7 +155,8 @@ fn offline(ws: &WorkspaceArg) -> anyhow::Result<BotTokens> {
         );
     }
     ws.ensure_state_dir()?;
-    Ok(BotTokens::load(Store::open(&ws.db_file())?)?)
+    let store = Store::open(&ws.db_file())?;
+    Ok((BotTokens::load(store.clone())?, store))
 }
 
 /// The tokens as a table.

@@ -31,6 +31,7 @@ mod canonical;
 pub mod grants;
 pub mod inspect;
 pub mod payload;
+mod revoked;
 
 pub use crate::state::config::approvals::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
 

@@ -45,6 +45,8 @@ struct Held {
     context_id: String,
     /// The skill whose envelope it runs under, if any.
     skill: Option<String>,
+    /// Who started it (`operator` or a bot's name): a revoked bot's sessions end.
+    caller: String,
     executor: SocketAddr,
     call_id: String,
     files: Arc<CallFiles>,
@@ -320,6 +322,7 @@ impl Dispatcher {
                     Held {
                         context_id: context.context_id.clone(),
                         skill: skill_name.clone(),
+                        caller: run.origin.caller.name().to_owned(),
                         executor,
                         call_id: run.call_id.to_string(),
                         files: Arc::clone(&files),
@@ -424,6 +427,18 @@ impl Dispatcher {
                 message: format!("no session {id:?} in context {context_id:?}"),
             });
         }
+        Ok(self.end_sessions(taken).await)
+    }
+
+    /// Ends every session `caller` (a bot, by name) started, in any context, and every
+    /// process in them: its token was revoked. How many were running.
+    pub async fn close_sessions_of(&self, caller: &str) -> usize {
+        let taken = self.sessions.take(|_, s| s.caller == caller);
+        self.end_sessions(taken).await
+    }
+
+    /// Ends sessions taken out of the table on the executors holding them.
+    async fn end_sessions(&self, taken: Vec<(String, Held)>) -> usize {
         let mut closed = 0;
         for (id, held) in taken {
             self.in_flight.remove(&held.call_id);
@@ -443,7 +458,7 @@ impl Dispatcher {
                 }
             }
         }
-        Ok(closed)
+        closed
     }
 
     fn forget_session(&self, session_id: &str, call_id: &str) {

@@ -299,3 +299,60 @@ fn tokens_create_outside_a_workspace_is_refused_and_writes_nothing() {
     );
     assert!(dir.path().join(".skillbox/skillbox.db").is_file());
 }
+
+/// Revoking a bot's token is effective at once for what it left running: the command
+/// session it started ends with its processes, and the call waiting on its pending write
+/// approval is refused, not left for an operator to approve after the revocation.
+#[test]
+fn revoked_bot_keeps_no_running_session_and_no_pending_approval() {
+    let sb = Skillbox::start(Options::default());
+    let tg = sb.bot_token("tg", &[]);
+    let exec = json!({"tool": "exec_command", "context_id": "job-r",
+        "args": {"cmd": "sleep 1000 & echo $!; wait", "yield_ms": 500}});
+    let r = sb
+        .request_as(&tg, "POST", "/v1/tools/call", Some(&exec))
+        .json();
+    let session = r["data"]["session_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"))
+        .to_string();
+    let pid: u32 = r["data"]["output"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{r}"));
+    assert!(std::path::Path::new(&format!("/proc/{pid}")).exists());
+    let call = sb.call_in_background_as(&tg, "signer:write_note", json!({"text": "late"}));
+    let pending = sb.wait_pending("signer", "write_note");
+    assert_eq!(pending["requested_by"], "tg", "{pending}");
+    let id = pending["id"].as_str().unwrap().to_string();
+
+    let out = sb.cli(&["tokens", "revoke", "tg"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The waiting call hears the refusal at once, with the reason.
+    let done = call.join().unwrap();
+    assert_eq!(done["error_kind"], "approval_denied", "{done}");
+    assert!(
+        done["error"].as_str().unwrap().contains("was revoked"),
+        "{done}"
+    );
+    let approval = (sb.approvals(None).into_iter())
+        .find(|a| a["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(approval["status"], "denied", "{approval}");
+    // The session's processes are gone, and the session with them.
+    crate::harness::poll(
+        "the revoked bot's sleep to end",
+        Duration::from_secs(10),
+        || (!std::path::Path::new(&format!("/proc/{pid}")).exists()).then_some(()),
+    );
+    let poll = json!({"tool": "write_stdin", "context_id": "job-r",
+        "args": {"session_id": session, "chars": ""}});
+    let r = sb.request("POST", "/v1/tools/call", Some(&poll)).json();
+    assert_eq!(r["error_kind"], "not_found", "{r}");
+}

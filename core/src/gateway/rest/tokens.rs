@@ -66,11 +66,22 @@ pub async fn create(gw: &Gateway, req: Req) -> Reply {
     Ok(ok(&answer))
 }
 
-/// `DELETE /v1/tokens/{name}`: revokes the token; its next request is refused.
+/// `DELETE /v1/tokens/{name}`: revokes the token, at once: its next request is refused,
+/// the command sessions the bot started end with their processes, and the approvals it
+/// waits on are refused (a call waiting on one hears `approval_denied`).
 pub async fn revoke(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
     let bots = std::sync::Arc::clone(&gw.bots);
-    let answer_name = name.clone();
-    tokio::task::spawn_blocking(move || bots.revoke(&name)).await??;
-    Ok(ok(&json!({ "revoked": answer_name })))
+    let revoked = name.clone();
+    tokio::task::spawn_blocking(move || bots.revoke(&revoked)).await??;
+    let sessions = gw.core.pipeline.close_sessions_of(&name).await;
+    let approvals = std::sync::Arc::clone(&gw.core.approvals);
+    let refusing = name.clone();
+    let refused =
+        tokio::task::spawn_blocking(move || approvals.refuse_pending_of(&refusing)).await??;
+    Ok(ok(&json!({
+        "revoked": name,
+        "sessions_ended": sessions,
+        "approvals_refused": refused.iter().map(|a| a.id.as_str()).collect::<Vec<_>>(),
+    })))
 }
