@@ -2,6 +2,7 @@
 //! running core (docs/http-api.md, "A context's files"), with the workspace's operator
 //! token, or a bot's with `--token-file`.
 
+use skillbox_core::gateway::web::pct::encode_path;
 use std::path::PathBuf;
 
 use bytes::Bytes;
@@ -77,7 +78,9 @@ impl Who {
     }
 }
 
+/// The route of file `path` of `context`, each segment percent-escaped (`with space.txt`).
 fn url(context: &str, path: &str) -> String {
+    let (context, path) = (encode_path(context), encode_path(path));
     format!("/v1/contexts/{context}/files/{path}")
 }
 

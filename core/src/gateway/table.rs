@@ -166,6 +166,13 @@ pub async fn dispatch(
         }
         if let Some(params) = captures(route.pattern, &segments) {
             let caller = admit(&route, method, path, caller)?;
+            // Parameters as named: `my%20file.txt` is the file `my file.txt`.
+            let params = (params.into_iter())
+                .map(|(name, raw)| Ok((name, super::web::pct::decode(&raw)?)))
+                .collect::<Result<Vec<_>, String>>()
+                .map_err(|why| {
+                    ApiError::new(skillbox_protocol::result::ErrorKind::InvalidArgs, why)
+                })?;
             let req = Req {
                 body,
                 query,

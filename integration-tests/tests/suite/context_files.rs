@@ -83,3 +83,60 @@ fn files_put_ls_get_rm_through_the_cli_for_the_bot_that_owns_the_context() {
     assert!(ok);
     assert_eq!(out.trim(), "[]");
 }
+
+/// A name with a space (or any character a URI escapes) is the same file over REST, where
+/// it arrives as `%20`, and through the CLI, which escapes it: stored, listed and read back
+/// under its own name, never under the literal escape.
+#[test]
+fn percent_escaped_file_names_round_trip_through_rest_and_the_cli() {
+    let sb = Skillbox::start(Options::default());
+    let body = serde_json::json!("hello");
+    let r = sb.request(
+        "PUT",
+        "/v1/contexts/esc-1/files/in/my%20file%231.txt",
+        Some(&body),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["path"], "in/my file#1.txt", "{}", r.body);
+    let listed = sb.request("GET", "/v1/contexts/esc-1/files", None).json();
+    assert_eq!(listed["files"][0]["path"], "in/my file#1.txt", "{listed}");
+    let token = sb.ws.join("operator.token");
+    std::fs::write(&token, &sb.token).unwrap();
+    let back = sb.ws.join("back.txt");
+    let out = sb.cli(&[
+        "files",
+        "get",
+        "esc-1",
+        "in/my file#1.txt",
+        back.to_str().unwrap(),
+        "--token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "\"hello\"");
+    let local = sb.ws.join("up.txt");
+    std::fs::write(&local, "from the cli").unwrap();
+    let out = sb.cli(&[
+        "files",
+        "put",
+        "esc-1",
+        "with space.txt",
+        local.to_str().unwrap(),
+        "--token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = sb.request("GET", "/v1/contexts/esc-1/files/with%20space.txt", None);
+    assert_eq!((r.status, r.body.as_str()), (200, "from the cli"));
+    let r = sb.request("GET", "/v1/contexts/esc-1/files/bad%FF.txt", None);
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("not UTF-8"), "{}", r.body);
+}

@@ -8,19 +8,22 @@ use serde_json::{json, Value};
 use super::errors::McpError;
 use crate::auth::Caller;
 use crate::contexts::files::{content_type, FileError};
+use crate::gateway::web::pct::{decode, encode_path};
 use crate::gateway::Gateway;
 
 /// The uri prefix of a context's files.
 pub const SCHEME: &str = "skillbox://contexts/";
 
-/// The uri of file `path` of context `id`.
+/// The uri of file `path` of context `id` (both percent-escaped).
 pub fn uri(id: &str, path: &str) -> String {
-    format!("{SCHEME}{id}/files/{path}")
+    format!("{SCHEME}{}/files/{}", encode_path(id), encode_path(path))
 }
 
-/// The context id and file path of a context file's uri.
-pub fn parse(uri: &str) -> Option<(&str, &str)> {
+/// The context id and file path of a context file's uri, unescaped (an unescaped uri, as
+/// clients of older versions wrote, reads the same).
+pub fn parse(uri: &str) -> Option<(String, String)> {
     let (id, path) = uri.strip_prefix(SCHEME)?.split_once("/files/")?;
+    let (id, path) = (decode(id).ok()?, decode(path).ok()?);
     (!id.is_empty() && !path.is_empty()).then_some((id, path))
 }
 
@@ -30,7 +33,7 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
         uri: asked.to_string(),
     };
     let (id, path) = parse(asked).ok_or_else(unknown)?;
-    let (id, path, caller) = (id.to_string(), path.to_string(), caller.clone());
+    let caller = caller.clone();
     let (store, files) = (gw.core.store.clone(), gw.core.files.clone());
     let cap = gw.core.load.config().mcp.max_resource_bytes;
     let read = tokio::task::spawn_blocking(move || {
@@ -77,8 +80,10 @@ mod tests {
     #[test]
     fn context_file_uris_round_trip_and_others_are_not_ones() {
         let u = uri("chat-1", "out/a b.csv");
-        assert_eq!(u, "skillbox://contexts/chat-1/files/out/a b.csv");
-        assert_eq!(parse(&u), Some(("chat-1", "out/a b.csv")));
+        assert_eq!(u, "skillbox://contexts/chat-1/files/out/a%20b.csv");
+        let parts = Some(("chat-1".to_string(), "out/a b.csv".to_string()));
+        assert_eq!(parse(&u), parts);
+        assert_eq!(parse("skillbox://contexts/chat-1/files/out/a b.csv"), parts);
         for other in [
             "skill://notes/SKILL.md",
             "skillbox://contexts/chat-1/files/",
