@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use serde_json::{json, Value};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::Security;
-use skillbox_protocol::{Target, ToolRef};
+use skillbox_protocol::Target;
 use tokio::sync::{broadcast, watch};
 
 use super::errors::McpError;
@@ -36,7 +36,10 @@ pub struct WaitingCalls {
 /// approval the payload (matched by skill and tool alone).
 #[derive(Debug, Clone)]
 struct Watched {
-    skill: String,
+    /// The skill the approval names; `None`: whichever the pipeline picks (an
+    /// `exec_command` without `skill` runs under the context's only pinned skill, or none:
+    /// that rule is the pipeline's alone, `calls/sessions.rs`).
+    skill: Option<String>,
     tool: String,
     args_hash: String,
     requested_by: String,
@@ -45,7 +48,7 @@ struct Watched {
 impl Watched {
     fn matches(&self, r: &ApprovalRecord) -> bool {
         r.requested_by == self.requested_by
-            && r.skill == self.skill
+            && self.skill.as_ref().is_none_or(|s| *s == r.skill)
             && r.tool == self.tool
             && (r.security == Security::Sign || r.args_hash == self.args_hash)
     }
@@ -113,35 +116,37 @@ impl WaitingCalls {
     }
 }
 
+/// What the approvals a call of `target` may wait for name: the tool's skill and name, or
+/// for a built-in run under a skill's envelope the skill (when the arguments fix it) and
+/// the built-in; `None` for built-ins that ask no approval.
+fn watched_for(
+    catalog: &skillbox_protocol::skill::Catalog,
+    target: &Target,
+    args: &serde_json::Value,
+) -> Option<(Option<String>, String)> {
+    match target {
+        Target::Tool(r) => Some((Some(r.skill.clone()), r.tool.clone())),
+        Target::RunSkillScript => disclosure::resolve_script(catalog, args)
+            .ok()
+            .map(|s| (Some(s.skill.clone()), Target::RUN_SKILL_SCRIPT.to_string())),
+        Target::ExecCommand => Some((
+            args.get("skill")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string),
+            Target::EXEC_COMMAND.to_string(),
+        )),
+        Target::LoadSkill | Target::WriteStdin | Target::CloseContext => None,
+    }
+}
+
 /// Starts `call` (the MCP tool `name`) in the core, detached from the request.
 pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
     let catalog = gw.core.load.catalog();
     let (origin, args) = (call.origin.clone(), call.args.clone());
-    // What the approvals this call may wait for name: the tool, or the built-in run
-    // under a skill's envelope.
-    let reached = match &call.target {
-        Target::Tool(r) => Some((r.clone(), args.clone())),
-        Target::RunSkillScript => disclosure::resolve_script(&catalog, &args).ok().map(|s| {
-            (
-                ToolRef::new(&s.skill, Target::RUN_SKILL_SCRIPT),
-                args.clone(),
-            )
-        }),
-        Target::ExecCommand => Some((
-            ToolRef::new(
-                args.get("skill")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or(crate::calls::sessions::NO_SKILL),
-                Target::EXEC_COMMAND,
-            ),
-            args.clone(),
-        )),
-        Target::LoadSkill | Target::WriteStdin | Target::CloseContext => None,
-    };
-    let watched = reached.map(|(r, a)| Watched {
-        skill: r.skill,
-        tool: r.tool,
-        args_hash: args_hash(&a),
+    let watched = watched_for(&catalog, &call.target, &args).map(|(skill, tool)| Watched {
+        skill,
+        tool,
+        args_hash: args_hash(&args),
         requested_by: origin.caller.name().to_owned(),
     });
     // Subscribed before the call starts: its first approval cannot be missed.
@@ -285,6 +290,43 @@ mod tests {
         let kept = calls.lock();
         assert!(!kept.contains_key("ended"), "dropped after the keep time");
         assert!(kept.contains_key("running"), "a call still running is kept");
+    }
+
+    /// An `exec_command` without `skill` in a context with one pinned skill asks its
+    /// approval under that skill (the pipeline's rule): the link must watch for it, not for
+    /// a made-up "no skill" name it would never see.
+    #[test]
+    fn exec_command_without_a_skill_watches_the_approval_the_pipeline_asks() {
+        let args = json!({"cmd": "rm -rf out"});
+        let catalog = skillbox_protocol::skill::Catalog::default();
+        let (skill, tool) = watched_for(&catalog, &Target::ExecCommand, &args).unwrap();
+        let watched = Watched {
+            skill,
+            tool,
+            args_hash: args_hash(&args),
+            requested_by: "bot-a".into(),
+        };
+        let record = |skill: &str| ApprovalRecord {
+            id: "a1".into(),
+            skill: skill.into(),
+            tool: Target::EXEC_COMMAND.into(),
+            args_hash: args_hash(&args),
+            args: args.clone(),
+            security: Security::Write,
+            status: crate::state::store::ApprovalStatus::Pending,
+            created_at: 0,
+            decided_at: None,
+            reason: None,
+            requested_by: "bot-a".into(),
+            context_id: Some("c1".into()),
+            decided_by: None,
+        };
+        assert!(watched.matches(&record("notes")), "the only pinned skill");
+        assert!(watched.matches(&record("-")), "no skill");
+        let named = json!({"cmd": "rm -rf out", "skill": "notes"});
+        let (skill, _) = watched_for(&catalog, &Target::ExecCommand, &named).unwrap();
+        assert_eq!(skill.as_deref(), Some("notes"));
+        assert!(watched_for(&catalog, &Target::WriteStdin, &args).is_none());
     }
 
     #[test]
