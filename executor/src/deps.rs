@@ -207,6 +207,7 @@ fn pip_argv(p: &DepsBuildParams) -> Vec<String> {
         argv.push("--no-deps".into());
     }
     argv.extend(["-r".into(), "requirements.txt".into()]);
+    argv.extend(["-c".into(), "constraints.txt".into()]);
     argv
 }
 
@@ -364,6 +365,7 @@ mod tests {
             skill: "s".into(),
             digest: "0".repeat(64),
             requirements: vec!["pypdf".into()],
+            constraints: vec!["pypdf<5".into()],
             index_url: "http://index.test:8080/simple".into(),
             allow_source: false,
             no_deps: true,
@@ -375,6 +377,10 @@ mod tests {
         assert!(argv.contains("--only-binary=:all:"), "{argv}");
         assert!(argv.contains("--trusted-host index.test "), "{argv}");
         assert!(argv.contains("--no-deps"), "{argv}");
+        assert!(
+            argv.ends_with("-r requirements.txt -c constraints.txt"),
+            "{argv}"
+        );
         let argv = pip_argv(&DepsBuildParams {
             allow_source: true,
             index_url: "https://pypi.org/simple".into(),

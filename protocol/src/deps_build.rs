@@ -21,6 +21,9 @@ pub struct DepsBuildParams {
     pub digest: String,
     /// Requirement specifiers (pinned with hashes when built from a lock).
     pub requirements: Vec<String>,
+    /// The operator's constraints (pip `-c`): pins of what the requirements leave open.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
     /// The package index (`[deps] index_url`).
     pub index_url: String,
     /// Whether source distributions may be built (their build code runs in the sandbox).

@@ -140,7 +140,7 @@ impl Dispatcher {
         // The build's identity at the egress proxy: a skill that reaches the index only.
         let mut builder = (**skill).clone();
         builder.permissions = Default::default();
-        builder.permissions.network = vec![config.index_pattern()];
+        builder.permissions.network = config.build_network();
         let builder = Arc::new(builder);
         let mut built_on = Vec::new();
         let mut tail = String::new();
@@ -171,6 +171,7 @@ impl Dispatcher {
                 skill: skill.name.clone(),
                 digest: digest.to_string(),
                 requirements: requirements.clone(),
+                constraints: skill.dependencies.constraints.clone(),
                 index_url: config.index_url.clone(),
                 allow_source: skill.dependencies.allow_source,
                 no_deps,

@@ -47,7 +47,14 @@ impl Loaded {
                 Some(g) => (g.requirements.as_slice(), g.allow_source_builds),
                 None => (&[][..], false),
             };
-            (skill.dependencies).complete(granted, allow_source, &config.deps.index_url);
+            let mut constraints = config.deps.constraints.clone();
+            constraints.extend(grant.iter().flat_map(|g| g.constraints.iter().cloned()));
+            (skill.dependencies).complete(
+                granted,
+                constraints,
+                allow_source,
+                &config.deps.index_url,
+            );
         }
         for name in config.grants.keys() {
             if catalog.get(name).is_none() {

@@ -188,10 +188,17 @@ impl Plan {
             stdio: ChildStdio::Merged,
             trust_pem: p.trust_pem.clone(),
             work: None,
-            scratch_files: vec![(
-                "requirements.txt".into(),
-                p.requirements.join("\n").into_bytes(),
-            )],
+            scratch_files: vec![
+                (
+                    "requirements.txt".into(),
+                    p.requirements.join("\n").into_bytes(),
+                ),
+                // Empty when the operator pins nothing: pip then takes no pin from it.
+                (
+                    "constraints.txt".into(),
+                    p.constraints.join("\n").into_bytes(),
+                ),
+            ],
         }
     }
 }

@@ -4,9 +4,11 @@ itself (a wheel is a zip with metadata). Prints its port, then serves until kill
 
     pyindex.py ROOT SPEC_JSON
 
-SPEC_JSON: [{"name", "version", "kind": "wheel"|"sdist"|"offsite"}, ...]. A wheel holds
-module `name` whose VALUE is its version; "sdist" offers only a source archive; "offsite"
-links its wheel on another host (files.other.test), which a build must not reach.
+SPEC_JSON: [{"name", "version", "kind": "wheel"|"sdist"|"offsite"|"split"}, ...]. A wheel
+holds module `name` whose VALUE is its version; "sdist" offers only a source archive;
+"offsite" links its wheel on another host (files.other.test), which a build must not reach;
+"split" links its wheel on files.split.test at this server's port (PyPI's layout: pages on
+one host, files on another), which a build reaches when `[deps] file_hosts` names it.
 """
 import base64
 import hashlib
@@ -54,6 +56,8 @@ def sdist_bytes(name, version):
 def main():
     root, spec = sys.argv[1], json.loads(sys.argv[2])
     os.makedirs(f"{root}/files", exist_ok=True)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    port = server.server_address[1]
     links = {}
     for p in spec:
         name, version, kind = p["name"], p["version"], p.get("kind", "wheel")
@@ -64,7 +68,10 @@ def main():
         with open(f"{root}/files/{file}", "wb") as f:
             f.write(data)
         sha = hashlib.sha256(data).hexdigest()
-        base = "http://files.other.test:9/files" if kind == "offsite" else "/files"
+        base = {
+            "offsite": "http://files.other.test:9/files",
+            "split": f"http://files.split.test:{port}/files",
+        }.get(kind, "/files")
         links.setdefault(name, []).append(f'<a href="{base}/{file}#sha256={sha}">{file}</a>')
     for name, items in links.items():
         os.makedirs(f"{root}/simple/{name}", exist_ok=True)
@@ -80,8 +87,7 @@ def main():
 
     threading.Thread(target=watch, daemon=True).start()
     os.chdir(root)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    print(server.server_address[1], flush=True)
+    print(port, flush=True)
     server.serve_forever()
 
 

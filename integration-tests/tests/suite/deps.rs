@@ -8,7 +8,10 @@
 //! - a requirement missing from the index, an sdist-only one, a wheel whose hash differs
 //!   from the pin and a wheel linked on another host each fail the build with the reason,
 //!   and the skill stays unavailable saying so;
-//! - the environment is read-only to the skill's programs.
+//! - the environment is read-only to the skill's programs;
+//! - an index whose files live on another host (PyPI's layout) builds when `[deps]
+//!   file_hosts` names that host, and an operator's constraint pins what a skill leaves
+//!   open.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -36,6 +39,7 @@ fn index() -> &'static Index {
             {"name": "skbdemo", "version": "2.0"},
             {"name": "skbsrc", "version": "1.0", "kind": "sdist"},
             {"name": "skboff", "version": "1.0", "kind": "offsite"},
+            {"name": "skbsplit", "version": "1.0", "kind": "split"},
         ]);
         let mut child = Command::new("python3")
             .arg(&script)
@@ -200,4 +204,69 @@ fn a_skill_runs_with_the_dependencies_built_for_it_and_a_bad_build_says_why() {
         let r = script(&sb, skill);
         assert_eq!(r["success"], false, "{skill}: {r}");
     }
+}
+
+/// A skill whose wheel the index links on `files.split.test` (PyPI's layout), and one
+/// that leaves `skbdemo` open, under `[deps] file_hosts` and `constraints`.
+fn prepare_pypi_layout(ws: &Path) {
+    let port = index().port;
+    for (name, requirements, module) in [
+        ("needs-split", "skbsplit==1.0\n", "skbsplit"),
+        ("open-demo", "skbdemo\n", "skbdemo"),
+    ] {
+        let dir = ws.join("skills").join(name);
+        write(
+            &dir.join("SKILL.md"),
+            &format!("---\nname: {name}\ndescription: Shows a package's version.\n---\nRun it.\n"),
+        );
+        write(&dir.join("scripts/requirements.txt"), requirements);
+        write(
+            &dir.join("scripts/show.py"),
+            &format!("import {module}\nprint({module}.VALUE)\n"),
+        );
+        open_up(&dir);
+    }
+    let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+    toml = toml.replacen(
+        "allow_private = [",
+        &format!("allow_private = [\"index.test:{port}\", \"files.split.test:{port}\", "),
+        1,
+    );
+    toml.push_str(&format!(
+        "\n[deps]\nindex_url = \"http://index.test:{port}/simple\"\nbuild_on_load = false\n\
+         file_hosts = [\"http://files.split.test:{port}\"]\nconstraints = [\"skbdemo<2\"]\n\n\
+         [egress]\nresolve = {{ \"index.test\" = \"127.0.0.1\", \"files.split.test\" = \"127.0.0.1\" }}\n"
+    ));
+    std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+}
+
+#[test]
+fn files_on_the_indexs_file_host_build_and_an_operator_constraint_wins() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare_pypi_layout),
+        ..Options::default()
+    });
+    let built = build(&sb, "needs-split");
+    assert_eq!(built["ok"], true, "{built}");
+    let r = script(&sb, "needs-split");
+    assert_eq!(
+        r["data"]["stdout"].as_str().map(str::trim),
+        Some("1.0"),
+        "{r}"
+    );
+    // Left open by the skill, the index's newest would be 2.0: the constraint pins it.
+    let built = build(&sb, "open-demo");
+    assert_eq!(built["ok"], true, "{built}");
+    let r = script(&sb, "open-demo");
+    assert_eq!(
+        r["data"]["stdout"].as_str().map(str::trim),
+        Some("1.0"),
+        "{r}"
+    );
+    let detail = sb.request("GET", "/v1/skills/open-demo", None).json();
+    assert_eq!(
+        detail["dependencies"]["constraints"],
+        json!(["skbdemo<2"]),
+        "{detail}"
+    );
 }

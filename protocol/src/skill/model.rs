@@ -224,8 +224,12 @@ pub struct Dependencies {
     /// Whether source distributions may be built (the operator's grant).
     #[serde(default)]
     pub allow_source: bool,
-    /// The environment's name, set by the core: a SHA-256 of the requirements, the index
-    /// and `allow_source`. `None` without requirements.
+    /// The operator's pins of what the requirements leave open (`[deps] constraints` then
+    /// `[grants.<skill>] constraints`), given to pip as a constraints file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<String>,
+    /// The environment's name, set by the core: a SHA-256 of the requirements, the
+    /// constraints, the index and `allow_source`. `None` without requirements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
 }
@@ -237,6 +241,7 @@ impl Dependencies {
             requirements: read.requirements,
             problems: read.problems,
             allow_source: false,
+            constraints: Vec::new(),
             digest: None,
         }
     }
@@ -251,8 +256,15 @@ impl Dependencies {
         self.requirements.iter().map(|r| r.spec.clone()).collect()
     }
 
-    /// Adds the operator's requirements and names the environment after `index_url`.
-    pub fn complete(&mut self, granted: &[String], allow_source: bool, index_url: &str) {
+    /// Adds the operator's requirements and constraints and names the environment after
+    /// them and `index_url`.
+    pub fn complete(
+        &mut self,
+        granted: &[String],
+        constraints: Vec<String>,
+        allow_source: bool,
+        index_url: &str,
+    ) {
         let mut all = super::deps::Requirements {
             requirements: std::mem::take(&mut self.requirements),
             problems: Vec::new(),
@@ -261,11 +273,21 @@ impl Dependencies {
         self.problems.extend(all.problems);
         self.requirements = all.requirements;
         self.allow_source = allow_source;
+        self.constraints = constraints;
         self.digest = (!self.requirements.is_empty()).then(|| {
             let mut text = format!("{index_url}\n{allow_source}\n");
             for spec in self.specs() {
                 text.push_str(&spec);
                 text.push('\n');
+            }
+            // Constraints after a separator line no requirement can be: a constraint
+            // changes the environment, but a build without any keeps its old name.
+            if !self.constraints.is_empty() {
+                text.push_str("--constraints--\n");
+                for c in &self.constraints {
+                    text.push_str(c);
+                    text.push('\n');
+                }
             }
             let digest = ring::digest::digest(&ring::digest::SHA256, text.as_bytes());
             digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()

@@ -42,6 +42,9 @@ pub struct Grant {
     /// Python requirements added to what the skill declares (published skills often
     /// import packages they never list): `["pyyaml==6.0.2"]`.
     pub requirements: Vec<String>,
+    /// Pins of what the skill's requirements leave open (pip constraints, after `[deps]
+    /// constraints`): `["mcp<2"]`.
+    pub constraints: Vec<String>,
     /// Whether the skill's dependency build may build source distributions (their build
     /// code runs, in the sandbox); wheels only otherwise.
     pub allow_source_builds: bool,
@@ -58,6 +61,7 @@ impl Grant {
             && self.workspace.read.is_empty()
             && self.secrets.is_empty()
             && self.requirements.is_empty()
+            && self.constraints.is_empty()
             && !self.allow_source_builds
     }
 
@@ -109,6 +113,11 @@ impl Grant {
         for (i, r) in self.requirements.iter().enumerate() {
             if let Some(why) = skillbox_protocol::skill::deps::spec_problem(r) {
                 out.push(format!("requirements[{i}]: {r:?}: {why}"));
+            }
+        }
+        for (i, c) in self.constraints.iter().enumerate() {
+            if let Some(why) = skillbox_protocol::skill::deps::spec_problem(c) {
+                out.push(format!("constraints[{i}]: {c:?}: {why}"));
             }
         }
         for (i, g) in self.workspace.read.iter().enumerate() {
@@ -176,15 +185,17 @@ mod tests {
             },
             secrets: Vec::new(),
             requirements: vec!["--index-url=https://evil.test".into()],
+            constraints: vec!["https://evil.test/x.whl".into()],
             allow_source_builds: false,
         };
         let p = grant.problems();
-        assert_eq!(p.len(), 5, "{p:?}");
+        assert_eq!(p.len(), 6, "{p:?}");
         assert!(p[3].starts_with("requirements[0]"), "{p:?}");
         assert!(p[0].starts_with("network[0]"), "{p:?}");
         assert!(p[1].contains("not an env name"), "{p:?}");
         assert!(p[2].contains("reserved"), "{p:?}");
-        assert!(p[4].starts_with("workspace.read[0]"), "{p:?}");
+        assert!(p[4].starts_with("constraints[0]"), "{p:?}");
+        assert!(p[5].starts_with("workspace.read[0]"), "{p:?}");
         assert!(
             toml::from_str::<Grant>("secret = []\n").is_err(),
             "unknown keys are errors"
