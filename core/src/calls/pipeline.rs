@@ -123,6 +123,9 @@ impl Dispatcher {
         let gathered = Gathered::default();
         let (trail, waits) = (&gathered.trail, &gathered.waits);
         let mut recorded = call.target.tool().cloned();
+        // A built-in's answer has no executor's figure: its duration is the pipeline's,
+        // the one its record keeps.
+        let builtin = !matches!(call.target, Target::Tool(_));
         let outcome = self
             .run(&loaded, &call_id, call, &mut recorded, &gathered)
             .await;
@@ -132,6 +135,9 @@ impl Dispatcher {
             Err(e) => ToolResult::failed(call_id.clone(), e.kind(), e.to_string(), duration_ms),
         };
         result.call_id = call_id.clone();
+        if builtin {
+            result.duration_ms = duration_ms;
+        }
         result.approval_id = trail.last();
         trail.account_refused_signature(&mut result);
         // The executor's spawn time is for the metrics only, never in an answer.

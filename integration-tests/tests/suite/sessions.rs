@@ -448,3 +448,26 @@ fn restricted_context_cannot_lend_another_skills_envelope() {
     let r = call_in(&sb, "job-11", "exec_command", borrow);
     assert_eq!(r["data"]["output"], "k-123\n", "{r}");
 }
+
+/// An `exec_command` answer says how long the call took, as its record does (it said 0).
+#[test]
+fn exec_command_answers_the_duration_its_record_keeps() {
+    let sb = start("");
+    let r = call_in(
+        &sb,
+        "dur-1",
+        "exec_command",
+        json!({"cmd": "sleep 0.2; echo done"}),
+    );
+    assert_eq!(r["data"]["exit_code"], 0, "{r}");
+    let took = r["duration_ms"].as_u64().unwrap_or_default();
+    assert!(took >= 200, "{r}");
+    let call = sb
+        .request(
+            "GET",
+            &format!("/v1/calls/{}", r["call_id"].as_str().unwrap()),
+            None,
+        )
+        .json();
+    assert_eq!(call["duration_ms"].as_u64(), Some(took), "{call}");
+}
