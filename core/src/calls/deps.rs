@@ -144,6 +144,7 @@ impl Dispatcher {
         let builder = Arc::new(builder);
         let mut built_on = Vec::new();
         let mut tail = String::new();
+        let mut egress_refused = Vec::new();
         for addr in addrs {
             let call_id = format!("deps_{}", random::hex(self.rng.as_ref(), 12, "build id")?);
             let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
@@ -160,7 +161,7 @@ impl Dispatcher {
                 delegation: Default::default(),
                 delegated: Default::default(),
             });
-            let _registered = self.in_flight.register(&call_id, active);
+            let _registered = self.in_flight.register(&call_id, Arc::clone(&active));
             let (requirements, no_deps) = match &lock {
                 Some(packages) => (packages.iter().map(LockedPackage::pin).collect(), true),
                 None => (skill.dependencies.specs(), false),
@@ -186,6 +187,7 @@ impl Dispatcher {
             let answer = (self.transports.pool)
                 .call_method_at::<DepsBuild>(addr, &params, timeout)
                 .await;
+            egress_refused.extend(refusals(&active));
             match answer {
                 Ok(result) => {
                     tail = result.log_tail;
@@ -194,15 +196,20 @@ impl Dispatcher {
                 }
                 Err(e) => {
                     tracing::warn!(skill = %skill.name, executor = %addr, error = %e, "dependency build failed");
+                    let mut log_tail = e.to_string();
+                    for refused in &egress_refused {
+                        log_tail.push_str(&format!("\negress refused: {refused}"));
+                    }
                     return Ok(DepsRecord {
                         skill: skill.name.clone(),
                         digest: digest.to_string(),
                         ok: false,
                         requirements,
                         packages: Vec::new(),
-                        log_tail: e.to_string(),
+                        log_tail,
                         executors: vec![addr.to_string()],
                         finished_ms: unix_ms_now(),
+                        egress_refused,
                     });
                 }
             }
@@ -216,6 +223,19 @@ impl Dispatcher {
             log_tail: tail,
             executors: built_on,
             finished_ms: unix_ms_now(),
+            egress_refused,
         })
     }
+}
+
+/// The connections of a build's identity that the egress proxy refused, as
+/// `host:port: reason`.
+fn refusals(build: &ActiveCall) -> Vec<String> {
+    (build.egress.snapshot().connections.into_iter())
+        .filter(|c| c.verdict == crate::state::store::EgressVerdict::Refused)
+        .map(|c| {
+            let reason = c.reason.unwrap_or_default();
+            format!("{}:{}: {reason}", c.host, c.port)
+        })
+        .collect()
 }

@@ -35,6 +35,10 @@ pub struct DepsRecord {
     pub executors: Vec<String>,
     /// When it ended, Unix ms.
     pub finished_ms: i64,
+    /// Every connection of the build the egress proxy refused (`host:port: reason`): a
+    /// file host the index links to and `[deps] file_hosts` does not name shows here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub egress_refused: Vec<String>,
 }
 
 /// Every skill's last build, on disk and in memory, and which builds run now.
@@ -143,6 +147,7 @@ mod tests {
 
     fn record(skill: &str, digest: &str, ok: bool) -> DepsRecord {
         DepsRecord {
+            egress_refused: Vec::new(),
             skill: skill.into(),
             digest: digest.into(),
             ok,

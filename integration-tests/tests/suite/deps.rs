@@ -199,6 +199,16 @@ fn a_skill_runs_with_the_dependencies_built_for_it_and_a_bad_build_says_why() {
             built["log_tail"].as_str().unwrap().contains(why),
             "{skill}: {built}"
         );
+        if skill == "needs-offsite" {
+            // The proxy's refusal is in the build's record, not only pip's "403".
+            let refused = built["egress_refused"].to_string();
+            assert!(refused.contains("files.other.test:9"), "{built}");
+            let tail = built["log_tail"].as_str().unwrap();
+            assert!(
+                tail.contains("egress refused: files.other.test:9"),
+                "{built}"
+            );
+        }
         let p = problem(&sb, skill);
         assert!(p.contains("failed to build"), "{skill}: {p}");
         let r = script(&sb, skill);
