@@ -12,13 +12,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use skillbox_protocol::methods::{DepsBuildParams, LockedPackage, SecretValue};
-use skillbox_protocol::rpc::DepsBuild;
 use skillbox_protocol::skill::{Security, Skill};
 
-use super::inflight::{ActiveCall, ApprovalTrail};
+use super::inflight::ActiveCall;
 use super::{CallError, Dispatcher};
 use crate::auth::CallOrigin;
-use crate::calls::egress::EgressLog;
 use crate::random;
 use crate::state::deps::DepsRecord;
 use crate::state::store::unix_ms_now;
@@ -98,7 +96,7 @@ impl Dispatcher {
         tokio::spawn(async move {
             // At start the executors may not answer yet.
             for _ in 0..STARTUP_WAIT_ROUNDS {
-                if !me.transports.pool.healthy_addrs().is_empty() {
+                if !me.transports.process.placements().is_empty() {
                     break;
                 }
                 tokio::time::sleep(Duration::from_millis(500)).await;
@@ -129,7 +127,7 @@ impl Dispatcher {
             Some(r) if r.ok && r.digest == digest && !rebuild => Some(r.packages),
             _ => None,
         };
-        let addrs = self.transports.pool.healthy_addrs();
+        let addrs = self.transports.process.placements();
         if addrs.is_empty() {
             return Err(CallError::Unavailable {
                 skill: skill.name.clone(),
@@ -148,19 +146,13 @@ impl Dispatcher {
         for addr in addrs {
             let call_id = format!("deps_{}", random::hex(self.rng.as_ref(), 12, "build id")?);
             let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
-            let active = Arc::new(ActiveCall {
-                skill: Arc::clone(&builder),
-                tool: "deps.build".into(),
-                security: Security::Read,
-                origin: CallOrigin::operator(),
-                token: token.clone(),
-                approvals: ApprovalTrail::default(),
-                files: None,
-                egress: EgressLog::default(),
-                secrets: Arc::default(),
-                delegation: Default::default(),
-                delegated: Default::default(),
-            });
+            let active = Arc::new(ActiveCall::new(
+                Arc::clone(&builder),
+                "deps.build",
+                Security::Read,
+                CallOrigin::operator(),
+                token.clone(),
+            ));
             let _registered = self.in_flight.register(&call_id, Arc::clone(&active));
             let (requirements, no_deps) = match &lock {
                 Some(packages) => (packages.iter().map(LockedPackage::pin).collect(), true),
@@ -184,8 +176,8 @@ impl Dispatcher {
                 memory_mb: config.memory_mb,
             };
             let timeout = Duration::from_millis(config.build_timeout_ms) + ANSWER_SLACK;
-            let answer = (self.transports.pool)
-                .call_method_at::<DepsBuild>(addr, &params, timeout)
+            let answer = (self.transports.process)
+                .deps_build(addr, params, timeout)
                 .await;
             egress_refused.extend(refusals(&active));
             match answer {

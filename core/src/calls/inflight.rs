@@ -39,6 +39,57 @@ pub struct ActiveCall {
 }
 
 impl ActiveCall {
+    /// The record of a piece of executor work acting for `origin` under `skill` (its
+    /// `tool`, of `security`), holding `token`: no files, no secrets, no delegation, a
+    /// trail and an egress log of its own. The `with_*` steps add what a job has beyond.
+    pub fn new(
+        skill: Arc<Skill>,
+        tool: impl Into<String>,
+        security: Security,
+        origin: crate::auth::CallOrigin,
+        token: SecretValue,
+    ) -> Self {
+        Self {
+            skill,
+            tool: tool.into(),
+            security,
+            origin,
+            token,
+            approvals: ApprovalTrail::default(),
+            files: None,
+            egress: EgressLog::default(),
+            secrets: Arc::default(),
+            delegation: Default::default(),
+            delegated: Default::default(),
+        }
+    }
+
+    /// Its approvals noted on `trail` and its connections on `egress` (the run's own, so
+    /// the pipeline's record of the call keeps them).
+    pub(super) fn in_run(mut self, trail: ApprovalTrail, egress: EgressLog) -> Self {
+        self.approvals = trail;
+        self.egress = egress;
+        self
+    }
+
+    /// With a context's files.
+    pub fn with_files(mut self, files: Option<Arc<super::workfiles::CallFiles>>) -> Self {
+        self.files = files;
+        self
+    }
+
+    /// With bound secrets.
+    pub fn with_secrets(mut self, secrets: Arc<crate::proxy::secrets::CallSecrets>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    /// With the delegation it runs under.
+    pub fn with_delegation(mut self, delegation: super::delegate::Delegation) -> Self {
+        self.delegation = delegation;
+        self
+    }
+
     /// Notes an approval this call waited on (its result names the last one).
     pub fn note_approval(&self, id: &str) {
         self.approvals.note(id);
@@ -194,19 +245,16 @@ impl InFlight {
         token: &str,
         secrets: Arc<crate::proxy::secrets::CallSecrets>,
     ) -> Arc<ActiveCall> {
-        let call = Arc::new(ActiveCall {
-            tool: "t".into(),
-            security: Security::Read,
-            origin: crate::auth::CallOrigin::operator(),
-            token: SecretValue(token.to_string()),
-            approvals: ApprovalTrail::default(),
-            files: None,
-            egress: EgressLog::default(),
-            secrets,
-            skill,
-            delegation: Default::default(),
-            delegated: Default::default(),
-        });
+        let call = Arc::new(
+            ActiveCall::new(
+                skill,
+                "t",
+                Security::Read,
+                crate::auth::CallOrigin::operator(),
+                SecretValue(token.to_string()),
+            )
+            .with_secrets(secrets),
+        );
         self.insert(call_id, Arc::clone(&call));
         call
     }

@@ -296,6 +296,13 @@ impl Dispatcher {
         &self.transports.pool
     }
 
+    /// The same dispatcher with all process-sandbox work sent through `transport`.
+    #[cfg(test)]
+    pub(crate) fn with_transport(mut self, transport: Arc<dyn ExecutorTransport>) -> Self {
+        self.transports.process = transport;
+        self
+    }
+
     /// The same dispatcher with process-sandbox calls answered by `fake`.
     pub(crate) fn with_fake_transport<F>(mut self, fake: F) -> Self
     where

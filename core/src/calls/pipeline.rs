@@ -479,19 +479,19 @@ impl Dispatcher {
                 self.load.current().config.routing.max_delegated_calls,
             ),
         };
-        let active = Arc::new(ActiveCall {
-            skill: Arc::clone(&skill),
-            tool,
-            security,
-            origin: run.origin.clone(),
-            token,
-            approvals: run.trail.clone(),
-            files: files.clone(),
-            egress: run.egress.clone(),
-            secrets: envelope.secrets,
-            delegation,
-            delegated: Default::default(),
-        });
+        let active = Arc::new(
+            ActiveCall::new(
+                Arc::clone(&skill),
+                tool,
+                security,
+                run.origin.clone(),
+                token,
+            )
+            .in_run(run.trail.clone(), run.egress.clone())
+            .with_files(files.clone())
+            .with_secrets(envelope.secrets)
+            .with_delegation(delegation),
+        );
         let _registered = self.in_flight.register(run.call_id, Arc::clone(&active));
         let mut answer = self.send(run, skill, security, timeout_ms, params).await;
         if let (Ok(result), Some(files)) = (answer.as_mut(), files) {

@@ -325,3 +325,91 @@ async fn restricted_context_cannot_lend_another_skills_envelope() {
     .await;
     assert!(r.success, "{r:?}");
 }
+
+/// One fake behind the one transport serves every kind of executor work: the pipeline
+/// sends a session's start, input and close through it, placed on the executor it names.
+#[derive(Debug, Default)]
+struct OneDoor {
+    seen: Mutex<Vec<String>>,
+}
+
+impl transport::ExecutorTransport for OneDoor {
+    fn execute(
+        &self,
+        call: transport::Dispatched,
+        _timeout: std::time::Duration,
+    ) -> transport::TransportFuture<'_> {
+        self.seen.lock().unwrap().push("tool.execute".into());
+        let id = call.params.call_id;
+        Box::pin(async move { Ok(ToolResult::ok(id, json!({"stdout": "ran"}), 1)) })
+    }
+
+    fn session_exec(
+        &self,
+        params: skillbox_protocol::session::SessionExecParams,
+        _timeout: std::time::Duration,
+    ) -> transport::JobFuture<
+        '_,
+        (
+            skillbox_protocol::session::SessionAnswer,
+            transport::Placement,
+        ),
+    > {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(format!("session.exec {:?}", params.cmd));
+        let answer = skillbox_protocol::session::SessionAnswer {
+            output: "started\n".into(),
+            exit_code: None,
+            running: true,
+            elided_bytes: 0,
+        };
+        Box::pin(async move { Ok((answer, "127.0.0.9:1".parse().unwrap())) })
+    }
+
+    fn session_write(
+        &self,
+        at: transport::Placement,
+        params: skillbox_protocol::session::SessionWriteParams,
+        _timeout: std::time::Duration,
+    ) -> transport::JobFuture<'_, skillbox_protocol::session::SessionAnswer> {
+        self.seen
+            .lock()
+            .unwrap()
+            .push(format!("session.write {at} {}", params.chars));
+        let answer = skillbox_protocol::session::SessionAnswer {
+            output: format!("echo {}", params.chars),
+            exit_code: Some(0),
+            running: false,
+            elided_bytes: 0,
+        };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+#[tokio::test]
+async fn one_transport_serves_a_sessions_start_and_input_at_its_executor() {
+    let ws = tempfile::tempdir().unwrap();
+    let door = Arc::new(OneDoor::default());
+    let d = dispatcher(ws.path()).with_transport(Arc::clone(&door) as Arc<dyn ExecutorTransport>);
+    let r = call_in(&d, Some("c1"), "exec_command", json!({"cmd": "cat"})).await;
+    assert!(r.success, "{r:?}");
+    let session = r.data.as_ref().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = call_in(
+        &d,
+        Some("c1"),
+        "write_stdin",
+        json!({"session_id": session, "chars": "hi"}),
+    )
+    .await;
+    assert!(r.success, "{r:?}");
+    assert_eq!(r.data.as_ref().unwrap()["output"], "echo hi", "{r:?}");
+    let seen = door.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(seen[0].starts_with("session.exec"), "{seen:?}");
+    assert_eq!(seen[1], "session.write 127.0.0.9:1 hi", "{seen:?}");
+}

@@ -17,7 +17,6 @@ use serde_json::{json, Value};
 use skillbox_channel::client::ClientError;
 use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::result::ToolResult;
-use skillbox_protocol::rpc::{SessionClose, SessionExec, SessionWrite};
 use skillbox_protocol::session::{
     Command, SessionAnswer, SessionCloseParams, SessionExecParams, SessionLimits,
     SessionWriteParams,
@@ -286,27 +285,22 @@ impl Dispatcher {
             traceparent: run.trace.map(|t| t.to_string()),
             trust_pem: envelope.trust_pem,
         };
-        let active = Arc::new(ActiveCall {
-            skill,
-            tool: admitted.tool.clone(),
-            security: admitted.security,
-            origin: run.origin.clone(),
-            token,
-            approvals: run.trail.clone(),
-            files: Some(Arc::clone(&files)),
-            egress: run.egress.clone(),
-            secrets: envelope.secrets,
-            delegation: Default::default(),
-            delegated: Default::default(),
-        });
+        let active = Arc::new(
+            ActiveCall::new(
+                skill,
+                admitted.tool.clone(),
+                admitted.security,
+                run.origin.clone(),
+                token,
+            )
+            .in_run(run.trail.clone(), run.egress.clone())
+            .with_files(Some(Arc::clone(&files)))
+            .with_secrets(envelope.secrets),
+        );
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
         let sent = Instant::now();
-        let answer = self
-            .transports
-            .pool
-            .call_method_placed::<SessionExec>(&params, timeout)
-            .await;
+        let answer = self.transports.process.session_exec(params, timeout).await;
         super::pipeline::Waits::add(&run.waits.transport_us, sent);
         let (answer, executor) = match answer {
             Ok(a) => a,
@@ -384,10 +378,8 @@ impl Dispatcher {
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
         };
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
-        let answer = self
-            .transports
-            .pool
-            .call_method_at::<SessionWrite>(executor, &params, timeout)
+        let answer = (self.transports.process)
+            .session_write(executor, params, timeout)
             .await;
         let answer = match answer {
             Ok(a) => a,
@@ -445,10 +437,8 @@ impl Dispatcher {
             let params = SessionCloseParams {
                 session_ids: vec![id.clone()],
             };
-            match self
-                .transports
-                .pool
-                .call_method_at::<SessionClose>(held.executor, &params, ANSWER_SLACK)
+            match (self.transports.process)
+                .session_close(held.executor, params, ANSWER_SLACK)
                 .await
             {
                 Ok(r) => closed += r.closed.max(1),

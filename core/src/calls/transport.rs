@@ -1,15 +1,25 @@
-//! Where a dispatched call runs: [`ExecutorTransport`], implemented by the executor pool
-//! (the process sandbox of the executors) and by the per-call container runner
-//! (`execution.sandbox: container`); tests put a fake in their place.
+//! Where executor work runs: [`ExecutorTransport`], the one door of every piece of work
+//! the core sends an executor — a dispatched tool call, a session's start, input and
+//! close, a dependency build. The executor pool (the process sandbox of the executors)
+//! implements all of it; the per-call container runner (`execution.sandbox: container`)
+//! runs tool calls and refuses the rest with the reason; tests put a fake in their place.
+//! A job that must reach the executor holding its state (a session's input, a build on
+//! each executor) names its [`Placement`]; the others go where the transport picks.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillbox_protocol::methods::ToolExecuteParams;
+use std::net::SocketAddr;
+
+use skillbox_channel::client::ClientError;
+use skillbox_protocol::methods::{DepsBuildParams, DepsBuildResult, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
-use skillbox_protocol::rpc::ToolExecute;
+use skillbox_protocol::rpc::{DepsBuild, SessionClose, SessionExec, SessionWrite, ToolExecute};
+use skillbox_protocol::session::{
+    SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
+};
 use skillbox_protocol::skill::{Security, Skill};
 
 use super::CallError;
@@ -33,10 +43,74 @@ pub struct Dispatched {
     pub params: ToolExecuteParams,
 }
 
-/// Runs one `tool.execute` and returns the tool's result.
+/// A boxed future of a job's answer.
+pub type JobFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientError>> + Send + 'a>>;
+
+/// The executor a job goes to: the one holding its session, or one building in turn.
+pub type Placement = SocketAddr;
+
+/// Sends the core's work to executors (see the module docs).
 pub trait ExecutorTransport: std::fmt::Debug + Send + Sync {
     /// Runs `call`; gives up after `timeout`.
     fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_>;
+
+    /// Starts a command session where the transport picks; answers with where it runs.
+    fn session_exec(
+        &self,
+        params: SessionExecParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, (SessionAnswer, Placement)> {
+        let _ = (params, timeout);
+        Box::pin(async { Err(no_sessions()) })
+    }
+
+    /// Input to (or a poll of) the session held `at`.
+    fn session_write(
+        &self,
+        at: Placement,
+        params: SessionWriteParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionAnswer> {
+        let _ = (at, params, timeout);
+        Box::pin(async { Err(no_sessions()) })
+    }
+
+    /// Ends sessions held `at`.
+    fn session_close(
+        &self,
+        at: Placement,
+        params: SessionCloseParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionCloseResult> {
+        let _ = (at, params, timeout);
+        Box::pin(async { Err(no_sessions()) })
+    }
+
+    /// Builds a skill's dependencies on the executor `at`.
+    fn deps_build(
+        &self,
+        at: Placement,
+        params: DepsBuildParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, DepsBuildResult> {
+        let _ = (at, params, timeout);
+        Box::pin(async { Err(no_sessions()) })
+    }
+
+    /// The executors a job may be placed on now (a build runs on each of them).
+    fn placements(&self) -> Vec<Placement> {
+        Vec::new()
+    }
+}
+
+/// The refusal of a transport that holds no executor state (per-call containers, a fake).
+fn no_sessions() -> ClientError {
+    ClientError::Unreachable {
+        url: "transport".into(),
+        reason: "this transport runs tool calls only; sessions and dependency builds run on \
+                 the executors' process sandbox"
+            .into(),
+    }
 }
 
 impl ExecutorTransport for ExecutorPool {
@@ -50,6 +124,54 @@ impl ExecutorTransport for ExecutorPool {
                 .await
                 .map_err(|e| CallError::from_pool(e, resend))
         })
+    }
+
+    fn session_exec(
+        &self,
+        params: SessionExecParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, (SessionAnswer, Placement)> {
+        Box::pin(async move {
+            self.call_method_placed::<SessionExec>(&params, timeout)
+                .await
+        })
+    }
+
+    fn session_write(
+        &self,
+        at: Placement,
+        params: SessionWriteParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionAnswer> {
+        Box::pin(async move {
+            self.call_method_at::<SessionWrite>(at, &params, timeout)
+                .await
+        })
+    }
+
+    fn session_close(
+        &self,
+        at: Placement,
+        params: SessionCloseParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionCloseResult> {
+        Box::pin(async move {
+            self.call_method_at::<SessionClose>(at, &params, timeout)
+                .await
+        })
+    }
+
+    fn deps_build(
+        &self,
+        at: Placement,
+        params: DepsBuildParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, DepsBuildResult> {
+        Box::pin(async move { self.call_method_at::<DepsBuild>(at, &params, timeout).await })
+    }
+
+    fn placements(&self) -> Vec<Placement> {
+        self.healthy_addrs()
     }
 }
 
