@@ -21,7 +21,7 @@ use super::{CallError, Dispatcher, Loaded};
 use crate::approvals::ApprovalRequest;
 use crate::auth::{CallOrigin, Caller};
 use crate::calls::egress::EgressLog;
-use crate::contexts::{self, disclosure, ContextTools};
+use crate::contexts::{self, builtins, disclosure, ContextTools};
 use crate::executors::readiness::Availability;
 use crate::observe::TraceParent;
 use crate::random;
@@ -196,13 +196,13 @@ impl Dispatcher {
         let (admitted, args, script) = match target {
             Target::Tool(tool) => (self.admit(loaded, &origin.caller, &tool)?, args, None),
             Target::LoadSkill => {
-                let named = disclosure::named_skill(&args);
+                let named = builtins::of(&target).and_then(|b| b.reach.named(&args));
                 super::envelope::in_context(context.as_ref(), &Target::LoadSkill, named)?;
                 let data = disclosure::load_skill(&loaded.catalog, &args)?;
                 return Ok(ToolResult::ok(call_id, data, 0));
             }
             Target::RunSkillScript => {
-                let named = disclosure::named_skill(&args);
+                let named = builtins::of(&target).and_then(|b| b.reach.named(&args));
                 super::envelope::in_context(context.as_ref(), &Target::RunSkillScript, named)?;
                 let script = disclosure::resolve_script(&loaded.catalog, &args)?;
                 *recorded = Some(ToolRef::new(&script.skill, disclosure::RUN_SKILL_SCRIPT));
@@ -270,11 +270,10 @@ impl Dispatcher {
         target: &Target,
         args: &Value,
     ) -> Result<Option<ContextTools>, CallError> {
-        let named = match target {
-            Target::Tool(t) => Some(t.skill.as_str()),
-            Target::ExecCommand => args.get("skill").and_then(Value::as_str),
-            Target::WriteStdin | Target::CloseContext => None,
-            Target::LoadSkill | Target::RunSkillScript => disclosure::named_skill(args),
+        let named = match (target, builtins::of(target)) {
+            (Target::Tool(t), _) => Some(t.skill.as_str()),
+            (_, Some(builtin)) => builtin.reach.named(args),
+            (_, None) => None,
         };
         if let Some(why) = named.and_then(|s| origin.caller.skill_refusal(s)) {
             return Err(CallError::NotPermitted(why));
@@ -463,6 +462,7 @@ impl Dispatcher {
             env: envelope.env,
             granted_env: envelope.granted_env,
             granted_network: envelope.granted_network,
+            granted_max_file_mb: envelope.granted_max_file_mb,
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
             workdir,
             script,

@@ -7,12 +7,12 @@
 //! executor and no other context can name it. While it lives, its call stays registered
 //! for its callbacks (its files going back to the context).
 
+use crate::contexts::builtins::{CloseArgs, ExecArgs, WriteArgs};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use skillbox_channel::client::ClientError;
 use skillbox_protocol::methods::SecretValue;
@@ -81,44 +81,6 @@ impl Sessions {
             .filter_map(|id| held.remove(&id).map(|s| (id, s)))
             .collect()
     }
-}
-
-/// `exec_command` arguments.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExecArgs {
-    cmd: Command,
-    #[serde(default)]
-    skill: Option<String>,
-    #[serde(default)]
-    workdir: Option<String>,
-    #[serde(default)]
-    yield_ms: Option<u64>,
-    #[serde(default)]
-    max_output_bytes: Option<u64>,
-    #[serde(default)]
-    tty: bool,
-}
-
-/// `write_stdin` arguments.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WriteArgs {
-    session_id: String,
-    #[serde(default)]
-    chars: String,
-    #[serde(default)]
-    yield_ms: Option<u64>,
-    #[serde(default)]
-    max_output_bytes: Option<u64>,
-}
-
-/// `close_context` arguments.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CloseArgs {
-    #[serde(default)]
-    session_id: Option<String>,
 }
 
 fn parse<T: serde::de::DeserializeOwned>(target: &Target, args: Value) -> Result<T, CallError> {
@@ -282,6 +244,7 @@ impl Dispatcher {
             },
             granted_env: envelope.granted_env,
             granted_network: envelope.granted_network,
+            granted_max_file_mb: envelope.granted_max_file_mb,
             traceparent: run.trace.map(|t| t.to_string()),
             trust_pem: envelope.trust_pem,
         };

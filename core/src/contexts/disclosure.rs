@@ -247,99 +247,6 @@ pub fn file_response(
     })
 }
 
-/// The built-in tools as `GET /v1/tools` lists them; `name` is an enum of `available`.
-/// The command-session tools (which need a context) are listed when `exec` is on.
-pub fn builtin_tools(available: &[String], exec: bool) -> Vec<Value> {
-    let mut tools = vec![
-        json!({
-            "name": LOAD_SKILL,
-            "description": "Read a skill's instructions (the body of its SKILL.md) and its file list.",
-            "parameters": {
-                "type": "object",
-                "properties": {"name": {"type": "string", "enum": available}},
-                "required": ["name"],
-                "additionalProperties": false
-            },
-            "security": "read",
-            "builtin": true,
-        }),
-        json!({
-            "name": RUN_SKILL_SCRIPT,
-            "description": "Run a file under a skill's scripts/ folder (by its shebang or extension: .py python3, .sh sh, .js node) with command-line arguments, in the skill's sandbox; in a context it works in the context's files. A failed run returns stdout, stderr and the exit code.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "enum": available},
-                    "script": {"type": "string", "description": "path under scripts/, e.g. scripts/fill_form.py"},
-                    "args": {"type": "array", "items": {"type": "string"}, "description": "command-line arguments"}
-                },
-                "required": ["name", "script"],
-                "additionalProperties": false
-            },
-            "security": "read",
-            "builtin": true,
-        }),
-    ];
-    if exec {
-        tools.extend(session_tools(available));
-    }
-    tools
-}
-
-/// `exec_command`, `write_stdin`, `close_context` (docs/sessions.md).
-fn session_tools(available: &[String]) -> [Value; 3] {
-    let max_yield = crate::state::config::exec::MAX_YIELD_MS;
-    [
-        json!({
-            "name": skillbox_protocol::Target::EXEC_COMMAND,
-            "description": "Run a shell command (sh -c) or an argv list in the context's sandboxed shell: the context's files are the working directory, the skill's folder is $SKILLBOX_SKILL_DIR. Answers with the output and exit_code when it ends within yield_ms, else with a session_id to drive with write_stdin. Needs a context.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "cmd": {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}, "minItems": 1}]},
-                    "skill": {"type": "string", "enum": available, "description": "whose envelope (env, limits) the command runs under; default: the context's only pinned skill"},
-                    "workdir": {"type": "string", "description": "a folder of the context's files"},
-                    "yield_ms": {"type": "integer", "minimum": 0, "maximum": max_yield},
-                    "max_output_bytes": {"type": "integer", "minimum": 1},
-                    "tty": {"type": "boolean"}
-                },
-                "required": ["cmd"],
-                "additionalProperties": false
-            },
-            "security": "read",
-            "builtin": true,
-        }),
-        json!({
-            "name": skillbox_protocol::Target::WRITE_STDIN,
-            "description": "Write to a running command of exec_command (empty chars: just poll) and get its output since the last answer, and exit_code once it ended.",
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    "session_id": {"type": "string"},
-                    "chars": {"type": "string"},
-                    "yield_ms": {"type": "integer", "minimum": 0, "maximum": max_yield},
-                    "max_output_bytes": {"type": "integer", "minimum": 1}
-                },
-                "required": ["session_id"],
-                "additionalProperties": false
-            },
-            "security": "read",
-            "builtin": true,
-        }),
-        json!({
-            "name": skillbox_protocol::Target::CLOSE_CONTEXT,
-            "description": "End a command session (or, without session_id, every session of the context) and every process in it.",
-            "parameters": {
-                "type": "object",
-                "properties": {"session_id": {"type": "string"}},
-                "additionalProperties": false
-            },
-            "security": "read",
-            "builtin": true,
-        }),
-    ]
-}
-
 fn string_arg(tool: &'static str, args: &Value, key: &str) -> Result<String, DisclosureError> {
     args.get(key)
         .and_then(Value::as_str)
@@ -375,11 +282,6 @@ pub fn load_skill(catalog: &Catalog, args: &Value) -> Result<Value, DisclosureEr
     Ok(
         json!({"name": skill.name, "description": skill.description, "body": body, "files": files, "tools": tools, "base_dir": SKILL_DIR_VAR}),
     )
-}
-
-/// The skill a built-in's arguments name (`name`), if they name one.
-pub fn named_skill(args: &Value) -> Option<&str> {
-    args.get("name").and_then(Value::as_str)
 }
 
 /// A `run_skill_script` call: the skill and what the executor runs.

@@ -10,6 +10,7 @@
 //! every request, so a pin made by the CLI on the same database takes effect at once; a pin
 //! whose skill no longer exists is dropped from the store and reported.
 
+pub mod builtins;
 pub mod disclosure;
 pub mod files;
 
@@ -23,15 +24,12 @@ use skillbox_protocol::skill::{Catalog, Skill};
 use crate::auth::Caller;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
-/// The built-in tools every context keeps: progressive disclosure ([`disclosure`]) and the
-/// command sessions (seed 004's execution tools; `[exec] enabled = false` refuses them).
-pub const BASE_TOOLS: [Target; 5] = [
-    Target::LoadSkill,
-    Target::RunSkillScript,
-    Target::ExecCommand,
-    Target::WriteStdin,
-    Target::CloseContext,
-];
+/// The built-in tools every context keeps ([`builtins::ALL`]): progressive disclosure
+/// ([`disclosure`]) and the command sessions (seed 004's execution tools; `[exec] enabled
+/// = false` refuses them).
+pub fn base_tools() -> impl Iterator<Item = Target> {
+    builtins::ALL.into_iter().map(|b| b.target.clone())
+}
 
 /// Longest context id.
 pub const MAX_CONTEXT_ID: usize = 128;
@@ -227,7 +225,7 @@ pub fn all_tools(catalog: &Catalog) -> BTreeSet<Target> {
                 .map(move |t| Target::Tool(ToolRef::new(&s.name, &t.name)))
         })
         .collect();
-    out.extend(BASE_TOOLS);
+    out.extend(base_tools());
     out
 }
 
@@ -240,7 +238,7 @@ pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<BTreeSet<Tar
         return None;
     }
     let exists = all_tools(catalog);
-    let mut active: BTreeSet<Target> = BTreeSet::from(BASE_TOOLS);
+    let mut active: BTreeSet<Target> = base_tools().collect();
     for skill in pinned {
         if skill.allowed_tools.is_empty() {
             active.extend(

@@ -197,7 +197,7 @@ fn load_skill_returns_the_body_and_builtins_list_available_names() {
     assert!(v["body"].as_str().unwrap().contains("# guide body"));
     let e = disclosure::load_skill(&c, &json!({"name": "nope"})).unwrap_err();
     assert_eq!(e.error_kind(), ErrorKind::NotFound);
-    let tools = disclosure::builtin_tools(&["guide".into(), "mail".into()], false);
+    let tools = crate::contexts::builtins::listed(&["guide".into(), "mail".into()], false);
     assert_eq!(
         tools[0]["parameters"]["properties"]["name"]["enum"],
         json!(["guide", "mail"])
@@ -208,7 +208,7 @@ fn load_skill_returns_the_body_and_builtins_list_available_names() {
             .collect()
     };
     assert_eq!(names(&tools), ["load_skill", "run_skill_script"]);
-    let with_exec = disclosure::builtin_tools(&["guide".into()], true);
+    let with_exec = crate::contexts::builtins::listed(&["guide".into()], true);
     assert_eq!(
         names(&with_exec),
         [

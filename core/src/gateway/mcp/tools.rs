@@ -15,7 +15,7 @@ use super::eras::Era;
 use super::errors::McpError;
 use crate::auth::{CallOrigin, Caller};
 use crate::calls::ToolCall;
-use crate::contexts::{disclosure, ContextView};
+use crate::contexts::ContextView;
 use crate::gateway::Gateway;
 
 /// The MCP name of `skill:tool`.
@@ -105,27 +105,15 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
     let available = gw.core.usable_skills(&catalog, caller);
     // The command sessions need a context: listed on /mcp/{context_id} only.
     let exec = gw.core.load.config().exec.enabled && origin.context_id.is_some();
-    for builtin in disclosure::builtin_tools(&available, exec) {
-        let name = builtin["name"].as_str().unwrap_or_default().to_string();
-        let Some(target) = Target::parse(&name).ok().filter(|t| allowed(t)) else {
+    for builtin in crate::contexts::builtins::ALL {
+        if (builtin.session && !exec) || !allowed(&builtin.target) {
             continue;
-        };
-        // A script or a command runs with its skill's envelope, a `write` one included;
-        // closing a session ends processes but reaches nothing outside.
-        let runs_any = matches!(
-            target,
-            Target::RunSkillScript | Target::ExecCommand | Target::WriteStdin
-        );
-        let ends = target == Target::CloseContext;
+        }
         tools.push(json!({
-            "name": name,
-            "description": builtin["description"],
-            "inputSchema": builtin["parameters"],
-            "annotations": {
-                "readOnlyHint": !runs_any && !ends,
-                "destructiveHint": runs_any || ends,
-                "openWorldHint": runs_any,
-            },
+            "name": builtin.name(),
+            "description": builtin.description,
+            "inputSchema": (builtin.schema)(&available),
+            "annotations": builtin.annotations(),
         }));
     }
     Ok(json!({ "tools": tools }))

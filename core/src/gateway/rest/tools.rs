@@ -11,7 +11,6 @@ use skillbox_protocol::{Target, ToolRef};
 use super::api::{CallRequest, ToolEntry, ToolList};
 use crate::auth::CallOrigin;
 use crate::calls::ToolCall;
-use crate::contexts::disclosure;
 use crate::gateway::web::error::ApiError;
 use crate::gateway::web::request::{ok_of, Reply, Req};
 use crate::gateway::Gateway;
@@ -39,7 +38,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
     let available = gw.core.usable_skills(&catalog, caller);
     let exec = gw.core.load.config().exec.enabled;
-    out.extend(disclosure::builtin_tools(&available, exec));
+    out.extend(crate::contexts::builtins::listed(&available, exec));
     Ok(ok_of(&ToolList { tools: out }))
 }
 
