@@ -27,6 +27,9 @@ pub(super) struct CallEnvelope {
     pub(super) granted_env: Vec<String>,
     /// Hosts granted beyond what the skill declares.
     pub(super) granted_network: Vec<String>,
+    /// The largest file its programs may write, when the operator set it
+    /// (`[grants.<skill>] max_file_mb`).
+    pub(super) granted_max_file_mb: Option<u64>,
     /// The bound secrets' values, for the egress proxy.
     pub(super) secrets: Arc<CallSecrets>,
     /// Certificates its programs trust beyond the system roots.
@@ -54,6 +57,9 @@ impl CallEnvelope {
             env,
             granted_env: granted_env(loaded, &skill.name),
             granted_network: granted_network(loaded, &skill.name),
+            granted_max_file_mb: loaded
+                .grant_of(&skill.name)
+                .and_then(|(_, g)| g.max_file_mb),
             trust_pem: match (network, trust) {
                 (true, Some(trust)) => trust.sandbox_pem(!secrets.is_empty()),
                 _ => None,
@@ -68,6 +74,7 @@ impl CallEnvelope {
             env: BTreeMap::new(),
             granted_env: Vec::new(),
             granted_network: Vec::new(),
+            granted_max_file_mb: None,
             secrets: Arc::default(),
             trust_pem: None,
         }

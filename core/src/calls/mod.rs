@@ -13,6 +13,7 @@
 //!
 //! Failures are [`CallError`]s, whose kind is the call's `error_kind`.
 
+mod admission;
 mod call;
 pub mod callbacks;
 mod delegate;

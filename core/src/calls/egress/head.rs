@@ -78,7 +78,8 @@ pub async fn read_head<S: AsyncRead + Unpin>(
     .map_err(|_| HeadError::Timeout)?
 }
 
-fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
+/// Parses a whole head from `buf`; `None` while it is incomplete.
+pub fn parse(buf: &[u8]) -> Result<Option<Head>, HeadError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {

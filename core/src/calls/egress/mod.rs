@@ -396,6 +396,34 @@ impl EgressProxy {
     }
 }
 
+/// What the proxy makes of the first bytes of a program's connection, in words: the
+/// head's verdict (`CONNECT host:port`, a URL, or why not) and, for a request it would
+/// carry, the `Host` check's. Pure, no connection made: the `egress_head` fuzz target.
+pub fn judge_head(bytes: &[u8]) -> String {
+    let head = match head::parse(bytes) {
+        Ok(Some(head)) => head,
+        Ok(None) => return "incomplete".into(),
+        Err(e) => return format!("refused: {e}"),
+    };
+    let target = match head.asked() {
+        Asked::Connect { host, port } => Target {
+            scheme: Scheme::Https,
+            host,
+            port,
+            path_and_query: "/".into(),
+        },
+        Asked::Forward(target) => target,
+        Asked::Bad(reason) => return format!("bad: {reason}"),
+    };
+    let named = (head.headers.iter())
+        .filter(|(n, _)| n.eq_ignore_ascii_case("host"))
+        .map(|(_, v)| v.as_slice());
+    match host::check_host(named, &target) {
+        Ok(()) => format!("asks {}", target.display()),
+        Err(e) => format!("refused: {e}"),
+    }
+}
+
 /// Answers `refusal` and closes.
 async fn refuse<S: AsyncWrite + Unpin>(io: &mut S, refusal: Refusal) -> Outcome {
     answer(io, refusal.status, refusal.mark, &refusal.reason).await;
