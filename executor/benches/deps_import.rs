@@ -88,6 +88,7 @@ async fn run(sandbox: &Sandbox, deps: Option<&Path>) -> Result<Duration> {
         argv: &argv,
         env: Vec::new(),
         memory_mb: 512,
+        max_file_mb: 1024,
         timeout_ms: 10_000,
         args_file: ArgsFile::None,
         network: None,

@@ -444,6 +444,7 @@ impl Bench<'_> {
             argv: &tool.sandbox_argv,
             env: Vec::new(),
             memory_mb: 512,
+            max_file_mb: 1024,
             timeout_ms: 10_000,
             args_file: ArgsFile::Write(b"{}"),
             network: None,

@@ -13,8 +13,13 @@ use crate::registry::Registry;
 use crate::sandbox::env::SANDBOX_PATH;
 
 /// The facts for the skills of `registry`, on an executor that can (`network_namespaces`)
-/// or cannot give a network call a namespace of its own.
-pub fn sandbox_facts(registry: &Registry, network_namespaces: bool) -> SandboxFacts {
+/// or cannot give a network call a namespace of its own, and limits memory as
+/// `memory_limit` says ([`crate::sandbox::memcg::MemoryMode`]).
+pub fn sandbox_facts(
+    registry: &Registry,
+    network_namespaces: bool,
+    memory_limit: crate::sandbox::memcg::MemoryMode,
+) -> SandboxFacts {
     let mut programs = BTreeMap::new();
     for registered in registry.skills() {
         for program in registered.skill.programs() {
@@ -28,6 +33,7 @@ pub fn sandbox_facts(registry: &Registry, network_namespaces: bool) -> SandboxFa
         path: SANDBOX_PATH.to_string(),
         programs,
         network_namespaces,
+        memory_limit: memory_limit.as_str().to_string(),
     }
 }
 
@@ -76,7 +82,11 @@ mod tests {
         )
         .unwrap();
         std::fs::write(dir.join("x.py"), "").unwrap();
-        let facts = sandbox_facts(&Registry::load(root.path()), false);
+        let facts = sandbox_facts(
+            &Registry::load(root.path()),
+            false,
+            crate::sandbox::memcg::MemoryMode::Rlimit,
+        );
         assert_eq!(facts.os, "linux");
         assert_eq!(facts.programs.get("sh"), Some(&true));
         assert_eq!(facts.programs.get("skillbox-missing-bin"), Some(&false));

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::broker::CapabilityBroker;
 use crate::call_clock::CallClock;
 pub use crate::call_error::CallError;
-use crate::exit_cause::{exit_failure, last_line, memory_exhausted};
+use crate::exit_cause::{exit_failure, last_line, memory_exhausted, memory_line, CallLimits};
 use crate::launch::{self, Network, Plan};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
@@ -127,6 +127,10 @@ async fn run<B: CapabilityBroker>(
         deps.map(|d| d.path),
     );
     let timeout_ms = plan.timeout_ms;
+    let limits = CallLimits {
+        memory_mb: plan.memory_mb,
+        max_file_mb: plan.max_file_mb,
+    };
     let plain_args = plan.args.clone();
     let call = plan.call.clone();
     // A prestarted process has no per-call env values and runs in the skill folder: a
@@ -135,6 +139,7 @@ async fn run<B: CapabilityBroker>(
     let has_values =
         (params.env.keys()).any(|n| launch::may_receive(skill, &params.granted_env, n));
     let cold_only = has_values
+        || plan.max_file_mb != skill.execution.max_file_mb
         || plan.work.is_some()
         || is_script
         || plan.network != Network::None
@@ -194,7 +199,7 @@ async fn run<B: CapabilityBroker>(
                     // A tool that caught its allocation failure and reported it was
                     // stopped by the memory limit all the same.
                     Ok(Err(e)) if memory_exhausted(&e.message) => Ok(Err(CallError::Memory(
-                        skill.execution.memory_mb,
+                        limits.memory_mb,
                         format!(
                             "; the tool reported error {}: {}",
                             e.code,
@@ -210,13 +215,7 @@ async fn run<B: CapabilityBroker>(
                     Err(StdioFailure::Eof) => {
                         let status = child.wait().await.ok();
                         wait_for_stderr(stderr_task.as_mut(), &budget).await;
-                        Err(exit_failure(
-                            status,
-                            &log,
-                            skill.execution.memory_mb,
-                            sandbox,
-                            true,
-                        ))
+                        Err(exit_failure(status, &log, limits, true))
                     }
                 }
             }
@@ -249,13 +248,7 @@ async fn run<B: CapabilityBroker>(
                 }
                 let code = status.and_then(|s| s.code());
                 if code.is_none() {
-                    return Err(exit_failure(
-                        status,
-                        &log,
-                        skill.execution.memory_mb,
-                        sandbox,
-                        false,
-                    ));
+                    return Err(exit_failure(status, &log, limits, false));
                 }
                 let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
                 let result = json!({
@@ -274,8 +267,8 @@ async fn run<B: CapabilityBroker>(
                 } else if memory_exhausted(&stderr) {
                     // Python, for one, exits 1 on an uncaught MemoryError.
                     Err(CallError::Memory(
-                        skill.execution.memory_mb,
-                        format!("; stderr: {}", last_line(&stderr)),
+                        limits.memory_mb,
+                        format!("; stderr: {}", memory_line(&stderr)),
                     ))
                 } else {
                     Err(CallError::Tool(format!(
@@ -309,6 +302,7 @@ async fn run<B: CapabilityBroker>(
     // Reaped before the release, so that a call that left nothing behind needs no kill
     // helper there (the tool itself would still count as a process of the call's user).
     child.reap();
+    let outcome = oom_as_memory_limit(outcome, &guard, limits.memory_mb);
     let outcome = match (&params.workdir, &mut baseline) {
         (Some(limits), Some(baseline)) => {
             let work = guard.scratch().join(sandbox::WORK_DIR);
@@ -325,6 +319,25 @@ async fn run<B: CapabilityBroker>(
         task.abort();
     }
     outcome
+}
+
+/// A call that failed while the kernel's OOM killer killed one of its processes (its
+/// memory cgroup counted the kill) was stopped by the memory limit, whatever the tool
+/// made of it: killed by SIGKILL, or a script whose child was killed exiting non-zero.
+fn oom_as_memory_limit(
+    outcome: Result<Value, CallError>,
+    guard: &sandbox::CallGuard,
+    memory_mb: u64,
+) -> Result<Value, CallError> {
+    match outcome {
+        Err(CallError::Tool(why) | CallError::Protocol(why)) if guard.oom_killed() => {
+            Err(CallError::Memory(
+                memory_mb,
+                format!("; the kernel killed a process of the call for it ({why})"),
+            ))
+        }
+        other => other,
+    }
 }
 
 /// Longest wait for the stderr reader after the tool exited (a grandchild may keep the

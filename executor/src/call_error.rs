@@ -40,14 +40,14 @@ pub enum CallError {
     /// Output limit.
     #[error("output exceeded max_output_bytes ({0} bytes); the call was stopped")]
     Output(u64),
-    /// Memory limit.
-    #[error("memory limit of {0} MiB reached (memory_mb){1}")]
+    /// Memory limit (MiB, and what the tool or the kernel said).
+    #[error("memory limit of {0} MiB reached (memory_mb: raise execution.memory_mb in the skill's manifest){1}")]
     Memory(u64, String),
     /// CPU-time limit (SIGXCPU).
     #[error("CPU time limit reached (killed by SIGXCPU)")]
     Cpu,
-    /// File-size limit (SIGXFSZ).
-    #[error("file size limit of {0} bytes reached (RLIMIT_FSIZE)")]
+    /// File-size limit (SIGXFSZ or EFBIG), in MiB.
+    #[error("file size limit of {0} MiB reached (RLIMIT_FSIZE: raise execution.max_file_mb in the skill's manifest, or the operator's [grants.<skill>] max_file_mb)")]
     FileSize(u64),
     /// The seccomp filter killed the process (SIGSYS).
     #[error("a forbidden system call was made (killed by SIGSYS){0}")]

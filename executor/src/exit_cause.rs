@@ -2,23 +2,25 @@
 //! file size, the seccomp filter) or that the tool itself failed, from its exit status and
 //! the tail of its stderr.
 //!
-//! The memory limit is RLIMIT_AS (`execution.memory_mb`, sandbox/limits.rs): an allocation
-//! past it fails with ENOMEM instead of killing the process, so a tool that runs out of
-//! memory does not die by a signal. It exits with its runtime's own words for that on
-//! stderr (Python's `MemoryError`, glibc's "Cannot allocate memory", Rust's "memory
-//! allocation of N bytes failed", Go's "runtime: out of memory", Node's "JavaScript heap
-//! out of memory", C++'s `std::bad_alloc`), or catches it and reports it as its error.
-//! [`memory_exhausted`] recognises those words wherever the tool says them.
+//! The memory limit (`execution.memory_mb`) stops a tool in one of two ways. Under the
+//! call's memory cgroup (sandbox/memcg.rs) the kernel's OOM killer kills a process past
+//! it (SIGKILL), and the cgroup counts the kill: the call asks its guard
+//! ([`crate::sandbox::CallGuard::oom_killed`]). Under rlimits (sandbox/limits.rs) an
+//! allocation past it fails with ENOMEM instead, so the tool does not die by a signal: it
+//! exits with its runtime's own words for that on stderr (Python's `MemoryError`, glibc's
+//! "Cannot allocate memory", Rust's "memory allocation of N bytes failed", Go's "runtime:
+//! out of memory", Node's "JavaScript heap out of memory" or V8's "Fatal process OOM",
+//! the JVM's "insufficient memory", C++'s `std::bad_alloc`), or catches it and reports it
+//! as its error. [`memory_exhausted`] recognises those words wherever the tool says them.
 
 use std::process::ExitStatus;
 use std::sync::Mutex;
 
 use crate::call_error::CallError;
-use crate::sandbox::Sandbox;
 use crate::stdio::output::StderrLog;
 
-/// What runtimes say when an allocation fails (ENOMEM under the address-space limit).
-const OUT_OF_MEMORY: [&str; 8] = [
+/// What runtimes say when an allocation fails (ENOMEM under the rlimits).
+const OUT_OF_MEMORY: [&str; 13] = [
     "MemoryError",
     "Cannot allocate memory",
     "out of memory",
@@ -27,6 +29,15 @@ const OUT_OF_MEMORY: [&str; 8] = [
     "memory allocation of",
     "ENOMEM",
     "Fatal process out of memory",
+    // V8: "Fatal process OOM in Failed to reserve virtual memory for CodeRange".
+    "Fatal process OOM",
+    // Node: a `Buffer` or `ArrayBuffer` whose memory `malloc` refused.
+    "Array buffer allocation failed",
+    // The JVM: "There is insufficient memory for the Java Runtime Environment to
+    // continue", "Could not reserve enough space for ... object heap".
+    "insufficient memory for the Java Runtime",
+    "Could not reserve enough space",
+    "java.lang.OutOfMemoryError",
 ];
 
 /// Whether `text` (a tool's stderr or its reported error) says an allocation failed.
@@ -34,12 +45,30 @@ pub(crate) fn memory_exhausted(text: &str) -> bool {
     OUT_OF_MEMORY.iter().any(|m| text.contains(m))
 }
 
+/// The line of `text` that says an allocation failed (V8 ends its report with a bare
+/// `#`, the last line says nothing), else its last line.
+pub(crate) fn memory_line(text: &str) -> String {
+    let line = text.lines().find(|l| memory_exhausted(l));
+    match line {
+        Some(l) => l.trim_start_matches(['#', ' ']).chars().take(300).collect(),
+        None => last_line(text),
+    }
+}
+
+/// The limits a call's end is judged against.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CallLimits {
+    /// `execution.memory_mb` (or the session's).
+    pub memory_mb: u64,
+    /// The largest file, in MiB.
+    pub max_file_mb: u64,
+}
+
 /// Says why a process ended without a final answer.
 pub(crate) fn exit_failure(
     status: Option<ExitStatus>,
     log: &Mutex<StderrLog>,
-    memory_mb: u64,
-    sandbox: &Sandbox,
+    limits: CallLimits,
     protocol: bool,
 ) -> CallError {
     use std::os::unix::process::ExitStatusExt;
@@ -50,14 +79,17 @@ pub(crate) fn exit_failure(
         format!("; stderr: {}", last_line(&stderr))
     };
     if stderr.contains("File too large") {
-        return CallError::FileSize(sandbox.config().max_file_bytes);
+        return CallError::FileSize(limits.max_file_mb);
     }
     if memory_exhausted(&stderr) {
-        return CallError::Memory(memory_mb, tail);
+        return CallError::Memory(
+            limits.memory_mb,
+            format!("; stderr: {}", memory_line(&stderr)),
+        );
     }
     match status.and_then(|s| s.signal()) {
         Some(libc::SIGXCPU) => CallError::Cpu,
-        Some(libc::SIGXFSZ) => CallError::FileSize(sandbox.config().max_file_bytes),
+        Some(libc::SIGXFSZ) => CallError::FileSize(limits.max_file_mb),
         Some(libc::SIGSYS) => CallError::Forbidden(tail),
         Some(sig) => CallError::Tool(format!("killed by signal {sig}{tail}")),
         None => {
@@ -96,6 +128,9 @@ mod tests {
             "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
             "terminate called after throwing an instance of 'std::bad_alloc'",
             "mmap failed: ENOMEM",
+            "#\n# Fatal process OOM in Failed to reserve virtual memory for CodeRange\n#",
+            "There is insufficient memory for the Java Runtime Environment to continue.",
+            "Exception in thread \"main\" java.lang.OutOfMemoryError: Java heap space",
         ] {
             assert!(memory_exhausted(said), "{said}");
         }
@@ -106,5 +141,15 @@ mod tests {
         ] {
             assert!(!memory_exhausted(said), "{said}");
         }
+    }
+
+    #[test]
+    fn the_memory_line_is_the_one_that_says_so_not_v8_s_closing_hash() {
+        let v8 = "\n#\n# Fatal process OOM in Failed to reserve virtual memory for CodeRange\n#\n";
+        assert_eq!(
+            memory_line(v8),
+            "Fatal process OOM in Failed to reserve virtual memory for CodeRange"
+        );
+        assert_eq!(memory_line("a\nlast"), "last");
     }
 }

@@ -21,6 +21,7 @@ use skillbox_executor::broker::OneShotBroker;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::relay;
+use skillbox_executor::sandbox::memcg::MemoryMode;
 use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 
@@ -86,6 +87,10 @@ struct ExecArgs {
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
+    /// Limit memory by rlimits per process even where a memory cgroup per call can be had
+    /// (docs/sandbox.md, "Memory").
+    #[arg(long)]
+    no_memory_cgroups: bool,
     /// Read one tool.execute request line from stdin and relay the tool's capability
     /// requests over stdout/stdin (JSON-RPC lines); the result is the last stdout line.
     #[arg(long, conflicts_with_all = ["tool", "args", "args_file", "env", "env_file"])]
@@ -133,6 +138,10 @@ struct ServeArgs {
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,
+    /// Limit memory by rlimits per process even where a memory cgroup per call can be had
+    /// (docs/sandbox.md, "Memory").
+    #[arg(long)]
+    no_memory_cgroups: bool,
     /// First user id of the per-call pool when running as root. Executors in containers on
     /// a host where executors also run directly (`skillbox up` as root) need a range of
     /// their own: an executor in the host's PID namespace ends a call by killing every
@@ -225,6 +234,19 @@ fn run_probe(json: bool) -> ExitCode {
                 skillbox_executor::sandbox::netns::UNAVAILABLE
             ),
         }
+        println!(
+            "memory limit:  {}",
+            match k.memory_limit {
+                MemoryMode::CgroupV2 | MemoryMode::CgroupV1 => format!(
+                    "{} (a memory cgroup per call: what its processes use)",
+                    k.memory_limit.as_str()
+                ),
+                MemoryMode::Rlimit => format!(
+                    "rlimit (RLIMIT_DATA per process, RLIMIT_AS with {} MiB more for runtimes' reservations; no writable cgroup with the memory controller: run as root, or give the container a delegated cgroup)",
+                    skillbox_executor::sandbox::limits::RUNTIME_RESERVE_MB
+                ),
+            }
+        );
         for p in &problems {
             println!("problem:       {p}");
         }
@@ -245,13 +267,14 @@ fn usage(msg: &str) -> ExitCode {
     ExitCode::from(EXIT_USAGE)
 }
 
-fn sandbox_config(scratch_root: Option<PathBuf>, insecure_no_sandbox: bool) -> SandboxConfig {
+fn sandbox_config(a: &ExecArgs) -> SandboxConfig {
     let mut config = SandboxConfig {
-        insecure_no_sandbox,
+        insecure_no_sandbox: a.insecure_no_sandbox,
+        memory_cgroups: !a.no_memory_cgroups,
         ..SandboxConfig::default()
     };
-    if let Some(root) = scratch_root {
-        config.scratch_root = root;
+    if let Some(root) = &a.scratch_root {
+        config.scratch_root = root.clone();
     }
     config
 }
@@ -273,7 +296,7 @@ fn run_exec_stdio(a: ExecArgs) -> ExitCode {
     if !a.skills.is_dir() {
         return usage(&format!("--skills {} is not a folder", a.skills.display()));
     }
-    let config = sandbox_config(a.scratch_root, a.insecure_no_sandbox);
+    let config = sandbox_config(&a);
     let Some(runtime) = current_thread_runtime() else {
         return ExitCode::from(EXIT_FAILED);
     };
@@ -386,7 +409,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     if !a.skills.is_dir() {
         return usage(&format!("--skills {} is not a folder", a.skills.display()));
     }
-    let sandbox = match Sandbox::new(sandbox_config(a.scratch_root, a.insecure_no_sandbox)) {
+    let sandbox = match Sandbox::new(sandbox_config(&a)) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("skillbox-executor: {e}");
@@ -404,6 +427,7 @@ fn run_exec(a: ExecArgs) -> ExitCode {
         env,
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        granted_max_file_mb: None,
         trust_pem: None,
         traceparent: None,
         workdir: None,

@@ -26,6 +26,7 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     let mut config = SandboxConfig {
         insecure_no_sandbox: a.insecure_no_sandbox,
+        memory_cgroups: !a.no_memory_cgroups,
         max_concurrent_calls: a.max_concurrent,
         max_prestarted: a.max_prestarted,
         uid_base: a.uid_base,

@@ -99,14 +99,15 @@ impl WarmPool {
         if total >= sandbox.config().max_prestarted {
             return Err(SandboxError::TooManyPrestarted(total));
         }
-        let (argv, memory_mb) = launch_argv(sandbox.node_runner(), skill, tool);
+        let argv = launch_argv(sandbox.node_runner(), skill, tool);
         let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
             deps: None,
             skill_dir: Some(&skill.dir),
             work: None,
             argv: &argv,
             env: skill_env(skill, &tool.name, PRESTARTED_CALL_ID),
-            memory_mb,
+            memory_mb: skill.execution.memory_mb,
+            max_file_mb: skill.execution.max_file_mb,
             timeout_ms: skill.timeout_ms(tool),
             args_file: if tool.protocol == ToolProtocol::Plain {
                 ArgsFile::Later

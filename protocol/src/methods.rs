@@ -343,6 +343,10 @@ pub struct ToolExecuteParams {
     /// enforces the hosts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_network: Vec<String>,
+    /// The largest file the operator lets the skill's programs write, in MiB
+    /// (`[grants.<skill>] max_file_mb`): replaces the skill's `execution.max_file_mb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_max_file_mb: Option<u64>,
     /// The W3C `traceparent` a bot sent with the call, validated by the core; the
     /// executor puts it on the call's log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -465,6 +469,11 @@ pub struct SandboxFacts {
     /// fetch capability still works. Absent (false) from executors that predate it.
     #[serde(default)]
     pub network_namespaces: bool,
+    /// How the executor limits a call's memory: `cgroup_v2` or `cgroup_v1` (a memory
+    /// cgroup per call: what its processes use), or `rlimit` (per process, with room for
+    /// the address space runtimes reserve). Empty from executors that predate it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub memory_limit: String,
 }
 
 /// A capability callback from the executor to the core: the call it belongs to, the
@@ -562,6 +571,7 @@ mod tests {
             env: [("API_KEY".to_string(), SecretValue("sk-live".into()))].into(),
             granted_env: Vec::new(),
             granted_network: Vec::new(),
+            granted_max_file_mb: None,
             traceparent: None,
             workdir: None,
             script: None,

@@ -67,6 +67,10 @@ pub struct SessionExecParams {
     /// network namespace, the core's egress proxy as the only way out).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub granted_network: Vec<String>,
+    /// The largest file the operator lets the skill's programs write, in MiB
+    /// (`[grants.<skill>] max_file_mb`), as [`crate::methods::ToolExecuteParams::granted_max_file_mb`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_max_file_mb: Option<u64>,
     /// How long to wait for the command to end before answering with a session.
     pub yield_ms: u64,
     /// Most output bytes in this answer.

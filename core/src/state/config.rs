@@ -88,6 +88,8 @@
 //! network = []                     # as permissions.network, e.g. ["wttr.in"]
 //! env = []                         # as permissions.env: names whose values the core supplies
 //! workspace = { read = [] }        # as permissions.workspace.read
+//! max_file_mb = 1024              # largest file its programs write, replacing the skill's
+//!                                  # execution.max_file_mb (1 - 1048576)
 //!
 //! [console]                        # the operator console (docs/console.md)
 //! session_minutes = 480            # a console session expires this long after sign-in

@@ -95,6 +95,7 @@ pub async fn timed_call(
         env: BTreeMap::new(),
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        granted_max_file_mb: None,
         traceparent: None,
         workdir: None,
         script: None,

@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, ForkResult};
 use skillbox_executor::sandbox::child::{self, ChildSetup, Seccomp};
-use skillbox_executor::sandbox::limits::Limits;
+use skillbox_executor::sandbox::limits::{self, Limits, MemoryLimit};
 use skillbox_executor::sandbox::scratch::Scratch;
 use skillbox_executor::sandbox::{landlock, reaper, seccomp, Sandbox};
 
@@ -240,10 +240,10 @@ pub fn child_steps(
                 let setup = if step.setup {
                     Some(ChildSetup {
                         limits: Limits::for_call(
-                            512,
+                            MemoryLimit::Rlimit(512),
                             10_000,
                             sandbox.config().max_processes,
-                            sandbox.config().max_file_bytes,
+                            limits::DEFAULT_MAX_FILE_MB,
                         ),
                         cap_last: child::cap_last(),
                         user: step.user.then_some((idle_uid, idle_uid)),
@@ -266,6 +266,7 @@ pub fn child_steps(
                         new_session: true,
                         controlling_terminal: false,
                         netns: None,
+                        cgroup: None,
                     })
                 } else {
                     None
@@ -274,7 +275,7 @@ pub fn child_steps(
                 // calls with data prepared here; the empty step does nothing.
                 unsafe {
                     command.pre_exec(move || match setup.as_ref() {
-                        Some(setup) => setup.apply(false, None, None),
+                        Some(setup) => setup.apply(false, child::MovedFds::default()),
                         None => Ok(()),
                     });
                 }

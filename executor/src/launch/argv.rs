@@ -1,31 +1,22 @@
 //! The command line of a skill's tool process, cold or prestarted: a declared command as
-//! written, a JavaScript tool through the executor's runner with V8's heap capped; in a
-//! context, the skill's relative paths made absolute.
+//! written, a JavaScript tool through the executor's runner with V8's heap capped at the
+//! skill's memory limit (so V8 collects garbage before the limit stops it); in a context,
+//! the skill's relative paths made absolute. The memory limit itself is the same for
+//! every program (`crate::sandbox::limits`, `crate::sandbox::memcg`).
 
 use skillbox_protocol::skill::{Skill, Tool, ToolEntry};
 
-/// Address space given to Node on top of the skill's budget: V8 reserves large virtual
-/// ranges up front, so its heap is capped with `--max-old-space-size` instead.
-pub const NODE_VIRTUAL_RESERVE_MB: u64 = 16 * 1024;
-
-/// The argv and address-space budget of a tool's process (cold or warm).
-pub fn launch_argv(
-    node_runner: &std::path::Path,
-    skill: &Skill,
-    tool: &Tool,
-) -> (Vec<String>, u64) {
+/// The argv of a tool's process (cold or warm).
+pub fn launch_argv(node_runner: &std::path::Path, skill: &Skill, tool: &Tool) -> Vec<String> {
     match &tool.entry {
-        ToolEntry::Command { argv } => (argv.clone(), skill.execution.memory_mb),
-        ToolEntry::JsExport { main } => (
-            vec![
-                "node".into(),
-                format!("--max-old-space-size={}", skill.execution.memory_mb),
-                node_runner.to_string_lossy().into_owned(),
-                main.clone(),
-                tool.name.clone(),
-            ],
-            skill.execution.memory_mb + NODE_VIRTUAL_RESERVE_MB,
-        ),
+        ToolEntry::Command { argv } => argv.clone(),
+        ToolEntry::JsExport { main } => vec![
+            "node".into(),
+            format!("--max-old-space-size={}", skill.execution.memory_mb),
+            node_runner.to_string_lossy().into_owned(),
+            main.clone(),
+            tool.name.clone(),
+        ],
     }
 }
 

@@ -29,7 +29,7 @@ use crate::egress;
 use crate::sandbox::{self, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild};
 use crate::workdir::{self, Baseline};
 
-pub use argv::{absolutize_skill_paths, launch_argv, NODE_VIRTUAL_RESERVE_MB};
+pub use argv::{absolutize_skill_paths, launch_argv};
 pub use env::{may_receive, skill_env};
 pub use plan::{Network, Plan, Work};
 
@@ -111,6 +111,7 @@ pub async fn launch<B: CapabilityBroker>(
         argv: &plan.argv,
         env: plan.env,
         memory_mb: plan.memory_mb,
+        max_file_mb: plan.max_file_mb,
         timeout_ms: plan.timeout_ms,
         args_file: match &plan.args {
             Some(args) => sandbox::ArgsFile::Write(args.as_bytes()),

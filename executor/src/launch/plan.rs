@@ -13,6 +13,7 @@ use skillbox_protocol::workdir::WorkFile;
 use super::argv::{absolutize_skill_paths, launch_argv};
 use super::env;
 use crate::broker::CallInfo;
+use crate::sandbox::limits::{DEFAULT_MAX_FILE_MB, DEPS_MAX_FILE_MB};
 use crate::sandbox::ChildStdio;
 
 /// Whether a process gets a network of its own.
@@ -52,8 +53,10 @@ pub struct Plan {
     pub network: Network,
     /// The skill's built dependencies.
     pub deps: Option<PathBuf>,
-    /// Memory budget.
+    /// Memory limit of its processes.
     pub memory_mb: u64,
+    /// Largest file its programs may write, in MiB.
+    pub max_file_mb: u64,
     /// Wall-clock limit (sets the CPU-time limit too).
     pub timeout_ms: u64,
     /// A `plain` tool's arguments, written to its arguments file.
@@ -77,6 +80,12 @@ fn skill_network(skill: Option<&Skill>, granted: &[String]) -> Network {
     }
 }
 
+/// The largest file `skill`'s programs may write: the operator's grant, else what the
+/// skill declares (`execution.max_file_mb`, 1024 MiB by default).
+pub fn max_file_mb(skill: &Skill, granted: Option<u64>) -> u64 {
+    granted.unwrap_or(skill.execution.max_file_mb)
+}
+
 impl Plan {
     /// A tool call of `tool` (declared, or a `run_skill_script` tool) of `skill`; `deps`
     /// its built environment; `node_runner` the JavaScript runner of this executor.
@@ -88,7 +97,7 @@ impl Plan {
         deps: Option<PathBuf>,
     ) -> Self {
         let is_script = p.script.is_some();
-        let (mut argv, memory_mb) = launch_argv(node_runner, skill, tool);
+        let mut argv = launch_argv(node_runner, skill, tool);
         if p.workdir.is_some() {
             absolutize_skill_paths(&mut argv, &skill.dir);
         }
@@ -106,7 +115,8 @@ impl Plan {
             env: vars,
             network: skill_network(Some(skill), &p.granted_network),
             deps,
-            memory_mb,
+            memory_mb: skill.execution.memory_mb,
+            max_file_mb: max_file_mb(skill, p.granted_max_file_mb),
             timeout_ms: skill.timeout_ms(tool),
             // Arguments on stdin and in a file, never in the environment (whose strings
             // the kernel caps at 128 KiB); a script gets none.
@@ -155,6 +165,10 @@ impl Plan {
             network: skill_network(skill, &p.granted_network),
             deps,
             memory_mb: p.limits.memory_mb,
+            max_file_mb: match skill {
+                Some(skill) => max_file_mb(skill, p.granted_max_file_mb),
+                None => DEFAULT_MAX_FILE_MB,
+            },
             timeout_ms: p.limits.lifetime_ms,
             args: None,
             stdio,
@@ -183,6 +197,7 @@ impl Plan {
             network: Network::Required("a dependency build"),
             deps: None,
             memory_mb: p.memory_mb,
+            max_file_mb: DEPS_MAX_FILE_MB,
             timeout_ms: p.timeout_ms,
             args: None,
             stdio: ChildStdio::Merged,
@@ -302,5 +317,22 @@ mod tests {
         );
         assert_eq!(plan.network, Network::Required("a dependency build"));
         assert_eq!(plan.scratch_files[0].0, "requirements.txt");
+        assert_eq!(plan.max_file_mb, DEPS_MAX_FILE_MB);
+    }
+
+    #[test]
+    fn the_operators_max_file_mb_replaces_the_skills_and_the_default_fits_media() {
+        let (skill, _root) = skill();
+        assert_eq!(max_file_mb(&skill, None), DEFAULT_MAX_FILE_MB);
+        assert_eq!(max_file_mb(&skill, Some(8)), 8);
+        assert_eq!(max_file_mb(&skill, Some(65_536)), 65_536);
+        let params: ToolExecuteParams = serde_json::from_value(json!({
+            "call_id": "c1", "capability_token": "t", "skill": "netty", "tool": "go",
+            "args": {}, "granted_max_file_mb": 4096,
+        }))
+        .unwrap();
+        let tool = skill.tool("go").unwrap();
+        let plan = Plan::tool(&params, &skill, tool, Path::new("/runner"), None);
+        assert_eq!(plan.max_file_mb, 4096);
     }
 }

@@ -1,5 +1,6 @@
 //! The steps run in the tool's process between clone and exec ([`super::spawn`]), in this
-//! order: a network call's namespace joined (`setns`, while the process still has
+//! order: the call's memory cgroup joined (`0` written to its `cgroup.procs`), a network
+//! call's namespace joined (`setns`, while the process still has
 //! `CAP_SYS_ADMIN` and no seccomp filter), its own `/proc/<pid>` added to the Landlock ruleset, new session, rlimits, fds
 //! above 2 closed (on exec), capabilities dropped (bounding set, securebits locked, user
 //! switched when the executor is root, effective/permitted/inheritable/ambient cleared),
@@ -57,6 +58,10 @@ pub struct ChildSetup {
     /// joined first. `None`: the process stays in the executor's namespace, where its
     /// seccomp filter leaves it no way to make a socket.
     pub netns: Option<OwnedFd>,
+    /// The `cgroup.procs` of the call's memory cgroup ([`super::memcg::CallCgroup`]),
+    /// joined first, before anything of the tool can allocate. `None`: rlimits limit
+    /// memory.
+    pub cgroup: Option<OwnedFd>,
     /// Start a session of its own (`setsid`) rather than only a process group: needed
     /// while the executor has a controlling terminal ([`super::terminal`]).
     pub new_session: bool,
@@ -77,6 +82,18 @@ pub enum Seccomp {
     /// that installed them once ([`super::spawner`]); a launch of this kind refuses to
     /// start on any other thread.
     Inherit,
+}
+
+/// Where the spawn put the child's descriptors, when not at their numbers in the
+/// executor ([`super::spawn::child_fds`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MovedFds {
+    /// The Landlock ruleset.
+    pub ruleset: Option<RawFd>,
+    /// The network namespace.
+    pub netns: Option<RawFd>,
+    /// The memory cgroup's `cgroup.procs`.
+    pub cgroup: Option<RawFd>,
 }
 
 fn check(ret: libc::c_int) -> io::Result<()> {
@@ -123,15 +140,21 @@ impl ChildSetup {
     /// Runs in the child before exec. Returns an error to make the spawn fail.
     /// `bounding_set_empty`: the parent saw its (so this process's) bounding set empty
     /// ([`bounding_set_empty`]), so there is nothing to drop from it.
-    /// `ruleset_fd` and `netns_fd`: where this process holds the Landlock ruleset and the
-    /// network namespace, when not at the numbers of [`ChildSetup::landlock`] and
-    /// [`ChildSetup::netns`] (the spawn moved them).
-    pub fn apply(
-        &self,
-        bounding_set_empty: bool,
-        ruleset_fd: Option<RawFd>,
-        netns_fd: Option<RawFd>,
-    ) -> io::Result<()> {
+    /// `moved`: where this process holds the Landlock ruleset, the network namespace and
+    /// the cgroup's `cgroup.procs`, when not at the numbers of [`ChildSetup::landlock`],
+    /// [`ChildSetup::netns`] and [`ChildSetup::cgroup`] (the spawn moved them).
+    pub fn apply(&self, bounding_set_empty: bool, moved: MovedFds) -> io::Result<()> {
+        // First, while nothing of the tool has run: the call's memory cgroup, so that all
+        // it ever allocates is charged there. `0` names the writing process; the file was
+        // opened by the executor (root), whose credentials the kernel checks.
+        if let Some(procs) =
+            (self.cgroup.as_ref()).map(|own| moved.cgroup.unwrap_or(own.as_raw_fd()))
+        {
+            // SAFETY: write reads one byte of a static string into an open descriptor.
+            let n = unsafe { libc::write(procs, b"0".as_ptr().cast(), 1) };
+            check_raw(libc::c_long::try_from(n).unwrap_or(-1))?;
+        }
+        let (ruleset_fd, netns_fd) = (moved.ruleset, moved.netns);
         // First, while the process still has CAP_SYS_ADMIN (setns needs it) and before any
         // seccomp filter (the tool's filters allow no setns): the tool's namespace.
         if let Some(netns) = (self.netns.as_ref()).map(|own| netns_fd.unwrap_or(own.as_raw_fd())) {

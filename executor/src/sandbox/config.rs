@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::limits::{DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_PROCESSES};
+use super::limits::DEFAULT_MAX_PROCESSES;
 use super::reaper::DEFAULT_UID_BASE;
 use super::{landlock, seccomp, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_PRESTARTED};
 
@@ -23,10 +23,11 @@ pub struct SandboxConfig {
     pub max_prestarted: usize,
     /// RLIMIT_NPROC of a call.
     pub max_processes: u64,
-    /// RLIMIT_FSIZE of a call.
-    pub max_file_bytes: u64,
     /// Run tools without Landlock and seccomp. Loudly unsafe; for kernels that lack them.
     pub insecure_no_sandbox: bool,
+    /// Give each call a memory cgroup where the executor can have a subtree
+    /// ([`super::memcg`]); false: rlimits limit memory everywhere.
+    pub memory_cgroups: bool,
     /// Most bytes of context files the executor keeps cached ([`crate::blobs::BlobCache`]).
     pub blob_cache_bytes: u64,
 }
@@ -47,8 +48,8 @@ impl Default for SandboxConfig {
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             max_prestarted: DEFAULT_MAX_PRESTARTED,
             max_processes: DEFAULT_MAX_PROCESSES,
-            max_file_bytes: DEFAULT_MAX_FILE_BYTES,
             insecure_no_sandbox: false,
+            memory_cgroups: true,
             blob_cache_bytes: crate::blobs::DEFAULT_CAP_BYTES,
         }
     }
@@ -87,6 +88,9 @@ pub enum SandboxError {
     /// The kernel refused one call's network namespace.
     #[error("the call's network namespace could not be made: {0}")]
     Network(super::netns::NetnsError),
+    /// The call's memory cgroup could not be made.
+    #[error("the call's memory cgroup: {0}")]
+    Cgroup(super::memcg::MemcgError),
     /// Every per-call user id is in use.
     #[error("all {0} sandbox users are busy; retry later or raise the concurrency limit")]
     Busy(usize),

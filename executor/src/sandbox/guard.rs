@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::memcg::CallCgroup;
 use super::reaper::{self, CallUser, Releaser};
 use super::scratch::Scratch;
 
@@ -37,6 +38,8 @@ pub struct FinishTimings {
 pub struct CallGuard {
     pub(super) user: Option<CallUser>,
     pub(super) scratch: Scratch,
+    /// The call's memory cgroup, where it has one.
+    pub(super) cgroup: Option<CallCgroup>,
 }
 
 impl CallGuard {
@@ -71,11 +74,24 @@ impl CallGuard {
     /// critical path: kill every process left under the call's user (nothing is started
     /// when none is left), unlock the user id, remove the scratch dir.
     pub fn release(self) {
-        let CallGuard { user, scratch } = self;
+        let CallGuard {
+            user,
+            scratch,
+            cgroup,
+        } = self;
         Releaser::global().release(move || {
             drop(user);
+            if let Some(cgroup) = cgroup {
+                cgroup.remove();
+            }
             drop(scratch);
         });
+    }
+
+    /// Whether the kernel killed a process of the call for passing its memory limit
+    /// (the call's memory cgroup counted an OOM kill); false without a cgroup.
+    pub fn oom_killed(&self) -> bool {
+        self.cgroup.as_ref().is_some_and(CallCgroup::oom_killed)
     }
 
     /// The call's scratch dir.

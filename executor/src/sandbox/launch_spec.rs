@@ -24,8 +24,10 @@ pub struct LaunchSpec<'a> {
     pub argv: &'a [String],
     /// Variables beyond the contract's base set (SKILLBOX_*, declared names).
     pub env: Vec<(String, String)>,
-    /// Memory budget.
+    /// Memory limit of the call's processes.
     pub memory_mb: u64,
+    /// Largest file its programs may write, in MiB (`RLIMIT_FSIZE`).
+    pub max_file_mb: u64,
     /// Wall-clock timeout (sets the CPU-time limit too).
     pub timeout_ms: u64,
     /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named

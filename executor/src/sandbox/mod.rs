@@ -16,6 +16,7 @@ pub mod guard;
 pub mod landlock;
 mod launch_spec;
 pub mod limits;
+pub mod memcg;
 pub mod netns;
 pub mod orphans;
 pub mod probe;
@@ -41,7 +42,8 @@ use self::child::{ChildSetup, Seccomp};
 pub use self::child_process::SandboxChild;
 pub use self::config::{SandboxConfig, SandboxError};
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
-use self::limits::Limits;
+use self::limits::{Limits, MemoryLimit};
+use self::memcg::MemoryCgroups;
 use self::netns::CallNetwork;
 pub use self::orphans::run_adopting_orphans;
 use self::probe::KernelSupport;
@@ -97,6 +99,9 @@ pub struct Sandbox {
     reachable: Arc<Mutex<HashSet<PathBuf>>>,
     /// Context files by digest, for calls made in a context.
     blobs: Arc<BlobCache>,
+    /// The executor's cgroup subtree, where each call gets a memory cgroup of its own;
+    /// `None`: rlimits limit memory ([`limits`]).
+    memcg: Option<Arc<MemoryCgroups>>,
 }
 
 /// The runner for JavaScript skills, written next to the scratch dirs at startup.
@@ -120,7 +125,11 @@ pub const NETWORK_SPAWNER_THREADS: usize = 2;
 impl Sandbox {
     /// Probes the kernel and compiles the policy; fails closed.
     pub fn new(config: SandboxConfig) -> Result<Self, SandboxError> {
-        let kernel = probe::probe();
+        let mut kernel = probe::probe();
+        if !config.memory_cgroups {
+            kernel.memory_limit = memcg::MemoryMode::Rlimit;
+        }
+        let memcg = memory_cgroups(&mut kernel);
         let filters = if config.insecure_no_sandbox {
             tracing::error!(
                 "INSECURE: --insecure-no-sandbox is set; tools run WITHOUT Landlock and seccomp"
@@ -188,6 +197,7 @@ impl Sandbox {
             slots: None,
             reachable: Arc::default(),
             blobs: Arc::new(blobs),
+            memcg,
             kernel,
             filters,
             config,
@@ -387,13 +397,30 @@ impl Sandbox {
             None => None,
         };
         lap(&mut timings.landlock);
+        // The memory limit: the call's cgroup where the executor has a subtree, rlimits
+        // otherwise (and the JVM told the limit, which it reads from a cgroup by itself).
+        let mut cgroup = match &self.memcg {
+            Some(memcg) => Some(memcg.create(spec.memory_mb).map_err(SandboxError::Cgroup)?),
+            None => None,
+        };
+        let memory = match cgroup {
+            Some(_) => MemoryLimit::Cgroup,
+            None => {
+                env.push((
+                    "JAVA_TOOL_OPTIONS".into(),
+                    format!("-XX:MaxRAM={}m", spec.memory_mb),
+                ));
+                MemoryLimit::Rlimit(spec.memory_mb)
+            }
+        };
         let mut setup = ChildSetup {
             limits: Limits::for_call(
-                spec.memory_mb,
+                memory,
                 spec.timeout_ms,
                 self.config.max_processes,
-                self.config.max_file_bytes,
+                spec.max_file_mb,
             ),
+            cgroup: cgroup.as_mut().and_then(memcg::CallCgroup::take_procs),
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
             landlock,
@@ -440,7 +467,11 @@ impl Sandbox {
         lap(&mut timings.command);
         Ok(PreparedCall {
             launch,
-            guard: CallGuard { user, scratch },
+            guard: CallGuard {
+                user,
+                scratch,
+                cgroup,
+            },
             timings,
         })
     }
@@ -455,6 +486,25 @@ impl Sandbox {
             if !Releaser::global().wait_one(deadline) {
                 return Err(SandboxError::Busy(self.config.max_concurrent_calls));
             }
+        }
+    }
+}
+
+/// The executor's memory cgroup subtree where `kernel` says one can be had; records in
+/// `kernel` the mode in force (rlimits when making it failed, with a warning).
+fn memory_cgroups(kernel: &mut KernelSupport) -> Option<Arc<MemoryCgroups>> {
+    if kernel.memory_limit == memcg::MemoryMode::Rlimit {
+        return None;
+    }
+    match MemoryCgroups::start() {
+        Ok(memcg) => {
+            kernel.memory_limit = memcg.mode();
+            Some(Arc::new(memcg))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "no memory cgroup per call; memory is limited by rlimits (docs/sandbox.md, \"Memory\")");
+            kernel.memory_limit = memcg::MemoryMode::Rlimit;
+            None
         }
     }
 }

@@ -25,6 +25,11 @@ pub struct KernelSupport {
     /// network at all (their fetch capability still works), the rest of the sandbox is
     /// unaffected.
     pub network_namespaces: bool,
+    /// How a call's memory is limited ([`super::memcg`]): a cgroup per call where the
+    /// executor can have a subtree, rlimits otherwise. The probe judges whether the
+    /// executor's cgroup offers the memory controller and is writable; a sandbox that then
+    /// fails to make its subtree records `rlimit`.
+    pub memory_limit: super::memcg::MemoryMode,
     /// Kernel release.
     pub kernel: String,
 }
@@ -61,6 +66,7 @@ pub fn probe() -> KernelSupport {
         seccomp: seccomp_available(),
         user_switch: nix::unistd::geteuid().is_root(),
         network_namespaces: network_namespaces(),
+        memory_limit: super::memcg::probe_mode(),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default(),
@@ -120,6 +126,7 @@ mod tests {
             seccomp: false,
             user_switch: false,
             network_namespaces: false,
+            memory_limit: crate::sandbox::memcg::MemoryMode::Rlimit,
             kernel: "x".into(),
         };
         let p = k.problems();

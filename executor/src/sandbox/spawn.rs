@@ -109,6 +109,8 @@ struct ChildContext<'a> {
     ruleset: Option<RawFd>,
     /// The network namespace as numbered in the child's table, when the spawn moved it.
     netns: Option<RawFd>,
+    /// The memory cgroup's `cgroup.procs` as numbered in the child's table, when moved.
+    cgroup: Option<RawFd>,
     /// The child shares the executor's table at clone and unshares it first thing,
     /// keeping the descriptors below this number ([`child_fds`]).
     unshare_below: Option<RawFd>,
@@ -242,9 +244,10 @@ impl Launch {
         let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
         let ruleset = self.setup.landlock.as_ref().map(|l| l.as_raw_fd());
         let netns = self.setup.netns.as_ref().map(|n| n.as_raw_fd());
-        // The child's descriptors in order: stdio, then the ruleset and the namespace
-        // when it has them (`ruleset_at`, `netns_at`: their indices).
-        let mut own = [end(0), end(1), end(2), -1, -1];
+        let cgroup = self.setup.cgroup.as_ref().map(|c| c.as_raw_fd());
+        // The child's descriptors in order: stdio, then the ruleset, the namespace and
+        // the cgroup when it has them (`ruleset_at`, `netns_at`, `cgroup_at`: indices).
+        let mut own = [end(0), end(1), end(2), -1, -1, -1];
         let mut needed = 3;
         let mut add = |fd: Option<RawFd>| {
             fd.map(|fd| {
@@ -255,6 +258,7 @@ impl Launch {
         };
         let ruleset_at = add(ruleset);
         let netns_at = add(netns);
+        let cgroup_at = add(cgroup);
         let mut pidfd: libc::c_int = -1;
         let pid = child_fds::with(|kept| {
             // The child's descriptors on this thread's kept numbers, or (none kept) where
@@ -265,6 +269,7 @@ impl Launch {
                 stdio: [own[0], own[1], own[2]],
                 ruleset: None,
                 netns: None,
+                cgroup: None,
                 unshare_below: None,
                 failure: &failure,
                 bounding_set_empty,
@@ -274,6 +279,7 @@ impl Launch {
                 context.stdio = [placed.number(0), placed.number(1), placed.number(2)];
                 context.ruleset = ruleset_at.map(|i| placed.number(i));
                 context.netns = netns_at.map(|i| placed.number(i));
+                context.cgroup = cgroup_at.map(|i| placed.number(i));
                 context.unshare_below = Some(*end);
                 flags |= libc::CLONE_FILES;
             }
@@ -497,8 +503,12 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             return Err((Step::Chdir, errno()));
         }
     }
-    let (ruleset, netns) = (context.ruleset, context.netns);
-    if let Err(e) = (context.launch.setup).apply(context.bounding_set_empty, ruleset, netns) {
+    let moved = super::child::MovedFds {
+        ruleset: context.ruleset,
+        netns: context.netns,
+        cgroup: context.cgroup,
+    };
+    if let Err(e) = (context.launch.setup).apply(context.bounding_set_empty, moved) {
         return Err((Step::Setup, e.raw_os_error().unwrap_or(libc::EPERM)));
     }
     // SAFETY: execve with NUL-terminated arrays of pointers to live C strings.

@@ -193,7 +193,9 @@ const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 
 /// The session's task: reads output, waits for the end (exit, kill, idle, lifetime), then
 /// kills everything and, unless closed, calls `finish` (the final sync) before marking
-/// the session ended. Releases the user id and scratch dir last.
+/// the session ended. Releases the user id and scratch dir last. When the kernel killed a
+/// process of the session for passing its memory limit, `oom_note` ends the output.
+#[allow(clippy::too_many_arguments)]
 pub async fn run<F, Fut>(
     mut child: SandboxChild,
     guard: CallGuard,
@@ -201,6 +203,7 @@ pub async fn run<F, Fut>(
     shared: Arc<Shared>,
     idle: Duration,
     lifetime: Duration,
+    oom_note: String,
     finish: F,
 ) where
     F: FnOnce(EndReason) -> Fut,
@@ -252,6 +255,11 @@ pub async fn run<F, Fut>(
         use std::os::unix::process::ExitStatusExt;
         s.code().unwrap_or_else(|| 128 + s.signal().unwrap_or(0))
     });
+    if guard.oom_killed() {
+        if let Ok(mut out) = shared.out.lock() {
+            out.push(oom_note.as_bytes());
+        }
+    }
     if why != EndReason::Closed {
         finish(why.clone()).await;
     }

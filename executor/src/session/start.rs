@@ -19,6 +19,18 @@ use crate::registry::Registry;
 use crate::sandbox::ChildStdio;
 use crate::workdir;
 
+/// The line a session's output ends with when the kernel killed one of its processes for
+/// passing the memory limit: the limit, and where it is raised.
+fn oom_note(memory_mb: u64, under_skill: bool) -> String {
+    let raise = match under_skill {
+        true => "raise execution.memory_mb in the skill's manifest",
+        false => "raise [exec] memory_mb in skillbox.toml",
+    };
+    format!(
+        "\n[skillbox: resource_limit: memory limit of {memory_mb} MiB reached (memory_mb: {raise}); the kernel killed a process of the session that passed it]\n"
+    )
+}
+
 impl<B: CapabilityBroker + 'static> Sessions<B> {
     /// Prepares the sandbox, lays out the files, spawns, and starts the session's task.
     pub(super) async fn start(
@@ -121,6 +133,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             Arc::clone(&shared),
             Duration::from_millis(p.limits.idle_timeout_ms),
             Duration::from_millis(p.limits.lifetime_ms),
+            oom_note(p.limits.memory_mb, skill.is_some()),
             finish,
         );
         let (relay_broker, relay_call) = (Arc::clone(&self.broker), files.call.clone());

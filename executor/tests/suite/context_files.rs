@@ -52,6 +52,7 @@ fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>
         env: BTreeMap::new(),
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        granted_max_file_mb: None,
         traceparent: None,
         workdir: Some(core.workdir()),
         script,

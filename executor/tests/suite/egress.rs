@@ -59,6 +59,7 @@ pub fn run_in(
         env: BTreeMap::new(),
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        granted_max_file_mb: None,
         traceparent: None,
         workdir: None,
         script: None,
@@ -276,6 +277,7 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
         },
         granted_env: Vec::new(),
         granted_network: Vec::new(),
+        granted_max_file_mb: None,
         traceparent: None,
     };
     let answer = runtime()

@@ -1,6 +1,7 @@
 //! Resource and lifetime limits: processes (RLIMIT_NPROC, 64 per call user), memory
-//! (RLIMIT_AS, 256 MiB), file size (RLIMIT_FSIZE, 64 MiB), output (1 MiB), wall-clock time,
-//! and processes that try to outlive their call.
+//! (256 MiB: a memory cgroup per call, or rlimits; `runtimes.rs` has more), file size
+//! (RLIMIT_FSIZE, `execution.max_file_mb`, 1024 MiB by default), output (1 MiB),
+//! wall-clock time, and processes that try to outlive their call.
 
 use std::time::Duration;
 
@@ -10,6 +11,8 @@ use super::harness::{
     assert_mentions, chmod, is_dead, running_as_root, unique, Manifest, SkillRoot,
 };
 
+/// A skill that caps its files at 64 MiB (`execution.max_file_mb`).
+const SMALL_FILES: &str = "execution: { max_file_mb: 64 }";
 const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 fn uid_of(data: &Value) -> u32 {
@@ -58,6 +61,19 @@ fn sandbox_limits_fork_flood() {
     assert_eq!(next.data(), "still works");
 }
 
+/// `exec`'s flags for each way of limiting memory this machine has: the cgroup per call
+/// (where the executor can have one; root here) and rlimits (`--no-memory-cgroups`).
+pub fn memory_modes() -> Vec<&'static [&'static str]> {
+    let mut modes: Vec<&'static [&'static str]> = vec![&["--no-memory-cgroups"]];
+    match skillbox_executor::sandbox::memcg::probe_mode() {
+        skillbox_executor::sandbox::memcg::MemoryMode::Rlimit => {
+            eprintln!("SKIPPED (cgroup mode): no writable cgroup with the memory controller here; rlimits only");
+        }
+        _ => modes.push(&[]),
+    }
+    modes
+}
+
 #[test]
 fn sandbox_limits_memory_of_2_gib_allocation() {
     let root = SkillRoot::new();
@@ -68,14 +84,21 @@ fn sandbox_limits_memory_of_2_gib_allocation() {
         reply({"allocated": len(hog)})
         "#,
     );
-    let outcome = root.call("attack:run").run();
-    let error = outcome.failure("resource_limit");
-    assert_mentions(error, "memory");
-    assert_mentions(error, "256 MiB");
+    for flags in memory_modes() {
+        let mut call = root.call("attack:run");
+        for f in flags {
+            call = call.flag(f);
+        }
+        let outcome = call.run();
+        let error = outcome.failure("resource_limit");
+        assert_mentions(error, "memory limit of 256 MiB");
+        assert_mentions(error, "raise execution.memory_mb");
+    }
 }
 
 /// A plain tool that Python ends with an uncaught MemoryError exits with code 1, not by a
-/// signal: the address-space limit stopped it, and the report says so and names it.
+/// signal: the memory limit stopped it (under rlimits, an allocation failed; under a
+/// cgroup, the kernel killed it), and the report says so and names it.
 #[test]
 fn sandbox_reports_plain_python_tool_out_of_memory_as_memory_limit() {
     let root = SkillRoot::new();
@@ -91,10 +114,19 @@ fn sandbox_reports_plain_python_tool_out_of_memory_as_memory_limit() {
              parameters: {type: object}\n",
         &[],
     );
-    let outcome = root.call("attack:run").run();
-    let error = outcome.failure("resource_limit");
-    assert_mentions(error, "memory limit of 256 MiB");
-    assert_mentions(error, "MemoryError");
+    for flags in memory_modes() {
+        let mut call = root.call("attack:run");
+        for f in flags {
+            call = call.flag(f);
+        }
+        let outcome = call.run();
+        let error = outcome.failure("resource_limit");
+        assert_mentions(error, "memory limit of 256 MiB");
+        match flags.is_empty() {
+            true => assert_mentions(error, "the kernel killed a process of the call"),
+            false => assert_mentions(error, "MemoryError"),
+        }
+    }
 }
 
 /// A tool that catches its MemoryError and reports it as its own error was still stopped
@@ -118,12 +150,12 @@ fn sandbox_reports_jsonrpc_tool_that_reports_its_memory_error_as_memory_limit() 
     assert_mentions(error, "memory limit of 256 MiB");
 }
 
-/// The limit itself: Python ignores SIGXFSZ, so its writes past 64 MiB fail with EFBIG and
-/// the file stops at the limit.
+/// The limit itself: Python ignores SIGXFSZ, so its writes past the skill's 64 MiB fail
+/// with EFBIG and the file stops at the limit.
 #[test]
-fn sandbox_caps_file_size_at_64_mib() {
+fn sandbox_caps_file_size_at_the_skills_max_file_mb() {
     let root = SkillRoot::new();
-    root.python_skill(
+    root.python_skill_with(
         "attack",
         r#"
         path = os.environ["HOME"] + "/big"
@@ -137,6 +169,10 @@ fn sandbox_caps_file_size_at_64_mib() {
                 error = e.errno
         reply({"errno": error, "size": os.path.getsize(path)})
         "#,
+        Manifest {
+            skill: SMALL_FILES,
+            ..Manifest::default()
+        },
     );
     let outcome = root.call("attack:run").run();
     let data = outcome.data();
@@ -152,6 +188,7 @@ fn sandbox_stops_shell_tool_writing_1_gib_file() {
         "attack",
         "name: attack\n\
          description: writes 1 GiB\n\
+         execution: { max_file_mb: 64 }\n\
          tools:\n  \
            - name: run\n    \
              description: writes 1 GiB into scratch\n    \
@@ -170,7 +207,7 @@ fn sandbox_stops_shell_tool_writing_1_gib_file() {
 #[test]
 fn sandbox_reports_python_writing_1_gib_file_as_file_size_limit() {
     let root = SkillRoot::new();
-    root.python_skill(
+    root.python_skill_with(
         "attack",
         r#"
         chunk = b"\0" * (1 << 20)
@@ -179,10 +216,55 @@ fn sandbox_reports_python_writing_1_gib_file_as_file_size_limit() {
                 f.write(chunk)
         reply("wrote 1 GiB")
         "#,
+        Manifest {
+            skill: SMALL_FILES,
+            ..Manifest::default()
+        },
     );
     let outcome = root.call("attack:run").run();
     let error = outcome.failure("resource_limit");
-    assert_mentions(error, "file size");
+    assert_mentions(error, "file size limit of 64 MiB");
+    assert_mentions(error, "execution.max_file_mb");
+    assert_mentions(error, "[grants.<skill>] max_file_mb");
+}
+
+/// The default fits media: a 200 MiB file is written and read back whole, and the limit
+/// every program of the call has is the default 1024 MiB.
+#[test]
+fn media_file_of_200_mib_is_written_and_read_back_under_the_default() {
+    let root = SkillRoot::new();
+    root.python_skill(
+        "media",
+        r#"
+        import hashlib
+        path = os.environ["HOME"] + "/video.bin"
+        chunk = bytes(range(256)) * 4096
+        with open(path, "wb") as f:
+            for _ in range(200):
+                f.write(chunk)
+        with open(path, "rb") as f:
+            digest = hashlib.sha256()
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        limit = [l for l in open("/proc/self/limits") if l.startswith("Max file size")][0]
+        reply({"size": os.path.getsize(path), "sha256": digest.hexdigest(), "limit": limit.split()[3]})
+        "#,
+    );
+    let data = root.call("media:run").run().data().clone();
+    assert_eq!(data["size"], 200 * 1024 * 1024, "{data}");
+    let chunk: Vec<u8> = (0..=255u8).cycle().take(1024 * 1024).collect();
+    let mut hash = ring::digest::Context::new(&ring::digest::SHA256);
+    for _ in 0..200 {
+        hash.update(&chunk);
+    }
+    let want: String = hash
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(data["sha256"], want.as_str(), "{data}");
+    assert_eq!(data["limit"], "1073741824", "{data}");
 }
 
 #[test]

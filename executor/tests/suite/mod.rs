@@ -28,6 +28,7 @@ mod layers;
 mod limits;
 mod relay;
 mod runs;
+mod runtimes;
 mod scratch_cleanup;
 mod sessions;
 mod spawn;

@@ -86,8 +86,10 @@ fn sandbox_removes_a_million_scratch_entries() {
             os.symlink("x", os.path.join(home, str(i % 10), str(i)))
         reply({"home": home, "made": 1000000})
         "#,
+        // A million entries on tmpfs are about a gigabyte of the kernel's memory, charged
+        // to the call's memory cgroup.
         Manifest {
-            skill: "execution: { timeout_ms: 240000 }",
+            skill: "execution: { timeout_ms: 240000, memory_mb: 4096 }",
             ..Manifest::default()
         },
     );

@@ -62,6 +62,7 @@ impl Fixture {
             },
             granted_env: Vec::new(),
             granted_network: Vec::new(),
+            granted_max_file_mb: None,
             traceparent: None,
         }
     }

@@ -134,6 +134,7 @@ fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::Prepa
             argv: &argv,
             env: Vec::new(),
             memory_mb: 256,
+            max_file_mb: 1024,
             timeout_ms: 5000,
             args_file: ArgsFile::None,
             network: None,

@@ -182,6 +182,8 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
                 .unwrap_or(defaults.max_output_bytes),
             sandbox: merged.execution.sandbox.unwrap_or(defaults.sandbox),
             prestart: merged.execution.prestart.unwrap_or(defaults.prestart),
+            max_file_mb: merged.execution.max_file_mb.unwrap_or(defaults.max_file_mb),
+            loopback: merged.execution.loopback.unwrap_or(defaults.loopback),
         },
         tools: merged.tools.unwrap_or_default(),
         body,

@@ -13,6 +13,8 @@ pub(crate) struct PartialExecution {
     pub max_output_bytes: Option<u64>,
     pub sandbox: Option<super::model::SandboxKind>,
     pub prestart: Option<u64>,
+    pub max_file_mb: Option<u64>,
+    pub loopback: Option<bool>,
 }
 
 /// Permissions as one manifest gives them.
@@ -94,6 +96,8 @@ impl Manifests {
                 max_output_bytes: first!(ms, execution.max_output_bytes),
                 sandbox: first!(ms, execution.sandbox),
                 prestart: first!(ms, execution.prestart),
+                max_file_mb: first!(ms, execution.max_file_mb),
+                loopback: first!(ms, execution.loopback),
             },
             tools: first!(ms, tools),
         }

@@ -9,8 +9,11 @@ use super::diagnostics::Diagnostic;
 
 /// Default wall-clock limit of a call.
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
-/// Default address-space limit of a call.
+/// Default memory limit of a call (what its processes use; docs/sandbox.md, "Memory").
 pub const DEFAULT_MEMORY_MB: u64 = 256;
+/// Default cap on the size of one file a call's programs write (`RLIMIT_FSIZE`): room for
+/// audio, video and big wheels.
+pub const DEFAULT_MAX_FILE_MB: u64 = 1024;
 /// Default cap on a call's stdout + stderr.
 pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
 
@@ -300,7 +303,7 @@ impl Dependencies {
 pub struct Execution {
     /// Wall-clock limit.
     pub timeout_ms: u64,
-    /// Address-space limit.
+    /// Memory limit of the call's processes (together, under a memory cgroup).
     pub memory_mb: u64,
     /// Cap on stdout + stderr.
     pub max_output_bytes: u64,
@@ -312,6 +315,19 @@ pub struct Execution {
     /// 0 (the default) starts every call's process when the call arrives.
     #[serde(default)]
     pub prestart: u64,
+    /// Largest file one of the call's programs may write, in MiB (`RLIMIT_FSIZE`); the
+    /// operator's `[grants.<skill>] max_file_mb` replaces it.
+    #[serde(default = "default_max_file_mb")]
+    pub max_file_mb: u64,
+    /// A loopback of the call's own (its own network namespace, nothing else in it) where
+    /// its programs may listen and connect, for a skill without network; a skill with
+    /// network has one always.
+    #[serde(default)]
+    pub loopback: bool,
+}
+
+fn default_max_file_mb() -> u64 {
+    DEFAULT_MAX_FILE_MB
 }
 
 /// `execution.sandbox`: where a skill's calls run.
@@ -335,6 +351,8 @@ impl Default for Execution {
             max_output_bytes: DEFAULT_MAX_OUTPUT_BYTES,
             sandbox: SandboxKind::Process,
             prestart: 0,
+            max_file_mb: DEFAULT_MAX_FILE_MB,
+            loopback: false,
         }
     }
 }

@@ -22,6 +22,8 @@ pub const MAX_TOOL_NAME_LEN: usize = 64;
 pub const TIMEOUT_MS_RANGE: (u64, u64) = (1, 3_600_000);
 /// Allowed range of `memory_mb`.
 pub const MEMORY_MB_RANGE: (u64, u64) = (16, 65_536);
+/// Allowed range of `max_file_mb` a skill may declare (the operator's grant may go past).
+pub const MAX_FILE_MB_RANGE: (u64, u64) = (1, 16_384);
 /// Allowed range of `prestart` (processes kept started per tool).
 pub const PRESTART_RANGE: (u64, u64) = (0, 8);
 /// Allowed range of `max_output_bytes`.
@@ -366,6 +368,7 @@ impl Rules<'_> {
             MAX_OUTPUT_BYTES_RANGE,
         );
         self.range("execution.prestart", e.prestart, PRESTART_RANGE);
+        self.range("execution.max_file_mb", e.max_file_mb, MAX_FILE_MB_RANGE);
     }
 
     fn range(&mut self, field: &str, value: Option<u64>, (lo, hi): (u64, u64)) {

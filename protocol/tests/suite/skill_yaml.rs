@@ -129,7 +129,7 @@ fn skill_yaml_version_not_semver_is_refused() {
 #[test]
 fn skill_yaml_limits_in_range_load() {
     let root = tempdir().unwrap();
-    let extra = "execution: { timeout_ms: 1, memory_mb: 16, max_output_bytes: 1024 }\n";
+    let extra = "execution: { timeout_ms: 1, memory_mb: 16, max_output_bytes: 1024, max_file_mb: 1, loopback: true }\n";
     let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
     let skill = clean(&dir);
     assert_eq!(
@@ -140,10 +140,11 @@ fn skill_yaml_limits_in_range_load() {
             max_output_bytes: 1024,
             sandbox: SandboxKind::Process,
             prestart: 0,
+            max_file_mb: 1,
+            loopback: true,
         }
     );
-    let extra =
-        "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456 }\n";
+    let extra = "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456, max_file_mb: 16384 }\n";
     let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
     clean(&dir);
 }
@@ -210,6 +211,11 @@ fn skill_yaml_limits_out_of_range_are_refused() {
             "execution.max_output_bytes",
         ),
         ("execution: { prestart: 9 }\n", "execution.prestart"),
+        ("execution: { max_file_mb: 0 }\n", "execution.max_file_mb"),
+        (
+            "execution: { max_file_mb: 16385 }\n",
+            "execution.max_file_mb",
+        ),
         (
             "tools:\n  - name: t\n    command: [\"true\"]\n    timeout_ms: 0\n",
             "tools[0].timeout_ms",

@@ -9,6 +9,7 @@
 //! network = ["wttr.in"]
 //! env = ["WEATHER_API_KEY"]
 //! workspace = { read = ["data/**"] }
+//! max_file_mb = 4096          # largest file its programs may write (replaces the skill's)
 //! ```
 
 use std::collections::BTreeMap;
@@ -48,7 +49,13 @@ pub struct Grant {
     /// Whether the skill's dependency build may build source distributions (their build
     /// code runs, in the sandbox); wheels only otherwise.
     pub allow_source_builds: bool,
+    /// The largest file the skill's programs may write, in MiB (`RLIMIT_FSIZE`): replaces
+    /// the skill's `execution.max_file_mb` (1024 by default), up or down.
+    pub max_file_mb: Option<u64>,
 }
+
+/// What `[grants.<skill>] max_file_mb` may be: 1 MiB to 1 TiB.
+pub const GRANTED_MAX_FILE_MB_RANGE: (u64, u64) = (1, 1024 * 1024);
 
 /// Every `[grants.<skill>]`, by skill name.
 pub type Grants = BTreeMap<String, Grant>;
@@ -63,6 +70,7 @@ impl Grant {
             && self.requirements.is_empty()
             && self.constraints.is_empty()
             && !self.allow_source_builds
+            && self.max_file_mb.is_none()
     }
 
     /// What is wrong with it, in the words of its keys (`network[0]: ...`), if anything.
@@ -119,6 +127,12 @@ impl Grant {
             if let Some(why) = skillbox_protocol::skill::deps::spec_problem(c) {
                 out.push(format!("constraints[{i}]: {c:?}: {why}"));
             }
+        }
+        let (lo, hi) = GRANTED_MAX_FILE_MB_RANGE;
+        if let Some(mb) = self.max_file_mb.filter(|mb| !(lo..=hi).contains(mb)) {
+            out.push(format!(
+                "max_file_mb: {mb} is out of range; allowed {lo}-{hi}"
+            ));
         }
         for (i, g) in self.workspace.read.iter().enumerate() {
             if let Some(reason) = relative_path_problem(g) {
@@ -187,15 +201,17 @@ mod tests {
             requirements: vec!["--index-url=https://evil.test".into()],
             constraints: vec!["https://evil.test/x.whl".into()],
             allow_source_builds: false,
+            max_file_mb: Some(0),
         };
         let p = grant.problems();
-        assert_eq!(p.len(), 6, "{p:?}");
+        assert_eq!(p.len(), 7, "{p:?}");
         assert!(p[3].starts_with("requirements[0]"), "{p:?}");
         assert!(p[0].starts_with("network[0]"), "{p:?}");
         assert!(p[1].contains("not an env name"), "{p:?}");
         assert!(p[2].contains("reserved"), "{p:?}");
         assert!(p[4].starts_with("constraints[0]"), "{p:?}");
-        assert!(p[5].starts_with("workspace.read[0]"), "{p:?}");
+        assert!(p[5].starts_with("max_file_mb: 0 is out of range"), "{p:?}");
+        assert!(p[6].starts_with("workspace.read[0]"), "{p:?}");
         assert!(
             toml::from_str::<Grant>("secret = []\n").is_err(),
             "unknown keys are errors"

@@ -20,9 +20,9 @@ use std::cell::RefCell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-/// Descriptors a child may need: stdin, stdout, stderr, the Landlock ruleset and the
-/// network namespace of a network call.
-pub const SLOTS: usize = 5;
+/// Descriptors a child may need: stdin, stdout, stderr, the Landlock ruleset, the
+/// network namespace of a network call and the `cgroup.procs` of its memory cgroup.
+pub const SLOTS: usize = 6;
 
 /// This thread's kept numbers and the placeholder they return to.
 #[derive(Debug)]

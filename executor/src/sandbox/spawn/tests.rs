@@ -8,17 +8,18 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Launch;
 use crate::sandbox::child::ChildSetup;
-use crate::sandbox::limits::Limits;
+use crate::sandbox::limits::{Limits, MemoryLimit};
 
 fn open_setup() -> ChildSetup {
     ChildSetup {
-        limits: Limits::for_call(1024, 10_000, 4096, 1 << 30),
+        limits: Limits::for_call(MemoryLimit::Rlimit(1024), 10_000, 4096, 1024),
         cap_last: crate::sandbox::child::cap_last(),
         user: None,
         landlock: None,
         seccomp: crate::sandbox::child::Seccomp::Off,
         new_session: true,
         controlling_terminal: false,
+        cgroup: None,
         netns: None,
     }
 }

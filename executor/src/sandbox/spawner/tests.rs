@@ -9,19 +9,20 @@ use tokio::io::AsyncReadExt;
 
 use super::Spawner;
 use crate::sandbox::child::{cap_last, ChildSetup, Seccomp};
-use crate::sandbox::limits::Limits;
+use crate::sandbox::limits::{Limits, MemoryLimit};
 use crate::sandbox::seccomp;
 use crate::sandbox::spawn::Launch;
 
 fn cat_own_status(seccomp: Seccomp) -> Launch {
     let setup = ChildSetup {
-        limits: Limits::for_call(1024, 10_000, 4096, 1 << 30),
+        limits: Limits::for_call(MemoryLimit::Rlimit(1024), 10_000, 4096, 1024),
         cap_last: cap_last(),
         user: None,
         landlock: None,
         seccomp,
         new_session: true,
         controlling_terminal: false,
+        cgroup: None,
         netns: None,
     };
     let args = vec!["/proc/self/status".to_string()];

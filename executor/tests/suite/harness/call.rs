@@ -11,6 +11,7 @@ pub struct Call<'a> {
     tool: String,
     args: Value,
     env_flags: Vec<String>,
+    flags: Vec<String>,
     process_env: Vec<(String, String)>,
     scratch_root: PathBuf,
     max_open_files: Option<u64>,
@@ -25,6 +26,7 @@ impl<'a> Call<'a> {
             tool: tool.to_string(),
             args: Value::Object(Default::default()),
             env_flags: Vec::new(),
+            flags: Vec::new(),
             process_env: Vec::new(),
             scratch_root: scratch_root(),
             max_open_files: None,
@@ -64,6 +66,12 @@ impl Call<'_> {
         self
     }
 
+    /// A flag of `exec` (`--no-memory-cgroups`).
+    pub fn flag(mut self, flag: &str) -> Self {
+        self.flags.push(flag.to_string());
+        self
+    }
+
     /// A variable in the executor's own environment.
     pub fn process_env(mut self, name: &str, value: &str) -> Self {
         self.process_env.push((name.to_string(), value.to_string()));
@@ -80,7 +88,8 @@ impl Call<'_> {
             .arg("--tool")
             .arg(&self.tool)
             .arg("--scratch-root")
-            .arg(&self.scratch_root);
+            .arg(&self.scratch_root)
+            .args(&self.flags);
         // Large arguments go through a file: one command-line string is capped at 128 KiB.
         let args = self.args.to_string();
         let inputs = tempfile::tempdir().unwrap();

@@ -90,6 +90,8 @@ struct ExecutionYaml {
     max_output_bytes: Option<u64>,
     sandbox: Option<crate::skill::model::SandboxKind>,
     prestart: Option<u64>,
+    max_file_mb: Option<u64>,
+    loopback: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -181,6 +183,8 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                 max_output_bytes: e.max_output_bytes,
                 sandbox: e.sandbox,
                 prestart: e.prestart,
+                max_file_mb: e.max_file_mb,
+                loopback: e.loopback,
             })
             .unwrap_or_default(),
         tools: y.tools.map(|tools| {

@@ -1,0 +1,575 @@
+//! A memory cgroup per call: the memory limit counts what the call's processes use, not
+//! the address space they reserve (docs/sandbox.md, "Memory"). V8, the JVM and Go reserve
+//! gigabytes of address space they never touch, which an address-space limit
+//! (`RLIMIT_AS`) cannot tell from memory in use.
+//!
+//! [`MemoryCgroups::start`] finds the executor's own cgroup, preferring the unified
+//! hierarchy (cgroup v2) when it offers the memory controller and else a v1 `memory`
+//! hierarchy (a hybrid host), and makes a subtree of its own there:
+//!
+//! - v2: the processes of the executor's cgroup move to a leaf `supervisor` (a cgroup that
+//!   hands controllers to children may hold no process), `+memory` is enabled, and calls
+//!   get `calls-<pid>/call-<n>` with `memory.max` and `memory.swap.max = 0`;
+//! - v1: calls get `skillbox-<pid>/call-<n>` with `memory.limit_in_bytes` (and the
+//!   memory+swap limit at the same value where swap is accounted).
+//!
+//! A call's process joins its cgroup between clone and exec, before anything of the tool
+//! runs: it writes `0` to the cgroup's `cgroup.procs`, opened here
+//! ([`CallCgroup::procs`], [`super::child::ChildSetup::cgroup`]). A process past the limit
+//! is killed by the kernel's OOM killer; the call reads the cgroup's `oom_kill` count
+//! ([`CallCgroup::oom_killed`]) to report it as the memory limit. The cgroup is removed
+//! with the call ([`CallCgroup::remove`], on the releaser thread). Where none of this is
+//! possible (not root, a container without a delegated cgroup) the executor falls back
+//! to rlimits ([`super::limits`]) and says so ([`MemoryMode`]).
+
+use std::io::{self, Write};
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// How this executor limits a call's memory, as `probe` and `health` report it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryMode {
+    /// A cgroup v2 per call (`memory.max`): what the processes use.
+    CgroupV2,
+    /// A cgroup of a v1 `memory` hierarchy per call (`memory.limit_in_bytes`).
+    CgroupV1,
+    /// No cgroup: rlimits per process (`RLIMIT_DATA` at the limit, `RLIMIT_AS` with a
+    /// reserve for runtimes that reserve address space).
+    Rlimit,
+}
+
+impl MemoryMode {
+    /// The name `probe` and `health` print.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemoryMode::CgroupV2 => "cgroup_v2",
+            MemoryMode::CgroupV1 => "cgroup_v1",
+            MemoryMode::Rlimit => "rlimit",
+        }
+    }
+}
+
+/// Why the executor cannot have a cgroup subtree, or a call its cgroup.
+#[derive(Debug, thiserror::Error)]
+pub enum MemcgError {
+    /// `/proc/self/cgroup` or `/proc/self/mountinfo` could not be read.
+    #[error("reading {path} failed: {source}")]
+    Proc {
+        /// The file.
+        path: &'static str,
+        /// Cause.
+        source: io::Error,
+    },
+    /// No hierarchy with the memory controller is mounted where the executor sees it.
+    #[error("no cgroup hierarchy with the memory controller is mounted (cgroup v2 with memory in the executor's cgroup.controllers, or a v1 memory hierarchy)")]
+    NoHierarchy,
+    /// A cgroup folder could not be made.
+    #[error("making the cgroup {path} failed: {source} (the executor needs write access to its own cgroup: root on the host, or a delegated cgroup in a container)")]
+    Make {
+        /// The folder.
+        path: PathBuf,
+        /// Cause.
+        source: io::Error,
+    },
+    /// A cgroup file could not be written.
+    #[error("writing {value:?} to {path} failed: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What was written.
+        value: String,
+        /// Cause.
+        source: io::Error,
+    },
+    /// A call's `cgroup.procs` could not be opened.
+    #[error("opening {path} failed: {source}")]
+    Open {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: io::Error,
+    },
+}
+
+/// Which hierarchy the subtree is in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V2,
+}
+
+/// The executor's cgroup subtree, from which each call gets a cgroup of its own.
+#[derive(Debug)]
+pub struct MemoryCgroups {
+    version: Version,
+    /// `calls-<pid>` (v2) or `skillbox-<pid>` (v1) in the executor's cgroup.
+    base: PathBuf,
+    next: AtomicU64,
+}
+
+/// Where the executor's cgroup is, in the hierarchy that can limit memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Found {
+    version: Version,
+    /// The executor's cgroup folder.
+    own: PathBuf,
+}
+
+/// The mode [`MemoryCgroups::start`] would set up here, judged without changing anything
+/// (for `skillbox-executor probe`): the executor's cgroup offers the memory controller and
+/// is writable.
+pub fn probe_mode() -> MemoryMode {
+    match find() {
+        Ok(found) if writable(&found.own) => match found.version {
+            Version::V2 => MemoryMode::CgroupV2,
+            Version::V1 => MemoryMode::CgroupV1,
+        },
+        _ => MemoryMode::Rlimit,
+    }
+}
+
+fn writable(dir: &Path) -> bool {
+    nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK).is_ok()
+}
+
+impl MemoryCgroups {
+    /// Makes the executor's subtree (see the module docs), removing what executors that
+    /// are gone left in it.
+    pub fn start() -> Result<Self, MemcgError> {
+        let found = find()?;
+        let pid = std::process::id();
+        let base = match found.version {
+            Version::V2 => {
+                let own = v2_delegate(&found.own)?;
+                let base = own.join(format!("calls-{pid}"));
+                sweep(&own, "calls-");
+                make_dir(&base)?;
+                write(&base.join("cgroup.subtree_control"), "+memory")?;
+                base
+            }
+            Version::V1 => {
+                sweep(&found.own, "skillbox-");
+                let base = found.own.join(format!("skillbox-{pid}"));
+                make_dir(&base)?;
+                base
+            }
+        };
+        Ok(Self {
+            version: found.version,
+            base,
+            next: AtomicU64::new(0),
+        })
+    }
+
+    /// Which hierarchy limits the calls.
+    pub fn mode(&self) -> MemoryMode {
+        match self.version {
+            Version::V2 => MemoryMode::CgroupV2,
+            Version::V1 => MemoryMode::CgroupV1,
+        }
+    }
+
+    /// A new cgroup for one call, limited to `memory_mb` MiB with no swap.
+    pub fn create(&self, memory_mb: u64) -> Result<CallCgroup, MemcgError> {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let dir = self.base.join(format!("call-{n}"));
+        make_dir(&dir)?;
+        let cgroup = CallCgroup {
+            procs: None,
+            version: self.version,
+            dir,
+        };
+        let bytes = memory_mb.saturating_mul(1024 * 1024).to_string();
+        match self.version {
+            Version::V2 => {
+                write(&cgroup.dir.join("memory.max"), &bytes)?;
+                // Absent where swap is not accounted (no swap to use, then).
+                write_if_present(&cgroup.dir.join("memory.swap.max"), "0")?;
+            }
+            Version::V1 => {
+                write(&cgroup.dir.join("memory.limit_in_bytes"), &bytes)?;
+                write_if_present(&cgroup.dir.join("memory.memsw.limit_in_bytes"), &bytes)?;
+            }
+        }
+        let path = cgroup.dir.join("cgroup.procs");
+        let procs = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .map_err(|source| MemcgError::Open { path, source })?;
+        Ok(CallCgroup {
+            procs: Some(OwnedFd::from(procs)),
+            ..cgroup
+        })
+    }
+}
+
+impl Drop for MemoryCgroups {
+    /// Removes the subtree's folder once no call's cgroup is left in it (each call removes
+    /// its own); what remains is swept at the next start.
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.base);
+    }
+}
+
+/// One call's cgroup. Dropped without [`CallCgroup::remove`], the folder stays until
+/// the next executor's sweep.
+#[derive(Debug)]
+pub struct CallCgroup {
+    dir: PathBuf,
+    /// `cgroup.procs`, open for writing: the call's process writes `0` to it (joins).
+    procs: Option<OwnedFd>,
+    version: Version,
+}
+
+impl CallCgroup {
+    /// Takes the `cgroup.procs` descriptor for the child's setup (the cgroup stays).
+    pub fn take_procs(&mut self) -> Option<OwnedFd> {
+        self.procs.take()
+    }
+
+    /// Whether the kernel's OOM killer killed a process of this cgroup.
+    pub fn oom_killed(&self) -> bool {
+        let file = match self.version {
+            Version::V2 => "memory.events",
+            Version::V1 => "memory.oom_control",
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .map(|text| oom_kills(&text) > 0)
+            .unwrap_or(false)
+    }
+
+    /// Kills what is left in the cgroup and removes it (on the releaser thread, after the
+    /// call's user was ended: normally nothing is left and the folder goes at once).
+    pub fn remove(self) {
+        remove_call_dir(&self.dir, self.version);
+    }
+}
+
+/// The `oom_kill` count of a `memory.events` (v2) or `memory.oom_control` (v1) file.
+fn oom_kills(text: &str) -> u64 {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("oom_kill "))
+        .filter_map(|n| n.trim().parse().ok())
+        .next()
+        .unwrap_or(0)
+}
+
+/// Most tries to remove a call's cgroup while its last processes finish exiting.
+const REMOVE_TRIES: u32 = 100;
+
+fn remove_call_dir(dir: &Path, version: Version) {
+    for attempt in 0..REMOVE_TRIES {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return,
+            Err(_) => {}
+        }
+        if attempt == 0 {
+            kill_members(dir, version);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    tracing::warn!(cgroup = %dir.display(), "a call's cgroup could not be removed; the next executor start sweeps it");
+}
+
+/// SIGKILL to every process still in the cgroup at `dir`.
+fn kill_members(dir: &Path, version: Version) {
+    if version == Version::V2 && write(&dir.join("cgroup.kill"), "1").is_ok() {
+        return;
+    }
+    let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) else {
+        return;
+    };
+    for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Removes the subtrees named `<prefix><pid>` in `own` whose executor is gone.
+fn sweep(own: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix(prefix)
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new("/proc").join(pid.to_string()).exists() {
+            continue;
+        }
+        let version = match prefix {
+            "calls-" => Version::V2,
+            _ => Version::V1,
+        };
+        if let Ok(calls) = std::fs::read_dir(entry.path()) {
+            for call in calls.flatten() {
+                if call.file_type().is_ok_and(|t| t.is_dir()) {
+                    remove_call_dir(&call.path(), version);
+                }
+            }
+        }
+        let _ = std::fs::remove_dir(entry.path());
+    }
+}
+
+/// The name of the leaf v2 moves the executor's cgroup's processes into.
+const SUPERVISOR: &str = "supervisor";
+
+/// Makes `own` (the executor's v2 cgroup) able to hand the memory controller to calls:
+/// its processes move to the leaf [`SUPERVISOR`] and `+memory` is enabled. An executor
+/// already in a `supervisor` leaf an earlier one made (a restart under `skillbox up`)
+/// uses the parent. Returns the cgroup the calls' subtree goes in.
+fn v2_delegate(own: &Path) -> Result<PathBuf, MemcgError> {
+    let parent_delegates = own.file_name().is_some_and(|n| n == SUPERVISOR)
+        && own.parent().is_some_and(|p| {
+            std::fs::read_to_string(p.join("cgroup.subtree_control"))
+                .is_ok_and(|c| c.split_whitespace().any(|c| c == "memory"))
+        });
+    if parent_delegates {
+        if let Some(parent) = own.parent() {
+            return Ok(parent.to_path_buf());
+        }
+    }
+    let leaf = own.join(SUPERVISOR);
+    make_dir(&leaf)?;
+    // Processes may start in `own` while they are moved (a fork of one of them): a few
+    // rounds, then enabling the controller says whether `own` is empty.
+    for _ in 0..5 {
+        let procs = std::fs::read_to_string(own.join("cgroup.procs")).map_err(|source| {
+            MemcgError::Open {
+                path: own.join("cgroup.procs"),
+                source,
+            }
+        })?;
+        let pids: Vec<&str> = procs.lines().filter(|l| !l.trim().is_empty()).collect();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            // A process that exited meanwhile cannot be moved; that is fine.
+            let _ = write(&leaf.join("cgroup.procs"), pid);
+        }
+    }
+    write(&own.join("cgroup.subtree_control"), "+memory")?;
+    Ok(own.to_path_buf())
+}
+
+fn make_dir(path: &Path) -> Result<(), MemcgError> {
+    match std::fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(source) => Err(MemcgError::Make {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+fn write(path: &Path, value: &str) -> Result<(), MemcgError> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(value.as_bytes()))
+        .map_err(|source| MemcgError::Write {
+            path: path.to_path_buf(),
+            value: value.to_string(),
+            source,
+        })
+}
+
+fn write_if_present(path: &Path, value: &str) -> Result<(), MemcgError> {
+    match path.exists() {
+        true => write(path, value),
+        false => Ok(()),
+    }
+}
+
+/// Finds the executor's cgroup in a hierarchy that can limit memory: v2 when its
+/// `cgroup.controllers` lists `memory`, else a v1 `memory` hierarchy.
+fn find() -> Result<Found, MemcgError> {
+    let read = |path: &'static str| {
+        std::fs::read_to_string(path).map_err(|source| MemcgError::Proc { path, source })
+    };
+    let cgroups = read("/proc/self/cgroup")?;
+    let mounts = read("/proc/self/mountinfo")?;
+    let (v2_path, v1_path) = own_paths(&cgroups);
+    let (v2_mount, v1_mount) = mount_points(&mounts);
+    if let (Some(path), Some((mount, root))) = (&v2_path, &v2_mount) {
+        let own = join_cgroup(mount, root, path);
+        let controllers = std::fs::read_to_string(own.join("cgroup.controllers"));
+        if controllers.is_ok_and(|c| c.split_whitespace().any(|c| c == "memory")) {
+            return Ok(Found {
+                version: Version::V2,
+                own,
+            });
+        }
+    }
+    if let (Some(path), Some((mount, root))) = (&v1_path, &v1_mount) {
+        let own = join_cgroup(mount, root, path);
+        if own.join("memory.limit_in_bytes").exists() {
+            return Ok(Found {
+                version: Version::V1,
+                own,
+            });
+        }
+    }
+    Err(MemcgError::NoHierarchy)
+}
+
+/// The executor's cgroup paths in `/proc/self/cgroup`: the unified hierarchy's (`0::`)
+/// and the v1 memory hierarchy's.
+fn own_paths(text: &str) -> (Option<String>, Option<String>) {
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(id), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        if id == "0" && controllers.is_empty() {
+            v2 = Some(path.to_string());
+        } else if controllers.split(',').any(|c| c == "memory") {
+            v1 = Some(path.to_string());
+        }
+    }
+    (v2, v1)
+}
+
+/// Where the unified hierarchy and the v1 memory hierarchy are mounted, each with the
+/// mount's root inside its hierarchy, from `/proc/self/mountinfo`.
+#[allow(clippy::type_complexity)]
+fn mount_points(text: &str) -> (Option<(PathBuf, String)>, Option<(PathBuf, String)>) {
+    let (mut v2, mut v1) = (None, None);
+    for line in text.lines() {
+        // `id parent dev root mountpoint options [optional...] - fstype source superoptions`
+        let Some((head, tail)) = line.split_once(" - ") else {
+            continue;
+        };
+        let head: Vec<&str> = head.split(' ').collect();
+        let tail: Vec<&str> = tail.split(' ').collect();
+        let (Some(root), Some(point), Some(fstype)) = (head.get(3), head.get(4), tail.first())
+        else {
+            continue;
+        };
+        let entry = (PathBuf::from(unescape(point)), unescape(root));
+        match *fstype {
+            "cgroup2" if v2.is_none() => v2 = Some(entry),
+            "cgroup"
+                if v1.is_none()
+                    && tail
+                        .get(2)
+                        .is_some_and(|o| o.split(',').any(|o| o == "memory")) =>
+            {
+                v1 = Some(entry)
+            }
+            _ => {}
+        }
+    }
+    (v2, v1)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal (`\040`).
+fn unescape(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut rest = field;
+    while let Some(at) = rest.find('\\') {
+        out.push_str(&rest[..at]);
+        let code = rest.get(at + 1..at + 4);
+        match code.and_then(|c| u8::from_str_radix(c, 8).ok()) {
+            Some(byte) => {
+                out.push(char::from(byte));
+                rest = &rest[at + 4..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The folder of cgroup `path` (as `/proc/self/cgroup` names it) in a hierarchy mounted
+/// at `mount` whose root is `root` in the hierarchy.
+fn join_cgroup(mount: &Path, root: &str, path: &str) -> PathBuf {
+    let inside = match path.strip_prefix(root) {
+        Some(rest) if root != "/" => rest,
+        _ => path,
+    };
+    mount.join(inside.trim_start_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_cgroups_are_read_for_both_hierarchies() {
+        let hybrid = "9:name=systemd:/\n4:memory:/process_api/abc\n1:cpu:/\n0::/\n";
+        assert_eq!(
+            own_paths(hybrid),
+            (Some("/".into()), Some("/process_api/abc".into()))
+        );
+        assert_eq!(
+            own_paths("0::/system.slice/skillbox.service\n"),
+            (Some("/system.slice/skillbox.service".into()), None)
+        );
+    }
+
+    #[test]
+    fn mount_points_of_both_hierarchies_are_found() {
+        let info = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                    35 31 0:31 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                    40 31 0:36 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+        let (v2, v1) = mount_points(info);
+        assert_eq!(
+            v2,
+            Some((PathBuf::from("/sys/fs/cgroup/unified"), "/".into()))
+        );
+        assert_eq!(
+            v1,
+            Some((PathBuf::from("/sys/fs/cgroup/memory"), "/".into()))
+        );
+        let container =
+            "500 400 0:40 /docker/x /sys/fs/cgroup rw shared:1 - cgroup2 cgroup2 rw,nsdelegate\n";
+        assert_eq!(
+            mount_points(container).0,
+            Some((PathBuf::from("/sys/fs/cgroup"), "/docker/x".into()))
+        );
+    }
+
+    #[test]
+    fn a_cgroup_path_is_joined_below_its_mounts_root() {
+        let at = |root, path| join_cgroup(Path::new("/sys/fs/cgroup"), root, path);
+        assert_eq!(at("/", "/a/b"), PathBuf::from("/sys/fs/cgroup/a/b"));
+        assert_eq!(
+            at("/docker/x", "/docker/x/sub"),
+            PathBuf::from("/sys/fs/cgroup/sub")
+        );
+        assert_eq!(at("/", "/"), PathBuf::from("/sys/fs/cgroup/"));
+        assert_eq!(unescape(r"/a\040b"), "/a b");
+    }
+
+    #[test]
+    fn oom_kills_are_counted_from_either_file() {
+        assert_eq!(oom_kills("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n"), 1);
+        assert_eq!(
+            oom_kills("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n"),
+            2
+        );
+        assert_eq!(oom_kills("oom_kill_disable 0\nunder_oom 0\n"), 0);
+    }
+}
