@@ -177,6 +177,38 @@ mod tests {
     }
 
     #[test]
+    fn a_loopback_skill_is_unavailable_where_executors_cannot_make_namespaces() {
+        let secrets = Secrets::default();
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("webapp");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("skill.yaml"),
+            "name: webapp\ndescription: d\nexecution: { loopback: true }\n\
+             tools:\n  - name: go\n    description: d\n    command: [\"true\"]\n",
+        )
+        .unwrap();
+        let opts = skillbox_protocol::skill::DiscoveryOptions::default();
+        let mut found = skillbox_protocol::skill::discover(&[root.path().to_path_buf()], opts);
+        let skill = found.skills.remove(0);
+        let without = facts(&[("true", true)]);
+        let mut with = without.clone();
+        with.network_namespaces = true;
+        let verdict = |f: SandboxFacts| {
+            let ready = SandboxReadiness::new(Some(Arc::new(f)), &secrets);
+            context_readiness(&skill, &ready).1
+        };
+        assert!(verdict(with).is_ready());
+        match verdict(without) {
+            Availability::Unavailable(why) => {
+                assert!(why.contains("execution.loopback"), "{why}");
+                assert!(why.contains("CAP_SYS_ADMIN"), "{why}");
+            }
+            ready => panic!("{ready:?}"),
+        }
+    }
+
+    #[test]
     fn without_a_report_programs_are_not_held_against_a_skill() {
         let secrets = Secrets::default();
         let ready = SandboxReadiness::new(None, &secrets);

@@ -184,6 +184,19 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
             ));
         }
     }
+    // A skill without network that asks for a loopback of its own listens only in a
+    // network namespace of the call's (a network skill without one runs closed instead).
+    if skill.execution.loopback && !skill.permissions.is_network() {
+        total += 1;
+        if !host.network_namespaces() {
+            missing.push(
+                "it asks for a loopback of its own (execution.loopback) and the executor \
+                 cannot make network namespaces (run it as root, or give its container \
+                 CAP_SYS_ADMIN and CAP_NET_ADMIN)"
+                    .into(),
+            );
+        }
+    }
     if skill.dependencies.digest.is_some() {
         total += 1;
         if let Some(problem) = host.deps_problem(skill) {

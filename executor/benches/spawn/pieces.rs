@@ -74,7 +74,7 @@ pub async fn components(
                 None,
                 scratch,
                 &runtime_paths,
-                None,
+                landlock::NetAccess::None,
             )?);
             Ok(())
         },
@@ -253,7 +253,7 @@ pub fn child_steps(
                                 None,
                                 scratch.path(),
                                 &runtime_paths,
-                                None,
+                                landlock::NetAccess::None,
                             )?
                         } else {
                             None

@@ -3,8 +3,8 @@
 //! dependency build (`deps.rs`) are three [`Plan`]s, pure values made from the typed
 //! request (`plan.rs`, the environment from `env.rs`), run through the one [`launch`]:
 //!
-//! 1. the network: a namespace of its own and the listener of its proxy port when the plan
-//!    asks for one ([`Network`]);
+//! 1. the network: a namespace of its own (and the listener of its proxy port for a
+//!    network call) when the plan asks for one ([`Network`]);
 //! 2. the sandbox prepared ([`Sandbox::prepare`]);
 //! 3. the plan's scratch files written, owned by the call's user;
 //! 4. the context's files laid out in the work folder ([`workdir::lay_out`]);
@@ -26,6 +26,7 @@ use tokio::net::TcpListener;
 
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::egress;
+use crate::sandbox::netns::Proxy;
 use crate::sandbox::{self, CallGuard, LaunchSpec, PreparedCall, Sandbox, SandboxChild};
 use crate::workdir::{self, Baseline};
 
@@ -41,8 +42,8 @@ pub enum LaunchError {
     Sandbox(#[from] sandbox::SandboxError),
     /// The plan needs a network namespace and this executor cannot make one.
     #[error(
-        "this executor cannot make network namespaces, and {0} reaches the network only \
-         through one (docs/sandbox.md, \"Network calls\")"
+        "this executor cannot make network namespaces, and {0} needs one \
+         (docs/sandbox.md, \"Network calls\")"
     )]
     NoNamespace(&'static str),
     /// The proxy port of the namespace could not be served.
@@ -68,6 +69,9 @@ pub enum LaunchError {
     Spawn(std::io::Error),
 }
 
+/// How a refused loopback call names its job ([`LaunchError::NoNamespace`]).
+const LOOPBACK_JOB: &str = "a skill that asks for a loopback of its own (execution.loopback)";
+
 /// A process started from a plan, and what its job needs to converse with it and end it.
 #[derive(Debug)]
 pub struct Launched {
@@ -91,18 +95,25 @@ pub async fn launch<B: CapabilityBroker>(
 ) -> Result<Launched, LaunchError> {
     let (namespace, listener) = match plan.network {
         Network::None => (None, None),
-        wanted => match sandbox.call_network().await? {
-            Some(net) => {
-                let listener =
-                    TcpListener::from_std(net.listener).map_err(LaunchError::ProxyPort)?;
-                (Some(net.namespace), Some(listener))
+        wanted => {
+            let proxy = match wanted {
+                Network::Loopback => Proxy::None,
+                _ => Proxy::Egress,
+            };
+            match sandbox.call_network(proxy).await? {
+                Some(net) => {
+                    let listener = (net.listener.map(TcpListener::from_std).transpose())
+                        .map_err(LaunchError::ProxyPort)?;
+                    (Some((net.namespace, proxy)), listener)
+                }
+                None => match wanted {
+                    Network::Required(what) => return Err(LaunchError::NoNamespace(what)),
+                    Network::Loopback => return Err(LaunchError::NoNamespace(LOOPBACK_JOB)),
+                    // The process runs with no network at all (no socket can be made).
+                    _ => (None, None),
+                },
             }
-            None => match wanted {
-                Network::Required(what) => return Err(LaunchError::NoNamespace(what)),
-                // The process runs with no network at all (no socket can be made).
-                _ => (None, None),
-            },
-        },
+        }
     };
     let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
         deps: plan.deps.as_deref(),

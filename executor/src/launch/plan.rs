@@ -27,6 +27,10 @@ pub enum Network {
     /// A namespace, or the launch is refused naming this job (a dependency build reaches
     /// its index only so).
     Required(&'static str),
+    /// A namespace with nothing but its loopback (no proxy, no way out), where the
+    /// process's programs may listen and connect: a skill without network that asks for
+    /// one (`execution.loopback`). Refused where no namespace can be made.
+    Loopback,
 }
 
 /// A context's files, laid out in the work folder before the spawn.
@@ -72,11 +76,16 @@ pub struct Plan {
 }
 
 /// Whether `skill`'s processes get a network: it declares hosts, or the operator granted
-/// it some. The core judges the hosts; here only the namespace is decided.
+/// it some (a namespace behind the egress proxy, whose loopback is the call's own too);
+/// else a loopback of their own when the skill asks for one. The core judges the hosts;
+/// here only the namespace is decided.
 fn skill_network(skill: Option<&Skill>, granted: &[String]) -> Network {
-    match skill.is_some_and(|s| s.permissions.is_network()) || !granted.is_empty() {
-        true => Network::IfAvailable,
-        false => Network::None,
+    if skill.is_some_and(|s| s.permissions.is_network()) || !granted.is_empty() {
+        Network::IfAvailable
+    } else if skill.is_some_and(|s| s.execution.loopback) {
+        Network::Loopback
+    } else {
+        Network::None
     }
 }
 
@@ -318,6 +327,23 @@ mod tests {
         assert_eq!(plan.network, Network::Required("a dependency build"));
         assert_eq!(plan.scratch_files[0].0, "requirements.txt");
         assert_eq!(plan.max_file_mb, DEPS_MAX_FILE_MB);
+    }
+
+    #[test]
+    fn a_skill_asking_for_a_loopback_gets_one_and_a_network_skill_has_one_always() {
+        let (mut skill, _root) = skill();
+        assert_eq!(skill_network(Some(&skill), &[]), Network::IfAvailable);
+        skill.execution.loopback = true;
+        assert_eq!(skill_network(Some(&skill), &[]), Network::IfAvailable);
+        skill.permissions.network.clear();
+        assert_eq!(skill_network(Some(&skill), &[]), Network::Loopback);
+        assert_eq!(
+            skill_network(Some(&skill), &["api.test".into()]),
+            Network::IfAvailable
+        );
+        skill.execution.loopback = false;
+        assert_eq!(skill_network(Some(&skill), &[]), Network::None);
+        assert_eq!(skill_network(None, &[]), Network::None);
     }
 
     #[test]

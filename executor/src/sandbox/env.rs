@@ -34,10 +34,15 @@ pub fn base_with_deps(scratch: &Path, deps: Option<&Path>) -> Vec<(String, Strin
     vars
 }
 
+/// The names of a call's own loopback, which its clients reach without the proxy (`::1`
+/// as curl and Go match it, `[::1]` as Python's urllib does).
+pub const OWN_LOOPBACK: &str = "localhost,127.0.0.1,::1,[::1]";
+
 /// The variables that point a network call's programs at the egress proxy on their
 /// loopback ([`super::netns::PROXY_URL`]), in the forms curl, Python, Node and Go read:
 /// `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` and their lower-case forms (curl reads only
-/// `http_proxy` for plain HTTP), `NO_PROXY` empty (nothing bypasses it), and
+/// `http_proxy` for plain HTTP), `NO_PROXY` naming the call's own loopback (its own
+/// servers are reached directly; nothing else is reachable without the proxy), and
 /// `NODE_USE_ENV_PROXY=1` (Node's `fetch` and `http` honour the variables only then).
 /// Skills cannot declare these names (`is_reserved_env`), and they come last, so nothing
 /// overrides them.
@@ -48,8 +53,8 @@ pub fn proxy() -> Vec<(String, String)> {
         .flat_map(|name| [name.to_string(), name.to_lowercase()])
         .map(|name| (name, url.to_string()))
         .collect();
-    vars.push(("NO_PROXY".into(), String::new()));
-    vars.push(("no_proxy".into(), String::new()));
+    vars.push(("NO_PROXY".into(), OWN_LOOPBACK.into()));
+    vars.push(("no_proxy".into(), OWN_LOOPBACK.into()));
     vars.push(("NODE_USE_ENV_PROXY".into(), "1".into()));
     vars
 }

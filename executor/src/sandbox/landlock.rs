@@ -1,7 +1,9 @@
 //! The Landlock ruleset of one call: read+execute on the skill folder and the runtime
 //! paths of `policies/sandbox/runtime-paths.txt`, read+write on the null devices, full
-//! access to the scratch dir, no TCP bind, no TCP connect but a network call's to its
-//! egress proxy port ([`super::netns::PROXY_PORT`]), and abstract UNIX sockets and signals
+//! access to the scratch dir, no TCP bind or connect at all for a call without a network
+//! namespace of its own (its seccomp filter allows no socket either) and any for a call
+//! in one (its own loopback, where its programs may listen and connect, and its egress
+//! proxy port are all it has; [`NetAccess`]), and abstract UNIX sockets and signals
 //! scoped to the sandbox where the kernel offers it (ABI 6). Created in the parent; the
 //! child adds its own `/proc/<pid>` ([`OwnProcRule`]) and enforces it.
 
@@ -9,8 +11,8 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 
 use landlock::{
-    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort,
-    PathFd, Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
+    path_beneath_rules, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, RulesetError, Scope, ABI,
 };
 
 /// The newest ABI whose rights we ask for; older kernels get what they support (the
@@ -167,34 +169,63 @@ fn is_file(fd: &PathFd) -> std::io::Result<bool> {
     Ok(stat.st_mode & libc::S_IFMT != libc::S_IFDIR)
 }
 
+/// What a call's ruleset says about TCP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetAccess {
+    /// No TCP bind or connect (the call has no namespace of its own; its seccomp filter
+    /// allows no socket either: this is the second wall).
+    None,
+    /// Any port: the call runs in a network namespace of its own, whose only interface is
+    /// its own loopback (its servers, and the egress proxy of a network call), so a port
+    /// there reaches nothing outside the call.
+    OwnNamespace,
+}
+
+/// Files a call with a network namespace of its own may read besides the runtime paths:
+/// how glibc resolves `localhost` (its own loopback) without DNS.
+pub const NAME_FILES: [&str; 2] = ["/etc/hosts", "/etc/nsswitch.conf"];
+
 /// Builds the ruleset of one call, ready for its child: the runtime rules, the skill
 /// folder when there is one (read and execute; a command session outside any skill has
-/// none) and the scratch dir (everything), and TCP connect to `connect_port` alone when
-/// given (a network call's proxy; the namespace has no other listener, this keeps a
-/// program from probing its loopback's other ports). `None` when the kernel enforces no
-/// Landlock.
+/// none) and the scratch dir (everything), and TCP as `net` says. `None` when the kernel
+/// enforces no Landlock. A call in a namespace of its own may also read [`NAME_FILES`].
 pub fn build(
     skill_dir: Option<&Path>,
     deps_dir: Option<&Path>,
     scratch_dir: &Path,
     runtime: &RuntimeRules,
-    connect_port: Option<u16>,
+    net: NetAccess,
 ) -> Result<Option<OwnProcRule>, LandlockError> {
     let read_exec = AccessFs::from_read(TARGET_ABI);
     let all = AccessFs::from_all(TARGET_ABI);
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(all)?
-        .handle_access(AccessNet::from_all(TARGET_ABI))?
+        .handle_access(all)?;
+    let ruleset = match net {
+        NetAccess::None => ruleset.handle_access(AccessNet::from_all(TARGET_ABI))?,
+        NetAccess::OwnNamespace => ruleset,
+    };
+    // A call with a loopback of its own names it `localhost`: glibc reads the name from
+    // /etc/hosts, in the order /etc/nsswitch.conf gives (without it, DNS first, which
+    // the namespace cannot reach, and the lookup fails before the file is read).
+    let name_files = match net {
+        NetAccess::OwnNamespace => NAME_FILES
+            .iter()
+            .map(Path::new)
+            .filter(|p| p.exists())
+            .collect(),
+        NetAccess::None => Vec::new(),
+    };
+    let ruleset = ruleset
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
         .add_rules(path_beneath_rules(skill_dir, read_exec))?
         .add_rules(path_beneath_rules(deps_dir, read_exec))?
         .add_rules(path_beneath_rules([scratch_dir], all))?
-        .add_rules(
-            connect_port
-                .map(|port| Ok::<_, RulesetError>(NetPort::new(port, AccessNet::ConnectTcp))),
-        )?;
+        .add_rules(path_beneath_rules(
+            name_files,
+            AccessFs::from_file(TARGET_ABI) & AccessFs::from_read(TARGET_ABI),
+        ))?;
     let child =
         OwnProcRule::for_ruleset(&ruleset).map_err(|source| LandlockError::Duplicate { source })?;
     if let Some(child) = &child {

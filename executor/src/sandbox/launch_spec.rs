@@ -4,6 +4,7 @@
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
+use super::netns::Proxy;
 use super::scratch;
 
 /// The folder of the scratch dir a call made in a context runs in ([`LaunchSpec::work`]).
@@ -33,11 +34,12 @@ pub struct LaunchSpec<'a> {
     /// The arguments file of a `plain` tool ([`ARGS_FILE_NAME`] in the scratch dir, named
     /// by `SKILLBOX_ARGS_FILE`).
     pub args_file: ArgsFile<'a>,
-    /// A network call's namespace ([`super::netns::CallNetwork::namespace`], from
-    /// [`super::Sandbox::call_network`]): the process joins it, runs under the network variant of
-    /// the seccomp filters, may connect to the proxy port and gets the proxy environment.
-    /// `None`: no network at all (no socket can be made).
-    pub network: Option<OwnedFd>,
+    /// The call's network namespace ([`super::netns::CallNetwork::namespace`], from
+    /// [`super::Sandbox::call_network`]): the process joins it, runs under the network
+    /// variant of the seccomp filters and may bind, listen and connect on its loopback;
+    /// with [`Proxy::Egress`] it gets the proxy environment too. `None`: no network at
+    /// all (no socket can be made).
+    pub network: Option<(OwnedFd, Proxy)>,
     /// Certificates (PEM) a network call's programs trust beyond the system roots
     /// ([`super::trust`]).
     pub trust_pem: Option<&'a str>,

@@ -266,7 +266,10 @@ impl Sandbox {
     /// CAP_NET_ADMIN): the call then runs as any other, `socket()` denied, so its programs
     /// get no network at all (closed), while the `fetch` capability, done by the core,
     /// still works. `health` and `skillbox-executor probe` say so.
-    pub async fn call_network(&self) -> Result<Option<CallNetwork>, SandboxError> {
+    pub async fn call_network(
+        &self,
+        proxy: netns::Proxy,
+    ) -> Result<Option<CallNetwork>, SandboxError> {
         if !self.kernel.network_namespaces {
             static SAID: std::sync::Once = std::sync::Once::new();
             SAID.call_once(|| {
@@ -274,7 +277,7 @@ impl Sandbox {
             });
             return Ok(None);
         }
-        netns::create_async()
+        netns::create_async(proxy)
             .await
             .map(Some)
             .map_err(SandboxError::Network)
@@ -386,10 +389,12 @@ impl Sandbox {
         // unconfined, so it fails here instead (Landlock is checked at start, too).
         let landlock = match self.filters {
             Some(_) => {
-                let port = spec.network.as_ref().map(|_| netns::PROXY_PORT);
+                let net = match spec.network {
+                    Some(_) => landlock::NetAccess::OwnNamespace,
+                    None => landlock::NetAccess::None,
+                };
                 let rules = &self.runtime_rules;
-                let child =
-                    landlock::build(spec.skill_dir, spec.deps, scratch.path(), rules, port)?;
+                let child = landlock::build(spec.skill_dir, spec.deps, scratch.path(), rules, net)?;
                 Some(child.ok_or_else(|| SandboxError::Unenforceable {
                     problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
                 })?)
@@ -442,16 +447,18 @@ impl Sandbox {
             controlling_terminal: false,
             netns: None,
         };
-        if let Some(namespace) = spec.network {
-            env.extend(env::proxy());
-            let bundle =
-                trust::bundle_for(scratch.path(), spec.trust_pem, uid).map_err(|source| {
-                    SandboxError::Scratch {
-                        root: self.config.scratch_root.clone(),
-                        source,
-                    }
-                })?;
-            env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
+        if let Some((namespace, proxy)) = spec.network {
+            if proxy == netns::Proxy::Egress {
+                env.extend(env::proxy());
+                let bundle =
+                    trust::bundle_for(scratch.path(), spec.trust_pem, uid).map_err(|source| {
+                        SandboxError::Scratch {
+                            root: self.config.scratch_root.clone(),
+                            source,
+                        }
+                    })?;
+                env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
+            }
             setup.netns = Some(namespace);
         }
         let launch = Launch::new(

@@ -1,10 +1,15 @@
-//! A network namespace per network call (docs/sandbox.md): the only thing a tool of a skill
-//! that declares `permissions.network` can reach is the proxy port on its own loopback.
+//! A network namespace per network call (docs/sandbox.md): the only thing outside the call
+//! a tool of a skill that declares `permissions.network` can reach is the proxy port on its
+//! own loopback. The loopback is the call's own: its programs may listen there and connect
+//! to each other (a server and the client driving it), and nothing outside the call
+//! reaches it. A skill without network that asks for a loopback (`execution.loopback`)
+//! gets the same namespace without the proxy ([`Proxy::None`]).
 //!
 //! [`create`] makes one on a thread of its own, never a runtime's worker (a thread that
 //! unshares its network namespace stays in it): `unshare(CLONE_NEWNET)`, `lo` brought up
 //! (`SIOCSIFFLAGS`, no `ip` binary), a TCP listener bound on `127.0.0.1:`[`PROXY_PORT`]
-//! and `/proc/thread-self/ns/net` opened; both fds come back and the thread ends. A
+//! when the call has the proxy, and `/proc/thread-self/ns/net` opened; the fds come back
+//! and the thread ends. A
 //! socket stays in the namespace it was created in, so the executor serves the listener
 //! from any thread ([`crate::egress`]), and the tool's process joins the namespace by the
 //! fd (`setns` between clone and exec, [`super::child::ChildSetup::netns`]). The namespace
@@ -50,51 +55,65 @@ pub enum NetnsError {
     Lost,
 }
 
-/// A network call's namespace: its fd, for the tool's process to join, and the proxy
-/// listener inside it.
+/// Whether a call's namespace has the egress proxy's listener.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Proxy {
+    /// `127.0.0.1:`[`PROXY_PORT`], relayed to the core's egress proxy: a network call.
+    Egress,
+    /// Nothing but the loopback: a call that asked for a loopback of its own only.
+    None,
+}
+
+/// A call's namespace: its fd, for the tool's process to join, and the proxy listener
+/// inside it.
 #[derive(Debug)]
 pub struct CallNetwork {
     /// `/proc/thread-self/ns/net` of the namespace.
     pub namespace: OwnedFd,
     /// `127.0.0.1:`[`PROXY_PORT`] in the namespace, non-blocking (for
-    /// `tokio::net::TcpListener::from_std`).
-    pub listener: TcpListener,
+    /// `tokio::net::TcpListener::from_std`); `None` without the proxy.
+    pub listener: Option<TcpListener>,
 }
 
 /// Makes a namespace on a new thread and waits for it (blocking the calling thread).
-pub fn create() -> Result<CallNetwork, NetnsError> {
+pub fn create(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
     std::thread::Builder::new()
         .name("call-netns".into())
-        .spawn(make_here)
+        .spawn(move || make_here(proxy))
         .map_err(NetnsError::Thread)?
         .join()
         .map_err(|_| NetnsError::Lost)?
 }
 
 /// [`create`] for a task: the runtime's worker runs other tasks while the thread works.
-pub async fn create_async() -> Result<CallNetwork, NetnsError> {
+pub async fn create_async(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
     let (answer, answered) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("call-netns".into())
-        .spawn(move || drop(answer.send(make_here())))
+        .spawn(move || drop(answer.send(make_here(proxy))))
         .map_err(NetnsError::Thread)?;
     answered.await.map_err(|_| NetnsError::Lost)?
 }
 
 /// Whether this process can make a call's namespace: makes one and drops it.
 pub fn probe() -> Result<(), NetnsError> {
-    create().map(drop)
+    create(Proxy::Egress).map(drop)
 }
 
 /// The steps, on the calling thread, which stays in the new namespace: only for a thread
 /// that ends right after.
-fn make_here() -> Result<CallNetwork, NetnsError> {
+fn make_here(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
         .map_err(|e| NetnsError::Unshare(e.into()))?;
     loopback_up().map_err(NetnsError::Loopback)?;
-    let listener = TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, PROXY_PORT))
-        .and_then(|l| l.set_nonblocking(true).map(|()| l))
-        .map_err(NetnsError::Listen)?;
+    let listener = match proxy {
+        Proxy::Egress => Some(
+            TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, PROXY_PORT))
+                .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                .map_err(NetnsError::Listen)?,
+        ),
+        Proxy::None => None,
+    };
     // SAFETY: a static NUL-terminated path; the new fd is owned below.
     let fd = unsafe {
         libc::open(
@@ -166,7 +185,7 @@ mod tests {
         if !can_make() {
             return;
         }
-        let net = create().unwrap();
+        let net = create(Proxy::Egress).unwrap();
         // A thread that joins the namespace sees the listener on its loopback and no
         // route anywhere else.
         let ns = net.namespace.try_clone().unwrap();
@@ -179,8 +198,9 @@ mod tests {
         });
         let errno = inside.join().unwrap();
         assert_eq!(errno, Some(libc::ENETUNREACH));
-        net.listener.set_nonblocking(false).unwrap();
-        let (mut conn, _) = net.listener.accept().unwrap();
+        let listener = net.listener.unwrap();
+        listener.set_nonblocking(false).unwrap();
+        let (mut conn, _) = listener.accept().unwrap();
         let mut got = [0u8; 4];
         conn.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"ping");
@@ -195,7 +215,7 @@ mod tests {
         let n = 50;
         let start = Instant::now();
         for _ in 0..n {
-            drop(create().unwrap());
+            drop(create(Proxy::Egress).unwrap());
         }
         let each = start.elapsed() / n;
         eprintln!("network namespace per call: {each:?} to make (thread, unshare, lo up, bind, open) and drop");

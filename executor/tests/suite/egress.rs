@@ -126,7 +126,10 @@ fn network_tool_reaches_the_test_server_through_the_relay_with_its_call_and_toke
     for name in ["HTTP_PROXY", "https_proxy", "ALL_PROXY", "http_proxy"] {
         assert_eq!(out["proxies"][name], proxy, "{name}: {out}");
     }
-    assert_eq!(out["proxies"]["NO_PROXY"], "", "{out}");
+    assert_eq!(
+        out["proxies"]["NO_PROXY"], "localhost,127.0.0.1,::1,[::1]",
+        "{out}"
+    );
     assert_eq!(out["proxies"]["NODE_USE_ENV_PROXY"], "1", "{out}");
     let served = core.proxy.served();
     assert_eq!(served.len(), 1, "{served:?}");

@@ -1,8 +1,8 @@
 //! Attacks of a network call's program that ignores its proxy (docs/sandbox.md: "a program
 //! that ignores the proxy gets nothing"), each asserting the refusal and its reason: TCP to
-//! the host's loopback (Landlock allows connect to the proxy port only, `EACCES`), UDP to
-//! it (the namespace has a loopback of its own: nothing arrives), TCP and UDP to public
-//! addresses (no route in the namespace, `ENETUNREACH`; Landlock first for other ports),
+//! the host's loopback (the namespace's loopback is the call's own, where nothing listens
+//! on that port: `ECONNREFUSED`, and the host's listener sees nothing), UDP to it (nothing
+//! arrives), TCP and UDP to public addresses (no route in the namespace, `ENETUNREACH`),
 //! DNS through the system resolver, and the socket families the network filter keeps
 //! closed (`AF_PACKET`, raw, `AF_NETLINK`, `AF_UNIX`: `EPERM`). And a tool of a skill
 //! without network still cannot make any socket.
@@ -65,12 +65,18 @@ fn network_call_cannot_go_around_its_proxy() {
         out["proxy_env"], "http://127.0.0.1:3128",
         "a network call: {out}"
     );
-    // Landlock: TCP connect to the proxy port only.
-    assert_errno(&out["host_tcp"], libc::EACCES, "TCP to the host's loopback");
-    assert_errno(&out["host_tcp6"], libc::EACCES, "TCP to the host's ::1");
-    assert_errno(&out["public_tcp_https"], libc::EACCES, "TCP to 1.1.1.1:443");
-    // The namespace: no route out, even on the port Landlock allows.
+    // The namespace's loopback is the call's own: the host's port is not there.
+    let refused = libc::ECONNREFUSED;
+    assert_errno(&out["host_tcp"], refused, "TCP to the host's loopback");
+    assert_errno(&out["host_tcp6"], refused, "TCP to the host's ::1");
+    tcp.set_nonblocking(true).unwrap();
+    assert!(
+        tcp.accept().is_err(),
+        "a connection reached the host's loopback: {out}"
+    );
+    // The namespace: no route out.
     let unreachable = libc::ENETUNREACH;
+    assert_errno(&out["public_tcp_https"], unreachable, "TCP to 1.1.1.1:443");
     assert_errno(
         &out["public_tcp_proxy_port"],
         unreachable,

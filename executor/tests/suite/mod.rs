@@ -26,6 +26,7 @@ mod escape_proc;
 mod harness;
 mod layers;
 mod limits;
+mod loopback;
 mod relay;
 mod runs;
 mod runtimes;

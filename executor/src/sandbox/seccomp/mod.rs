@@ -21,10 +21,11 @@
 //!   errors the kernel keeps the last installed one's, and the result must not depend on
 //!   the order.
 //!
-//! A network call (a skill that declares `permissions.network`, docs/sandbox.md) runs under
-//! a third program instead of `tool_allow`: `tool_network_allow`, the same allow list plus
-//! the rules of `policies/seccomp/tool-network.json` ([`NETWORK_POLICY_JSON`]: `socket`
-//! for TCP and UDP over IPv4 and IPv6 only, `connect`, `bind`), compiled by
+//! A call in a network namespace of its own (a skill that declares `permissions.network`,
+//! or asks for a loopback of its own, docs/sandbox.md) runs under a third program instead
+//! of `tool_allow`: `tool_network_allow`, the same allow list plus the rules of
+//! `policies/seccomp/tool-network.json` ([`NETWORK_POLICY_JSON`]: `socket` for TCP and UDP
+//! over IPv4 and IPv6 only, `connect`, `bind`, `listen`, `accept`), compiled by
 //! [`compile_network`]. A filter can only narrow what an earlier one allows, so the
 //! variant is a whole allow list, not a filter stacked on the first. Such a process is in
 //! a network namespace of its own ([`super::netns`]) and installs its filters itself
