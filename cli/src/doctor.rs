@@ -249,7 +249,7 @@ fn kernel(config: &Config) -> (Check, Option<bool>) {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     let network = v["network_namespaces"].as_bool();
     let detail = format!(
-        "Linux {}, Landlock ABI {} (needs {}), seccomp {}, per-call user ids {}",
+        "Linux {}, Landlock ABI {} (needs {}), seccomp {}, per-call user ids {}, memory limited by {}",
         v["kernel"].as_str().unwrap_or("?"),
         v["landlock_abi"],
         v["min_landlock_abi"],
@@ -258,6 +258,11 @@ fn kernel(config: &Config) -> (Check, Option<bool>) {
             "yes (root)"
         } else {
             "no (not root)"
+        },
+        match v["memory_limit"].as_str() {
+            Some("cgroup_v2") | Some("cgroup_v1") => "a memory cgroup per call",
+            Some("rlimit") => "rlimits per process (no writable cgroup; docs/sandbox.md#memory)",
+            _ => "?",
         },
     );
     if out.status.success() && v["enforceable"] == true {

@@ -328,7 +328,8 @@ fn sweep(own: &Path, prefix: &str) {
 const SUPERVISOR: &str = "supervisor";
 
 /// Makes `own` (the executor's v2 cgroup) able to hand the memory controller to calls:
-/// its processes move to the leaf [`SUPERVISOR`] and `+memory` is enabled. An executor
+/// its processes move to the leaf [`SUPERVISOR`] (not at the hierarchy's root, which may
+/// hold processes) and `+memory` is enabled. An executor
 /// already in a `supervisor` leaf an earlier one made (a restart under `skillbox up`)
 /// uses the parent. Returns the cgroup the calls' subtree goes in.
 fn v2_delegate(own: &Path) -> Result<PathBuf, MemcgError> {
@@ -341,6 +342,13 @@ fn v2_delegate(own: &Path) -> Result<PathBuf, MemcgError> {
         if let Some(parent) = own.parent() {
             return Ok(parent.to_path_buf());
         }
+    }
+    // The hierarchy's real root (no `cgroup.type`: only a non-root cgroup has one, a
+    // container's namespace root included) may hold processes and hand out controllers:
+    // the host's processes there are left where they are.
+    if !own.join("cgroup.type").exists() {
+        write(&own.join("cgroup.subtree_control"), "+memory")?;
+        return Ok(own.to_path_buf());
     }
     let leaf = own.join(SUPERVISOR);
     make_dir(&leaf)?;
