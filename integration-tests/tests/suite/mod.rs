@@ -26,6 +26,7 @@ mod read_file;
 mod repairs;
 mod resilience;
 mod roles;
+mod runtimes;
 mod scratch_tmpfs;
 mod secrets;
 mod sessions;
