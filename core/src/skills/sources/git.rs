@@ -355,7 +355,8 @@ fn check_ref(r: &str) -> Result<(), SourceError> {
     }
 }
 
-fn parse_tree_line(line: &str) -> Result<TreeEntry, SourceError> {
+/// One line of `git ls-tree -r --long` (`mode kind oid size\tpath`), or why it is not one.
+pub fn parse_tree_line(line: &str) -> Result<TreeEntry, SourceError> {
     let bad = || SourceError::Git {
         step: "ls-tree",
         message: format!("unexpected line {line:?}"),
