@@ -16,7 +16,9 @@ use tracing::Instrument;
 use crate::broker::CapabilityBroker;
 use crate::call_clock::CallClock;
 pub use crate::call_error::CallError;
-use crate::exit_cause::{exit_failure, last_line, memory_exhausted, memory_line, CallLimits};
+use crate::exit_cause::{
+    exit_failure, last_line, memory_exhausted, memory_line, CallLimits, FILE_TOO_LARGE,
+};
 use crate::launch::{self, Network, Plan};
 use crate::registry::{LockRefusal, Registry};
 use crate::sandbox;
@@ -258,18 +260,21 @@ async fn run<B: CapabilityBroker>(
                 });
                 Ok(if code == Some(0) {
                     Ok(result)
-                } else if is_script && !memory_exhausted(&stderr) {
-                    Err(CallError::Tool(script::failure_message(
-                        code.unwrap_or(-1),
-                        &out,
-                        &stderr,
-                    )))
+                } else if stderr.contains(FILE_TOO_LARGE) {
+                    // Python, for one, ignores SIGXFSZ and exits 1 on the EFBIG.
+                    Err(CallError::FileSize(limits.max_file_mb))
                 } else if memory_exhausted(&stderr) {
                     // Python, for one, exits 1 on an uncaught MemoryError.
                     Err(CallError::Memory(
                         limits.memory_mb,
                         format!("; stderr: {}", memory_line(&stderr)),
                     ))
+                } else if is_script {
+                    Err(CallError::Tool(script::failure_message(
+                        code.unwrap_or(-1),
+                        &out,
+                        &stderr,
+                    )))
                 } else {
                     Err(CallError::Tool(format!(
                         "exited with code {}: {}",

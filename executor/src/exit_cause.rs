@@ -40,6 +40,10 @@ const OUT_OF_MEMORY: [&str; 13] = [
     "java.lang.OutOfMemoryError",
 ];
 
+/// What a program says when a write failed with EFBIG (past `RLIMIT_FSIZE`, for a
+/// runtime that ignores SIGXFSZ).
+pub(crate) const FILE_TOO_LARGE: &str = "File too large";
+
 /// Whether `text` (a tool's stderr or its reported error) says an allocation failed.
 pub(crate) fn memory_exhausted(text: &str) -> bool {
     OUT_OF_MEMORY.iter().any(|m| text.contains(m))
@@ -78,7 +82,7 @@ pub(crate) fn exit_failure(
     } else {
         format!("; stderr: {}", last_line(&stderr))
     };
-    if stderr.contains("File too large") {
+    if stderr.contains(FILE_TOO_LARGE) {
         return CallError::FileSize(limits.max_file_mb);
     }
     if memory_exhausted(&stderr) {

@@ -530,3 +530,26 @@ fn calls_under_different_scratch_roots_get_different_users() {
         "two calls in flight share a user"
     );
 }
+
+/// A `plain` tool (a script, as `run_skill_script` runs one) that Python ends with an
+/// uncaught EFBIG exits with code 1, not by a signal: still the file-size limit, named.
+#[test]
+fn plain_tool_exiting_on_efbig_is_reported_as_the_file_size_limit() {
+    let root = SkillRoot::new();
+    root.skill(
+        "attack",
+        "name: attack\n\
+         description: writes past its limit\n\
+         execution: { max_file_mb: 8 }\n\
+         tools:\n  \
+           - name: run\n    \
+             description: writes 9 MiB\n    \
+             command: [\"python3\", \"-c\", \"open(__import__('os').environ['HOME'] + '/f', 'wb').write(bytes(9 << 20))\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[],
+    );
+    let outcome = root.call("attack:run").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "file size limit of 8 MiB");
+}

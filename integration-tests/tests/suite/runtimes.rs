@@ -30,6 +30,14 @@ fn runtime_skill(ws: &Path) {
         "const kept = [];\nfor (;;) kept.push(Buffer.alloc(1 << 20, 1));\n",
     );
     write(
+        &dir.join("scripts/write.py"),
+        "import os\n\
+         with open(os.path.join(os.environ['HOME'], 'media.bin'), 'wb') as f:\n\
+         \x20   for _ in range(int(os.environ.get('MIB', '9'))):\n\
+         \x20       f.write(b'\\0' * (1 << 20))\n\
+         print('written')\n",
+    );
+    write(
         &dir.join("scripts/check.py"),
         "import sys, time, urllib.request\n\
          url = 'http://localhost:%s/index.html' % sys.argv[1]\n\
@@ -150,4 +158,29 @@ fn a_server_the_skill_starts_answers_its_own_client_on_localhost_and_not_the_hos
         std::io::ErrorKind::ConnectionRefused,
         "{refused}"
     );
+}
+
+/// The operator's `[grants.<skill>] max_file_mb` replaces the skill's 1024 MiB: a script
+/// writing 9 MiB under a grant of 8 is stopped, named as the file-size limit and how to
+/// raise it; without the grant the same script writes its file.
+#[test]
+fn an_operators_max_file_mb_grant_replaces_the_skills_limit() {
+    let granted = Skillbox::start(Options {
+        prepare: Some(runtime_skill),
+        extra_toml: "[grants.webbuilder]\nmax_file_mb = 8\n".into(),
+        ..Options::default()
+    });
+    let args = json!({"name": "webbuilder", "script": "scripts/write.py"});
+    let r = call_in(&granted, "run_skill_script", args.clone());
+    assert_eq!(r["error_kind"], "resource_limit", "{r}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(error.contains("file size limit of 8 MiB"), "{error}");
+    assert!(error.contains("[grants.<skill>] max_file_mb"), "{error}");
+    drop(granted);
+    let plain = Skillbox::start(Options {
+        prepare: Some(runtime_skill),
+        ..Options::default()
+    });
+    let r = call_in(&plain, "run_skill_script", args);
+    assert_eq!(r["success"], true, "{r}");
 }
