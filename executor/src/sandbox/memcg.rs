@@ -179,7 +179,8 @@ impl MemoryCgroups {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let dir = self.base.join(format!("call-{n}"));
         make_dir(&dir)?;
-        let cgroup = CallCgroup {
+        // Removed again when a step below fails (dropped).
+        let mut cgroup = CallCgroup {
             procs: None,
             version: self.version,
             dir,
@@ -201,10 +202,8 @@ impl MemoryCgroups {
             .write(true)
             .open(&path)
             .map_err(|source| MemcgError::Open { path, source })?;
-        Ok(CallCgroup {
-            procs: Some(OwnedFd::from(procs)),
-            ..cgroup
-        })
+        cgroup.procs = Some(OwnedFd::from(procs));
+        Ok(cgroup)
     }
 }
 
@@ -216,8 +215,8 @@ impl Drop for MemoryCgroups {
     }
 }
 
-/// One call's cgroup. Dropped without [`CallCgroup::remove`], the folder stays until
-/// the next executor's sweep.
+/// One call's cgroup, removed when dropped ([`CallCgroup::remove`]): on the releaser
+/// thread at the end of a call, or at once when the call failed to start.
 #[derive(Debug)]
 pub struct CallCgroup {
     dir: PathBuf,
@@ -246,6 +245,12 @@ impl CallCgroup {
     /// Kills what is left in the cgroup and removes it (on the releaser thread, after the
     /// call's user was ended: normally nothing is left and the folder goes at once).
     pub fn remove(self) {
+        drop(self);
+    }
+}
+
+impl Drop for CallCgroup {
+    fn drop(&mut self) {
         remove_call_dir(&self.dir, self.version);
     }
 }
