@@ -25,6 +25,9 @@ use crate::observe::TraceParent;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallEgress, CallRecord};
 
+/// Longest wait for the records of a finished call's connections still closing.
+const EGRESS_SETTLE: Duration = Duration::from_millis(500);
+
 /// The metrics label of a skill or tool the catalogue does not have.
 pub const UNKNOWN_LABEL: &str = "(unknown)";
 
@@ -141,6 +144,13 @@ impl Dispatcher {
         // The executor's spawn time is for the metrics only, never in an answer.
         if let Some(us) = result.spawn_us.take() {
             self.metrics.observe_spawn(Duration::from_micros(us));
+        }
+        // A call whose programs all ended may still be closing their last connections:
+        // their records come in within moments, and the call is stored with them. (A
+        // session that still runs keeps its connections; it is not waited for.)
+        let running = (result.data.as_ref()).is_some_and(|d| d.get("session_id").is_some());
+        if !running {
+            gathered.egress.settle(EGRESS_SETTLE).await;
         }
         // A built-in that reads (load_skill) is no call of a tool: it is not recorded.
         if let Some(tool) = &recorded {

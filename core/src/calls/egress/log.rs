@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use crate::state::store::{CallEgress, EgressEntry};
 
@@ -18,6 +19,10 @@ struct Inner {
     bytes: AtomicU64,
     /// Connections open now.
     open: AtomicUsize,
+    /// Connections being served whose record is not in yet.
+    serving: AtomicUsize,
+    /// Woken when the last of them is in.
+    settled: tokio::sync::Notify,
     /// The record of the connections that ended.
     record: Mutex<CallEgress>,
 }
@@ -39,6 +44,27 @@ impl EgressLog {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .push(entry);
+    }
+
+    /// Marks a connection as being served until the guard drops (after its record is in).
+    pub(super) fn serving(&self) -> Serving {
+        self.0.serving.fetch_add(1, Ordering::AcqRel);
+        Serving(self.clone())
+    }
+
+    /// Waits, at most `limit`, until every connection being served has its record in: a
+    /// call whose programs ended is stored with the connections they were closing.
+    pub async fn settle(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let notified = self.0.settled.notified();
+            if self.0.serving.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return;
+            }
+        }
     }
 
     /// Takes one of at most `max` connection slots, held until the guard drops; `None`
@@ -71,9 +97,56 @@ impl Drop for OpenSlot {
     }
 }
 
+/// A connection being served ([`EgressLog::serving`]).
+#[derive(Debug)]
+pub(super) struct Serving(EgressLog);
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        let inner = &self.0 .0;
+        if inner.serving.fetch_sub(1, Ordering::AcqRel) == 1 {
+            inner.settled.notify_waiters();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_record_still_coming_in_is_waited_for() {
+        let log = EgressLog::default();
+        log.settle(Duration::from_secs(5)).await;
+        let serving = log.serving();
+        let (pushed, waiter) = (log.clone(), log.clone());
+        let wait = tokio::spawn(async move {
+            waiter.settle(Duration::from_secs(10)).await;
+            waiter.snapshot().connections.len()
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pushed.push(crate::state::store::EgressEntry {
+            host: "a.test".into(),
+            port: 443,
+            verdict: crate::state::store::EgressVerdict::Refused,
+            reason: Some("test".into()),
+            bytes_out: 0,
+            bytes_in: 0,
+            started_ms: 0,
+            duration_ms: 0,
+        });
+        drop(serving);
+        assert_eq!(
+            wait.await.unwrap(),
+            1,
+            "stored after the last record came in"
+        );
+        // A connection that never ends is waited for no longer than the limit.
+        let _held = log.serving();
+        let started = std::time::Instant::now();
+        log.settle(Duration::from_millis(50)).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
 
     #[test]
     fn slots_are_bounded_and_given_back() {

@@ -147,6 +147,7 @@ impl EgressProxy {
         let mut buf = Vec::new();
         let head = read_head(&mut io, &mut buf).await;
         let call = match authorized {
+            // Its record comes in before the guard drops, at the end of this function.
             Ok(call) => call,
             Err(e) => {
                 tracing::warn!(%call_id, reason = %e, "egress refused: not the program of a call in flight");
@@ -157,6 +158,7 @@ impl EgressProxy {
                 return;
             }
         };
+        let _serving = call.egress.serving();
         let (host, port, outcome, (bytes_out, bytes_in)) = match head {
             Ok(head) => self.serve_head(&call, slot, head, buf, io).await,
             // Nothing was asked.
