@@ -8,6 +8,7 @@
 
 mod error;
 pub mod executor_child;
+mod open_files;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -104,6 +105,8 @@ impl App {
         // First: SIGHUP (reload skills and trust) would otherwise end the process.
         let hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(AppError::Hangup)?;
+        // Before any listener or child: the gateway's default cap is a share of it.
+        let fd_limit = open_files::raise_open_files_limit();
         let ws = options.workspace.clone();
         let state_dir = ws.ensure_state_dir().map_err(|source| AppError::StateDir {
             path: ws.state_dir(),
@@ -279,7 +282,7 @@ impl App {
             hint: "pass --listen ADDR",
             source,
         };
-        let listener = TcpListener::bind(&listen).await.map_err(bind)?;
+        let listener = gateway::web::server::bind(&listen).await.map_err(bind)?;
         let addr = listener.local_addr().map_err(bind)?;
         ws.write_gateway_addr(&addr.to_string())?;
         let console = Console::new(&config.console);
@@ -295,7 +298,7 @@ impl App {
             bots: Arc::new(BotTokens::load(store.clone())?),
             token,
             max_request_bytes: config.gateway.max_request_bytes,
-            server_limits: gateway::ServerLimits::from_config(&config.gateway),
+            server_limits: gateway::ServerLimits::from_config(&config.gateway, fd_limit),
             skills_root: ws.skills_dir(),
             trust,
             reloader,

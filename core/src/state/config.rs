@@ -2,9 +2,21 @@
 //! default; unknown keys are errors (a typo must not silently weaken a policy).
 //!
 //! ```toml
-//! [gateway]
+//! [gateway]                        # every bound: docs/http-api.md, "Limits"
 //! listen = "127.0.0.1:7070"        # bots connect here (bearer token in <state>/api-token)
 //! max_request_bytes = 1048576      # largest request body
+//! header_timeout_ms = 10000        # longest wait for a request head
+//! header_timeout_under_load_ms = 1000 # ... of a connection accepted past the high-water
+//!                                  # mark, and of every health-reserve connection
+//! body_timeout_ms = 30000          # longest wait for a whole body (408)
+//! idle_timeout_ms = 5000           # a kept-alive connection with no request is closed
+//! # max_connections = 16384        # default: half the open-file limit (raised to its hard
+//!                                  # limit at start), at most 16384
+//! # max_connections_per_peer = 1024 # default: 1024, or half max_connections if smaller;
+//!                                  # past it a peer's new connection evicts its oldest one
+//!                                  # with no request in progress (loopback is one peer)
+//! # high_water_connections = 8192  # default: half max_connections
+//! healthz_reserve_connections = 16 # past the cap, connections that may ask GET /healthz
 //!
 //! [executor]
 //! url = ""                         # `skillbox serve`: the executor's https URL; `up` starts its own
@@ -184,6 +196,7 @@ pub mod egress;
 pub mod exec;
 pub mod fetch;
 pub mod files;
+pub mod gateway;
 pub mod grants;
 pub mod log;
 pub mod observe;
@@ -192,7 +205,6 @@ pub mod routing;
 pub mod skills;
 pub mod sources;
 
-mod gateway;
 mod sections;
 
 pub use sections::{
@@ -334,7 +346,7 @@ impl Config {
         let (e, d, g) = (&self.executor, &self.docker, &self.gateway);
         // (key, value, allowed range): integers as f64 are exact at these sizes.
         let x = &self.egress;
-        let checks: [(&'static str, f64, f64, f64); 17] = [
+        let checks: [(&'static str, f64, f64, f64); 20] = [
             (
                 "egress.max_bytes_per_call",
                 x.max_bytes_per_call as f64,
@@ -378,8 +390,27 @@ impl Config {
                 3_600_000.0,
             ),
             (
+                "gateway.header_timeout_under_load_ms",
+                g.header_timeout_under_load_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            // Unset: derived at the start, always in range.
+            (
                 "gateway.max_connections",
-                g.max_connections as f64,
+                g.max_connections.map_or(1.0, |v| v as f64),
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.max_connections_per_peer",
+                g.max_connections_per_peer.map_or(1.0, |v| v as f64),
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.high_water_connections",
+                g.high_water_connections.map_or(1.0, |v| v as f64),
                 1.0,
                 1_000_000.0,
             ),

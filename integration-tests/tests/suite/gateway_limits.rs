@@ -73,7 +73,11 @@ fn declared_body_of_4_gib_is_refused_at_once_on_every_route_that_reads_a_body() 
 #[test]
 fn healthz_answers_while_the_connection_cap_is_held_and_other_routes_get_503() {
     let sb = Skillbox::start(Options {
-        gateway_toml: "max_connections = 3\nhealthz_reserve_connections = 1\n".into(),
+        // One peer (loopback) over the cap: its per-peer cap above it, so that the reserve,
+        // not eviction, is what a new connection meets.
+        gateway_toml:
+            "max_connections = 3\nmax_connections_per_peer = 10\nhealthz_reserve_connections = 1\n"
+                .into(),
         ..Options::default()
     });
     // Hold every slot with connections that send nothing (each within the head timeout).

@@ -16,6 +16,7 @@ mod drain;
 mod egress;
 mod egress_secrets;
 mod fetch;
+mod gateway_flood;
 mod gateway_limits;
 mod getting_skills;
 mod install;

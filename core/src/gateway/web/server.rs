@@ -2,20 +2,32 @@
 //! (docs/http-api.md, "Limits"). Every bound has a `[gateway]` key:
 //! - a request head must be in within `header_timeout_ms`, counted from when the
 //!   connection starts waiting for it (hyper's header read timeout, on a tokio timer);
+//!   a connection accepted while `high_water_connections` are open, and every connection
+//!   of the health reserve, gets `header_timeout_under_load_ms` instead; a head is at most
+//!   [`MAX_HEAD_BYTES`] (431 past it);
 //! - a body is refused from its `Content-Length` when over `max_request_bytes` (413)
 //!   before a byte of it is read, and given up after `body_timeout_ms` (408)
 //!   ([`super::request::read_bounded`]); both answers close the connection, whose body is
 //!   then never read;
 //! - a kept-alive connection with no request in progress is closed after
 //!   `idle_timeout_ms`;
-//! - at most `max_connections` connections are served. Past the cap,
+//! - a peer address holds at most `max_connections_per_peer` connections: past it, its
+//!   new connection evicts its oldest connection with no request in progress (a slow head
+//!   pays, a head sent at once gets in), or gets a fixed 503 when each has a request in
+//!   progress ([`admission`]);
+//! - at most `max_connections` connections are served (by default half the open-file
+//!   limit, [`GatewayConfig::max_connections_for`]). Past the cap,
 //!   `healthz_reserve_connections` more are each served one request, answered only when it
 //!   is `GET /healthz` (anything else 503), so a health probe keeps answering while the
-//!   cap is hit; past both, a connection gets a fixed 503 and is closed at once.
+//!   cap is hit; a full reserve evicts its oldest idle connection for a new one; when
+//!   every reserve connection has a request in progress, a connection gets a fixed 503
+//!   and is closed at once.
+
+mod activity;
+mod admission;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -26,19 +38,31 @@ use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use skillbox_protocol::result::ErrorKind;
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
-use tokio::time::Instant;
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
+use self::admission::{over_cap_message, Admission, Refusal, Slot, Ticket};
 use super::error::ApiError;
 use crate::gateway::Gateway;
+use crate::state::config::gateway::FALLBACK_FD_LIMIT;
 use crate::state::config::GatewayConfig;
+
+/// The largest request head (hyper answers 431 past it) and the read buffer a connection
+/// grows to: with `max_connections` idle connections, what bounds what their heads hold.
+pub const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+/// The gateway listener's queue of connections not yet accepted (the kernel caps it at
+/// `net.core.somaxconn`): a burst of new connections waits there instead of having its
+/// SYNs dropped (a client then retries after a second).
+pub const LISTEN_BACKLOG: u32 = 4096;
 
 /// What bounds the gateway's connections and request bodies (`[gateway]`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLimits {
     /// Longest wait for a request head (`header_timeout_ms`).
     pub header_timeout: Duration,
+    /// The head timeout past the high-water mark and in the health reserve
+    /// (`header_timeout_under_load_ms`).
+    pub header_timeout_under_load: Duration,
     /// Longest wait for a whole request body (`body_timeout_ms`).
     pub body_timeout: Duration,
     /// A kept-alive connection with no request in progress is closed after this
@@ -46,18 +70,28 @@ pub struct ServerLimits {
     pub idle_timeout: Duration,
     /// Connections served at once (`max_connections`).
     pub max_connections: usize,
+    /// Connections of one peer address at once (`max_connections_per_peer`).
+    pub max_connections_per_peer: usize,
+    /// Open connections past which a new one gets the short head timeout
+    /// (`high_water_connections`).
+    pub high_water: usize,
     /// Connections past the cap that may ask `GET /healthz` (`healthz_reserve_connections`).
     pub healthz_reserve: usize,
 }
 
 impl ServerLimits {
-    /// The limits `[gateway]` sets.
-    pub fn from_config(c: &GatewayConfig) -> Self {
+    /// The limits `[gateway]` sets, the unset caps derived from `fd_limit`, the core's
+    /// open-file limit.
+    pub fn from_config(c: &GatewayConfig, fd_limit: u64) -> Self {
+        let max_connections = c.max_connections_for(fd_limit);
         Self {
             header_timeout: Duration::from_millis(c.header_timeout_ms),
+            header_timeout_under_load: Duration::from_millis(c.header_timeout_under_load_ms),
             body_timeout: Duration::from_millis(c.body_timeout_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),
-            max_connections: c.max_connections,
+            max_connections,
+            max_connections_per_peer: c.max_connections_per_peer_for(max_connections),
+            high_water: c.high_water_for(max_connections),
             healthz_reserve: c.healthz_reserve_connections,
         }
     }
@@ -65,24 +99,36 @@ impl ServerLimits {
 
 impl Default for ServerLimits {
     fn default() -> Self {
-        Self::from_config(&GatewayConfig::default())
+        Self::from_config(&GatewayConfig::default(), FALLBACK_FD_LIMIT)
     }
 }
 
-/// Which slot a connection holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Slot {
-    /// One of `max_connections`: every route, kept alive.
-    Full,
-    /// One of the reserve past the cap: one request, only `GET /healthz` answered.
-    HealthOnly,
+/// Binds the gateway's listener on `addr` (`host:port`, the first address it resolves to
+/// that binds) with a queue of [`LISTEN_BACKLOG`].
+pub async fn bind(addr: &str) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for resolved in tokio::net::lookup_host(addr).await? {
+        let socket = match resolved {
+            SocketAddr::V4(_) => TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => TcpSocket::new_v6()?,
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(resolved) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::AddrNotAvailable,
+            "the address resolves to nothing",
+        )
+    }))
 }
 
 /// Serves the gateway on `listener` until the task is dropped.
 pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
-    let limits = gateway.server_limits.clone();
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
-    let reserve = Arc::new(Semaphore::new(limits.healthz_reserve));
+    let admission = Admission::new(gateway.server_limits.clone());
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -93,29 +139,23 @@ pub async fn serve(listener: TcpListener, gateway: Arc<Gateway>) {
             }
         };
         let _ = tcp.set_nodelay(true);
-        let (permit, slot) = match Arc::clone(&slots).try_acquire_owned() {
-            Ok(p) => (p, Slot::Full),
-            Err(_) => match Arc::clone(&reserve).try_acquire_owned() {
-                Ok(p) => (p, Slot::HealthOnly),
-                Err(_) => {
-                    refuse_over_cap(&tcp, &limits);
-                    continue;
-                }
-            },
+        let ticket = match admission.admit(peer.ip()) {
+            Ok(t) => t,
+            Err(refusal) => {
+                refuse(&tcp, &refusal.message(&gateway.server_limits));
+                continue;
+            }
         };
         let gateway = Arc::clone(&gateway);
-        tokio::spawn(async move {
-            connection(tcp, peer, gateway, slot).await;
-            drop(permit);
-        });
+        tokio::spawn(connection(tcp, peer, gateway, ticket));
     }
 }
 
-/// The refusal of a connection past the cap and the reserve: written without waiting
-/// (a fresh socket's send buffer takes it whole), then the connection is closed.
-fn refuse_over_cap(tcp: &TcpStream, limits: &ServerLimits) {
+/// The refusal of a connection the admission did not take: written without waiting (a
+/// fresh socket's send buffer takes it whole), then the connection is closed.
+fn refuse(tcp: &TcpStream, message: &str) {
     let body = serde_json::json!({
-        "error": over_cap_message(limits),
+        "error": message,
         "error_kind": ErrorKind::Unavailable,
     })
     .to_string();
@@ -125,70 +165,28 @@ fn refuse_over_cap(tcp: &TcpStream, limits: &ServerLimits) {
         body.len()
     );
     let _ = tcp.try_write(answer.as_bytes());
-    tracing::debug!("gateway connection refused: connection cap and health reserve in use");
+    tracing::debug!(message, "gateway connection refused");
 }
 
-fn over_cap_message(limits: &ServerLimits) -> String {
-    format!(
-        "the gateway is serving its {} connections (gateway.max_connections); retry shortly, \
-         reuse a kept-alive connection, or raise gateway.max_connections",
-        limits.max_connections
-    )
-}
-
-/// Whether a request is in progress on a connection, and since when none is.
-#[derive(Debug)]
-struct Activity {
-    start: Instant,
-    in_flight: AtomicUsize,
-    /// Milliseconds after `start` when the last request finished.
-    last_done_ms: AtomicU64,
-}
-
-/// A request in progress; its drop marks the connection idle from now.
-struct Busy(Arc<Activity>);
-
-impl Activity {
-    fn begin(self: &Arc<Self>) -> Busy {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        Busy(Arc::clone(self))
-    }
-
-    /// How long no request has been in progress; `None` while one is.
-    fn idle_for(&self) -> Option<Duration> {
-        if self.in_flight.load(Ordering::SeqCst) > 0 {
-            return None;
-        }
-        let since = Duration::from_millis(self.last_done_ms.load(Ordering::SeqCst));
-        Some(self.start.elapsed().saturating_sub(since))
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        let now = u64::try_from(self.0.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.0.last_done_ms.store(now, Ordering::SeqCst);
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// Serves one connection within the limits; returns when it is closed.
-async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, slot: Slot) {
+/// Serves one connection within the limits; returns when it is closed, or evicted.
+async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, ticket: Ticket) {
     let limits = gateway.server_limits.clone();
-    let activity = Arc::new(Activity {
-        start: Instant::now(),
-        in_flight: AtomicUsize::new(0),
-        last_done_ms: AtomicU64::new(0),
-    });
+    let (slot, activity) = (ticket.slot, Arc::clone(&ticket.activity));
     let service = {
         let activity = Arc::clone(&activity);
         service_fn(move |req: Request<Incoming>| {
             let gateway = Arc::clone(&gateway);
             let busy = activity.begin();
             async move {
-                let mut response = match slot {
-                    Slot::Full => Arc::clone(&gateway).handle(req).await,
-                    Slot::HealthOnly => health_only(gateway, req).await,
+                let mut response = match (slot, &busy) {
+                    // Evicted as its head completed: the connection is being closed.
+                    (_, None) => ApiError::new(
+                        ErrorKind::Unavailable,
+                        Refusal::PeerBusy.message(&gateway.server_limits),
+                    )
+                    .into_response(),
+                    (Slot::Full, Some(_)) => Arc::clone(&gateway).handle(req).await,
+                    (Slot::HealthOnly, Some(_)) => health_only(gateway, req).await,
                 };
                 close_after_unread_body(&mut response);
                 drop(busy);
@@ -199,7 +197,9 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, slo
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
+        .header_read_timeout(ticket.header_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
+        .max_buf_size(MAX_HEAD_BYTES)
         .keep_alive(slot == Slot::Full);
     let conn = builder.serve_connection(TokioIo::new(tcp), service);
     tokio::pin!(conn);
@@ -214,6 +214,10 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, slo
                 if let Err(e) = ended {
                     tracing::debug!(%peer, error = %e, "gateway connection ended");
                 }
+                return;
+            }
+            () = activity.evicted() => {
+                tracing::debug!(%peer, "gateway connection evicted for a newer one of its peer");
                 return;
             }
             () = tokio::time::sleep(wait), if !closing => {
@@ -251,5 +255,7 @@ fn close_after_unread_body(response: &mut Response<Full<Bytes>>) {
     }
 }
 
+#[cfg(test)]
+mod flood_tests;
 #[cfg(test)]
 mod tests;

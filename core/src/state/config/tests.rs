@@ -153,7 +153,10 @@ fn gateway_connection_limits_are_read_and_out_of_range_refused_with_the_key() {
         (g.header_timeout_ms, g.body_timeout_ms, g.idle_timeout_ms),
         (2000, 3000, 4000)
     );
-    assert_eq!((g.max_connections, g.healthz_reserve_connections), (10, 2));
+    assert_eq!(
+        (g.max_connections, g.healthz_reserve_connections),
+        (Some(10), 2)
+    );
     for (toml, key) in [
         (
             "[gateway]\nheader_timeout_ms = 0\n",
@@ -175,6 +178,18 @@ fn gateway_connection_limits_are_read_and_out_of_range_refused_with_the_key() {
             "[gateway]\nhealthz_reserve_connections = 0\n",
             "gateway.healthz_reserve_connections",
         ),
+        (
+            "[gateway]\nheader_timeout_under_load_ms = 10\n",
+            "gateway.header_timeout_under_load_ms",
+        ),
+        (
+            "[gateway]\nmax_connections_per_peer = 0\n",
+            "gateway.max_connections_per_peer",
+        ),
+        (
+            "[gateway]\nhigh_water_connections = 0\n",
+            "gateway.high_water_connections",
+        ),
     ] {
         std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
         let err = Config::load(dir.path()).unwrap_err().to_string();
@@ -183,6 +198,35 @@ fn gateway_connection_limits_are_read_and_out_of_range_refused_with_the_key() {
             "{toml}: {err}"
         );
     }
+}
+
+#[test]
+fn gateway_flood_limits_default_from_the_fd_limit_and_an_explicit_value_wins() {
+    let d = GatewayConfig::default();
+    assert_eq!(d.header_timeout_under_load_ms, 1000);
+    // Half the open-file limit, at most 16384.
+    assert_eq!(d.max_connections_for(1024), 512);
+    assert_eq!(d.max_connections_for(20_000), 10_000);
+    assert_eq!(d.max_connections_for(1_048_576), 16_384);
+    assert_eq!(d.max_connections_for(1), 1);
+    // Per peer: 1024, or half the cap when smaller; high water: half the cap.
+    assert_eq!(d.max_connections_per_peer_for(16_384), 1024);
+    assert_eq!(d.max_connections_per_peer_for(512), 256);
+    assert_eq!(d.max_connections_per_peer_for(1), 1);
+    assert_eq!(d.high_water_for(10_000), 5_000);
+    assert_eq!(d.high_water_for(1), 1);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(CONFIG_FILE),
+        "[gateway]\nmax_connections = 100\nmax_connections_per_peer = 7\n\
+         high_water_connections = 90\nheader_timeout_under_load_ms = 500\n",
+    )
+    .unwrap();
+    let g = Config::load(dir.path()).unwrap().gateway;
+    assert_eq!(g.max_connections_for(1_048_576), 100);
+    assert_eq!(g.max_connections_per_peer_for(100), 7);
+    assert_eq!(g.high_water_for(100), 90);
+    assert_eq!(g.header_timeout_under_load_ms, 500);
 }
 
 #[test]
