@@ -182,7 +182,7 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, tic
                     // Evicted as its head completed: the connection is being closed.
                     (_, None) => ApiError::new(
                         ErrorKind::Unavailable,
-                        Refusal::PeerBusy.message(&gateway.server_limits),
+                        Refusal::Evicted.message(&gateway.server_limits),
                     )
                     .into_response(),
                     (Slot::Full, Some(_)) => Arc::clone(&gateway).handle(req).await,

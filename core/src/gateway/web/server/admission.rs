@@ -61,6 +61,9 @@ pub(super) enum Refusal {
     /// The cap and the reserve are held, each reserve connection with a request in
     /// progress.
     Full,
+    /// The connection was evicted for a newer one as its head completed (its request is
+    /// answered this, then it is closed).
+    Evicted,
 }
 
 impl Refusal {
@@ -74,6 +77,10 @@ impl Refusal {
                 limits.max_connections_per_peer
             ),
             Self::Full => over_cap_message(limits),
+            Self::Evicted => "this connection was closed for a newer one of its address \
+                 (gateway.max_connections_per_peer) or of the health reserve before its \
+                 request head was in; send a request's head at once, or retry"
+                .to_string(),
         }
     }
 }
