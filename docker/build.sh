@@ -17,7 +17,8 @@
 # is, it is also tagged skillbox-base:bookworm, the base compose.yaml builds on by default,
 # so a later `docker compose up --build` needs no registry.
 # Tags: SKILLBOX_CORE_IMAGE (skillbox-core:latest), SKILLBOX_EXECUTOR_IMAGE
-# (skillbox-executor:latest).
+# (skillbox-executor:latest). SKILLBOX_EXTRA_DEBIAN_PACKAGES: more Debian packages in the
+# executor image (its build argument EXTRA_DEBIAN_PACKAGES; docker/README.md).
 set -euo pipefail
 # Resolved before the cd: a relative CARGO_TARGET_DIR is relative to where the user is.
 target_dir=$(realpath -m "${CARGO_TARGET_DIR:-$(dirname "$0")/../target}")
@@ -77,22 +78,24 @@ if [ -z "$base" ]; then
 fi
 echo "build: base image $base"
 
-build() { # image dockerfile
-  local started
+build() { # image dockerfile [docker build arguments...]
+  local image=$1 dockerfile=$2 started
+  shift 2
   started=$(date +%s)
   local log
   log=$(mktemp)
-  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BIN_DIR=$bin_dir" -f "$2" -t "$1" . >"$log" 2>&1; then
+  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BIN_DIR=$bin_dir" "$@" -f "$dockerfile" -t "$image" . >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
-    echo "build: docker build -f $2 failed" >&2
+    echo "build: docker build -f $dockerfile failed" >&2
     return 1
   fi
   rm -f "$log"
-  echo "build: $1 in $(($(date +%s) - started)) s ($(docker image inspect -f '{{.Size}}' "$1" | awk '{printf "%d MB", $1/1e6}'))"
+  echo "build: $image in $(($(date +%s) - started)) s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))"
 }
 build "$core_image" docker/core.Dockerfile
-build "$executor_image" docker/executor.Dockerfile
+build "$executor_image" docker/executor.Dockerfile \
+  --build-arg "EXTRA_DEBIAN_PACKAGES=${SKILLBOX_EXTRA_DEBIAN_PACKAGES:-}"
 # compose.yaml's default base: tagging the base (present now: the builds used it) keeps
 # `docker compose up --build` offline.
 local_base=skillbox-base:bookworm

@@ -8,6 +8,15 @@
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 
+# git: `skillbox skill add|update` fetch a skill's repository inside the core (the CLI sends
+# them to the running core, POST /v1/skills/install); the CA certificates for https remotes.
+RUN set -eu; \
+    apt-get update -qq; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      git ca-certificates >/dev/null; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
+    git --version
+
 ARG SKILLBOX_UID=10001
 # /workspace holds skillbox.toml and skills/ (bind mounts, read-only) and .skillbox/ (the
 # state volume, 0700). /executor-pki is the volume through which the executor gets its

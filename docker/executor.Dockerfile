@@ -8,17 +8,22 @@
 ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 
-# The interpreters skills use: sh (in the base), python3 and node. Installed from the
-# Debian mirror unless the base already has them.
-RUN set -eu; missing=""; \
-    command -v python3 >/dev/null || missing="$missing python3"; \
-    command -v node >/dev/null || missing="$missing nodejs"; \
-    if [ -n "$missing" ]; then \
-      apt-get update -qq; \
-      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null; \
-      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
-    fi; \
-    python3 --version; node --version
+# What the programs of published skills run: sh (in the base), python3 with pip (dependency
+# builds: `python3 -m pip install --target`), node, curl, git and the CA certificates their
+# TLS clients trust. EXTRA_DEBIAN_PACKAGES adds more from the Debian mirror, e.g.
+#   docker compose build --build-arg EXTRA_DEBIAN_PACKAGES="libreoffice-writer-nogui chromium" executor
+# or SKILLBOX_EXTRA_DEBIAN_PACKAGES in the environment of docker/build.sh and compose
+# (docker/README.md, "Extending the executor image"). Packages the base already has are
+# skipped by apt itself.
+ARG EXTRA_DEBIAN_PACKAGES=""
+RUN set -eu; \
+    apt-get update -qq; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 python3-pip nodejs curl git ca-certificates \
+      $EXTRA_DEBIAN_PACKAGES >/dev/null; \
+    rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
+    python3 --version; python3 -m pip --version; node --version; curl --version | head -n1; \
+    git --version; test -s /etc/ssl/certs/ca-certificates.crt
 
 ARG SKILLBOX_UID=10001
 # /skills: the skills (read-only bind mount). /pki: the executor's certificate, key and the
@@ -26,7 +31,10 @@ ARG SKILLBOX_UID=10001
 # to that uid so the volume is right whichever container mounts it first.
 # No setuid/setgid program (su, passwd, mount...): where the engine cannot set
 # no-new-privileges (Swarm ignores security_opt), none can raise a process's ids.
-RUN mkdir -p /skills /pki \
+# /var/lib/skillbox-executor: the scratch volume (compose.yaml); a new volume takes this
+# folder's owner and mode.
+RUN mkdir -p /skills /pki /var/lib/skillbox-executor \
+ && chmod 0711 /var/lib/skillbox-executor \
  && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki \
  && chmod 0755 /pki \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} +

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # The compose end-to-end suite: builds the images (offline path when no registry answers),
-# brings compose.yaml (+ integration-tests/compose/compose.test.yaml: a fetch target) up
-# under a project name unique to this run, checks both walls around a tool, and always
-# tears the project down (`down -v`).
+# brings compose.yaml (+ integration-tests/compose/compose.test.yaml: the servers skills
+# reach, and docker/compose.docker.yaml: the core's Docker socket; the executor service
+# stays exactly as shipped, which the suite checks) up under a project name unique to this
+# run, checks both walls around a tool, runs jobs shaped like published skills (files and
+# scripts, Python over HTTPS through the egress proxy, a secret as a placeholder, numpy and
+# pillow from a local index, Node, a restart of the executor, a context at its quota,
+# `skill add` against the running core), takes each capability of the executor container
+# away once to see what breaks, and always tears the project down (`down -v`).
 #
 #   docker/test-compose.sh                        # build + test
 #   SKILLBOX_SKIP_BUILD=1 docker/test-compose.sh  # test the images already built
@@ -39,6 +44,55 @@ work=$(mktemp -d)
 secret="probe-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 printf 'PROBE_SECRET=%s\n' "$secret" >"$work/secrets.env"
 export SKILLBOX_ENV_FILE="$work/secrets.env"
+# httpstarget's certificate, from a CA of this run's own (the core trusts it through
+# [egress] extra_roots; compose.test.yaml mounts both).
+tls=$work/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=skillbox compose suite CA" \
+  -keyout "$tls/ca.key" -out "$tls/ca.pem" >/dev/null 2>&1
+openssl req -newkey rsa:2048 -nodes -subj "/CN=httpstarget" -keyout "$tls/server.key" \
+  -out "$tls/server.csr" >/dev/null 2>&1
+printf 'subjectAltName=DNS:httpstarget\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' >"$tls/ext"
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial \
+  -days 2 -extfile "$tls/ext" -out "$tls/server.pem" >/dev/null 2>&1
+rm -f "$tls/ca.key" "$tls/server.csr" "$tls/ext"
+chmod 0755 "$tls"; chmod 0644 "$tls"/*
+export SKILLBOX_TEST_TLS=$tls
+# thumbnail's numpy and pillow: wheels for the executor image's python3 (3.11), downloaded
+# once into target/compose-wheels (pip's ordinary client, PIP_INDEX_URL if set), served as
+# a PEP 503 index by name (pyindex). Without them the dependency jobs are SKIPPED by name.
+wheels=target/compose-wheels
+if ! ls "$wheels"/numpy-*.whl "$wheels"/pillow-*.whl >/dev/null 2>&1; then
+  mkdir -p "$wheels"
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary=:all: \
+    --python-version 3.11 --implementation cp --abi cp311 \
+    --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 \
+    -d "$wheels" numpy==1.26.4 pillow==10.4.0 >"$work/wheels.log" 2>&1 || cat "$work/wheels.log" >&2
+fi
+python3 - "$wheels" "$work/pyindex" <<'PY'
+import hashlib, os, re, shutil, sys
+src, out = sys.argv[1:]
+os.makedirs(os.path.join(out, "files"))
+projects = {}
+for f in sorted(os.listdir(src)) if os.path.isdir(src) else []:
+    if not f.endswith(".whl"):
+        continue
+    shutil.copy(os.path.join(src, f), os.path.join(out, "files", f))
+    with open(os.path.join(src, f), "rb") as w:
+        sha = hashlib.sha256(w.read()).hexdigest()
+    projects.setdefault(re.sub(r"[-_.]+", "-", f.split("-")[0]).lower(), []).append((f, sha))
+os.makedirs(os.path.join(out, "simple"))
+with open(os.path.join(out, "simple", "index.html"), "w") as idx:
+    idx.write("".join(f'<a href="{n}/">{n}</a>\n' for n in projects))
+for name, files in projects.items():
+    os.makedirs(os.path.join(out, "simple", name))
+    with open(os.path.join(out, "simple", name, "index.html"), "w") as page:
+        page.write("".join(f'<a href="../../files/{f}#sha256={h}">{f}</a>\n' for f, h in files))
+PY
+chmod -R a+rX "$work/pyindex"
+export SKILLBOX_TEST_PYINDEX=$work/pyindex
+have_wheels=no
+ls "$work"/pyindex/files/numpy-*.whl "$work"/pyindex/files/pillow-*.whl >/dev/null 2>&1 && have_wheels=yes
 export SKILLBOX_CONFIG=./integration-tests/compose/skillbox.toml
 export SKILLBOX_SKILLS=./integration-tests/compose/skills
 export SKILLBOX_GATEWAY_BIND=127.0.0.1:   # an ephemeral host port
@@ -71,6 +125,18 @@ expect() { # name json expr: passes when the python expression over r is true
   fi
 }
 in_executor() { docker exec "$executor_id" "$@"; }
+ctx_call() { # context tool args-json
+  curl -sS --max-time 120 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "{\"tool\":\"$2\",\"context_id\":\"$1\",\"args\":$3}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
+}
+put_file() { # context path text
+  printf '%s' "$3" | curl -sS --max-time 30 -X PUT --data-binary @- \
+    -H "Authorization: Bearer $token" "$gateway/v1/contexts/$1/files/$2"
+}
+as_json() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+cmd_args() { # cmd [skill] -> exec_command's arguments as JSON
+  python3 -c 'import json,sys; a={"cmd": sys.argv[1]}; a.update({"skill": sys.argv[2]} if len(sys.argv) > 2 else {}); print(json.dumps(a))' "$@"
+}
 expect_out() { # name regex command...: passes when the output matches the regex
   local name=$1 re=$2 out
   shift 2
@@ -127,6 +193,28 @@ if [ "$health" != healthy ]; then
 fi
 pass "compose up: gateway answers with the executor ok after ${ready_ms:-?} ms; Docker reports healthy after ${up_ms} ms"
 
+# The executor service as the suite runs it is the one compose.yaml ships: the added files
+# touch the core (its socket, the suite's CA) and add servers, never the executor.
+executor_service='import json,sys,yaml
+e = yaml.safe_load(sys.stdin)["services"]["executor"]
+def same(k, v):  # the order of lists and an empty network entry differ between merges
+    if isinstance(v, list) and k != "command":
+        return sorted(v)
+    if k == "networks" and isinstance(v, dict):
+        return {n: c or {} for n, c in v.items()}
+    return v
+print(json.dumps({k: same(k, v) for k, v in e.items()}, sort_keys=True))'
+shipped=$("${compose_cmd[@]}" -p "$project" -f compose.yaml config 2>/dev/null |
+  python3 -c "$executor_service" 2>/dev/null || echo '"unreadable"')
+merged=$(compose config 2>/dev/null | python3 -c "$executor_service" 2>/dev/null || echo '"unreadable merged"')
+if [ -n "${SKILLBOX_COMPOSE_OVERRIDE:-}" ]; then
+  echo "  (SKILLBOX_COMPOSE_OVERRIDE given: the executor is not as shipped on purpose)"
+elif [ "$shipped" = "$merged" ] && [ "$shipped" != '"unreadable"' ]; then
+  pass "the executor service runs exactly as compose.yaml ships it (no file of the suite changes it)"
+else
+  fail "the executor service runs exactly as compose.yaml ships it" "$shipped vs $merged"
+fi
+
 executor_health=$(docker inspect -f '{{.State.Health.Status}}' "$executor_id")
 for _ in $(seq 1 40); do
   [ "$executor_health" != starting ] && break
@@ -169,14 +257,20 @@ expect "GET /healthz: compose core image has no python3 (the check above is not 
   "\"$(compose exec -T core sh -c 'command -v python3 || echo none' | tr -d '\r\n')\"" 'r == "none"'
 
 # --- the network wall -------------------------------------------------------------------
-# Inside a tool the kernel sandbox refuses first (seccomp/Landlock: EPERM/EACCES, and no
-# /etc/resolv.conf); from the executor container itself, outside the tool sandbox, the
-# internal-only network is the second wall (timeouts, no DNS for outside names).
+# probe declares network, so its tools run in a network namespace of the call's own whose
+# only way out is the egress proxy: a direct connection has no route (ENETUNREACH), and
+# there is no name server; from the executor container itself, outside the tool sandbox,
+# the internal-only network is the second wall (timeouts, no DNS for outside names).
 echo "test-compose: network"
+body=$(curl -sS --max-time 10 "$gateway/healthz")
+expect "GET /healthz says which network mode is in force: per-call namespaces" "$body" \
+  'r["network"].startswith("namespaces:") and r["sandbox"]["sandbox"]["network_namespaces"] is True'
+expect_out "the core's log says the same when the executor turned healthy" \
+  'executor healthy.*network.*namespaces' compose logs --no-color core
 fetch_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$fetch_id" | awk '{print $1}')
-refused_by_sandbox='r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Operation not permitted", "Permission denied"))'
+refused_by_sandbox='r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Network is unreachable", "Operation not permitted", "Permission denied"))'
 body=$(call probe:connect "{\"host\":\"$fetch_ip\",\"port\":8080}")
-expect "a tool cannot open a TCP connection to $fetch_ip:8080 (fetchtarget, outside the internal network)" "$body" "$refused_by_sandbox"
+expect "a tool cannot open a TCP connection to $fetch_ip:8080 (fetchtarget) around the proxy" "$body" "$refused_by_sandbox"
 body=$(call probe:connect '{"host":"1.1.1.1","port":53}')
 expect "a tool cannot open a TCP connection to 1.1.1.1:53" "$body" "$refused_by_sandbox"
 no_dns='r["success"] is True and r["data"]["ok"] is False and "gaierror" in r["data"]["error"]'
@@ -244,9 +338,9 @@ expect "a tool cannot reach /var/run/docker.sock" "$body" \
   'r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Operation not permitted", "Permission denied", "No such file"))'
 expect_out "the Docker socket is not in the executor container" '^absent$' \
   in_executor bash -c 'test -e /var/run/docker.sock || test -e /run/docker.sock && echo present || echo absent'
-# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP (bits 0 1 6 7 8): the set docker/README.md
-# justifies.
-expected_caps=00000000000001c3
+# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP NET_ADMIN SYS_ADMIN (bits 0 1 6 7 8 12 21): the
+# set docker/README.md justifies (each one taken away below).
+expected_caps=00000000002011c3
 executor_pid=$(in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || echo "${d#/proc/}"; done' | head -n1)
 caps=$(in_executor grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' /proc/1/status | tr '\n\t' '  ')
 expect "executor container, init (pid 1): CapEff = CapPrm = CapBnd = $expected_caps, no ambient" "\"$caps\"" \
@@ -256,6 +350,11 @@ expect "executor container, init (pid 1): CapEff = CapPrm = CapBnd = $expected_c
 caps=$(in_executor grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' "/proc/$executor_pid/status" | tr '\n\t' '  ')
 expect "executor container, skillbox-executor (pid $executor_pid): CapEff = CapPrm = $expected_caps, empty bounding set, no ambient" "\"$caps\"" \
   "all(f'{k}: $expected_caps' in r for k in ('CapEff', 'CapPrm')) and 'CapBnd: 0000000000000000' in r and 'CapAmb: 0000000000000000' in r"
+# SYS_ADMIN would allow the mount API: the executor puts its own filter on itself
+# (policies/seccomp/executor.json) over Docker's, so it has one filter more than init.
+filters=$(in_executor bash -c "echo \$(grep -E '^Seccomp_filters:' /proc/1/status) \$(grep -E '^Seccomp_filters:' /proc/$executor_pid/status)")
+expect "skillbox-executor runs under its own seccomp filter on top of Docker's (one more than init)" "\"$filters\"" \
+  'len(r.split()) == 4 and int(r.split()[3]) == int(r.split()[1]) + 1'
 nnp=$(in_executor bash -c "grep -E '^(NoNewPrivs|Seccomp):' /proc/1/status | tr '\n\t' '  '")
 expect "executor container: no_new_privs, seccomp filter (Docker's default profile)" "\"$nnp\"" \
   '"NoNewPrivs: 1" in r and "Seccomp: 2" in r'
@@ -288,6 +387,129 @@ expect_out "core container: the root file system is read-only" \
 bind=$(docker inspect -f '{{json .HostConfig.PortBindings}}' "$core_id")
 expect "the gateway is published on 127.0.0.1 only" "$bind" \
   'all(b["HostIp"] == "127.0.0.1" for bs in r.values() for b in bs)'
+
+# --- jobs shaped like published skills, as shipped ------------------------------------------
+echo "test-compose: published-shaped jobs"
+# Files in and out, and a script one command makes executable and a later one runs: the
+# scratch allows exec, and the context keeps the file's exec bit.
+make_script='printf "#!/bin/sh\necho ran \$1\n" > run.sh && chmod +x run.sh && ./run.sh first'
+r=$(ctx_call job-x exec_command "$(cmd_args "$make_script")")
+expect "a script made executable by a command runs in it (the scratch allows exec)" "$r" \
+  'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "ran first"'
+r=$(ctx_call job-x exec_command "$(cmd_args './run.sh second')")
+expect "the script runs in a later command (the context keeps its exec bit)" "$r" \
+  'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "ran second"'
+got=$(curl -sS --max-time 30 -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-x/files/run.sh" | as_json)
+expect "the bot downloads the script the command wrote" "$got" 'r.startswith("#!/bin/sh")'
+# Node starts under a skill's envelope (the default 256 MiB).
+r=$(ctx_call job-x exec_command "$(cmd_args 'node -e "console.log(process.version, 6 * 7)"' form-filler)")
+expect "node starts under a skill's envelope" "$r" \
+  'r["data"]["exit_code"] == 0 and r["data"]["output"].strip().endswith(" 42")'
+# Python reaching a granted HTTPS host through the egress proxy, and refused elsewhere.
+https_py='import urllib.request as u, sys
+try:
+    print(u.urlopen(sys.argv[1], timeout=10).read().decode().strip())
+except Exception as e:
+    print("refused:", type(e).__name__, e)'
+for host in https://httpstarget:8443/hello.txt https://example.com/ https://pyindex:8080/simple/; do
+  r=$(ctx_call job-h exec_command "$(cmd_args "python3 -c '$https_py' $host" form-filler)")
+  if [ "$host" = https://httpstarget:8443/hello.txt ]; then
+    expect "a skill's Python reaches its granted HTTPS host through the proxy (the suite's CA in its bundle)" "$r" \
+      'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "hello from the fetch target"'
+  else
+    expect "a skill's Python is refused $host, which it was not granted" "$r" \
+      '"refused:" in r["data"]["output"] and "403" in r["data"]["output"]'
+  fi
+done
+# A skill needing numpy and pillow, from the suite's index: built on load, no operator step.
+thumbnail_ready() { # seconds -> the skill's entry once it is available (else its last)
+  local entry=""
+  for _ in $(seq 1 $(($1 * 2))); do
+    entry=$(curl -sS --max-time 5 -H "Authorization: Bearer $token" "$gateway/v1/skills" |
+      python3 -c 'import json,sys; print(json.dumps([s for s in json.load(sys.stdin)["skills"] if s["name"] == "thumbnail"][0]))' 2>/dev/null || echo '{}')
+    grep -q '"available": true' <<<"$entry" && break
+    sleep 0.5
+  done
+  echo "$entry"
+}
+thumb_ok='r["success"] is True and any(f["path"] == "thumb.png" for f in r["files"]) and "numpy" in json.dumps(r) and ".deps" in json.dumps(r)'
+thumb_args='{"name":"thumbnail","script":"thumbnail.py","args":["thumb.png","64"]}'
+if [ "$have_wheels" = yes ]; then
+  entry=$(thumbnail_ready 240)
+  expect "thumbnail (numpy, pillow) is available once its environment is built on load" "$entry" 'r["available"] is True'
+  r=$(ctx_call job-d run_skill_script "$thumb_args")
+  expect "thumbnail's script imports numpy and pillow from its environment and writes the PNG" "$r" "$thumb_ok"
+  # A context at its quota (256 MiB: four files of 63 MiB) beside the built environment and
+  # the file cache: the scratch volume holds them all.
+  for i in 1 2 3 4; do
+    head -c $((63 * 1024 * 1024)) /dev/urandom >"$work/big$i"
+    curl -sS --max-time 120 -X PUT --data-binary @"$work/big$i" -H "Authorization: Bearer $token" \
+      "$gateway/v1/contexts/job-q/files/big$i.bin" >/dev/null
+    rm -f "$work/big$i"
+  done
+  listed=$(curl -sS --max-time 30 -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-q/files")
+  expect "a context holds 4 x 63 MiB, at its 256 MiB quota" "$listed" \
+    'sum(f["size"] for f in r["files"]) == 4 * 63 * 1024 * 1024'
+  r=$(ctx_call job-q run_skill_script "$thumb_args")
+  expect "thumbnail runs in the context at its quota, beside its environment (no ENOSPC)" "$r" "$thumb_ok"
+  r=$(ctx_call job-q exec_command "$(cmd_args 'sha256sum big1.bin | cut -c1-16; ls | wc -l')")
+  expect "the context's four large files are laid out for a command beside the PNG" "$r" \
+    'r["data"]["exit_code"] == 0 and r["data"]["output"].split()[-1] == "5"'
+  # `docker compose restart executor`: within its stop grace period, and the skill runs
+  # again with no operator step (its environment is kept in the executor's slot).
+  restart_started=$(date +%s%N)
+  compose restart executor >"$work/restart.log" 2>&1 || cat "$work/restart.log" >&2
+  restart_ms=$((($(date +%s%N) - restart_started) / 1000000))
+  expect "compose restart executor takes less than its 30 s stop grace period (${restart_ms} ms)" "$restart_ms" 'r < 30000'
+  back=no
+  for _ in $(seq 1 240); do  # the core's next health rounds see the new process
+    grep -q '"success":true' <<<"$(call probe:whoami '{}')" && { back=yes; break; }
+    sleep 0.25
+  done
+  expect "after the restart calls succeed again" "\"$back\"" 'r == "yes"'
+  entry=$(thumbnail_ready 120)
+  expect "after the restart thumbnail is available again with no operator step" "$entry" 'r["available"] is True'
+  r=$(ctx_call job-d run_skill_script "${thumb_args/thumb.png/thumb2.png}")
+  expect "after the restart thumbnail's script runs with numpy and pillow" "$r" "${thumb_ok/thumb.png/thumb2.png}"
+  expect_out "the restarted executor kept the environment it built (in its slot of the scratch volume)" \
+    '^[0-9a-f]{64}$' in_executor ls /var/lib/skillbox-executor/0/.deps
+else
+  echo "  SKIPPED dependency jobs (numpy, pillow): no wheels in $wheels and pip could not download them (see above)"
+fi
+expect "the executor's stop grace period (30 s) is longer than its drain (25 s)" \
+  "$(docker inspect -f '{{.Config.StopTimeout}}' "$executor_id")" 'r == 30'
+
+# --- each capability of the executor container, taken away ---------------------------------
+# docker/README.md's table: the executor image run as compose.yaml runs it, less one
+# capability, fails at what the table says that capability is for.
+echo "test-compose: the executor container's capabilities, one at a time"
+all_caps=(SETUID SETGID SETPCAP CHOWN DAC_OVERRIDE SYS_ADMIN NET_ADMIN)
+without() { # capability (or -) command...: the executor image as compose runs it, less one capability
+  local drop=$1 args=() c
+  shift
+  for c in "${all_caps[@]}"; do [ "$c" = "$drop" ] || args+=(--cap-add "$c"); done
+  docker run --rm --user 0:0 --cap-drop ALL "${args[@]}" --security-opt no-new-privileges:true \
+    --read-only --tmpfs /tmp:size=16m,mode=1777 --tmpfs /run:size=1m,mode=0755 --network none \
+    -v "$PWD/integration-tests/compose/skills:/skills:ro" --entrypoint bash "$SKILLBOX_EXECUTOR_IMAGE" -c "$*" 2>&1
+}
+one_call='skillbox-executor exec --skills /skills --tool probe:whoami; echo "left: $(ls -A /tmp/skillbox-scratch | grep -c ^call- || true)"'
+netns='skillbox-executor probe --json 2>/dev/null'
+out=$(without - "$one_call")
+expect "with every capability of the table a call succeeds and leaves no scratch folder" "$(printf '%s' "$out" | as_json)" \
+  '"\"success\":true" in r.replace(" ", "") and "left: 0" in r'
+out=$(without - "$netns")
+expect "with every capability of the table the executor makes network namespaces" "$out" 'r["network_namespaces"] is True'
+for cap in SETUID SETGID SETPCAP CHOWN; do
+  out=$(without "$cap" "$one_call")
+  expect "without $cap no tool starts" "$(printf '%s' "$out" | as_json)" '"\"success\":true" not in r.replace(" ", "")'
+done
+out=$(without DAC_OVERRIDE "$one_call")
+expect "without DAC_OVERRIDE the call's scratch folder is left behind" "$(printf '%s' "$out" | as_json)" \
+  '"left: 0" not in r and "left: " in r'
+for cap in SYS_ADMIN NET_ADMIN; do
+  out=$(without "$cap" "$netns")
+  expect "without $cap the executor cannot make network namespaces" "$out" 'r["network_namespaces"] is False'
+done
 
 # --- execution.sandbox: container -----------------------------------------------------------
 echo "test-compose: per-call containers (execution.sandbox: container)"
@@ -466,15 +688,6 @@ expect "scale: six calls are spread over both executors (round robin)" \
 # live in the core's volume and travel with each call, so consecutive calls landing on
 # either executor see the last call's output; a session stays on the executor holding it.
 echo "test-compose: a context's files and shell"
-ctx_call() { # context tool args-json
-  curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
-    -d "{\"tool\":\"$2\",\"context_id\":\"$1\",\"args\":$3}" "$gateway/v1/tools/call" || echo '{"curl_failed": true}'
-}
-put_file() { # context path text
-  printf '%s' "$3" | curl -sS --max-time 30 -X PUT --data-binary @- \
-    -H "Authorization: Bearer $token" "$gateway/v1/contexts/$1/files/$2"
-}
-as_json() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
 expect "PUT a file into a context" "$(put_file job-c fields.json '{"name": "Ada"}')" 'r["size"] == 15'
 put_file job-c form.txt 'Name: {{name}}' >/dev/null
 r=$(ctx_call job-c run_skill_script '{"name":"form-filler","script":"fill_form.py","args":["fields.json","form.txt","filled.txt"]}')
@@ -500,25 +713,14 @@ expect "a session's writes reach the executor that holds it, four times of four"
 r=$(ctx_call job-c close_context '{}')
 expect "close_context ends the session" "$r" 'r["data"]["closed"] == 1'
 
-# --- network for skills' programs (docker/compose.egress.yaml) ----------------------------
+# --- network for skills' programs, two executors -------------------------------------------
 # form-filler is granted fetchtarget and PROBE_SECRET bound to it (the suite's config). As
-# shipped the executor cannot make network namespaces: its programs get no network.
-echo "test-compose: egress"
+# shipped the executors make a network namespace per network call: its programs reach the
+# granted host through the egress proxy, whichever executor runs the call.
+echo "test-compose: egress on two executors"
 egress_py='import os, urllib.request as u; print(u.urlopen("http://fetchtarget:8080/hello.txt?k=" + os.environ.get("PROBE_SECRET", "none")).read().decode().strip())'
-r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "python3 -c '$egress_py'" | as_json)}")
-expect "as shipped: a network skill's program gets no network of its own" "$r" \
-  'r["data"]["exit_code"] != 0 and "hello" not in r["data"]["output"]'
-"${compose_cmd[@]}" -p "$project" "${files[@]}" -f docker/compose.egress.yaml up -d --no-deps --scale executor=2 executor \
-  >"$work/egress.log" 2>&1 || cat "$work/egress.log" >&2
-nns='r["executor"] == "ok" and len(r["executors"]) == 2 and all(e["healthy"] for e in r["executors"]) and r["sandbox"]["sandbox"]["network_namespaces"]'
-for _ in $(seq 1 120); do
-  body=$(curl -sS --max-time 2 "$gateway/healthz" 2>/dev/null || echo '{}')
-  python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if ($nns) else 1)" "$body" 2>/dev/null && break
-  sleep 0.5
-done
-expect "with compose.egress.yaml: two healthy executors that make network namespaces" "$body" "$nns"
 for i in 1 2; do
-  r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "python3 -c '$egress_py'" | as_json)}")
+  r=$(ctx_call job-e exec_command "$(cmd_args "python3 -c '$egress_py'" form-filler)")
   expect "a published-shaped skill's Python reaches its granted host through the egress proxy ($i of 2)" "$r" \
     'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "hello from the fetch target"'
 done
@@ -529,7 +731,7 @@ target_log=$(docker logs "$fetch_id" 2>&1 | grep 'hello.txt?k=' || true)
 expect "fetchtarget got the real secret in the query, never the placeholder" "$(printf '%s' "$target_log" | as_json)" \
   '"k='"$secret"'" in r and "skillbox-secret" not in r'
 direct="python3 -c 'import socket; socket.create_connection((\"fetchtarget\", 8080), timeout=3)'"
-r=$(ctx_call job-e exec_command "{\"skill\":\"form-filler\",\"cmd\":$(printf '%s' "$direct" | as_json)}")
+r=$(ctx_call job-e exec_command "$(cmd_args "$direct" form-filler)")
 expect "a direct connection around the proxy goes nowhere" "$r" 'r["data"]["exit_code"] != 0'
 
 # --- teardown is checked by the EXIT trap ----------------------------------------------------

@@ -286,8 +286,8 @@ fn kernel(config: &Config) -> (Check, Option<bool>) {
 /// Whether programs of skills that declare network get a network namespace of their own
 /// (docs/sandbox.md): from the running executor's health when it said (`running`), else
 /// from this machine's probe (`probed`); `None` when neither could tell (the kernel or
-/// executor check already says why). Without namespaces such skills stay available and
-/// their fetch capability works: a warning, not a problem.
+/// executor check already says why). Without namespaces such skills are unavailable
+/// (saying so) while every other skill runs: a warning, not a problem.
 fn network_namespaces(probed: Option<bool>, running: Option<bool>) -> Option<Check> {
     const WHAT: &str = "network namespaces";
     let (available, who) = match (running, probed) {
@@ -303,8 +303,8 @@ fn network_namespaces(probed: Option<bool>, running: Option<bool>) -> Option<Che
     } else {
         Check::warning(
             WHAT,
-            format!("{who} cannot create network namespaces: programs of skills that declare network get no network of their own (socket() denied), while their fetch capability still works"),
-            "run the executor with CAP_SYS_ADMIN and CAP_NET_ADMIN (Docker: cap_add: [SYS_ADMIN, NET_ADMIN] on the executor service, and a seccomp profile that allows unshare), or as root on the host",
+            format!("{who} cannot create network namespaces: skills with network (declared or granted) are unavailable, since their programs could reach nothing; the others run"),
+            "run the executor with CAP_SYS_ADMIN and CAP_NET_ADMIN (the shipped compose.yaml gives them; elsewhere cap_add: [SYS_ADMIN, NET_ADMIN] on the executor service, and a seccomp profile that allows unshare), or as root on the host",
         )
     })
 }
@@ -424,8 +424,8 @@ mod tests {
         assert!(c
             .detail
             .starts_with("the executor (probe) cannot create network namespaces"));
-        assert!(c.detail.contains("get no network of their own"), "{c:?}");
-        assert!(c.detail.contains("fetch capability still works"), "{c:?}");
+        assert!(c.detail.contains("skills with network"), "{c:?}");
+        assert!(c.detail.contains("are unavailable"), "{c:?}");
         let fix = c.fix.unwrap_or_default();
         assert!(fix.contains("CAP_SYS_ADMIN and CAP_NET_ADMIN"), "{fix}");
         assert!(fix.contains("as root on the host"), "{fix}");

@@ -25,6 +25,7 @@ use skillbox_executor::sandbox::memcg::MemoryMode;
 use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
 
+mod self_filter;
 mod serve_cmd;
 
 const EXIT_FAILED: u8 = 1;
@@ -128,8 +129,14 @@ struct ServeArgs {
     #[arg(long, default_value_t = skillbox_executor::sandbox::DEFAULT_READY_SLOTS)]
     ready_slots: usize,
     /// Where per-call scratch dirs are made.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "scratch_volume")]
     scratch_root: Option<PathBuf>,
+    /// A folder that outlives the executor and may be shared by several (a named volume):
+    /// the executor takes the first slot `DIR/<n>` no running executor holds (a lock held
+    /// until it exits), removes what an earlier holder left there but the dependency
+    /// environments, and makes it its scratch root. Built environments survive a restart.
+    #[arg(long, value_name = "DIR")]
+    scratch_volume: Option<PathBuf>,
     /// Put the scratch root on a tmpfs of this many MiB, private to the executor and its
     /// tools (needs root; without it the scratch stays on disk, with a warning). 0: on disk.
     #[arg(long, value_name = "MIB", default_value_t = 0,

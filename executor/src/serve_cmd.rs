@@ -35,12 +35,95 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(root) = a.scratch_root.clone() {
         config.scratch_root = root;
     }
+    // Held until the process exits: the slot is this executor's while it runs.
+    let mut slot_lock = None;
+    if let Some(volume) = &a.scratch_volume {
+        let (slot, lock) = claim_scratch_slot(volume)?;
+        tracing::info!(root = %slot.display(), "scratch root in a slot of the scratch volume; dependency environments built there are kept");
+        config.scratch_root = slot;
+        slot_lock = Some(lock);
+    }
     if a.scratch_tmpfs_mb > 0 {
         mount_scratch(&config.scratch_root, a.scratch_tmpfs_mb)?;
     }
+    // After the last mount, before any thread: the mount API and the rest of
+    // policies/seccomp/executor.json are refused to every thread and child from here on.
+    super::self_filter::apply()?;
     skillbox_executor::sandbox::drop_own_bounding_set();
     // Threads start only from here on (the scratch mount above needs none running).
-    skillbox_executor::sandbox::run_adopting_orphans(move || serve(a, files, config))
+    skillbox_executor::sandbox::run_adopting_orphans(move || {
+        let served = serve(a, files, config);
+        drop(slot_lock);
+        served
+    })
+}
+
+/// Most executors sharing one scratch volume.
+const MAX_SCRATCH_SLOTS: u32 = 64;
+
+/// Takes the first slot of `volume` no running executor holds: `volume/<n>`, held by an
+/// exclusive lock on `volume/<n>.lock` (released by the kernel when this process ends,
+/// however it ends). What an earlier holder left in the slot (its calls' folders, the file
+/// cache, the trash) is removed; its dependency environments (`.deps`) are kept, so a
+/// restarted executor still holds what it built.
+fn claim_scratch_slot(
+    volume: &std::path::Path,
+) -> anyhow::Result<(std::path::PathBuf, nix::fcntl::Flock<std::fs::File>)> {
+    use nix::fcntl::{Flock, FlockArg};
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o711)
+        .create(volume)
+        .with_context(|| format!("creating the scratch volume folder {}", volume.display()))?;
+    for n in 0..MAX_SCRATCH_SLOTS {
+        let lock_path = volume.join(format!("{n}.lock"));
+        let lock = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .with_context(|| format!("opening {}", lock_path.display()))?;
+        let lock = match Flock::lock(lock, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((_, nix::errno::Errno::EWOULDBLOCK)) => continue,
+            Err((_, e)) => {
+                return Err(e).with_context(|| format!("locking {}", lock_path.display()))
+            }
+        };
+        let slot = volume.join(n.to_string());
+        sweep_slot(&slot)?;
+        return Ok((slot, lock));
+    }
+    anyhow::bail!(
+        "every one of the {MAX_SCRATCH_SLOTS} scratch slots of {} is held by a running executor; \
+         give this executor a volume of its own",
+        volume.display()
+    )
+}
+
+/// Removes everything in `slot` but the dependency environments.
+fn sweep_slot(slot: &std::path::Path) -> anyhow::Result<()> {
+    let entries = match std::fs::read_dir(slot) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", slot.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", slot.display()))?;
+        if entry.file_name() == skillbox_executor::deps::DEPS_DIR {
+            continue;
+        }
+        let path = entry.path();
+        let removed = match entry.file_type() {
+            Ok(t) if t.is_dir() => std::fs::remove_dir_all(&path),
+            _ => std::fs::remove_file(&path),
+        };
+        removed
+            .with_context(|| format!("removing {} left by an earlier executor", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Serves calls until a shutdown signal.

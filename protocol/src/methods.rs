@@ -465,8 +465,8 @@ pub struct SandboxFacts {
     pub programs: std::collections::BTreeMap<String, bool>,
     /// Whether the executor can give a call a network namespace of its own, which the
     /// programs of a skill that declares (or is granted) `permissions.network` reach the
-    /// network through; without it they get no network at all (closed), while the skill's
-    /// fetch capability still works. Absent (false) from executors that predate it.
+    /// network through; without it they would get no network at all, so the core holds
+    /// such skills unavailable, saying why. Absent (false) from executors that predate it.
     #[serde(default)]
     pub network_namespaces: bool,
     /// How the executor limits a call's memory: `cgroup_v2` or `cgroup_v1` (a memory

@@ -22,6 +22,14 @@ pub struct WorkFile {
     pub size: u64,
     /// SHA-256 of the bytes, lowercase hex.
     pub sha256: String,
+    /// Laid out executable (0755, else 0644): a script a command made executable runs in
+    /// the next one. Absent: false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub executable: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 /// What a call made in a context gets: the context's files and the limits on what it may
@@ -81,6 +89,9 @@ pub struct ContextFileWriteParams {
     /// The SHA-256 of the whole file (lowercase hex), with the last chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Whether the call left it executable (its owner's exec bit), with the last chunk.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub executable: bool,
 }
 
 /// `core.contextFileWrite` answer, with the last chunk: the file as the context now
@@ -118,14 +129,23 @@ mod tests {
                 path: "in/a.pdf".into(),
                 size: 3,
                 sha256: "ab".into(),
+                executable: false,
             }],
             max_file_bytes: 10,
             max_total_bytes: 20,
             max_files: 2,
         };
         let v = serde_json::to_value(&w).unwrap();
-        assert_eq!(serde_json::from_value::<WorkDir>(v).unwrap(), w);
+        assert_eq!(serde_json::from_value::<WorkDir>(v.clone()).unwrap(), w);
         let bad = json!({"path": "a", "size": 1, "sha256": "x", "mode": 7});
         assert!(serde_json::from_value::<WorkFile>(bad).is_err());
+        // The exec bit travels only when set.
+        assert!(!v.to_string().contains("executable"));
+        let script = json!({"path": "run.sh", "size": 1, "sha256": "x", "executable": true});
+        assert!(
+            serde_json::from_value::<WorkFile>(script)
+                .unwrap()
+                .executable
+        );
     }
 }

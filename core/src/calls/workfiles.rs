@@ -169,10 +169,22 @@ impl CallFiles {
         if req.sha256.as_deref().is_some_and(|s| s != file.sha256) {
             tracing::warn!(path = %file.path, "the executor's digest of a file differs from the bytes that arrived");
         }
+        if req.executable {
+            let (files, ctx, path) = (
+                self.files.clone(),
+                self.context_id.clone(),
+                file.path.clone(),
+            );
+            tokio::task::spawn_blocking(move || files.set_executable(&ctx, &path, true))
+                .await
+                .map_err(|e| internal(e.to_string()))?
+                .map_err(|e| file_error(&e))?;
+        }
         let written = WorkFile {
             path: file.path,
             size: file.size,
             sha256: file.sha256,
+            executable: req.executable,
         };
         if let Ok(mut w) = self.written.lock() {
             w.retain(|f| f.path != written.path);
@@ -316,6 +328,7 @@ mod tests {
             data: b64(data),
             last,
             sha256: None,
+            executable: false,
         }
     }
 
@@ -338,6 +351,25 @@ mod tests {
         assert_eq!(record.written_by, "call-1");
         assert_eq!(call.take_written(), [file]);
         assert!(call.take_written().is_empty(), "taken once");
+    }
+
+    #[tokio::test]
+    async fn a_file_the_call_left_executable_is_laid_out_executable_for_the_next() {
+        let (_dir, files, call) = setup(FilesSection::default()).await;
+        let mut last = write("run.sh", 0, b"#!/bin/sh\n", true);
+        last.executable = true;
+        let file = call.write(last).await.unwrap().file.unwrap();
+        assert!(file.executable);
+        let work = files.work_dir("c1").unwrap();
+        let run = work.files.iter().find(|f| f.path == "run.sh").unwrap();
+        assert!(run.executable, "{work:?}");
+        let upload = work.files.iter().find(|f| f.path == "in.txt").unwrap();
+        assert!(!upload.executable);
+        // Written again without the bit: it is gone.
+        call.write(write("run.sh", 0, b"#!/bin/sh\n", true))
+            .await
+            .unwrap();
+        assert!(!files.work_dir("c1").unwrap().files[1].executable);
     }
 
     #[tokio::test]

@@ -406,9 +406,31 @@ impl ContextFiles {
             sha256,
             modified: unix_ms_now(),
             written_by: written_by.to_string(),
+            executable: false,
         };
         self.store.put_context_file(context_id, &file)?;
         Ok((file, before.is_none()))
+    }
+
+    /// Records whether `path` of `context_id` is executable, as the call that wrote it
+    /// left it (it is laid out 0755 for the next call). Blocking.
+    pub fn set_executable(
+        &self,
+        context_id: &str,
+        path: &str,
+        executable: bool,
+    ) -> Result<(), FileError> {
+        if self
+            .store
+            .set_context_file_executable(context_id, path, executable)?
+        {
+            Ok(())
+        } else {
+            Err(FileError::NotFound {
+                context: context_id.to_string(),
+                path: path.to_string(),
+            })
+        }
     }
 
     /// The bytes of `path` of `context_id`, and its record. Blocking.

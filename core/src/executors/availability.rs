@@ -149,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn a_network_skill_stays_available_where_executors_cannot_make_namespaces() {
+    fn a_network_skill_is_unavailable_where_executors_cannot_make_namespaces() {
         let secrets = Secrets::default();
         let root = tempfile::tempdir().unwrap();
         let dir = root.path().join("netty");
@@ -170,10 +170,15 @@ mod tests {
             let ready = SandboxReadiness::new(Some(Arc::new(f)), &secrets);
             context_readiness(&skill, &ready).1
         };
-        // Without namespaces its programs get no network of their own (socket() denied
-        // by the executor), and its fetch capability, done by the core, still works.
         assert!(verdict(with).is_ready());
-        assert!(verdict(without).is_ready());
+        // Without namespaces its programs would get no network at all: never silently
+        // offline, the skill is unavailable and says what the executor lacks.
+        let reason = verdict(without).reason().unwrap().to_string();
+        assert!(reason.contains("permissions.network"), "{reason}");
+        assert!(
+            reason.contains("CAP_SYS_ADMIN and CAP_NET_ADMIN"),
+            "{reason}"
+        );
     }
 
     #[test]

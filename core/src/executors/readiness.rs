@@ -184,17 +184,27 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
             ));
         }
     }
-    // A skill without network that asks for a loopback of its own listens only in a
-    // network namespace of the call's (a network skill without one runs closed instead).
-    if skill.execution.loopback && !skill.permissions.is_network() {
+    // A call of a skill with network (declared or granted) reaches it only from a network
+    // namespace of its own, behind the egress proxy; a skill without network that asks
+    // for a loopback of its own listens only in one. Without namespaces neither runs as
+    // it should: unavailable, saying why, never silently offline.
+    let network = skill.permissions.is_network();
+    if network || skill.execution.loopback {
         total += 1;
         if !host.network_namespaces() {
-            missing.push(
+            let what = if network {
+                "its programs reach the network (permissions.network) only from a network \
+                 namespace of the call's own, behind the egress proxy, and the executor \
+                 cannot make network namespaces"
+            } else {
                 "it asks for a loopback of its own (execution.loopback) and the executor \
-                 cannot make network namespaces (run it as root, or give its container \
-                 CAP_SYS_ADMIN and CAP_NET_ADMIN)"
-                    .into(),
-            );
+                 cannot make network namespaces"
+            };
+            missing.push(format!(
+                "{what} (run it as root, or give its container CAP_SYS_ADMIN and \
+                 CAP_NET_ADMIN as the shipped compose.yaml does; `skillbox doctor` says which \
+                 it lacks)"
+            ));
         }
     }
     if skill.dependencies.digest.is_some() {

@@ -1,5 +1,6 @@
 //! Lays a context's files out in a call's work folder before the spawn: parent folders
-//! made (0700), each file written new (0644), all owned by the call's user; the bytes
+//! made (0700), each file written new (0644, or 0755 when the context holds it
+//! executable), all owned by the call's user; the bytes
 //! come from the [`BlobCache`] or from the core in chunks of
 //! [`MAX_CHUNK_BYTES`](skillbox_protocol::workdir::MAX_CHUNK_BYTES), checked against the
 //! file's size and SHA-256 before use.
@@ -61,7 +62,8 @@ pub async fn lay_out<B: CapabilityBroker>(
                 what: "size",
             });
         }
-        out.set_permissions(std::fs::Permissions::from_mode(0o644))
+        let mode = if file.executable { 0o755 } else { 0o644 };
+        out.set_permissions(std::fs::Permissions::from_mode(mode))
             .map_err(write_error)?;
         if let Some(uid) = uid {
             std::os::unix::fs::fchown(&out, Some(uid), Some(uid)).map_err(write_error)?;
@@ -72,6 +74,7 @@ pub async fn lay_out<B: CapabilityBroker>(
             Known {
                 stamp: Stamp::of(&st),
                 sha256: file.sha256.clone(),
+                executable: file.executable,
             },
         );
     }

@@ -54,6 +54,8 @@ impl Stamp {
 pub struct Known {
     stamp: Stamp,
     sha256: String,
+    /// Whether it is executable (its owner's exec bit), as the context holds it.
+    executable: bool,
 }
 
 /// The files of a work folder as the context holds them, by path: what the sync compares

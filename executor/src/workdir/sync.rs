@@ -3,7 +3,9 @@
 //! of what was opened), regular files only, at most [`MAX_DEPTH`] deep and
 //! [`MAX_WALK_ENTRIES`] entries; links, FIFOs, sockets and devices are skipped and
 //! logged. A file is unchanged when its [`Stamp`] is the one last written or sent, or,
-//! with the same size, when its SHA-256 is. New and changed files go to the core in
+//! with the same size and exec bit, when its SHA-256 is (a `chmod +x` alone is a change:
+//! the context keeps the bit, so the script runs in the next call). New and changed files
+//! go to the core in
 //! chunks (`core.contextFileWrite`), files of the baseline that are gone as
 //! `core.contextFileDelete`, within the context's limits; what is not kept, and why, is
 //! in the [`SyncReport`].
@@ -72,6 +74,8 @@ struct Found {
     path: String,
     file: File,
     stamp: Stamp,
+    /// The owner's exec bit.
+    executable: bool,
 }
 
 /// The walk's result: every regular file's path, the new or changed ones open (at most
@@ -96,6 +100,7 @@ impl Walk {
                 return;
             }
             if known.stamp.size == found.stamp.size
+                && known.executable == found.executable
                 && digest_of(&mut found.file).is_ok_and(|d| d == known.sha256)
             {
                 known.stamp = found.stamp;
@@ -203,22 +208,22 @@ pub async fn sync_back<B: CapabilityBroker>(
         }
     }
     for mut found in send {
-        match send_file(
-            broker,
-            call,
-            &found.path,
-            &mut found.file,
-            limits.max_file_bytes,
-        )
-        .await
-        {
+        let sent = Sending {
+            path: &found.path,
+            executable: found.executable,
+            max_bytes: limits.max_file_bytes,
+        };
+        match send_file(broker, call, &sent, &mut found.file).await {
             Ok(sha256) => {
                 let stamp = fstat(found.file.as_fd())
                     .map(|s| Stamp::of(&s))
                     .unwrap_or(found.stamp);
-                baseline
-                    .files
-                    .insert(found.path.clone(), Known { stamp, sha256 });
+                let known = Known {
+                    stamp,
+                    sha256,
+                    executable: found.executable,
+                };
+                baseline.files.insert(found.path.clone(), known);
                 report.written.push(found.path);
             }
             Err(e) => report.refused.push((found.path, e)),
@@ -279,6 +284,7 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
                     path,
                     file: File::from(opened),
                     stamp: Stamp::of(&st),
+                    executable: st.st_mode & 0o100 != 0,
                 };
                 walk.take(found, baseline);
             }
@@ -295,15 +301,22 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
     }
 }
 
-/// Sends `file` in order from offset 0, the last chunk with the whole file's digest;
-/// returns the digest.
+/// A file on its way to the core.
+struct Sending<'a> {
+    path: &'a str,
+    executable: bool,
+    max_bytes: u64,
+}
+
+/// Sends `file` in order from offset 0, the last chunk with the whole file's digest and
+/// its exec bit; returns the digest.
 async fn send_file<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
-    path: &str,
+    sending: &Sending<'_>,
     file: &mut File,
-    max_bytes: u64,
 ) -> Result<String, ErrorObject> {
+    let (path, max_bytes) = (sending.path, sending.max_bytes);
     let io = |e: std::io::Error| {
         ErrorObject::new(
             skillbox_protocol::jsonrpc::code::INTERNAL_ERROR,
@@ -336,6 +349,7 @@ async fn send_file<B: CapabilityBroker>(
             data: base64::engine::general_purpose::STANDARD.encode(&current),
             last,
             sha256: sha256.clone(),
+            executable: last && sending.executable,
         };
         core_call::<CoreContextFileWrite, _, _>(broker, call, request).await?;
         offset += current.len() as u64;

@@ -126,6 +126,47 @@ fn files_the_tool_creates_changes_or_removes_go_back_to_the_core() {
 }
 
 #[test]
+fn a_script_made_executable_by_one_call_runs_in_the_next() {
+    let root = SkillRoot::new();
+    // The first call writes the script and makes it executable; a chmod of a file the
+    // context already holds, with the same bytes, is a change too.
+    shell_skill(
+        &root,
+        "printf '#!/bin/sh\\necho ran\\n' > run.sh; chmod +x run.sh; chmod +x held.sh\n",
+    );
+    let core = FakeCore::with(&[("held.sh", b"#!/bin/sh\necho held\n")]);
+    let r = run(&root, &core, "shell", None);
+    assert!(r.success, "{r:?}");
+    let held = core.executable.lock().unwrap().clone();
+    assert!(
+        held.contains("run.sh") && held.contains("held.sh"),
+        "{held:?}"
+    );
+    assert!(core.calls().contains(&"write held.sh".to_string()));
+    // The next call gets both laid out 0755 and runs them; a file never made executable
+    // stays 0644.
+    core.files
+        .lock()
+        .unwrap()
+        .insert("plain.txt".into(), b"x".to_vec());
+    shell_skill(
+        &root,
+        "./run.sh; ./held.sh; stat -c '%a %n' run.sh held.sh plain.txt\n",
+    );
+    let out = stdout(&run(&root, &core, "shell", None));
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        ["ran", "held", "755 run.sh", "755 held.sh", "644 plain.txt"],
+        "{out}"
+    );
+    // chmod -x is kept as well.
+    shell_skill(&root, "chmod -x run.sh\n");
+    assert!(run(&root, &core, "shell", None).success);
+    assert!(!core.executable.lock().unwrap().contains("run.sh"));
+}
+
+#[test]
 fn links_and_fifos_the_tool_makes_are_not_sent_back() {
     let root = SkillRoot::new();
     shell_skill(

@@ -391,7 +391,7 @@ fn doctor_reports_the_sandbox_the_core_and_each_unavailable_skill_with_a_fix() {
         .unwrap_or_else(|| panic!("no network namespaces line: {said}"));
     if lines[netns].starts_with("warn ") {
         assert!(
-            lines[netns].contains("fetch capability still works"),
+            lines[netns].contains("skills with network (declared or granted) are unavailable"),
             "{said}"
         );
         assert!(

@@ -88,6 +88,7 @@ async fn a_link_left_in_the_folder_is_never_followed_out_of_it() {
                 sha256: String::new(),
                 modified: 1,
                 written_by: "call".into(),
+                executable: false,
             },
         )
         .unwrap();

@@ -20,6 +20,7 @@ impl ContextFiles {
                 path: f.path,
                 size: f.size,
                 sha256: f.sha256,
+                executable: f.executable,
             })
             .collect();
         Ok(WorkDir {

@@ -81,10 +81,12 @@ impl Endpoint {
 
     pub(super) fn mark(&self, healthy: bool, error: Option<String>, health: Option<Value>) {
         if let Ok(mut s) = self.state.lock() {
+            // Its first answer too: an endpoint counts as healthy until first asked.
+            let became_healthy = healthy && (!s.healthy || !s.answered);
             if s.healthy != healthy {
                 s.since = Instant::now();
                 if healthy {
-                    tracing::info!(executor = %self.addr, "executor healthy");
+                    // Logged below, with what its sandbox gives network calls.
                 } else if s.answered {
                     tracing::warn!(executor = %self.addr, error = ?error, "executor unhealthy");
                 } else {
@@ -106,6 +108,10 @@ impl Endpoint {
                     .and_then(|h| h.sandbox)
                     .map(Arc::new);
                 s.health = Some(Arc::new(health));
+            }
+            if became_healthy {
+                let network = s.facts.as_ref().map(|f| network_mode(f.network_namespaces));
+                tracing::info!(executor = %self.addr, network = network.unwrap_or("not reported"), "executor healthy");
             }
         }
     }
@@ -167,6 +173,16 @@ impl Endpoint {
             }
         }
         self.mark(true, None, Some(health));
+    }
+}
+
+/// What the programs of network skills get on an executor, in the words of the core's log
+/// and `/healthz` (`network` there).
+pub fn network_mode(namespaces: bool) -> &'static str {
+    if namespaces {
+        "namespaces: each network call in a network namespace of its own, out through the egress proxy only"
+    } else {
+        "none: no network namespaces, so skills with network are unavailable (the executor needs CAP_SYS_ADMIN and CAP_NET_ADMIN, or root)"
     }
 }
 

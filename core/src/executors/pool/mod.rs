@@ -14,7 +14,7 @@
 pub mod discovery;
 mod endpoint;
 
-pub use endpoint::{Endpoint, EndpointStatus};
+pub use endpoint::{network_mode, Endpoint, EndpointStatus};
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -428,6 +428,8 @@ impl ExecutorPool {
                 None => merged = Some(facts),
                 Some(all) => {
                     let all = Arc::make_mut(all);
+                    // A call may go to any of them: namespaces only when every one has them.
+                    all.network_namespaces &= facts.network_namespaces;
                     for (program, present) in &facts.programs {
                         let entry = all.programs.entry(program.clone()).or_insert(*present);
                         *entry &= *present;

@@ -74,6 +74,11 @@ pub struct Health {
     pub executor: &'static str,
     /// What that executor's sandbox can start.
     pub sandbox: Option<HealthResult>,
+    /// What the programs of network skills get from the healthy executors (all of them:
+    /// a call may go to any): `namespaces: ...` or `none: ...`, the reason in words;
+    /// absent until an executor reported.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network: Option<&'static str>,
     /// Every executor endpoint and its last answer.
     pub executors: Vec<EndpointStatus>,
     /// The executor containers' supervisor, when the core has a Docker engine.

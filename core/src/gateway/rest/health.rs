@@ -3,6 +3,7 @@
 use skillbox_protocol::methods::HealthResult;
 
 use super::api::Health;
+use crate::executors::pool::network_mode;
 use crate::gateway::web::request::{ok_of, Reply, Req};
 use crate::gateway::Gateway;
 
@@ -18,6 +19,7 @@ pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
         status: "ok",
         executor,
         sandbox: health,
+        network: (pool.sandbox_facts()).map(|f| network_mode(f.network_namespaces)),
         executors: pool.status(),
         supervisor: gw.supervisor.as_ref().map(|s| s.status()),
         container_sandbox: gw.core.container_sandbox,

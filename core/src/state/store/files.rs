@@ -20,7 +20,14 @@ pub struct ContextFile {
     pub modified: i64,
     /// Who wrote it: a call id, or `upload`.
     pub written_by: String,
+    /// Whether the call that wrote it left it executable (laid out 0755 for the next
+    /// call); an upload never is. Listed only when true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub executable: bool,
 }
+
+/// The columns [`from_row`] reads, in its order.
+const COLUMNS: &str = "path, size, sha256, modified, written_by, executable";
 
 fn from_row(row: &Row<'_>) -> rusqlite::Result<ContextFile> {
     Ok(ContextFile {
@@ -29,6 +36,7 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ContextFile> {
         sha256: row.get(2)?,
         modified: row.get(3)?,
         written_by: row.get(4)?,
+        executable: row.get(5)?,
     })
 }
 
@@ -41,18 +49,20 @@ impl Store {
     pub fn put_context_file(&self, context_id: &str, file: &ContextFile) -> Result<(), StoreError> {
         self.conn()
             .execute(
-                "INSERT INTO context_files (context_id, path, size, sha256, modified, written_by) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) \
+                "INSERT INTO context_files \
+                 (context_id, path, size, sha256, modified, written_by, executable) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) \
                  ON CONFLICT (context_id, path) DO UPDATE SET size = excluded.size, \
                  sha256 = excluded.sha256, modified = excluded.modified, \
-                 written_by = excluded.written_by",
+                 written_by = excluded.written_by, executable = excluded.executable",
                 params![
                     context_id,
                     file.path,
                     file.size,
                     file.sha256,
                     file.modified,
-                    file.written_by
+                    file.written_by,
+                    file.executable
                 ],
             )
             .map(drop)
@@ -63,10 +73,9 @@ impl Store {
     pub fn context_files(&self, context_id: &str) -> Result<Vec<ContextFile>, StoreError> {
         let conn = self.conn();
         let read = || -> rusqlite::Result<Vec<ContextFile>> {
-            let mut stmt = conn.prepare_cached(
-                "SELECT path, size, sha256, modified, written_by FROM context_files \
-                 WHERE context_id = ?1 ORDER BY path",
-            )?;
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM context_files WHERE context_id = ?1 ORDER BY path"
+            ))?;
             let rows = stmt.query_map([context_id], from_row)?;
             rows.collect()
         };
@@ -81,13 +90,28 @@ impl Store {
     ) -> Result<Option<ContextFile>, StoreError> {
         self.conn()
             .query_row(
-                "SELECT path, size, sha256, modified, written_by FROM context_files \
-                 WHERE context_id = ?1 AND path = ?2",
+                &format!("SELECT {COLUMNS} FROM context_files WHERE context_id = ?1 AND path = ?2"),
                 params![context_id, path],
                 from_row,
             )
             .optional()
             .map_err(failed("read a file"))
+    }
+
+    /// Sets whether `path` of `context_id` is executable. Returns whether it was recorded.
+    pub fn set_context_file_executable(
+        &self,
+        context_id: &str,
+        path: &str,
+        executable: bool,
+    ) -> Result<bool, StoreError> {
+        self.conn()
+            .execute(
+                "UPDATE context_files SET executable = ?3 WHERE context_id = ?1 AND path = ?2",
+                params![context_id, path, executable],
+            )
+            .map(|n| n > 0)
+            .map_err(failed("record a file's exec bit"))
     }
 
     /// Forgets one file of `context_id`. Returns whether it was recorded.
@@ -145,6 +169,7 @@ mod tests {
             sha256: "ab".into(),
             modified,
             written_by: "upload".into(),
+            executable: false,
         }
     }
 
@@ -165,6 +190,28 @@ mod tests {
             100
         );
         assert_eq!(store.idle_contexts(50).unwrap(), ["c1"]);
+        // The exec bit: set, listed, and reset by a write that does not keep it.
+        assert!(store
+            .set_context_file_executable("c2", "b.txt", true)
+            .unwrap());
+        assert!(
+            store
+                .context_file("c2", "b.txt")
+                .unwrap()
+                .unwrap()
+                .executable
+        );
+        assert!(!store
+            .set_context_file_executable("c2", "none", true)
+            .unwrap());
+        store.put_context_file("c2", &file("b.txt", 101)).unwrap();
+        assert!(
+            !store
+                .context_file("c2", "b.txt")
+                .unwrap()
+                .unwrap()
+                .executable
+        );
         assert!(store.delete_context_file("c1", "b.txt").unwrap());
         assert!(!store.delete_context_file("c1", "b.txt").unwrap());
         store.delete_context("c1").unwrap();

@@ -123,6 +123,9 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 7: the connections a call's programs made through the egress proxy (JSON of
     // `CallEgress`; NULL when none).
     "ALTER TABLE calls ADD COLUMN egress_json TEXT;",
+    // 8: a context file's exec bit, as the call that wrote it left it (a script made
+    // executable by one command runs in the next).
+    "ALTER TABLE context_files ADD COLUMN executable INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two

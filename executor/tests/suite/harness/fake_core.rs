@@ -37,6 +37,8 @@ pub struct FakeCore {
     pub refuse_writes: Mutex<Option<(i64, String)>>,
     /// The egress proxy behind [`CapabilityBroker::egress`].
     pub proxy: Arc<FakeProxy>,
+    /// The files held executable (as the last chunk of their write said).
+    pub executable: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl FakeCore {
@@ -59,6 +61,7 @@ impl FakeCore {
                     path: p.clone(),
                     size: b.len() as u64,
                     sha256: sha256(b),
+                    executable: self.executable.lock().unwrap().contains(p),
                 })
                 .collect(),
             max_file_bytes: 1 << 20,
@@ -113,6 +116,12 @@ impl FakeCore {
                 let bytes = uploads.remove(&r.path).unwrap();
                 assert_eq!(r.sha256.as_deref(), Some(sha256(&bytes).as_str()));
                 let file = json!({"path": r.path, "size": bytes.len(), "sha256": sha256(&bytes)});
+                let mut executable = self.executable.lock().unwrap();
+                if r.executable {
+                    executable.insert(r.path.clone());
+                } else {
+                    executable.remove(&r.path);
+                }
                 self.files.lock().unwrap().insert(r.path, bytes);
                 Ok(json!({"file": file}))
             }

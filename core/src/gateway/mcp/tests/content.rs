@@ -341,6 +341,7 @@ fn files_a_call_wrote_come_back_as_resource_links_of_its_context() {
         path: "out/report.csv".into(),
         size: 42,
         sha256: "ab".into(),
+        executable: false,
     }]);
     let v = crate::gateway::mcp::tools::call_result(&r, Some("job-1"));
     let link = &v["content"][1];
