@@ -18,16 +18,19 @@ RUN set -eu; \
     git --version
 
 ARG SKILLBOX_UID=10001
-# /workspace holds skillbox.toml and skills/ (bind mounts, read-only) and .skillbox/ (the
-# state volume, 0700). /executor-pki is the volume through which the executor gets its
+# /workspace holds skillbox.toml (a bind mount, read-only), skills/ (the `skills` volume:
+# skills added through the core, written by it alone, so owned by its uid; a new volume
+# takes this folder's owner), local-skills/ (the operator's folder, read-only) and
+# .skillbox/ (the state volume, 0700). /executor-pki is the volume through which the executor gets its
 # certificate, its key and the CA certificate, and nothing else of the state.
 # No setuid/setgid program (su, passwd, mount...): where the engine cannot set
 # no-new-privileges (Swarm ignores security_opt), none can raise a process's ids.
 RUN groupadd --system --gid "${SKILLBOX_UID}" skillbox \
  && useradd --system --uid "${SKILLBOX_UID}" --gid "${SKILLBOX_UID}" --no-create-home \
       --home-dir /workspace --shell /usr/sbin/nologin skillbox \
- && mkdir -p /workspace/.skillbox /workspace/skills /executor-pki \
- && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /workspace/.skillbox /executor-pki \
+ && mkdir -p /workspace/.skillbox /workspace/skills /workspace/local-skills /executor-pki \
+ && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /workspace/.skillbox /workspace/skills /executor-pki \
+ && chmod 0755 /workspace/skills \
  && chmod 0700 /workspace/.skillbox \
  && chmod 0755 /executor-pki \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} +

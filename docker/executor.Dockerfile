@@ -26,17 +26,19 @@ RUN set -eu; \
     git --version; test -s /etc/ssl/certs/ca-certificates.crt
 
 ARG SKILLBOX_UID=10001
-# /skills: the skills (read-only bind mount). /pki: the executor's certificate, key and the
+# /skills, /local-skills: the skills the core installed (the `skills` volume, which the
+# core writes: owned by its uid here too, so the volume is right whichever container
+# mounts it first) and the operator's folder (both read-only here). /pki: the executor's certificate, key and the
 # CA certificate, written by the core (uid 10001) into a shared volume; the folder belongs
 # to that uid so the volume is right whichever container mounts it first.
 # No setuid/setgid program (su, passwd, mount...): where the engine cannot set
 # no-new-privileges (Swarm ignores security_opt), none can raise a process's ids.
 # /var/lib/skillbox-executor: the scratch volume (compose.yaml); a new volume takes this
 # folder's owner and mode.
-RUN mkdir -p /skills /pki /var/lib/skillbox-executor \
+RUN mkdir -p /skills /local-skills /pki /var/lib/skillbox-executor \
  && chmod 0711 /var/lib/skillbox-executor \
- && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki \
- && chmod 0755 /pki \
+ && chown "${SKILLBOX_UID}:${SKILLBOX_UID}" /pki /skills \
+ && chmod 0755 /pki /skills \
  && find / -xdev -perm /6000 -type f -exec chmod a-s {} +
 
 # target/release (docker/build.sh); SKILLBOX_PROFILE=debug builds pass target/debug.

@@ -40,6 +40,9 @@ export SKILLBOX_CORE_IMAGE=${SKILLBOX_CORE_IMAGE:-skillbox-core:latest}
 export SKILLBOX_EXECUTOR_IMAGE=${SKILLBOX_EXECUTOR_IMAGE:-skillbox-executor:latest}
 
 project="skillbox-e2e-$$-$(date +%s)"
+# The executor image extended by EXTRA_DEBIAN_PACKAGES (built and removed by the suite).
+extra_executor="skillbox-executor-extra:$project"
+extra_core="skillbox-core-extra:$project"
 work=$(mktemp -d)
 secret="probe-secret-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
 printf 'PROBE_SECRET=%s\n' "$secret" >"$work/secrets.env"
@@ -91,6 +94,22 @@ for name, files in projects.items():
 PY
 chmod -R a+rX "$work/pyindex"
 export SKILLBOX_TEST_PYINDEX=$work/pyindex
+# greeter, a published-shaped skill (SKILL.md and a script) in a git repository the
+# gitserver service serves (`git http-backend`, as this user: git serves only repositories
+# its user owns), for `skill add` against the running core.
+SKILLBOX_TEST_UID=$(id -u)
+SKILLBOX_TEST_GID=$(id -g)
+export SKILLBOX_TEST_UID SKILLBOX_TEST_GID
+gitsrc=$work/greeter-src
+mkdir -p "$gitsrc/scripts" "$work/gitsrv"
+printf -- '---\nname: greeter\ndescription: Greet someone by name, from a script.\n---\n# Greeter\n\nRun `python3 {baseDir}/scripts/greet.py NAME`.\n' >"$gitsrc/SKILL.md"
+printf 'import sys\nprint("hello " + " ".join(sys.argv[1:]))\n' >"$gitsrc/scripts/greet.py"
+git -C "$gitsrc" init -q -b main
+git -C "$gitsrc" add -A
+git -C "$gitsrc" -c user.name=suite -c user.email=suite@skillbox.invalid commit -q -m "greeter 1"
+git clone -q --bare "$gitsrc" "$work/gitsrv/greeter.git"
+chmod -R a+rX "$work/gitsrv"
+export SKILLBOX_TEST_GITSRV=$work/gitsrv
 have_wheels=no
 ls "$work"/pyindex/files/numpy-*.whl "$work"/pyindex/files/pillow-*.whl >/dev/null 2>&1 && have_wheels=yes
 export SKILLBOX_CONFIG=./integration-tests/compose/skillbox.toml
@@ -152,6 +171,7 @@ teardown() {
     compose logs --no-color --tail=60 >&2 2>&1
   fi
   compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1
+  docker rmi -f "$extra_executor" "$extra_core" >/dev/null 2>&1
   local left
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"
     docker ps -aq --filter "label=dev.skillbox.owner=compose:$project"
@@ -316,7 +336,7 @@ expect "the fetch proxy refuses a host the skill did not declare (-32001)" "$bod
 # (the state volume). A hard link cannot be planted here (read-only mounts on other
 # devices); the unit and end-to-end tests cover hard links.
 echo "test-compose: readFile"
-body=$(call probe:read '{"path":"skills/probe/SKILL.md"}')
+body=$(call probe:read '{"path":"local-skills/probe/SKILL.md"}')
 expect "readFile reads a workspace file the skill's glob (**) covers" "$body" \
   'r["success"] is True and r["data"]["ok"] is True and "name: probe" in r["data"]["content"]'
 never_readable="r['success'] is True and r['data']['ok'] is False and r['data']['code'] == -32001 and 'never readable by skills' in r['data']['error'] and '$token' not in json.dumps(r) and '$secret' not in json.dumps(r) and 'PRIVATE KEY' not in json.dumps(r)"
@@ -326,8 +346,8 @@ for path in .skillbox/api-token .skillbox/secrets.env .skillbox/pki/skillbox-cor
   expect "readFile refuses $path to a skill declaring ** (-32001, never readable)" "$body" "$never_readable"
 done
 for link in tok:.skillbox/api-token cfg:skillbox.toml state/pki/skillbox-core.key:.skillbox/pki/skillbox-core.key; do
-  body=$(call probe:read "{\"path\":\"skills/probe/data/${link%%:*}\"}")
-  expect "readFile refuses the symlink skills/probe/data/${link%%:*} by where it leads (${link#*:})" "$body" \
+  body=$(call probe:read "{\"path\":\"local-skills/probe/data/${link%%:*}\"}")
+  expect "readFile refuses the symlink local-skills/probe/data/${link%%:*} by where it leads (${link#*:})" "$body" \
     "$never_readable and 'resolves to \"${link#*:}\"' in r['data']['error']"
 done
 
@@ -478,6 +498,27 @@ else
 fi
 expect "the executor's stop grace period (30 s) is longer than its drain (25 s)" \
   "$(docker inspect -f '{{.Config.StopTimeout}}' "$executor_id")" 'r == 30'
+
+# --- skill add against the running deployment -----------------------------------------------
+# The operator runs the CLI in the core's container: it finds the running core there and
+# sends the add to it (POST /v1/skills/install); the core fetches with its git, installs
+# into the `skills` volume (written by the core alone) and reloads; the executor serves it.
+echo "test-compose: skill add against the running core"
+out=$(compose exec -T core skillbox skill add http://gitserver:8080/greeter.git --json 2>&1 || true)
+expect "skill add in the core's container goes through the running core and installs from the git server" \
+  "$out" 'r["ok"] is True and r["reload"] == "ok" and [i["name"] for i in r["added"]["installed"]] == ["greeter"]'
+skills=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$gateway/v1/skills")
+expect "the added skill is listed available with no restart" "$skills" \
+  'any(s["name"] == "greeter" and s["available"] is True for s in r["skills"])'
+r=$(ctx_call job-g run_skill_script '{"name":"greeter","script":"greet.py","args":["Ada"]}')
+expect "the executor runs the added skill's script" "$r" 'r["success"] is True and "hello Ada" in r["data"]["stdout"]'
+expect_out "the executor cannot write the core's skills folder (read-only there)" \
+  'Read-only file system' in_executor touch /skills/planted
+out=$(compose exec -T core skillbox skill remove greeter --json 2>&1 || true)
+expect "skill remove through the running core removes it and reloads" "$out" \
+  'r["removed"]["name"] == "greeter" and "reloaded" in r["reload"]'
+skills=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$gateway/v1/skills")
+expect "the removed skill is gone from the list" "$skills" 'not any(s["name"] == "greeter" for s in r["skills"])'
 
 # --- each capability of the executor container, taken away ---------------------------------
 # docker/README.md's table: the executor image run as compose.yaml runs it, less one
@@ -730,9 +771,39 @@ expect "the bound secret is a placeholder in the sandbox" "$r" \
 target_log=$(docker logs "$fetch_id" 2>&1 | grep 'hello.txt?k=' || true)
 expect "fetchtarget got the real secret in the query, never the placeholder" "$(printf '%s' "$target_log" | as_json)" \
   '"k='"$secret"'" in r and "skillbox-secret" not in r'
+# thumbnail on both executors: the second one joined with an empty slot of the scratch
+# volume, and the core built the environment there from the lock before offering it.
+if [ "$have_wheels" = yes ]; then
+  slots=""
+  for _ in $(seq 1 120); do
+    r=$(ctx_call job-d run_skill_script "${thumb_args/thumb.png/thumb3.png}")
+    slot=$(python3 -c 'import json,re,sys; m=re.search(r"skillbox-executor/(\d+)/\.deps", json.loads(sys.argv[1])["data"]["stdout"]); print(m.group(1) if m else "")' "$r" 2>/dev/null || true)
+    [ -n "$slot" ] && slots=$(printf '%s\n%s' "$slots" "$slot" | sort -u | grep . | tr '\n' ' ')
+    [ "$(wc -w <<<"$slots")" -ge 2 ] && break
+    sleep 1
+  done
+  expect "thumbnail runs on both executors: the one that joined got its environment from the lock, no operator step (slots: $slots)" \
+    "\"$slots\"" 'len(r.split()) == 2'
+fi
 direct="python3 -c 'import socket; socket.create_connection((\"fetchtarget\", 8080), timeout=3)'"
 r=$(ctx_call job-e exec_command "$(cmd_args "$direct" form-filler)")
 expect "a direct connection around the proxy goes nowhere" "$r" 'r["data"]["exit_code"] != 0'
+
+# --- extending the executor image ----------------------------------------------------------
+# docker/README.md's way: SKILLBOX_EXTRA_DEBIAN_PACKAGES for docker/build.sh (the build
+# argument EXTRA_DEBIAN_PACKAGES), never an edit of the shipped files.
+echo "test-compose: extending the executor image (EXTRA_DEBIAN_PACKAGES=jq)"
+extra_started=$(date +%s)
+if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES=jq SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
+  SKILLBOX_CORE_IMAGE="$extra_core" SKILLBOX_BASE_IMAGE="${SKILLBOX_BASE_IMAGE:-skillbox-base:bookworm}" \
+  docker/build.sh >"$work/extra.log" 2>&1; then
+  out=$(docker run --rm --entrypoint bash "$extra_executor" -c 'jq --version; python3 -m pip --version; node --version; git --version; curl --version | head -n1' 2>&1)
+  expect "the image built with EXTRA_DEBIAN_PACKAGES=jq has jq beside python3-pip, node, git and curl ($(($(date +%s) - extra_started)) s)" \
+    "$(printf '%s' "$out" | as_json)" \
+    'r.startswith("jq-") and "pip " in r and r.count("\n") >= 4 and "git version" in r and "curl " in r'
+else
+  fail "docker/build.sh with SKILLBOX_EXTRA_DEBIAN_PACKAGES=jq builds" "$(tail -n 20 "$work/extra.log")"
+fi
 
 # --- teardown is checked by the EXIT trap ----------------------------------------------------
 echo "test-compose: up to ready ${ready_ms:-?} ms (healthy ${up_ms} ms), tool round trip ${rtt_ms} ms, process ${process_ms:-?} ms vs container ${container_ms:-?} ms (median), suite $(($(date +%s) - suite_started)) s"

@@ -1,6 +1,8 @@
 //! `skillbox skill add|outdated|update`: skills from git sources (docs/cli-verbs.md,
-//! "getting skills"), fetched and installed on disk like `skill install`; a running core
-//! picks the change up with its skills watch or `POST /v1/skills/reload`.
+//! "getting skills"). `add` goes through the core running on the workspace when one
+//! answers (`POST /v1/skills/install`: the core fetches, installs and reloads, in its
+//! container in a compose deployment); otherwise it fetches and installs on disk like
+//! `skill install`, and a core started later picks the skill up.
 
 use std::path::PathBuf;
 use std::time::SystemTime;
@@ -8,10 +10,12 @@ use std::time::SystemTime;
 use clap::Args;
 use serde_json::json;
 
+use super::client::{self, ClientError, CoreClient};
 use super::{up, EXIT_FAILED};
 use skillbox_core::skills::install::{PublisherChange, TrustPolicy};
 use skillbox_core::skills::sources::{AddRequest, SourceError, Sources};
 use skillbox_core::state::config::Config;
+use skillbox_core::state::Workspace;
 
 /// Exit status of an update shown but not applied (it needs `--yes`).
 pub const EXIT_NOT_CONFIRMED: u8 = 3;
@@ -96,9 +100,14 @@ fn refused(json: bool, what: &str, e: &SourceError) -> anyhow::Result<u8> {
     Ok(EXIT_FAILED)
 }
 
-/// `skillbox skill add SOURCE [--skill NAME]... [--ref REF]`
+/// `skillbox skill add SOURCE [--skill NAME]... [--ref REF]`: through the running core
+/// when one answers on the workspace, else on disk.
 pub fn add(a: AddArgs) -> anyhow::Result<u8> {
-    let s = sources(a.workspace.as_deref())?;
+    let ws = up::workspace(a.workspace.as_deref())?;
+    if let Some(core) = running_core(&ws)? {
+        return add_through(&core, a);
+    }
+    let s = sources(Some(ws.root()))?;
     let req = AddRequest {
         source: a.source.clone(),
         skills: a.skills,
@@ -107,7 +116,7 @@ pub fn add(a: AddArgs) -> anyhow::Result<u8> {
         publisher_change: PublisherChange::allowed(a.allow_publisher_change),
     };
     let done = match s.add(&req, SystemTime::now()) {
-        Ok(d) => d,
+        Ok(d) => serde_json::to_value(d)?,
         Err(e) => return refused(a.json, "add", &e),
     };
     if a.json {
@@ -117,35 +126,95 @@ pub fn add(a: AddArgs) -> anyhow::Result<u8> {
         );
         return Ok(0);
     }
-    match &done.commit {
-        Some(c) => println!("fetched {} at {c}", done.url),
-        None => println!("read {}", done.url),
+    print_added(&done);
+    println!("no core is running on this workspace; it loads the skill when it starts");
+    Ok(0)
+}
+
+/// The core running on `ws`, when one answers there.
+fn running_core(ws: &Workspace) -> anyhow::Result<Option<CoreClient>> {
+    match CoreClient::for_workspace(ws) {
+        Ok(core) if std::net::TcpStream::connect(core.addr()).is_ok() => Ok(Some(core)),
+        Ok(_) | Err(ClientError::NoAddress { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
     }
-    for i in &done.installed {
-        let trust = match &i.entry.publisher {
-            Some(p) => format!("signed by {p}"),
-            None => "local (NOT signed)".into(),
-        };
-        let folder = i
-            .entry
-            .origin
-            .as_ref()
-            .map(|o| {
-                if o.subfolder.is_empty() {
-                    ".".to_string()
-                } else {
-                    o.subfolder.clone()
-                }
-            })
-            .unwrap_or_default();
+}
+
+/// `skill add` as `POST /v1/skills/install` on the running core: the core fetches (with
+/// its git), installs into its skills folder and reloads. A source that names a folder
+/// from here is sent as an absolute path (the core resolves relative ones against its
+/// workspace).
+fn add_through(core: &CoreClient, a: AddArgs) -> anyhow::Result<u8> {
+    let source = match std::path::Path::new(&a.source) {
+        p if p.is_relative() && p.exists() => std::fs::canonicalize(p)?.display().to_string(),
+        _ => a.source.clone(),
+    };
+    let body = json!({
+        "source": source,
+        "skills": a.skills,
+        "all": a.all,
+        "ref": a.reference,
+        "allow_publisher_change": a.allow_publisher_change,
+    });
+    let (status, answer) =
+        client::runtime()?.block_on(core.send("POST", "/v1/skills/install", Some(&body)))?;
+    if !status.is_success() {
+        let check = answer["check"].as_str().unwrap_or("-");
+        let error = answer["error"]
+            .as_str()
+            .map_or_else(|| format!("HTTP {status}"), str::to_string);
+        if a.json {
+            let out = json!({"ok": false, "check": check, "error": error});
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            eprintln!("skillbox: add refused by the running core (check {check}): {error}");
+        }
+        return Ok(EXIT_FAILED);
+    }
+    if a.json {
+        let out = json!({"ok": true, "added": answer["added"], "reload": answer["reload"]});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    print_added(&answer["added"]);
+    if answer["reload"] == "ok" {
+        println!("the running core at {} reloaded its skills", core.addr());
+    } else {
         println!(
-            "installed {} from {folder} in {} ({trust}, {})",
-            i.name,
-            i.dir.display(),
-            i.entry.digest
+            "the running core at {} did not reload: {}",
+            core.addr(),
+            answer["reload"]["error"]
         );
     }
     Ok(0)
+}
+
+/// What `skill add` fetched and installed, as lines.
+fn print_added(done: &serde_json::Value) {
+    let url = done["url"].as_str().unwrap_or("?");
+    match done["commit"].as_str() {
+        Some(c) => println!("fetched {url} at {c}"),
+        None => println!("read {url}"),
+    }
+    for i in done["installed"].as_array().into_iter().flatten() {
+        // The lock entry is flattened into each installed skill.
+        let entry = i;
+        let trust = match entry["publisher"].as_str() {
+            Some(p) => format!("signed by {p}"),
+            None => "local (NOT signed)".into(),
+        };
+        let folder = match entry["origin"]["subfolder"].as_str() {
+            Some("") => ".",
+            Some(sub) => sub,
+            None => "",
+        };
+        println!(
+            "installed {} from {folder} in {} ({trust}, {})",
+            i["name"].as_str().unwrap_or("?"),
+            i["dir"].as_str().unwrap_or("?"),
+            entry["digest"].as_str().unwrap_or("?")
+        );
+    }
 }
 
 /// `skillbox skill outdated`
@@ -200,7 +269,8 @@ fn update_refused(json: bool, name: &str, e: &SourceError) -> serde_json::Value 
 
 /// `skillbox skill update [NAME] [--yes]`
 pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
-    let s = sources(a.workspace.as_deref())?;
+    let ws = up::workspace(a.workspace.as_deref())?;
+    let s = sources(Some(ws.root()))?;
     let names = match &a.name {
         Some(n) => vec![n.clone()],
         None => match s.git_added() {
@@ -268,11 +338,32 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
             }
         }
     }
+    // The files changed on disk: a core running on the workspace serves them after a
+    // reload (a compose deployment: run this in the core's container).
+    let applied = report.iter().any(|r| r["status"] == "updated");
+    let reload = match (applied, running_core(&ws)?) {
+        (true, Some(core)) => {
+            let done = client::runtime()?.block_on(core.send("POST", "/v1/skills/reload", None));
+            Some(match done {
+                Ok((st, _)) if st.is_success() => {
+                    "the running core reloaded its skills".to_string()
+                }
+                Ok((st, body)) => format!(
+                    "the running core did not reload (HTTP {st}): {}",
+                    body["error"]
+                ),
+                Err(e) => format!("the running core did not reload: {e}"),
+            })
+        }
+        _ => None,
+    };
     if a.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&json!({"updates": report}))?
+            serde_json::to_string_pretty(&json!({"updates": report, "reload": reload}))?
         );
+    } else if let Some(reload) = reload {
+        println!("{reload}");
     }
     Ok(status)
 }

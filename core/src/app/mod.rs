@@ -224,6 +224,7 @@ impl App {
         );
         callbacks.set_dispatcher(&pipeline);
         pipeline.build_missing_deps();
+        pipeline.rebuild_deps_on_arrival();
         let core = CoreParts {
             pipeline,
             load,

@@ -112,6 +112,54 @@ impl Dispatcher {
         });
     }
 
+    /// Whenever an executor starts taking calls that did not before (a new one, or one
+    /// back from down: `ExecutorPool::arrivals`), builds every environment the records hold
+    /// as built again, from its lock: an executor that has it answers at once (`reused`),
+    /// one that lacks it (a new replica, a scratch that did not survive) installs exactly
+    /// the locked packages. Meanwhile the skill is "being built", never "not built: run
+    /// skill deps". Runs until the pipeline is dropped.
+    pub fn rebuild_deps_on_arrival(self: &Arc<Self>) {
+        let mut arrivals = self.transports.pool.arrivals();
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while arrivals.changed().await.is_ok() {
+                let Some(me) = me.upgrade() else { break };
+                me.rebuild_built_deps().await;
+            }
+        });
+    }
+
+    /// [`Self::rebuild_deps_on_arrival`]'s round: each skill whose environment is built for
+    /// its current requirements, built again on every executor.
+    async fn rebuild_built_deps(&self) {
+        let loaded = self.load.current();
+        let Some(records) = self.availability.deps().cloned() else {
+            return;
+        };
+        let built: Vec<String> = (loaded.catalog.skills.iter())
+            .filter(|s| {
+                let digest = s.dependencies.digest.as_ref();
+                records
+                    .get(&s.name)
+                    .is_some_and(|r| r.ok && Some(&r.digest) == digest)
+            })
+            .map(|s| s.name.clone())
+            .collect();
+        for name in built {
+            match self.build_deps(&name, false).await {
+                Ok(r) if r.ok => {
+                    tracing::info!(skill = %name, executors = ?r.executors, "dependencies in place on every executor")
+                }
+                Ok(r) => {
+                    tracing::warn!(skill = %name, log = %r.log_tail, "dependencies failed to build on an executor that joined")
+                }
+                Err(e) => {
+                    tracing::info!(skill = %name, error = %e, "dependencies not checked on an executor that joined")
+                }
+            }
+        }
+    }
+
     async fn build_on_executors(
         &self,
         skill: &Arc<Skill>,

@@ -3,7 +3,10 @@
 `git http-backend` (git's own smart HTTP server, as a CGI program) over the bare
 repositories under ROOT. Prints its port, then serves until killed.
 
-    githttp.py ROOT
+    githttp.py ROOT [HOST PORT]
+
+HOST and PORT (default 127.0.0.1 and any free port): the compose suite serves it on its
+network as the `gitserver` service.
 """
 import http.server
 import os
@@ -76,6 +79,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+HOST = sys.argv[2] if len(sys.argv) > 2 else "127.0.0.1"
+PORT = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+server = http.server.ThreadingHTTPServer((HOST, PORT), Handler)
 print(server.server_address[1], flush=True)
 server.serve_forever()

@@ -131,6 +131,12 @@ impl Endpoint {
         }
     }
 
+    /// Has answered `health`, the last time too, and is not draining.
+    pub(super) fn takes_calls(&self) -> bool {
+        let s = self.state();
+        s.answered && s.healthy && !s.draining
+    }
+
     /// Takes calls: answered its last `health` question and is not draining.
     pub(super) fn routable(&self) -> bool {
         let s = self.state();

@@ -91,6 +91,9 @@ pub struct ExecutorPool {
     files: TlsFiles,
     endpoints: RwLock<Vec<Arc<Endpoint>>>,
     next: AtomicUsize,
+    /// Counts the health rounds after which an executor takes calls that did not before
+    /// (new, back from down, or a new process in a restarted one's place).
+    arrivals: tokio::sync::watch::Sender<u64>,
 }
 
 impl ExecutorPool {
@@ -109,6 +112,7 @@ impl ExecutorPool {
             files,
             endpoints: RwLock::new(Vec::new()),
             next: AtomicUsize::new(0),
+            arrivals: tokio::sync::watch::Sender::new(0),
         })
     }
 
@@ -169,10 +173,25 @@ impl ExecutorPool {
         {
             tracing::info!(executor = %gone.addr, "executor endpoint gone");
         }
+        let took_calls: Vec<SocketAddr> = (old.iter())
+            .filter(|ep| ep.takes_calls())
+            .map(|ep| ep.addr)
+            .collect();
         futures_util::future::join_all(fresh.iter().map(|ep| ep.check())).await;
+        let arrived = (fresh.iter()).any(|ep| ep.takes_calls() && !took_calls.contains(&ep.addr));
         if let Ok(mut e) = self.endpoints.write() {
             *e = fresh;
         }
+        if arrived {
+            self.arrivals.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Changes after each health round in which an executor started taking calls that did
+    /// not before: a new one, one back from down, a restarted one. What an executor holds
+    /// for itself (built dependency environments) may be missing on it.
+    pub fn arrivals(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.arrivals.subscribe()
     }
 
     /// Refreshes every `interval`, forever.

@@ -295,6 +295,32 @@ async fn pool_reloads_an_executor_that_comes_back_before_calls_go_to_it() {
 }
 
 #[tokio::test]
+async fn pool_counts_an_arrival_when_an_executor_starts_taking_calls() {
+    use std::sync::atomic::Ordering::SeqCst;
+    let pki = pki();
+    let flaky = Arc::new(Flaky {
+        down: std::sync::atomic::AtomicBool::new(false),
+        reloads: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let (url, _task) = serve_on(&pki, "127.0.0.1", Arc::clone(&flaky) as Arc<dyn RpcHandler>).await;
+    let pool = ExecutorPool::new(&[url], crate::state::pki::core_files(&pki.state)).unwrap();
+    let arrivals = pool.arrivals();
+    // Its first answer is an arrival.
+    pool.refresh().await;
+    assert_eq!(*arrivals.borrow(), 1);
+    // Answering again is not.
+    pool.refresh().await;
+    assert_eq!(*arrivals.borrow(), 1);
+    // Down, then back: one more (what it built for itself may be gone).
+    flaky.down.store(true, SeqCst);
+    pool.refresh().await;
+    assert_eq!(*arrivals.borrow(), 1);
+    flaky.down.store(false, SeqCst);
+    pool.refresh().await;
+    assert_eq!(*arrivals.borrow(), 2);
+}
+
+#[tokio::test]
 async fn pool_sends_a_call_that_found_no_connection_to_the_next_executor() {
     let pki = pki();
     let (a, _ta) = start(&pki, "127.0.0.1", "a").await;

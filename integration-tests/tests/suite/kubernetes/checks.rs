@@ -9,8 +9,17 @@ use serde_json::Value;
 pub const EXECUTOR: &str = "skillbox-executor";
 /// The core Deployment and its Service.
 pub const CORE: &str = "skillbox-core";
-/// The only capabilities an executor keeps (docker/README.md, "Capabilities").
-pub const EXECUTOR_CAPS: [&str; 5] = ["SETUID", "SETGID", "SETPCAP", "CHOWN", "DAC_OVERRIDE"];
+/// The only capabilities an executor keeps (docker/README.md, "What the executor
+/// container gets"): SYS_ADMIN and NET_ADMIN make each network call's namespace.
+pub const EXECUTOR_CAPS: [&str; 7] = [
+    "SETUID",
+    "SETGID",
+    "SETPCAP",
+    "CHOWN",
+    "DAC_OVERRIDE",
+    "SYS_ADMIN",
+    "NET_ADMIN",
+];
 /// The core's user id (docker/core.Dockerfile).
 pub const CORE_UID: i64 = 10001;
 
@@ -70,7 +79,7 @@ fn strings(v: &Value) -> BTreeSet<String> {
 }
 
 /// Every container of every Deployment drops ALL capabilities; only the executor adds
-/// any, exactly the five it needs.
+/// any, exactly the seven it needs.
 pub fn capabilities(objects: &[Value]) -> Vec<String> {
     let mut bad = Vec::new();
     for d in deployments(objects) {
@@ -92,7 +101,7 @@ pub fn capabilities(objects: &[Value]) -> Vec<String> {
             if name(d) == EXECUTOR {
                 for missing in allowed.difference(&added) {
                     bad.push(format!(
-                        "{id} lacks capability {missing}: no tool can start"
+                        "{id} lacks capability {missing} (docker/README.md says what fails without it)"
                     ));
                 }
             }

@@ -45,15 +45,28 @@ fn kubernetes_core_that_keeps_its_capabilities_is_refused() {
 }
 
 #[test]
-fn kubernetes_executor_with_sys_admin_is_refused() {
+fn kubernetes_executor_with_sys_ptrace_is_refused() {
     holds_and_refuses(
-        "kubernetes_executor_with_sys_admin_is_refused",
+        "kubernetes_executor_with_sys_ptrace_is_refused",
         checks::capabilities,
         |o| {
             let add = &mut container(o, EXECUTOR)["securityContext"]["capabilities"]["add"];
-            add.as_array_mut().unwrap().push(json!("SYS_ADMIN"));
+            add.as_array_mut().unwrap().push(json!("SYS_PTRACE"));
         },
-        "skillbox-executor/executor adds capability SYS_ADMIN",
+        "skillbox-executor/executor adds capability SYS_PTRACE",
+    );
+}
+
+#[test]
+fn kubernetes_executor_without_net_admin_is_refused() {
+    holds_and_refuses(
+        "kubernetes_executor_without_net_admin_is_refused",
+        checks::capabilities,
+        |o| {
+            let add = &mut container(o, EXECUTOR)["securityContext"]["capabilities"]["add"];
+            add.as_array_mut().unwrap().retain(|c| c != "NET_ADMIN");
+        },
+        "lacks capability NET_ADMIN",
     );
 }
 

@@ -125,13 +125,11 @@ pub struct HostSkills {
 impl HostSkills {
     /// The skill folder (read-only) and, when skills were installed, the install lock (so
     /// the executor in the container checks the folder's digest as it does everywhere).
-    /// Bind mounts of type `bind` fail on a missing source instead of creating it.
+    /// Bind mounts of type `bind` fail on a missing source instead of creating it. A skill
+    /// of another root (`[skills] roots`, e.g. compose.yaml's read-only `local-skills`) is
+    /// found on the engine's host through the mount that holds it, and gets no lock (the
+    /// lock covers the install root only).
     pub fn mounts(&self, engine: &Engine, skill: &Skill) -> Result<Vec<Mount>, OneOffError> {
-        let host_root = self.host_root(engine)?;
-        let rel = skill
-            .dir
-            .strip_prefix(&self.root)
-            .map_err(|_| OneOffError::NoHostPath(skill.dir.clone()))?;
         let bind = |source: PathBuf, target: String| Mount {
             target: Some(target),
             source: Some(source.display().to_string()),
@@ -139,7 +137,15 @@ impl HostSkills {
             read_only: Some(true),
             ..Mount::default()
         };
-        let mut mounts = vec![bind(host_root.join(rel), format!("/skills/{}", skill.name))];
+        let target = format!("/skills/{}", skill.name);
+        let Ok(rel) = skill.dir.strip_prefix(&self.root) else {
+            let source = engine
+                .host_path(&skill.dir)
+                .ok_or_else(|| OneOffError::NoHostPath(skill.dir.clone()))?;
+            return Ok(vec![bind(source, target)]);
+        };
+        let host_root = self.host_root(engine)?;
+        let mut mounts = vec![bind(host_root.join(rel), target)];
         if self.root.join(LOCK_FILE).is_file() {
             mounts.push(bind(
                 host_root.join(LOCK_FILE),
