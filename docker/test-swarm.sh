@@ -119,9 +119,11 @@ executor=$(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_e
 inspect() { docker inspect -f "$2" "$1"; }
 [ "$(inspect "$executor" '{{json .HostConfig.CapDrop}}')" = '["ALL"]' ] && pass "executor: cap_drop ALL" || fail "executor: cap_drop ALL" "$(inspect "$executor" '{{json .HostConfig.CapDrop}}')"
 caps=$(inspect "$executor" '{{json .HostConfig.CapAdd}}')
-[ "$caps" = '["CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_SETGID","CAP_SETPCAP","CAP_SETUID"]' ] && pass "executor: exactly five capabilities added ($caps)" || fail "executor: five capabilities" "$caps"
+[ "$caps" = '["CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_NET_ADMIN","CAP_SETGID","CAP_SETPCAP","CAP_SETUID","CAP_SYS_ADMIN"]' ] && pass "executor: exactly seven capabilities added ($caps)" || fail "executor: seven capabilities" "$caps"
 eff=$(docker exec "$executor" awk '/^CapEff/ {print $2}' /proc/1/status)
-[ "$eff" = "00000000000001c3" ] && pass "executor: effective capability set of PID 1 is $eff (chown, dac_override, setgid, setuid, setpcap)" || fail "executor: effective capabilities" "$eff"
+[ "$eff" = "00000000002011c3" ] && pass "executor: effective capability set of PID 1 is $eff (chown, dac_override, setgid, setuid, setpcap, net_admin, sys_admin)" || fail "executor: effective capabilities" "$eff"
+net=$(curl -fsS --max-time 5 "$gateway/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("network", ""))' 2>/dev/null || true)
+[ "${net%%:*}" = namespaces ] && pass "executor: network calls get namespaces of their own (/healthz network: ${net%%:*})" || fail "executor: network namespaces" "$net"
 for c in "$executor" "$core"; do
   name=$(inspect "$c" '{{index .Config.Labels "com.docker.swarm.service.name"}}')
   [ "$(inspect "$c" '{{.HostConfig.ReadonlyRootfs}}')" = true ] && pass "$name: read-only root" || fail "$name: read-only root"
