@@ -124,6 +124,19 @@ eff=$(docker exec "$executor" awk '/^CapEff/ {print $2}' /proc/1/status)
 [ "$eff" = "00000000002011c3" ] && pass "executor: effective capability set of PID 1 is $eff (chown, dac_override, setgid, setuid, setpcap, net_admin, sys_admin)" || fail "executor: effective capabilities" "$eff"
 net=$(curl -fsS --max-time 5 "$gateway/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("network", ""))' 2>/dev/null || true)
 [ "${net%%:*}" = namespaces ] && pass "executor: network calls get namespaces of their own (/healthz network: ${net%%:*})" || fail "executor: network namespaces" "$net"
+# A published-shaped skill's program reaches its granted host through the egress proxy,
+# and nothing else, on whichever executor runs it.
+fetch_script() { # url -> the script's stdout
+  curl -sS --max-time 60 -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+    -d "{\"tool\":\"run_skill_script\",\"context_id\":\"swarm-net\",\"args\":{\"name\":\"fetcher\",\"script\":\"get.py\",\"args\":[\"$1\"]}}" \
+    "$gateway/v1/tools/call" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["data"]["stdout"].strip() if r.get("success") else r)' 2>&1
+}
+for i in 1 2; do
+  out=$(fetch_script http://recorder:8080/log)
+  [ "$out" = "status 200" ] && pass "a skill's Python reaches its granted host through the egress proxy ($i of 2)" || fail "a skill's Python reaches its granted host ($i of 2)" "$out"
+done
+out=$(fetch_script http://example.com/)
+case $out in *refused:*403*) pass "a skill's Python is refused a host it was not granted (403)" ;; *) fail "a skill's Python is refused a host it was not granted" "$out" ;; esac
 for c in "$executor" "$core"; do
   name=$(inspect "$c" '{{index .Config.Labels "com.docker.swarm.service.name"}}')
   [ "$(inspect "$c" '{{.HostConfig.ReadonlyRootfs}}')" = true ] && pass "$name: read-only root" || fail "$name: read-only root"
