@@ -79,21 +79,27 @@ const SKILLS: [(&str, &str); 6] = [
     ("needs-offsite", "skboff==1.0\n"),
 ];
 
+/// A published-shaped skill in `dir`: a SKILL.md, `scripts/requirements.txt` and
+/// `scripts/show.py`, which prints the version of `module`.
+fn write_show_skill(dir: &Path, name: &str, requirements: &str, module: &str) {
+    write(
+        &dir.join("SKILL.md"),
+        &format!("---\nname: {name}\ndescription: Shows a package's version.\n---\nRun `python3 scripts/show.py`.\n"),
+    );
+    write(&dir.join("scripts/requirements.txt"), requirements);
+    write(
+        &dir.join("scripts/show.py"),
+        &format!("import {module}\nprint({module}.VALUE)\n"),
+    );
+    open_up(dir);
+}
+
 fn prepare(ws: &Path) {
     let port = index().port;
     for (name, requirements) in SKILLS {
         let dir = ws.join("skills").join(name);
-        write(
-            &dir.join("SKILL.md"),
-            &format!("---\nname: {name}\ndescription: Shows the demo package's version.\n---\nRun `python3 scripts/show.py`.\n"),
-        );
-        write(&dir.join("scripts/requirements.txt"), requirements);
         let module = requirements.split("==").next().unwrap();
-        write(
-            &dir.join("scripts/show.py"),
-            &format!("import {module}\nprint({module}.VALUE)\n"),
-        );
-        open_up(&dir);
+        write_show_skill(&dir, name, requirements, module);
     }
     let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
     toml = toml.replacen(
@@ -224,17 +230,7 @@ fn prepare_pypi_layout(ws: &Path) {
         ("needs-split", "skbsplit==1.0\n", "skbsplit"),
         ("open-demo", "skbdemo\n", "skbdemo"),
     ] {
-        let dir = ws.join("skills").join(name);
-        write(
-            &dir.join("SKILL.md"),
-            &format!("---\nname: {name}\ndescription: Shows a package's version.\n---\nRun it.\n"),
-        );
-        write(&dir.join("scripts/requirements.txt"), requirements);
-        write(
-            &dir.join("scripts/show.py"),
-            &format!("import {module}\nprint({module}.VALUE)\n"),
-        );
-        open_up(&dir);
+        write_show_skill(&ws.join("skills").join(name), name, requirements, module);
     }
     let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
     toml = toml.replacen(
