@@ -295,6 +295,7 @@ impl App {
             }
         };
         let reloader = Arc::new(Reloader::new(core.reload_parts(), trust.clone()));
+        let views = core.views();
         let gateway = Arc::new(Gateway {
             bots: Arc::new(BotTokens::load(store.clone())?),
             token,
@@ -306,7 +307,12 @@ impl App {
             supervisor,
             console,
             mcp_waiting: Default::default(),
-            core,
+            skills: views.skills,
+            calls: views.calls,
+            contexts: views.contexts,
+            approvals: views.approvals,
+            tokens: views.tokens,
+            records: views.records,
         });
         Ok(App {
             ws,
@@ -337,7 +343,7 @@ impl App {
             self.ws.token_file().display(),
             self.ws.root().display(),
             roots.join(", "),
-            self.gateway.core.executors.describe(),
+            self.gateway.skills.executors.describe(),
         );
         if let Some((path, seconds)) = &self.link {
             out.push_str(&format!(
@@ -358,7 +364,7 @@ impl App {
                 reload::TRUST_POLL_INTERVAL,
             )),
             tokio::spawn(reload::watch::watch_skills(reloader)),
-            tokio::spawn(expire_idle_contexts(self.gateway.core.files.clone())),
+            tokio::spawn(expire_idle_contexts(self.gateway.contexts.files.clone())),
             tokio::spawn(gateway::serve(self.listener, self.gateway)),
         ];
         shutdown.await;

@@ -9,11 +9,15 @@
 
 pub mod console;
 mod mcp;
+mod parts;
 pub mod rest;
 mod table;
 pub mod web;
 
 pub use mcp::classify_message as classify_mcp_message;
+pub use parts::{
+    ApprovalParts, CallParts, ContextParts, CoreParts, RecordParts, SkillParts, TokenParts, Views,
+};
 pub use rest::api;
 pub use web::error::ApiError;
 pub use web::server::{serve, ServerLimits};
@@ -27,43 +31,24 @@ use hyper::body::Incoming;
 use skillbox_protocol::methods::SecretValue;
 use subtle::ConstantTimeEq;
 
-use crate::approvals::Approvals;
 use crate::auth::Caller;
-use crate::calls::{Dispatcher, LoadCell};
-use crate::executors::availability::SkillAvailability;
-use crate::executors::ExecutorPool;
-use crate::observe::Metrics;
-use crate::state::store::Store;
 
-/// The parts of the core the gateway's handlers use, handed in when the core is built
-/// ([`crate::app`]); cheap to clone for work moved off the async threads.
-#[derive(Debug, Clone)]
-pub struct CoreParts {
-    /// The call pipeline: its one entry, and what a context shows its caller.
-    pub pipeline: Arc<Dispatcher>,
-    /// The current load of the skills.
-    pub load: Arc<LoadCell>,
-    /// The state store.
-    pub store: Store,
-    /// The approvals.
-    pub approvals: Arc<Approvals>,
-    /// The metrics `GET /metrics` serves.
-    pub metrics: Arc<Metrics>,
-    /// The executors.
-    pub executors: Arc<ExecutorPool>,
-    /// Whether a skill can run now.
-    pub availability: SkillAvailability,
-    /// Whether `execution.sandbox: container` calls can run (a Docker engine).
-    pub container_sandbox: bool,
-    /// The contexts' working folders.
-    pub files: crate::contexts::files::ContextFiles,
-}
-
-/// What the gateway serves.
+/// What the gateway serves. Each family of handlers reads its own view of the core
+/// ([`parts`]).
 #[derive(Debug)]
 pub struct Gateway {
-    /// The core's parts.
-    pub core: CoreParts,
+    /// The skill store's handlers' view.
+    pub skills: SkillParts,
+    /// Tool calls' and routing's view.
+    pub calls: CallParts,
+    /// Contexts' and their files' view.
+    pub contexts: ContextParts,
+    /// Approvals' view.
+    pub approvals: ApprovalParts,
+    /// Bot tokens' view.
+    pub tokens: TokenParts,
+    /// Metrics' and history's view.
+    pub records: RecordParts,
     /// The operator's bearer token (`Debug` prints `***`; compared in constant time).
     pub token: SecretValue,
     /// The bots' tokens.
@@ -167,7 +152,7 @@ mod tests;
 
 /// The parts of a test dispatcher, for a test gateway.
 #[cfg(test)]
-pub(crate) fn test_parts(d: Dispatcher) -> CoreParts {
+pub(crate) fn test_parts(d: crate::calls::Dispatcher) -> CoreParts {
     CoreParts {
         load: Arc::clone(d.load()),
         store: d.store().clone(),
@@ -185,33 +170,27 @@ pub(crate) fn test_parts(d: Dispatcher) -> CoreParts {
             d.store().clone(),
             Default::default(),
         ),
+        deps: Arc::new(crate::deps::DepsBuilder::new(
+            Arc::clone(d.load()),
+            d.availability().deps().cloned(),
+            Arc::clone(d.executor()),
+            Arc::clone(d.in_flight()),
+        )),
         pipeline: Arc::new(d),
     }
 }
 
-impl CoreParts {
-    /// The skills of `catalog` that `caller` may use and that can run now, by name (what
-    /// the built-in tools offer to load or run, in `GET /v1/tools` and MCP `tools/list`).
-    pub fn usable_skills(
-        &self,
-        catalog: &skillbox_protocol::skill::Catalog,
-        caller: &Caller,
-    ) -> Vec<String> {
-        (catalog.skills.iter())
-            .filter(|s| caller.may_use_skill(&s.name))
-            .filter(|s| self.availability.of(s).is_ready())
-            .map(|s| s.name.clone())
-            .collect()
-    }
-
-    /// What the reload needs of them.
-    pub fn reload_parts(&self) -> crate::reload::ReloadParts {
-        crate::reload::ReloadParts {
-            load: Arc::clone(&self.load),
-            secrets: self.availability.secrets().clone(),
-            executors: Arc::clone(&self.executors),
-            pipeline: Some(Arc::clone(&self.pipeline)),
-        }
+#[cfg(test)]
+impl Gateway {
+    /// The views of `core` in place of the gateway's own (a test's other dispatcher).
+    pub(crate) fn set_parts(&mut self, core: CoreParts) {
+        let views = core.views();
+        self.skills = views.skills;
+        self.calls = views.calls;
+        self.contexts = views.contexts;
+        self.approvals = views.approvals;
+        self.tokens = views.tokens;
+        self.records = views.records;
     }
 }
 
@@ -231,13 +210,19 @@ pub(crate) fn test_gateway(
     let workspace = crate::state::Workspace::new(ws);
     let trust = crate::skills::install::TrustPolicy::for_workspace(&workspace, false);
     let bots = Arc::new(crate::auth::BotTokens::load(core.store.clone()).expect("bot tokens load"));
+    let views = core.views();
     Gateway {
         bots,
         reloader: Arc::new(crate::reload::Reloader::new(
             core.reload_parts(),
             trust.clone(),
         )),
-        core,
+        skills: views.skills,
+        calls: views.calls,
+        contexts: views.contexts,
+        approvals: views.approvals,
+        tokens: views.tokens,
+        records: views.records,
         token: SecretValue(token.to_string()),
         max_request_bytes,
         server_limits: ServerLimits::default(),

@@ -59,7 +59,7 @@ fn fixture() -> (tempfile::TempDir, Gateway, Seen) {
             .push((p.skill.clone(), p.traceparent.clone()));
         Ok(ToolResult::ok(p.call_id.clone(), json!({"ran": p.tool}), 1))
     });
-    gw.core = super::test_parts(d);
+    gw.set_parts(super::test_parts(d));
     (dir, gw, seen)
 }
 
@@ -134,15 +134,15 @@ async fn a_refused_call_gets_the_same_refusal_and_a_call_id_through_rest_mcp_and
         skills: None,
     }));
     std::fs::write(
-        gw.core.load.catalog().get("mail").unwrap().dir.join("SKILL.md"),
+        gw.calls.load.catalog().get("mail").unwrap().dir.join("SKILL.md"),
         "---\nname: mail\ndescription: The mail skill, for mail things.\nallowed-tools: [\"run\"]\n---\n# mail\n",
     )
     .unwrap();
     let skills = gw.trust.skills_root.clone();
     let catalog = discover(std::slice::from_ref(&skills), DiscoveryOptions::default());
-    gw.core.load.set_catalog(catalog, None);
-    crate::contexts::enter(&gw.core.store, &bot, "c1").unwrap();
-    crate::contexts::pin(&gw.core.store, &gw.core.load.catalog(), "c1", "mail").unwrap();
+    gw.calls.load.set_catalog(catalog, None);
+    crate::contexts::enter(&gw.records.store, &bot, "c1").unwrap();
+    crate::contexts::pin(&gw.records.store, &gw.calls.load.catalog(), "c1", "mail").unwrap();
     let rest = send(
         &gw,
         &bot,

@@ -52,7 +52,7 @@ async fn send(
 }
 
 fn pending(gw: &Gateway, id: &str) {
-    gw.core
+    gw.calls
         .pipeline
         .store()
         .insert_approval(&ApprovalRecord {
@@ -179,7 +179,7 @@ async fn decide_refuses_an_unknown_decision_naming_the_two_it_takes() {
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["error_kind"], "invalid_args", "{body}");
     // Nothing was decided.
-    let record = gw.core.approvals.get("ap_1").unwrap();
+    let record = gw.approvals.approvals.get("ap_1").unwrap();
     assert_eq!(record.status, ApprovalStatus::Pending);
 }
 
@@ -250,7 +250,7 @@ async fn repair_records_of_a_skill_are_readable() {
     let (status, body) = send(&gw, Method::GET, "/v1/skills/notes/repairs", None).await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body, json!({"repairs": []}));
-    gw.core
+    gw.calls
         .pipeline
         .store()
         .record_repair(&crate::state::store::RepairRecord {
@@ -281,7 +281,7 @@ async fn reload_reads_secrets_env_again_without_answering_its_values() {
     let ws = tempfile::tempdir().unwrap();
     let gw = gateway(ws.path());
     assert!(gw
-        .core
+        .calls
         .availability
         .secrets()
         .get("RELOADED_KEY_Z9")
@@ -295,7 +295,7 @@ async fn reload_reads_secrets_env_again_without_answering_its_values() {
     // No executor listens here: the reload answers 503 for it, after the core's own load.
     let (_status, body) = send(&gw, Method::POST, "/v1/skills/reload", None).await;
     assert_eq!(
-        gw.core
+        gw.calls
             .availability
             .secrets()
             .get("RELOADED_KEY_Z9")

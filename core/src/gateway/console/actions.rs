@@ -179,7 +179,7 @@ pub async fn decide(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
         Ok(g) => g,
         Err(r) => return r,
     };
-    let approvals = &gw.core.approvals;
+    let approvals = &gw.approvals.approvals;
     if form.decision == Decision::Approve && form.acknowledge.as_deref() != Some("yes") {
         let warnings = match approvals.get(id) {
             Ok(record) => approval_warnings(&record.args),
@@ -271,7 +271,7 @@ pub async fn revoke(gw: &Gateway, req: ConsoleReq, id: &str) -> Response<Full<By
     if let Err(r) = guarded::<CsrfForm, _>(req, |f| f.csrf.as_deref()).await {
         return r;
     }
-    match gw.core.approvals.grants().revoke(id, unix_ms_now()) {
+    match gw.approvals.approvals.grants().revoke(id, unix_ms_now()) {
         Ok(g) => {
             tracing::info!(skill = %g.skill, tool = %g.tool, "operator revoked an allowance");
             redirect("/console/approvals?done=revoked")

@@ -31,10 +31,10 @@ fn failed(e: impl std::fmt::Display) -> Response<Full<Bytes>> {
 
 /// `GET /console/skills`.
 pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.records.load.catalog();
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     let mut pins: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    match gw.core.store.all_pins() {
+    match gw.records.store.all_pins() {
         Ok(all) => {
             for p in all {
                 pins.entry(p.skill).or_default().push(p.context_id);
@@ -63,7 +63,7 @@ pub async fn skills(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
                 th { "Available" } th { "Bots" } th { "Pinned in contexts" } } }
             tbody {
                 @for s in &catalog.skills {
-                    @let reason = gw.core.availability.of(s).reason().map(str::to_string);
+                    @let reason = gw.records.availability.of(s).reason().map(str::to_string);
                     @let locked = lock.as_ref().and_then(|l| l.get(&s.name));
                     tr data-skill=(s.name) {
                         td { (s.name) br; span.meta { (s.description) } }
@@ -111,11 +111,11 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
         outcome,
         caller: None,
     };
-    let calls = match gw.core.store.recent_calls(&filter, DEFAULT_LIMIT * 2) {
+    let calls = match gw.records.store.recent_calls(&filter, DEFAULT_LIMIT * 2) {
         Ok(c) => c,
         Err(e) => return failed(e),
     };
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.records.load.catalog();
     let outcomes = [
         "success",
         "invalid_args",
@@ -177,7 +177,7 @@ pub async fn calls(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
 
 /// `GET /console/routes`.
 pub async fn routes(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> {
-    let routes = match gw.core.store.recent_routes(None, DEFAULT_LIMIT) {
+    let routes = match gw.records.store.recent_routes(None, DEFAULT_LIMIT) {
         Ok(r) => r,
         Err(e) => return failed(e),
     };
@@ -211,7 +211,7 @@ fn number(v: &Value) -> String {
 
 /// `GET /console/routes/{id}`: candidates with the score breakdown, and the run's events.
 pub async fn route(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full<Bytes>> {
-    let store = &gw.core.store;
+    let store = &gw.records.store;
     let route = match store.get_route(id) {
         Ok(Some(r)) => r,
         Ok(None) => {

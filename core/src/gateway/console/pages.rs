@@ -99,8 +99,8 @@ pub fn signed_out_fragment() -> Markup {
 
 /// The card of `r` under the console's settings.
 fn card_of(gw: &Gateway, r: &ApprovalRecord, csrf: &str, lock: Option<&InstallLock>) -> Markup {
-    let approvals = &gw.core.approvals;
-    let skill = gw.core.load.current().skill(&r.skill);
+    let approvals = &gw.approvals.approvals;
+    let skill = gw.approvals.load.current().skill(&r.skill);
     card(
         r,
         &CardContext {
@@ -120,7 +120,7 @@ fn read_lock(gw: &Gateway) -> Option<InstallLock> {
 /// The pending cards, oldest first (the one closest to expiring on top).
 fn pending_cards(gw: &Gateway, csrf: &str) -> Result<(usize, Markup), String> {
     let list = gw
-        .core
+        .approvals
         .approvals
         .list(Some(ApprovalStatus::Pending))
         .map_err(|e| e.to_string())?;
@@ -148,7 +148,7 @@ pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> 
         Ok(p) => p,
         Err(e) => return unavailable(&e),
     };
-    let mut decided = match gw.core.approvals.list(None) {
+    let mut decided = match gw.approvals.approvals.list(None) {
         Ok(all) => all,
         Err(e) => return unavailable(&e.to_string()),
     };
@@ -156,7 +156,7 @@ pub async fn approvals(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Bytes>> 
     // Newest decision first (an approval asked long ago may be decided last).
     decided.sort_by_key(|r| std::cmp::Reverse((r.decided_at, r.created_at)));
     decided.truncate(RECENT_DECIDED);
-    let grants = gw.core.approvals.grants().list(unix_ms_now());
+    let grants = gw.approvals.approvals.grants().list(unix_ms_now());
     // Only the outcomes the console's own redirects name: no text from the URL is echoed.
     let done = req.query_param("done").and_then(|d| {
         ["approved", "denied", "revoked"]
@@ -218,7 +218,7 @@ pub async fn approvals_live(gw: &Gateway, req: &ConsoleReq) -> Response<Full<Byt
 /// `GET /console/approvals/{id}`: one approval (the link MCP clients and the CLI print).
 pub async fn approval(gw: &Gateway, req: &ConsoleReq, id: &str) -> Response<Full<Bytes>> {
     let csrf = req.csrf();
-    let record = match gw.core.approvals.get(id) {
+    let record = match gw.approvals.approvals.get(id) {
         Ok(r) => r,
         Err(e) => {
             return answer(

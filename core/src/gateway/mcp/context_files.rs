@@ -34,8 +34,8 @@ pub async fn read(gw: &Gateway, caller: &Caller, asked: &str) -> Result<Value, M
     };
     let (id, path) = parse(asked).ok_or_else(unknown)?;
     let caller = caller.clone();
-    let (store, files) = (gw.core.store.clone(), gw.core.files.clone());
-    let cap = gw.core.load.config().mcp.max_resource_bytes;
+    let (store, files) = (gw.contexts.store.clone(), gw.contexts.files.clone());
+    let cap = gw.contexts.load.config().mcp.max_resource_bytes;
     let read = tokio::task::spawn_blocking(move || {
         crate::contexts::enter(&store, &caller, &id).map_err(|_| None)?;
         files.get(&id, &path).map_err(Some)

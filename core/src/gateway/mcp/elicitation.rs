@@ -141,7 +141,7 @@ fn watched_for(
 
 /// Starts `call` (the MCP tool `name`) in the core, detached from the request.
 pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.calls.load.catalog();
     let (origin, args) = (call.origin.clone(), call.args.clone());
     let watched = watched_for(&catalog, &call.target, &args).map(|(skill, tool)| Watched {
         skill,
@@ -150,9 +150,9 @@ pub fn start(gw: &Gateway, name: &str, call: ToolCall) -> Waiting {
         requested_by: origin.caller.name().to_owned(),
     });
     // Subscribed before the call starts: its first approval cannot be missed.
-    let asked = gw.core.approvals.watch_asked();
+    let asked = gw.calls.approvals.watch_asked();
     let (tx, result) = watch::channel(None);
-    let dispatcher = Arc::clone(&gw.core.pipeline);
+    let dispatcher = Arc::clone(&gw.calls.pipeline);
     tokio::spawn(async move {
         let r = dispatcher.call(call).await;
         let _ = tx.send(Some(r));

@@ -81,7 +81,7 @@ pub async fn serve_in_context(gw: &Gateway, req: Req) -> Reply {
 /// One POST for `origin` (the caller, and the endpoint's context): origin header, body,
 /// message, answer.
 async fn handle(gw: &Gateway, origin: CallOrigin, req: Req) -> Response<Full<Bytes>> {
-    let config = gw.core.load.config();
+    let config = gw.calls.load.config();
     if let Err(e) = transport::check_origin(&req.headers, &config.mcp.allowed_origins) {
         tracing::warn!(error = %e, "MCP request refused");
         return transport::error_answer(Value::Null, &e);

@@ -141,7 +141,7 @@ fn unlisted(skill: &Skill, e: &McpError) -> Value {
 
 /// The skills served to `caller` (a bot's own skills), sorted by name.
 fn served(gw: &Gateway, caller: &Caller) -> Vec<Skill> {
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.skills.load.catalog();
     let mut out: Vec<Skill> = catalog
         .skills
         .iter()

@@ -62,7 +62,7 @@ pub async fn context(
     caller: &Caller,
     context_id: &str,
 ) -> Result<ContextView, McpError> {
-    let d = Arc::clone(&gw.core.pipeline);
+    let d = Arc::clone(&gw.calls.pipeline);
     let id = context_id.to_string();
     let caller = caller.clone();
     match tokio::task::spawn_blocking(move || d.context_view(&caller, &id)).await {
@@ -81,7 +81,7 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         None => None,
     };
     let allowed = |t: &Target| view.as_ref().is_none_or(|v| v.allows(t));
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.calls.load.catalog();
     let mut tools: Vec<Value> = Vec::new();
     for skill in (catalog.skills.iter()).filter(|s| caller.may_use_skill(&s.name)) {
         for tool in &skill.tools {
@@ -102,9 +102,9 @@ pub async fn list(gw: &Gateway, origin: &CallOrigin) -> Result<Value, McpError> 
         }
     }
     tools.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let available = gw.core.usable_skills(&catalog, caller);
+    let available = gw.calls.usable_skills(&catalog, caller);
     // The command sessions need a context: listed on /mcp/{context_id} only.
-    let exec = gw.core.load.config().exec.enabled && origin.context_id.is_some();
+    let exec = gw.calls.load.config().exec.enabled && origin.context_id.is_some();
     for builtin in crate::contexts::builtins::ALL {
         if (builtin.session && !exec) || !allowed(&builtin.target) {
             continue;
@@ -163,14 +163,14 @@ pub async fn call(
 ) -> Result<Value, McpError> {
     let origin = asked.origin;
     let (name, args) = call_params(params)?;
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.calls.load.catalog();
     let target = resolve(&catalog, &origin.caller, &name).map_err(|why| McpError::UnknownTool {
         name: name.clone(),
         why,
     })?;
     if !era.client_takes_url_elicitation() {
         let call = ToolCall::new(target, args, origin.clone()).traced(asked.trace.clone());
-        let result = gw.core.pipeline.call(call).await;
+        let result = gw.calls.pipeline.call(call).await;
         return Ok(call_result(&result, origin.context_id.as_deref()));
     }
     // A waiting call is resumed only by the caller that started it, in the same context.
@@ -187,7 +187,7 @@ pub async fn call(
         Next::Asked(record, waiting) => {
             let state = elicitation::new_state()?;
             let answer = elicitation::input_required(&record, &state, &asked.console_base);
-            let keep = std::time::Duration::from_millis(gw.core.approvals.policy().timeout_ms);
+            let keep = std::time::Duration::from_millis(gw.calls.approvals.policy().timeout_ms);
             gw.mcp_waiting.put(state, *waiting, keep);
             Ok(answer)
         }

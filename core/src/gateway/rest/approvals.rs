@@ -14,7 +14,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
     let status = req
         .query_param("status")
         .and_then(|s| ApprovalStatus::from_name(&s));
-    let list = gw.core.approvals.list(status)?;
+    let list = gw.approvals.approvals.list(status)?;
     let approvals: Vec<Value> = (list.iter())
         .filter(|a| req.caller.sees(&a.requested_by))
         .map(crate::approvals::payload::view)
@@ -28,7 +28,7 @@ pub async fn decide(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let body: DecisionRequest = req.json().await?;
     let record = gw
-        .core
+        .approvals
         .approvals
         .decide_as(&caller, &id, body.decision, body.reason)?;
     Ok(ok_of(&record))

@@ -25,7 +25,7 @@ pub async fn unpin(gw: &Gateway, req: Req) -> Reply {
 /// The context, after the pin (`true`) or unpin of `change` when given; `changed` in the
 /// answer says whether that changed anything.
 async fn context(gw: &Gateway, req: &Req, change: Option<(bool, String)>) -> Reply {
-    let d = gw.core.clone();
+    let d = gw.contexts.clone();
     let id = req.param("id")?.to_string();
     let caller = req.caller.clone();
     if let Some(why) = change.as_ref().and_then(|(_, n)| caller.skill_refusal(n)) {

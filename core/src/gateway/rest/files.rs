@@ -24,11 +24,11 @@ impl From<FileError> for ApiError {
 /// Lets the caller into context `id` (a bot's own contexts only).
 async fn enter(gw: &Gateway, req: &Req) -> Result<(String, ContextFiles), ApiError> {
     let id = req.param("id")?.to_string();
-    let (store, caller, entered) = (gw.core.store.clone(), req.caller.clone(), id.clone());
+    let (store, caller, entered) = (gw.contexts.store.clone(), req.caller.clone(), id.clone());
     tokio::task::spawn_blocking(move || contexts::enter(&store, &caller, &entered))
         .await?
         .map_err(|e: ContextError| ApiError::new(e.error_kind(), e.to_string()))?;
-    Ok((id, gw.core.files.clone()))
+    Ok((id, gw.contexts.files.clone()))
 }
 
 /// `PUT /v1/contexts/{id}/files/{path}`: the body is the file; 201 new, 200 replaced.
@@ -84,7 +84,7 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
 /// files and owner; 204.
 pub async fn delete_context(gw: &Gateway, req: Req) -> Reply {
     let (id, files) = enter(gw, &req).await?;
-    if let Err(e) = gw.core.pipeline.close_sessions(&id, None).await {
+    if let Err(e) = gw.contexts.pipeline.close_sessions(&id, None).await {
         tracing::warn!(context = %id, error = %e, "a session of a removed context could not be closed");
     }
     tokio::task::spawn_blocking(move || files.delete_context(&id)).await??;

@@ -10,7 +10,7 @@ use crate::gateway::Gateway;
 /// The executors as of the pool's last health round (`[executor] health_interval_ms`):
 /// asking one here would shift the round robin and count as a call.
 pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
-    let pool = &gw.core.executors;
+    let pool = &gw.skills.executors;
     let health = pool
         .health()
         .and_then(|v| serde_json::from_value::<HealthResult>(v).ok());
@@ -22,6 +22,6 @@ pub async fn healthz(gw: &Gateway, _req: Req) -> Reply {
         network: (pool.sandbox_facts()).map(|f| network_mode(f.network_namespaces)),
         executors: pool.status(),
         supervisor: gw.supervisor.as_ref().map(|s| s.status()),
-        container_sandbox: gw.core.container_sandbox,
+        container_sandbox: gw.skills.container_sandbox,
     }))
 }

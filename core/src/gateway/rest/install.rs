@@ -133,7 +133,7 @@ pub async fn update(gw: &Gateway, req: Req) -> Reply {
     let mut approval_id = None;
     if update.needs_confirmation(sources.auto_update) {
         let grant = gw
-            .core
+            .skills
             .approvals
             .request_confirmation(ApprovalRequest {
                 skill: name.clone(),

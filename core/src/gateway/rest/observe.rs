@@ -10,8 +10,8 @@ use crate::approvals::ApprovalStatus;
 use crate::gateway::web::error::ApiError;
 use crate::gateway::web::list::{parse_outcome, DEFAULT_LIMIT};
 use crate::gateway::web::request::{ok_of, ok_text, Reply, Req};
-use crate::gateway::CoreParts;
 use crate::gateway::Gateway;
+use crate::gateway::RecordParts;
 use crate::observe::exposition::Format;
 use crate::observe::Scrape;
 use crate::state::store::{CallFilter, StoreError};
@@ -24,14 +24,14 @@ pub async fn metrics(gw: &Gateway, req: Req) -> Reply {
         .get(http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let d = gw.core.clone();
+    let d = gw.records.clone();
     let (content_type, text) =
         tokio::task::spawn_blocking(move || exposition(&d, accept.as_deref())).await?;
     Ok(ok_text(content_type, text))
 }
 
 /// The metrics text in the format `accept` asks for, with its content type.
-pub fn exposition(d: &CoreParts, accept: Option<&str>) -> (&'static str, String) {
+pub fn exposition(d: &RecordParts, accept: Option<&str>) -> (&'static str, String) {
     let format = Format::negotiate(accept);
     (
         format.content_type(),
@@ -40,7 +40,7 @@ pub fn exposition(d: &CoreParts, accept: Option<&str>) -> (&'static str, String)
 }
 
 /// What the gauges show now: pending approvals, executor health, disabled skills.
-pub fn scrape(d: &CoreParts) -> Scrape {
+pub fn scrape(d: &RecordParts) -> Scrape {
     let approvals_pending = match d.approvals.list(Some(ApprovalStatus::Pending)) {
         Ok(list) => i64::try_from(list.len()).unwrap_or(i64::MAX),
         Err(e) => {
@@ -116,7 +116,7 @@ fn is_loopback(host: &str) -> bool {
 
 /// The `limit` query parameter: 1 to `[observe] max_list_limit`, default [`DEFAULT_LIMIT`].
 fn limit(gw: &Gateway, req: &Req) -> Result<usize, ApiError> {
-    let max = gw.core.load.config().observe.max_list_limit;
+    let max = gw.records.load.config().observe.max_list_limit;
     let Some(raw) = req.query_param("limit") else {
         return Ok(DEFAULT_LIMIT.min(max));
     };
@@ -147,7 +147,7 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
             Some(o) => Some(parse_outcome(o)?),
         },
     };
-    let store = gw.core.store.clone();
+    let store = gw.records.store.clone();
     let calls = tokio::task::spawn_blocking(move || store.recent_calls(&filter, limit))
         .await?
         .map_err(store_error)?;
@@ -158,7 +158,7 @@ pub async fn calls(gw: &Gateway, req: Req) -> Reply {
 /// made through the egress proxy. A bot reads its own calls only.
 pub async fn call(gw: &Gateway, req: Req) -> Reply {
     let id = req.param("id")?.to_string();
-    let store = gw.core.store.clone();
+    let store = gw.records.store.clone();
     let found = tokio::task::spawn_blocking(move || store.get_call(&id))
         .await?
         .map_err(store_error)?;
@@ -177,7 +177,7 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/routes?limit=K`: newest first.
 pub async fn routes(gw: &Gateway, req: Req) -> Reply {
     let limit = limit(gw, &req)?;
-    let store = gw.core.store.clone();
+    let store = gw.records.store.clone();
     let caller = (!req.caller.is_operator()).then(|| req.caller.name().to_owned());
     let routes = tokio::task::spawn_blocking(move || store.recent_routes(caller.as_deref(), limit))
         .await?
@@ -189,7 +189,7 @@ pub async fn routes(gw: &Gateway, req: Req) -> Reply {
 /// events of its run when it was executed.
 pub async fn route(gw: &Gateway, req: Req) -> Reply {
     let id = req.param("route_id")?.to_string();
-    let store = gw.core.store.clone();
+    let store = gw.records.store.clone();
     let found = tokio::task::spawn_blocking(move || {
         let route = store.get_route(&id)?;
         let events = store.route_events(&id)?;
@@ -215,7 +215,7 @@ pub async fn route(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/skills/{name}/repairs`: the skill's repair records, oldest first.
 pub async fn repairs(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
-    let store = gw.core.store.clone();
+    let store = gw.records.store.clone();
     let records = tokio::task::spawn_blocking(move || store.repairs_of(&name))
         .await?
         .map_err(store_error)?;
@@ -234,7 +234,9 @@ mod tests {
         let d = crate::gateway::test_parts(crate::calls::test_dispatcher(
             ws.path(),
             Default::default(),
-        ));
+        ))
+        .views()
+        .records;
         for accept in [None, Some("text/plain;version=0.0.4"), Some("*/*")] {
             let (content_type, text) = exposition(&d, accept);
             assert_eq!(

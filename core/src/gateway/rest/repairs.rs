@@ -13,10 +13,10 @@ use crate::repair::RepairTarget;
 pub async fn propose(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
     let proposal: RepairProposal = req.json().await?;
-    let d = gw.core.clone();
+    let d = gw.skills.clone();
     let root = gw.skills_root.clone();
     // The [repair] settings of the latest load (read once with the catalogue).
-    let config = gw.core.load.config().repair.clone();
+    let config = gw.skills.load.config().repair.clone();
     let record = tokio::task::spawn_blocking(move || {
         let catalog = d.load.catalog();
         let target = RepairTarget {

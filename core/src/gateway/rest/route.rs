@@ -12,7 +12,7 @@ use crate::gateway::Gateway;
 pub async fn plan(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let body: RouteRequest = req.json().await?;
-    let plan = super::route_plan::route_request(gw.core.clone(), caller, body)
+    let plan = super::route_plan::route_request(gw.calls.clone(), caller, body)
         .await
         .ok_or_else(|| ApiError::new(ErrorKind::Unavailable, "routing failed; retry"))?
         .map_err(|e| ApiError::new(e.error_kind(), e.to_string()))?;
@@ -24,6 +24,6 @@ pub async fn execute(gw: &Gateway, req: Req) -> Reply {
     let caller = req.caller.clone();
     let trace = req.traceparent();
     let body: ExecuteRequest = req.json().await?;
-    let run = super::route_execute::execute_request(gw.core.clone(), caller, body, trace).await?;
+    let run = super::route_execute::execute_request(gw.calls.clone(), caller, body, trace).await?;
     Ok(ok_of(&run))
 }

@@ -21,7 +21,7 @@ use super::route_plan::route_for_gateway;
 use crate::auth::{CallOrigin, Caller};
 use crate::calls::ToolCall;
 use crate::contexts;
-use crate::gateway::CoreParts;
+use crate::gateway::CallParts;
 use crate::observe::TraceParent;
 use crate::router::execute::{self, Run, Stage, Target};
 use crate::router::{ActivationPlan, FallbackStep};
@@ -55,7 +55,7 @@ pub struct Execution {
 }
 
 /// What to run for `skill` in this request.
-pub fn target(core: &CoreParts, skill: &Skill, requested: Option<&str>) -> Target {
+pub fn target(core: &CallParts, skill: &Skill, requested: Option<&str>) -> Target {
     if let crate::executors::readiness::Availability::Unavailable(reason) =
         core.availability.of(skill)
     {
@@ -92,7 +92,7 @@ pub fn target(core: &CoreParts, skill: &Skill, requested: Option<&str>) -> Targe
 
 /// The stages of a plan: the primary, then its fallback chain.
 pub fn stages(
-    core: &CoreParts,
+    core: &CallParts,
     catalog: &Catalog,
     plan: &ActivationPlan,
     tool: Option<&str>,
@@ -154,7 +154,7 @@ impl ExecuteError {
 /// `POST /v1/route/execute`: route, run the chain, store the transitions. Fails only when
 /// the context id is invalid or routing could not run.
 pub async fn execute_request(
-    core: CoreParts,
+    core: CallParts,
     caller: Caller,
     params: ExecuteParams,
     trace: Option<TraceParent>,
@@ -188,7 +188,7 @@ pub async fn execute_request(
 }
 
 /// Stores the transitions in `route_events` (a failure is logged, the answer stands).
-async fn record(core: &CoreParts, run: &Run) {
+async fn record(core: &CallParts, run: &Run) {
     let at = unix_ms_now();
     let events: Vec<RouteEvent> = run
         .transitions

@@ -10,7 +10,7 @@ use skillbox_protocol::skill::Catalog;
 
 use crate::auth::Caller;
 use crate::calls::Loaded;
-use crate::gateway::CoreParts;
+use crate::gateway::CallParts;
 use crate::random::RandomError;
 use crate::state::store::{unix_ms_now, RouteRecord};
 
@@ -39,7 +39,7 @@ fn router_for_caller(loaded: &Loaded, caller: &Caller) -> Arc<Router> {
 /// records the decision: its latency and outcome in the metrics, the plan in the store
 /// (kept to `[observe] routes_kept`) for `GET /v1/routes`.
 pub fn route_for_gateway(
-    core: &CoreParts,
+    core: &CallParts,
     caller: &Caller,
     query: &str,
     context_id: Option<&str>,
@@ -71,7 +71,7 @@ pub fn route_for_gateway(
 }
 
 fn route_unrecorded(
-    core: &CoreParts,
+    core: &CallParts,
     caller: &Caller,
     query: &str,
     context_id: Option<&str>,
@@ -119,7 +119,7 @@ pub struct RouteParams {
 /// `POST /v1/route`: [`route_for_gateway`] off the async threads, in a context `caller`
 /// may enter.
 pub async fn route_request(
-    core: CoreParts,
+    core: CallParts,
     caller: Caller,
     params: RouteParams,
 ) -> Option<Result<ActivationPlan, RouteError>> {

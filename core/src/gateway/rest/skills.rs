@@ -27,7 +27,7 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
     if !req.caller.may_use_skill(name) {
         return Err(not_found(name));
     }
-    let loaded = gw.core.load.current();
+    let loaded = gw.skills.load.current();
     let catalog = Arc::clone(&loaded.catalog);
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
     let Some(s) = catalog.get(name) else {
@@ -49,8 +49,8 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
         triggers: s.routing.triggers.clone(),
         dependencies: SkillDependencies {
             declared: s.dependencies.clone(),
-            build: gw.core.availability.deps().and_then(|d| d.get(name)),
-            problem: gw.core.availability.deps().and_then(|d| d.problem(s)),
+            build: gw.skills.availability.deps().and_then(|d| d.get(name)),
+            problem: gw.skills.availability.deps().and_then(|d| d.problem(s)),
         },
     }))
 }
@@ -58,7 +58,7 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
 /// `GET /v1/skills/{name}/files/{path}`: one file inside the skill folder.
 pub async fn file(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?;
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.skills.load.catalog();
     let skill = (catalog.get(name))
         .filter(|_| req.caller.may_use_skill(name))
         .ok_or_else(|| not_found(name))?;
@@ -75,7 +75,7 @@ fn not_found(name: &str) -> ApiError {
 }
 
 fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary {
-    let reason = gw.core.availability.of(s).reason().map(str::to_string);
+    let reason = gw.skills.availability.of(s).reason().map(str::to_string);
     SkillSummary {
         name: s.name.clone(),
         version: s.version.clone(),
@@ -94,7 +94,7 @@ fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary 
 /// The skills offered, then those the trust policy disabled (unavailable, with the reason).
 fn skills(gw: &Gateway) -> Vec<SkillSummary> {
     let lock = InstallLock::read(&gw.skills_root).ok().flatten();
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.skills.load.catalog();
     let mut out: Vec<SkillSummary> = catalog
         .skills
         .iter()

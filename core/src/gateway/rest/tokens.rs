@@ -74,8 +74,8 @@ pub async fn revoke(gw: &Gateway, req: Req) -> Reply {
     let bots = std::sync::Arc::clone(&gw.bots);
     let revoked = name.clone();
     tokio::task::spawn_blocking(move || bots.revoke(&revoked)).await??;
-    let sessions = gw.core.pipeline.close_sessions_of(&name).await;
-    let approvals = std::sync::Arc::clone(&gw.core.approvals);
+    let sessions = gw.tokens.pipeline.close_sessions_of(&name).await;
+    let approvals = std::sync::Arc::clone(&gw.tokens.approvals);
     let refusing = name.clone();
     let refused =
         tokio::task::spawn_blocking(move || approvals.refuse_pending_of(&refusing)).await??;

@@ -17,7 +17,7 @@ use crate::gateway::Gateway;
 
 /// `GET /v1/tools`: those of the skills the caller may use.
 pub async fn list(gw: &Gateway, req: Req) -> Reply {
-    let catalog = gw.core.load.catalog();
+    let catalog = gw.calls.load.catalog();
     let caller = &req.caller;
     let mut out: Vec<Value> = catalog
         .skills
@@ -36,8 +36,8 @@ pub async fn list(gw: &Gateway, req: Req) -> Reply {
         })
         .collect();
     out.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-    let available = gw.core.usable_skills(&catalog, caller);
-    let exec = gw.core.load.config().exec.enabled;
+    let available = gw.calls.usable_skills(&catalog, caller);
+    let exec = gw.calls.load.config().exec.enabled;
     out.extend(crate::contexts::builtins::listed(&available, exec));
     Ok(ok_of(&ToolList { tools: out }))
 }
@@ -55,10 +55,10 @@ pub async fn call(gw: &Gateway, req: Req) -> Reply {
     let origin = CallOrigin::new(caller, body.context_id);
     let call = ToolCall::new(target, body.args, origin).traced(trace);
     let called = Instant::now();
-    let result = gw.core.pipeline.call(call).await;
+    let result = gw.calls.pipeline.call(call).await;
     let in_call = called.elapsed();
     let reply = ok_of(&result);
-    gw.core
+    gw.calls
         .metrics
         .observe_stage("gateway", entered.elapsed().saturating_sub(in_call));
     Ok(reply)

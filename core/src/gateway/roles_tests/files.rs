@@ -122,7 +122,7 @@ async fn mcp_reads_a_contexts_file_as_a_resource_for_its_bot_only() {
 async fn mcp_refuses_a_context_file_over_its_size_cap_naming_the_rest_route() {
     let f = fixture(false);
     let a = f.bot("bot-a", None);
-    let big = vec![b'x'; f.gw.core.load.config().mcp.max_resource_bytes + 1];
+    let big = vec![b'x'; f.gw.calls.load.config().mcp.max_resource_bytes + 1];
     let (status, _, _) = f
         .send_raw(&a, Method::PUT, "/v1/contexts/job-3/files/big.txt", big)
         .await;

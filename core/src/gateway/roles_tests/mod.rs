@@ -68,9 +68,9 @@ fn fixture(confirm_write: bool) -> Fixture {
             bots_confirm_write: true,
             ..Default::default()
         };
-        let approvals = crate::approvals::Approvals::new(gw.core.store.clone(), policy);
+        let approvals = crate::approvals::Approvals::new(gw.records.store.clone(), policy);
         let d = crate::calls::test_dispatcher_with_approvals(&ws, std::sync::Arc::new(approvals));
-        gw.core = super::test_parts(d);
+        gw.set_parts(super::test_parts(d));
     }
     Fixture { _dir: dir, gw }
 }
@@ -161,7 +161,7 @@ impl Fixture {
 
     fn approval(&self, id: &str, security: Security, requested_by: &str) {
         self.gw
-            .core
+            .records
             .store
             .insert_approval(&ApprovalRecord {
                 id: id.into(),
@@ -294,7 +294,7 @@ async fn a_wrong_or_expired_token_is_401() {
         .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
     let token = f.bot("old", None);
-    let store = &f.gw.core.store;
+    let store = &f.gw.records.store;
     let mut row = store.bot_tokens().unwrap().remove(0);
     store.delete_bot_token("old").unwrap();
     row.expires_at = Some(unix_ms_now() - 1);
@@ -555,7 +555,7 @@ async fn a_bot_decides_no_approval_by_default() {
             body["error"].as_str().unwrap().contains("operator role"),
             "{body}"
         );
-        let still = f.gw.core.approvals.get(id).unwrap();
+        let still = f.gw.approvals.approvals.get(id).unwrap();
         assert_eq!(still.status, ApprovalStatus::Pending);
     }
 }

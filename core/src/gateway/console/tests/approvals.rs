@@ -95,7 +95,7 @@ async fn deny_with_a_reason_records_it() {
     )
     .await;
     assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
-    let r = gw.core.approvals.get("ap_1").unwrap();
+    let r = gw.approvals.approvals.get("ap_1").unwrap();
     assert_eq!(r.status, ApprovalStatus::Denied);
     assert_eq!(r.reason.as_deref(), Some("not today"));
 }
@@ -129,7 +129,7 @@ async fn allowance_over_the_limit_approves_nothing_and_one_within_it_is_listed()
     .await;
     assert_eq!(a.status, StatusCode::SEE_OTHER, "{}", a.body);
     assert_eq!(status_of(&gw, "ap_1"), ApprovalStatus::Approved);
-    let grants = gw.core.approvals.grants().list(unix_ms_now());
+    let grants = gw.approvals.approvals.grants().list(unix_ms_now());
     assert_eq!(grants.len(), 1);
     let page = send(
         &gw,
@@ -158,14 +158,19 @@ async fn allowance_over_the_limit_approves_nothing_and_one_within_it_is_listed()
     assert_eq!(a.status, StatusCode::FORBIDDEN);
     let a = send(&gw, Method::POST, &path, &headers, &format!("csrf={csrf}")).await;
     assert_eq!(a.status, StatusCode::SEE_OTHER);
-    assert!(gw.core.approvals.grants().list(unix_ms_now()).is_empty());
+    assert!(gw
+        .approvals
+        .approvals
+        .grants()
+        .list(unix_ms_now())
+        .is_empty());
 }
 
 #[tokio::test]
 async fn allowance_with_an_already_denied_approval_is_refused_and_not_written() {
     let (_dir, gw) = setup();
     pending(&gw, "ap_1", Security::Write, json!({"text": "x"}));
-    let approvals = std::sync::Arc::clone(&gw.core.approvals);
+    let approvals = std::sync::Arc::clone(&gw.approvals.approvals);
     approvals.decide("ap_1", Decision::Deny, None).unwrap();
     let (cookie, csrf) = session(&gw);
     let form = format!("decision=approve&csrf={csrf}&allow_minutes=30");

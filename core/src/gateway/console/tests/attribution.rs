@@ -9,7 +9,7 @@ use crate::state::store::CallRecord;
 async fn calls_page_names_the_bot_that_made_each_call() {
     let (_dir, gw) = setup();
     for (id, caller) in [("c-bot", "telegram"), ("c-op", "operator")] {
-        gw.core
+        gw.records
             .store
             .record_call(&CallRecord {
                 call_id: id.into(),

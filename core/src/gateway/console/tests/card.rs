@@ -142,7 +142,7 @@ async fn decided_recently_lists_the_newest_decision_first() {
     let (_dir, gw) = setup();
     // Records made from one the store wrote, whatever fields a record carries.
     pending(&gw, "ap_base", Security::Write, json!({}));
-    let base = gw.core.approvals.get("ap_base").unwrap();
+    let base = gw.approvals.approvals.get("ap_base").unwrap();
     let decided = |id: &str, created_at: i64, decided_at: i64, status| ApprovalRecord {
         id: id.to_string(),
         status,
@@ -150,7 +150,7 @@ async fn decided_recently_lists_the_newest_decision_first() {
         decided_at: Some(decided_at),
         ..base.clone()
     };
-    let store = &gw.core.store;
+    let store = &gw.records.store;
     // Asked first, decided last.
     store
         .insert_approval(&decided("ap_old", 1_000, 9_000, ApprovalStatus::Denied))
@@ -178,7 +178,7 @@ async fn card_names_the_bot_and_context_that_asked_and_who_decided() {
     assert!(body.contains("<dd data-requested-by>tg</dd>"), "{body}");
     assert!(body.contains("<dd data-context>chat-1</dd>"), "{body}");
     assert!(!body.contains("data-decided-by"), "{body}");
-    gw.core
+    gw.calls
         .pipeline
         .approvals()
         .decide("ap_bot", crate::approvals::Decision::Deny, None)
@@ -192,7 +192,7 @@ async fn an_update_confirmation_shows_its_changes_and_offers_no_allowance() {
     let (_dir, gw) = setup();
     let changes = json!({"update": {"from": "a1", "to": "b2", "widens": true},
                          "changes": {"hosts_added": ["upload.example"]}});
-    gw.core
+    gw.calls
         .pipeline
         .store()
         .insert_approval(&ApprovalRecord {

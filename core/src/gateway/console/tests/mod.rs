@@ -82,7 +82,7 @@ pub(super) fn session(gw: &Gateway) -> (String, String) {
 }
 
 pub(super) fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
-    gw.core
+    gw.calls
         .pipeline
         .store()
         .insert_approval(&ApprovalRecord {
@@ -104,7 +104,7 @@ pub(super) fn pending(gw: &Gateway, id: &str, security: Security, args: Value) {
 }
 
 pub(super) fn status_of(gw: &Gateway, id: &str) -> ApprovalStatus {
-    gw.core.approvals.get(id).unwrap().status
+    gw.approvals.approvals.get(id).unwrap().status
 }
 
 pub(super) fn setup() -> (tempfile::TempDir, Gateway) {

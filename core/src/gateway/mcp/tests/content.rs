@@ -99,7 +99,7 @@ async fn tool_name_with_no_skill_is_refused_naming_the_tool_as_written() {
         assert!(m.contains(&format!("unknown tool {name:?}")), "{name}: {m}");
         assert!(m.contains(why), "{name}: {m}");
     }
-    let stats = f.gw.core.store.all_skill_stats().unwrap();
+    let stats = f.gw.records.store.all_skill_stats().unwrap();
     assert!(stats.is_empty(), "nothing ran: {stats:?}");
 }
 
@@ -158,8 +158,8 @@ async fn builtin_load_skill_answers_as_a_structured_result() {
 #[tokio::test]
 async fn context_endpoint_lists_and_allows_only_the_active_tools() {
     let f = fixture();
-    let catalog = f.gw.core.load.catalog();
-    crate::contexts::pin(&f.gw.core.store, &catalog, "c1", "web").unwrap();
+    let catalog = f.gw.calls.load.catalog();
+    crate::contexts::pin(&f.gw.records.store, &catalog, "c1", "web").unwrap();
     let list = modern(&f.gw, "/mcp/c1", "tools/list", json!({})).await;
     assert_eq!(
         names(list.result()),

@@ -144,7 +144,7 @@ async fn modern_request_whose_headers_disagree_with_the_body_is_header_mismatch(
         assert_eq!(a.error_code(), HEADER_MISMATCH, "{headers:?}");
         assert!(a.error_message().contains(says), "{headers:?}: {}", a.body);
     }
-    let stats = f.gw.core.store.all_skill_stats().unwrap();
+    let stats = f.gw.records.store.all_skill_stats().unwrap();
     assert!(
         stats.is_empty(),
         "a refused request runs nothing: {stats:?}"
@@ -307,10 +307,10 @@ async fn request_from_an_origin_not_allowed_is_403_naming_the_config_key() {
         a.body
     );
 
-    let mut config = (*f.gw.core.load.config()).clone();
+    let mut config = (*f.gw.calls.load.config()).clone();
     config.mcp.allowed_origins = vec!["https://app.example/".into()];
     let catalog = discover(std::slice::from_ref(&f.skills), DiscoveryOptions::default());
-    f.gw.core.load.set_catalog(catalog, Some(config));
+    f.gw.calls.load.set_catalog(catalog, Some(config));
     let a = post_raw(&f.gw, "/mcp", &[("origin", "https://app.example")], body).await;
     assert_eq!(a.status, StatusCode::OK, "{}", a.body);
     let a = post_raw(
