@@ -42,8 +42,8 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
-use skillbox_core::calls::egress::{EgressConfig, EgressProxy, EgressTrust};
 use skillbox_core::calls::{ActiveCall, InFlight};
+use skillbox_core::proxy::egress::{EgressConfig, EgressProxy, EgressTrust};
 use skillbox_core::proxy::roots::ExtraRoots;
 use skillbox_core::state::store::{CallEgress, EgressVerdict};
 use skillbox_protocol::skill::{discover, DiscoveryOptions, Skill};

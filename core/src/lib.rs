@@ -23,6 +23,7 @@ pub mod approvals;
 pub mod auth;
 pub mod calls;
 pub mod contexts;
+pub mod deps;
 pub mod executors;
 pub mod gateway;
 pub mod observe;

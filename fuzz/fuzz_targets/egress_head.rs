@@ -5,7 +5,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use skillbox_core::calls::egress::judge_head;
+use skillbox_core::proxy::egress::judge_head;
 
 fuzz_target!(|bytes: &[u8]| {
     let verdict = judge_head(bytes);

@@ -28,12 +28,12 @@ use self::executor_child::{executor_binary, free_addr, supervise, ExecutorSpec};
 use crate::approvals::Approvals;
 use crate::auth::BotTokens;
 use crate::calls::callbacks::Callbacks;
-use crate::calls::egress::{EgressProxy, EgressTrust};
 use crate::calls::transport::Containers;
 use crate::calls::{
     Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
 };
 use crate::contexts::files::ContextFiles;
+use crate::deps::DepsBuilder;
 use crate::executors::availability::SkillAvailability;
 use crate::executors::docker::oneoff::ContainerRunner;
 use crate::executors::docker::supervisor::Supervisor;
@@ -43,6 +43,7 @@ use crate::gateway::console::Console;
 use crate::gateway::{self, CoreParts, Gateway};
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
+use crate::proxy::egress::{EgressCalls, EgressProxy, EgressTrust};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::roots::{resolve_path, ExtraRoots};
@@ -166,7 +167,7 @@ impl App {
         // The executor's programs reach the network through the callback listener too
         // (`POST /egress`), under the calls' identities.
         let egress = Arc::new(EgressProxy::new(
-            Arc::clone(&in_flight),
+            Arc::clone(&in_flight) as Arc<dyn EgressCalls>,
             config.egress.clone(),
             config.fetch.allow_private.clone(),
             Arc::clone(&egress_trust),
@@ -208,6 +209,15 @@ impl App {
             .with_deps(Arc::new(DepsRecords::open(&state_dir)));
         let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
         let container_sandbox = containers.is_some();
+        let deps = Arc::new(
+            DepsBuilder::new(
+                Arc::clone(&load),
+                availability.deps().cloned(),
+                Arc::clone(&executor),
+                Arc::clone(&in_flight),
+            )
+            .with_egress_trust(Arc::clone(&egress_trust)),
+        );
         let pipeline = Arc::new(
             Dispatcher::new(DispatcherParts {
                 load: Arc::clone(&load),
@@ -223,8 +233,8 @@ impl App {
             .with_egress_trust(egress_trust),
         );
         callbacks.set_dispatcher(&pipeline);
-        pipeline.build_missing_deps();
-        pipeline.rebuild_deps_on_arrival();
+        deps.build_missing();
+        deps.rebuild_on_arrival();
         let core = CoreParts {
             pipeline,
             load,
@@ -235,6 +245,7 @@ impl App {
             availability,
             container_sandbox,
             files,
+            deps,
         };
         let supervisor = match engine {
             Some(engine) if config.docker.supervise && !options.embedded => {

@@ -12,9 +12,9 @@ use skillbox_protocol::methods::SecretValue;
 use skillbox_protocol::skill::{Security, Skill, Tool};
 use skillbox_protocol::Target;
 
-use super::egress::EgressTrust;
 use super::{CallError, Loaded};
 use crate::contexts::ContextTools;
+use crate::proxy::egress::EgressTrust;
 use crate::proxy::secrets::CallSecrets;
 use crate::random::{RandomError, RandomSource};
 use crate::state::secrets::Secrets;

@@ -10,7 +10,8 @@ use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::{Security, Skill};
 use subtle::ConstantTimeEq;
 
-use crate::calls::egress::EgressLog;
+use crate::proxy::egress::{EgressCall, EgressCalls, EgressLog};
+use crate::proxy::CallbackAuthError;
 
 /// A call in flight, as its capability callbacks see it.
 #[derive(Debug)]
@@ -151,17 +152,6 @@ impl ApprovalTrail {
     }
 }
 
-/// Why a callback is refused before its request is looked at.
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum CallbackAuthError {
-    /// No call in flight has this id (never issued, or already ended).
-    #[error("no call {0:?} is in flight; capabilities exist only during their call")]
-    UnknownCall(String),
-    /// The token is not the one issued with the call.
-    #[error("the capability token does not belong to call {0:?}")]
-    BadToken(String),
-}
-
 /// The table of calls in flight, shared by the pipeline (which registers calls) and the
 /// callbacks (which look them up).
 #[derive(Debug, Default)]
@@ -171,7 +161,7 @@ pub struct InFlight {
 
 impl InFlight {
     /// Registers `call` under `call_id` until the returned guard is dropped.
-    pub(super) fn register(&self, call_id: &str, call: Arc<ActiveCall>) -> InFlightGuard<'_> {
+    pub(crate) fn register(&self, call_id: &str, call: Arc<ActiveCall>) -> InFlightGuard<'_> {
         if let Ok(mut calls) = self.calls.lock() {
             calls.insert(call_id.to_string(), call);
         }
@@ -219,6 +209,21 @@ impl InFlight {
         } else {
             Err(CallbackAuthError::BadToken(call_id.to_string()))
         }
+    }
+}
+
+impl EgressCalls for InFlight {
+    fn egress_call(
+        &self,
+        call_id: &str,
+        token: &SecretValue,
+    ) -> Result<EgressCall, CallbackAuthError> {
+        let call = self.authorize(call_id, token)?;
+        Ok(EgressCall {
+            skill: Arc::clone(&call.skill),
+            secrets: Arc::clone(&call.secrets),
+            egress: call.egress.clone(),
+        })
     }
 }
 
@@ -280,7 +285,7 @@ impl InFlight {
 }
 
 /// Removes a call from the table when it ends, however it ends.
-pub(super) struct InFlightGuard<'a> {
+pub(crate) struct InFlightGuard<'a> {
     table: &'a InFlight,
     call_id: String,
 }

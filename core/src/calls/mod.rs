@@ -17,8 +17,6 @@ mod admission;
 mod call;
 pub mod callbacks;
 mod delegate;
-mod deps;
-pub mod egress;
 mod envelope;
 mod error;
 mod inflight;
@@ -34,7 +32,7 @@ use std::time::Duration;
 pub use self::call::ToolCall;
 pub use self::delegate::Delegation;
 pub use self::error::CallError;
-pub use self::inflight::{ActiveCall, CallbackAuthError, InFlight};
+pub use self::inflight::{ActiveCall, InFlight};
 pub use self::load::{LoadCell, Loaded};
 pub use self::transport::ExecutorTransport;
 use crate::approvals::Approvals;
@@ -42,6 +40,7 @@ use crate::contexts::files::ContextFiles;
 use crate::executors::availability::SkillAvailability;
 use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
+pub use crate::proxy::CallbackAuthError;
 use crate::random::{self, RandomSource, SystemSource};
 use crate::state::store::Store;
 use skillbox_protocol::skill::Skill;
@@ -87,7 +86,7 @@ pub struct Dispatcher {
     files: ContextFiles,
     sessions: sessions::Sessions,
     /// The egress proxy's certificates (the PEM a network call's sandbox trusts).
-    egress_trust: Option<Arc<egress::EgressTrust>>,
+    egress_trust: Option<Arc<crate::proxy::egress::EgressTrust>>,
 }
 
 /// What a [`Dispatcher`] is built from.
@@ -134,7 +133,7 @@ impl Dispatcher {
 
     /// Sends network calls the certificates of `trust` to trust (the egress CA for a
     /// skill with bound secrets, `[egress] extra_roots`).
-    pub fn with_egress_trust(mut self, trust: Arc<egress::EgressTrust>) -> Self {
+    pub fn with_egress_trust(mut self, trust: Arc<crate::proxy::egress::EgressTrust>) -> Self {
         self.egress_trust = Some(trust);
         self
     }

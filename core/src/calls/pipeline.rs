@@ -19,9 +19,9 @@ use super::transport::Dispatched;
 use super::workfiles::CallFiles;
 use super::{CallError, Dispatcher, Loaded};
 use crate::auth::CallOrigin;
-use crate::calls::egress::EgressLog;
 use crate::contexts::{self, builtins, disclosure, ContextTools};
 use crate::observe::TraceParent;
+use crate::proxy::egress::EgressLog;
 use crate::random;
 use crate::state::store::{unix_ms_now, CallEgress, CallRecord};
 

@@ -7,7 +7,7 @@
 //!
 //! | view | handlers | parts |
 //! |---|---|---|
-//! | [`SkillParts`] | REST `skills`, `health`, `repairs`, `install`, `deps`; MCP skills | load, availability, executors, Docker, store, approvals (update confirmations), pipeline (dependency builds) |
+//! | [`SkillParts`] | REST `skills`, `health`, `repairs`, `install`, `deps`; MCP skills | load, availability, executors, Docker, store, approvals (update confirmations), the dependency builder |
 //! | [`CallParts`] | REST `tools`, `route*`; MCP `tools/*` and its approval links | pipeline, load, availability, approvals, store (route records), metrics |
 //! | [`ContextParts`] | REST `contexts`, `files`; MCP context resources | pipeline (a context's view, its sessions), load, store, files |
 //! | [`ApprovalParts`] | REST `approvals`; the console's cards, pages and actions | approvals, load |
@@ -24,6 +24,7 @@ use crate::approvals::Approvals;
 use crate::auth::Caller;
 use crate::calls::{Dispatcher, LoadCell};
 use crate::contexts::files::ContextFiles;
+use crate::deps::DepsBuilder;
 use crate::executors::availability::SkillAvailability;
 use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
@@ -51,6 +52,8 @@ pub struct CoreParts {
     pub container_sandbox: bool,
     /// The contexts' working folders.
     pub files: ContextFiles,
+    /// The skills' dependency builds.
+    pub deps: Arc<DepsBuilder>,
 }
 
 /// The skills, as the skill store's handlers see them (see the module docs).
@@ -62,7 +65,7 @@ pub struct SkillParts {
     pub(crate) container_sandbox: bool,
     pub(crate) store: Store,
     pub(crate) approvals: Arc<Approvals>,
-    pub(crate) pipeline: Arc<Dispatcher>,
+    pub(crate) deps: Arc<DepsBuilder>,
 }
 
 /// Tool calls and routing (see the module docs).
@@ -138,7 +141,7 @@ impl CoreParts {
                 container_sandbox: self.container_sandbox,
                 store: self.store.clone(),
                 approvals: Arc::clone(&self.approvals),
-                pipeline: Arc::clone(&self.pipeline),
+                deps: Arc::clone(&self.deps),
             },
             calls: CallParts {
                 pipeline: Arc::clone(&self.pipeline),
@@ -179,7 +182,7 @@ impl CoreParts {
             load: Arc::clone(&self.load),
             secrets: self.availability.secrets().clone(),
             executors: Arc::clone(&self.executors),
-            pipeline: Some(Arc::clone(&self.pipeline)),
+            deps: Some(Arc::clone(&self.deps)),
         }
     }
 }

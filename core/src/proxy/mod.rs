@@ -17,6 +17,7 @@
 //! lookup of a call's skill are the dispatcher's, not this module's.
 
 mod address;
+pub mod egress;
 pub mod fetch;
 pub(crate) mod policy;
 pub mod readfile;
@@ -31,6 +32,18 @@ use skillbox_protocol::jsonrpc::{code, ErrorObject};
 pub use fetch::{FetchConfig, FetchProxy};
 pub use readfile::ReadFileProxy;
 pub use sign::{SignError, Signer};
+
+/// Why a callback (a capability request, a program's connection) is refused before its
+/// request is looked at: the call it names is not in flight with that token.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CallbackAuthError {
+    /// No call in flight has this id (never issued, or already ended).
+    #[error("no call {0:?} is in flight; capabilities exist only during their call")]
+    UnknownCall(String),
+    /// The token is not the one issued with the call.
+    #[error("the capability token does not belong to call {0:?}")]
+    BadToken(String),
+}
 
 /// Why a capability request was refused or failed.
 #[derive(Debug, thiserror::Error)]

@@ -100,8 +100,8 @@ pub struct ReloadParts {
     pub secrets: Secrets,
     /// The executors.
     pub executors: Arc<ExecutorPool>,
-    /// The call pipeline, which builds the dependencies a new load is missing.
-    pub pipeline: Option<Arc<crate::calls::Dispatcher>>,
+    /// The dependency builder, which builds the dependencies a new load is missing.
+    pub deps: Option<Arc<crate::deps::DepsBuilder>>,
 }
 
 /// Reloads skills and trust for one core, one reload at a time.
@@ -171,8 +171,8 @@ impl Reloader {
             .broadcast(method::SKILL_RELOAD, json!({}), EXECUTOR_RELOAD_TIMEOUT)
             .await
             .map_err(ReloadError::Executor)?;
-        if let Some(pipeline) = &self.parts.pipeline {
-            pipeline.build_missing_deps();
+        if let Some(deps) = &self.parts.deps {
+            deps.build_missing();
         }
         Ok(ReloadReport {
             loaded,

@@ -20,8 +20,8 @@ struct DepsRequest {
 pub async fn build(gw: &Gateway, req: Req) -> Reply {
     let name = req.param("name")?.to_string();
     let body: DepsRequest = req.json_or_default().await?;
-    let record = (gw.skills.pipeline)
-        .build_deps(&name, body.rebuild)
+    let record = (gw.skills.deps)
+        .build(&name, body.rebuild)
         .await
         .map_err(|e| ApiError::new(e.kind(), e.to_string()))?;
     Ok(ok_of(&record))

@@ -1,5 +1,5 @@
 //! `[egress]`: the limits of the egress proxy, which carries the network of every program
-//! in a sandbox (docs/sandbox.md; the proxy is [`crate::calls::egress`]), and the names it
+//! in a sandbox (docs/sandbox.md; the proxy is [`crate::proxy::egress`]), and the names it
 //! pins to addresses.
 
 use std::collections::BTreeMap;

@@ -20,7 +20,7 @@ async fn a_calls_connections_are_stored_with_it() {
     let d = crate::calls::test_dispatcher(ws.path(), catalog);
     let (trust, _state) = test_trust(Default::default());
     let proxy = Arc::new(EgressProxy::new(
-        Arc::clone(d.in_flight()),
+        Arc::clone(d.in_flight()) as Arc<dyn EgressCalls>,
         pinned(),
         Vec::new(),
         trust,

@@ -5,7 +5,8 @@
 //! presenting its capability token. [`EgressProxy::serve_connection`] serves one such
 //! connection:
 //!
-//! 1. the call must be in flight and the token its own ([`InFlight::authorize`]): a
+//! 1. the call must be in flight and the token its own ([`EgressCalls::egress_call`],
+//!    answered by the calls in flight): a
 //!    program cannot borrow another call's identity, nor reach anything after its call;
 //! 2. the first request head is read (bounded, with a deadline, `head.rs`): `CONNECT
 //!    host:port` is a TLS tunnel (`tunnel.rs`), an absolute `http://` URL a plain request
@@ -25,6 +26,7 @@
 //! in flight, allowed or refused, is a record in its [`EgressLog`], which the pipeline
 //! stores with the call (`GET /v1/calls/{id}` → `"egress"`).
 
+mod calls;
 mod forward;
 mod head;
 mod host;
@@ -50,11 +52,11 @@ use tokio::net::TcpStream;
 
 use self::head::{answer, is_ip_literal, read_head, Asked, HeadError, Mark};
 use self::relay::Meter;
-use crate::calls::{ActiveCall, InFlight};
 use crate::proxy::policy::{check_declared, parse_patterns, NetPolicy, PolicyError};
 use crate::proxy::target::Target;
 use crate::state::store::{unix_ms_now, EgressEntry, EgressVerdict};
 
+pub use self::calls::{EgressCall, EgressCalls};
 pub use self::log::EgressLog;
 pub use self::trust::EgressTrust;
 pub use crate::state::config::egress::EgressConfig;
@@ -103,24 +105,24 @@ impl Refusal {
 /// Serves the connections of the programs of calls in flight (see the module docs).
 #[derive(Debug)]
 pub struct EgressProxy {
-    in_flight: Arc<InFlight>,
+    calls: Arc<dyn EgressCalls>,
     policy: NetPolicy,
     config: EgressConfig,
     trust: Arc<EgressTrust>,
 }
 
 impl EgressProxy {
-    /// A proxy for the calls of `in_flight`, with `config`'s limits and pinned names, the
+    /// A proxy for the calls in flight `calls` names, with `config`'s limits and pinned names, the
     /// private addresses `allow_private` (`[fetch] allow_private`) allows, and `trust`'s
     /// certificates for the connections it reads (skills with bound secrets).
     pub fn new(
-        in_flight: Arc<InFlight>,
+        calls: Arc<dyn EgressCalls>,
         config: EgressConfig,
         allow_private: Vec<String>,
         trust: Arc<EgressTrust>,
     ) -> Self {
         Self {
-            in_flight,
+            calls,
             policy: NetPolicy::new(allow_private, &config.resolve),
             config,
             trust,
@@ -136,8 +138,8 @@ impl EgressProxy {
         let started = Instant::now();
         let started_ms = unix_ms_now();
         let authorized = self
-            .in_flight
-            .authorize(call_id, &SecretValue(token.to_string()));
+            .calls
+            .egress_call(call_id, &SecretValue(token.to_string()));
         // A slot is taken before the head is read: connections that never ask count too.
         let slot = match &authorized {
             Ok(call) => call.egress.open(self.config.max_connections_per_call),
@@ -195,7 +197,7 @@ impl EgressProxy {
     /// port asked for, the outcome, and the bytes carried each way.
     async fn serve_head<S>(
         &self,
-        call: &ActiveCall,
+        call: &EgressCall,
         slot: Option<log::OpenSlot>,
         head: head::Head,
         mut buf: Vec<u8>,
@@ -280,7 +282,7 @@ impl EgressProxy {
     #[allow(clippy::too_many_arguments)]
     async fn read<S>(
         &self,
-        call: &ActiveCall,
+        call: &EgressCall,
         target: Target,
         head: head::Head,
         mut buf: Vec<u8>,
@@ -348,7 +350,7 @@ impl EgressProxy {
     /// The policy: a declared name (never an IP literal) resolving to allowed addresses.
     async fn admit(
         &self,
-        call: &ActiveCall,
+        call: &EgressCall,
         target: &Target,
         what: String,
     ) -> Result<Vec<SocketAddr>, Refusal> {

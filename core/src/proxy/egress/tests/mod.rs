@@ -23,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
 use super::*;
+use crate::calls::{ActiveCall, InFlight};
 use crate::state::store::{EgressEntry, EgressVerdict};
 
 mod channel;
@@ -260,7 +261,7 @@ impl Rig {
     ) -> Self {
         let (trust, state) = test_trust(extra);
         let proxy = Arc::new(EgressProxy::new(
-            Arc::clone(&in_flight),
+            Arc::clone(&in_flight) as Arc<dyn EgressCalls>,
             config,
             allow_private.to_vec(),
             Arc::clone(&trust),
