@@ -15,9 +15,6 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use ring::rand::{SecureRandom, SystemRandom};
-use serde::Serialize;
-use serde_json::Value;
-use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::Security;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -28,15 +25,19 @@ use crate::observe::Metrics;
 use crate::state::store::{unix_ms_now, Store, StoreError};
 
 mod canonical;
+mod error;
 pub mod grants;
 pub mod inspect;
 pub mod payload;
+mod request;
 mod revoked;
 
 pub use crate::state::config::approvals::{ApprovalPolicy, DEFAULT_TIMEOUT_MS};
 
 pub(crate) use self::canonical::hex;
 pub use self::canonical::{args_hash, canonical_json};
+pub use self::error::ApprovalError;
+pub use self::request::{ApprovalGrant, ApprovalRequest};
 
 pub use crate::state::store::{ApprovalRecord, ApprovalStatus, Decision};
 
@@ -49,159 +50,6 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
 /// How many newly asked approvals [`Approvals::watch_asked`] keeps for a slow receiver.
 pub const ASKED_BACKLOG: usize = 256;
-
-/// A call that may need an approval.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ApprovalRequest {
-    /// The skill.
-    pub skill: String,
-    /// The tool.
-    pub tool: String,
-    /// The call's arguments; identical arguments (in any key order) make an identical call.
-    pub args: Value,
-    /// The tool's declared security.
-    pub security: Security,
-    /// Who asked for the call (a bot's name or `operator`): only its calls use the approval.
-    pub requested_by: String,
-    /// The context the call was made in, if any.
-    pub context_id: Option<String>,
-}
-
-/// Why a call may run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case", tag = "grant")]
-pub enum ApprovalGrant {
-    /// The tool only reads: no approval needed.
-    NotRequired,
-    /// The operator's policy approves this tool; nothing was recorded.
-    Auto,
-    /// An approval given earlier (e.g. before a core restart) for this exact call.
-    Earlier {
-        /// The approval used.
-        id: String,
-    },
-    /// An operator approved while the call waited.
-    Decided {
-        /// The approval used.
-        id: String,
-    },
-    /// An allowance the operator set in the console covers this tool for a while.
-    Allowance {
-        /// The allowance.
-        id: String,
-    },
-}
-
-impl ApprovalGrant {
-    /// The approval record the call used, if any.
-    pub fn approval_id(&self) -> Option<&str> {
-        match self {
-            ApprovalGrant::NotRequired | ApprovalGrant::Auto | ApprovalGrant::Allowance { .. } => {
-                None
-            }
-            ApprovalGrant::Earlier { id } | ApprovalGrant::Decided { id } => Some(id),
-        }
-    }
-}
-
-/// Why a call may not run, or an approval could not be listed or decided.
-#[derive(Debug, thiserror::Error)]
-pub enum ApprovalError {
-    /// An operator denied the call.
-    #[error("approval {id} was denied{}; the call did not run. Ask the operator, or call again to request a new approval", reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default())]
-    Denied {
-        /// The approval.
-        id: String,
-        /// The operator's reason.
-        reason: Option<String>,
-    },
-    /// Nobody decided in time; the approval expired.
-    #[error("approval {id} got no decision within {timeout_ms} ms and expired; the call did not run. Call again and approve the new request with `skillbox approvals approve ID` or POST /v1/approvals/ID, or raise the approval timeout")]
-    TimedOut {
-        /// The expired approval.
-        id: String,
-        /// The timeout that ran out.
-        timeout_ms: u64,
-    },
-    /// Another identical call used the approval first.
-    #[error("approval {id} was already used by another identical call; call again to request a new approval")]
-    AlreadyUsed {
-        /// The approval.
-        id: String,
-    },
-    /// No approval has this id.
-    #[error(
-        "no approval with id {id}; list them with `skillbox approvals list` or GET /v1/approvals"
-    )]
-    NotFound {
-        /// The id asked for.
-        id: String,
-    },
-    /// The approval was already decided or expired.
-    #[error("approval {id} is already {status}; only a pending approval can be decided. List pending ones with `skillbox approvals list` or GET /v1/approvals?status=pending")]
-    NotPending {
-        /// The approval.
-        id: String,
-        /// Its current status.
-        status: ApprovalStatus,
-    },
-    /// A bot may not decide this approval.
-    #[error("{0}")]
-    NotYours(String),
-    /// The operating system's random source failed while making an approval id.
-    #[error("could not draw a random approval id from the operating system")]
-    RandomId,
-    /// The state database failed.
-    #[error(transparent)]
-    Store(StoreError),
-    /// The blocking task that ran a database step panicked or was cancelled.
-    #[error("the approvals database task failed: {source}")]
-    StoreTask {
-        /// Tokio's error.
-        source: tokio::task::JoinError,
-    },
-}
-
-impl From<StoreError> for ApprovalError {
-    fn from(error: StoreError) -> Self {
-        match error {
-            StoreError::ApprovalNotFound { id } => ApprovalError::NotFound { id },
-            StoreError::NotPending { id, status } => ApprovalError::NotPending { id, status },
-            StoreError::NotApproved {
-                id,
-                status: ApprovalStatus::Used,
-            } => ApprovalError::AlreadyUsed { id },
-            other => ApprovalError::Store(other),
-        }
-    }
-}
-
-impl ApprovalError {
-    /// The approval a refused call waited on (denied, expired or used by another call).
-    pub fn approval_id(&self) -> Option<&str> {
-        match self {
-            ApprovalError::Denied { id, .. }
-            | ApprovalError::TimedOut { id, .. }
-            | ApprovalError::AlreadyUsed { id } => Some(id),
-            _ => None,
-        }
-    }
-
-    /// The docs/http-api.md kind of a call refused by this error.
-    pub fn error_kind(&self) -> ErrorKind {
-        match self {
-            ApprovalError::Denied { .. }
-            | ApprovalError::TimedOut { .. }
-            | ApprovalError::AlreadyUsed { .. } => ErrorKind::ApprovalDenied,
-            ApprovalError::NotFound { .. } => ErrorKind::NotFound,
-            ApprovalError::NotPending { .. } => ErrorKind::InvalidArgs,
-            ApprovalError::NotYours(_) => ErrorKind::PermissionDenied,
-            ApprovalError::RandomId | ApprovalError::Store(_) | ApprovalError::StoreTask { .. } => {
-                ErrorKind::Unavailable
-            }
-        }
-    }
-}
 
 /// The approvals of this core: share it behind an `Arc`.
 #[derive(Debug)]

@@ -1,6 +1,7 @@
 use std::sync::Arc;
 
-use serde_json::json;
+use serde_json::{json, Value};
+use skillbox_protocol::result::ErrorKind;
 
 use super::*;
 

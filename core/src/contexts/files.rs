@@ -12,192 +12,29 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use nix::errno::Errno;
-use nix::fcntl::{openat, openat2, renameat, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
-use ring::digest::{Context as Digest, SHA256};
-use skillbox_protocol::result::ErrorKind;
-use tokio::io::AsyncWriteExt;
-use unicode_general_category::{get_general_category, GeneralCategory};
+use ring::digest::SHA256;
 
 use crate::state::config::files::FilesSection;
+use crate::state::store::{ContextFile, Store};
 
+mod error;
+mod path;
+mod put;
 mod work;
-use crate::state::store::{unix_ms_now, ContextFile, Store, StoreError};
+
+pub use self::error::FileError;
+pub use self::path::{check_path, content_type};
 
 /// Longest path of a file in a context's folder, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
 
 /// Who wrote a file that came in by `PUT`.
 pub const UPLOAD: &str = "upload";
-
-/// Why a context's file could not be written, read or removed.
-#[derive(Debug, thiserror::Error)]
-pub enum FileError {
-    /// The path breaks a rule.
-    #[error("file path {path:?} is not valid: {rule}")]
-    BadPath {
-        /// The path given.
-        path: String,
-        /// The rule it breaks.
-        rule: &'static str,
-    },
-    /// No such file in the context.
-    #[error(
-        "no file {path:?} in context {context:?}; list them with GET /v1/contexts/{context}/files"
-    )]
-    NotFound {
-        /// The context.
-        context: String,
-        /// The path.
-        path: String,
-    },
-    /// The path names a folder, or something that is not a regular file.
-    #[error("{path:?} is not a regular file in the context's folder")]
-    NotAFile {
-        /// The path.
-        path: String,
-    },
-    /// The file is over `[files] max_file_bytes`.
-    #[error("the file is over the {limit}-byte limit of one file ([files] max_file_bytes)")]
-    FileTooLarge {
-        /// The limit.
-        limit: u64,
-    },
-    /// The context's files would be over `[files] max_total_bytes`.
-    #[error("context {context:?} would hold over {limit} bytes ([files] max_total_bytes); remove files first")]
-    OverQuota {
-        /// The context.
-        context: String,
-        /// The limit.
-        limit: u64,
-    },
-    /// The context holds `[files] max_files` already.
-    #[error(
-        "context {context:?} holds {limit} files already ([files] max_files); remove files first"
-    )]
-    TooManyFiles {
-        /// The context.
-        context: String,
-        /// The limit.
-        limit: usize,
-    },
-    /// The upload did not arrive in time.
-    #[error(
-        "the file did not arrive within {ms} ms (gateway.body_timeout_ms); send it without pausing"
-    )]
-    TimedOut {
-        /// The limit.
-        ms: u128,
-    },
-    /// The upload's connection broke.
-    #[error("reading the upload failed: {0}")]
-    Broken(String),
-    /// The file system refused a step.
-    #[error("could not {step} in the context's folder: {source}")]
-    Io {
-        /// What was being done.
-        step: &'static str,
-        /// The operating system's error.
-        source: std::io::Error,
-    },
-    /// The state database failed.
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
-impl FileError {
-    /// The docs/http-api.md kind of this error.
-    pub fn error_kind(&self) -> ErrorKind {
-        match self {
-            FileError::BadPath { .. } | FileError::NotAFile { .. } | FileError::Broken(_) => {
-                ErrorKind::InvalidArgs
-            }
-            FileError::NotFound { .. } => ErrorKind::NotFound,
-            FileError::FileTooLarge { .. }
-            | FileError::OverQuota { .. }
-            | FileError::TooManyFiles { .. } => ErrorKind::ResourceLimit,
-            FileError::TimedOut { .. } => ErrorKind::Timeout,
-            FileError::Io { .. } | FileError::Store(_) => ErrorKind::Unavailable,
-        }
-    }
-
-    fn io(step: &'static str) -> impl Fn(Errno) -> FileError {
-        move |e| FileError::Io {
-            step,
-            source: std::io::Error::from(e),
-        }
-    }
-}
-
-/// The segments of `path`, or the rule it breaks.
-pub fn check_path(path: &str) -> Result<Vec<&str>, FileError> {
-    let bad = |rule| FileError::BadPath {
-        path: path.chars().take(200).collect(),
-        rule,
-    };
-    if path.is_empty() {
-        return Err(bad("it is empty"));
-    }
-    if path.len() > MAX_PATH_BYTES {
-        return Err(bad("it is over 1024 bytes"));
-    }
-    if path.starts_with('/') {
-        return Err(bad(
-            "it is absolute; give a path relative to the context's folder",
-        ));
-    }
-    if path.chars().any(|c| c.is_control()) {
-        return Err(bad("it holds a control character"));
-    }
-    if path.chars().any(is_format) {
-        return Err(bad(
-            "it holds a Unicode format character (general category Cf: a bidi override such as \
-             U+202E, a zero-width character, U+FEFF), which would show operators another name \
-             than the file's",
-        ));
-    }
-    let segments: Vec<&str> = path.split('/').collect();
-    for s in &segments {
-        match *s {
-            "" => return Err(bad("it has an empty segment (`//` or a trailing `/`)")),
-            "." | ".." => return Err(bad("`.` and `..` segments are not taken")),
-            s if s.len() > 255 => return Err(bad("a segment is over 255 bytes")),
-            _ => {}
-        }
-    }
-    Ok(segments)
-}
-
-/// Whether `c` is a Unicode format character (general category Cf): invisible, and able to
-/// reorder or hide what a name shows (U+202E RIGHT-TO-LEFT OVERRIDE, U+200B..U+200F,
-/// U+2066..U+2069, U+FEFF, ...).
-fn is_format(c: char) -> bool {
-    get_general_category(c) == GeneralCategory::Format
-}
-
-/// The `Content-Type` of a file, from its name's extension.
-pub fn content_type(path: &str) -> &'static str {
-    let ext = path.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
-    match ext.as_deref() {
-        Some("txt" | "md" | "log") => "text/plain; charset=utf-8",
-        Some("csv") => "text/csv; charset=utf-8",
-        Some("json") => "application/json",
-        Some("html" | "htm") => "text/html; charset=utf-8",
-        Some("pdf") => "application/pdf",
-        Some("png") => "image/png",
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("gif") => "image/gif",
-        Some("svg") => "image/svg+xml",
-        Some("zip") => "application/zip",
-        _ => "application/octet-stream",
-    }
-}
 
 /// The working folders of every context.
 #[derive(Debug, Clone)]
@@ -289,127 +126,6 @@ impl ContextFiles {
             };
         }
         Ok(Some(dir))
-    }
-
-    /// Writes the bytes of `body` as `path` of `context_id` (streamed to a temporary file,
-    /// then renamed in), within the quotas and `timeout`. Returns the file and whether it
-    /// is new.
-    pub async fn put<B>(
-        &self,
-        context_id: &str,
-        path: &str,
-        body: B,
-        timeout: Duration,
-    ) -> Result<(ContextFile, bool), FileError>
-    where
-        B: hyper::body::Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
-    {
-        self.put_by(context_id, path, body, timeout, UPLOAD).await
-    }
-
-    /// [`ContextFiles::put`] of a file `written_by` names (a call id, or [`UPLOAD`]).
-    pub async fn put_by<B>(
-        &self,
-        context_id: &str,
-        path: &str,
-        body: B,
-        timeout: Duration,
-        written_by: &str,
-    ) -> Result<(ContextFile, bool), FileError>
-    where
-        B: hyper::body::Body<Data = Bytes> + Unpin,
-        B::Error: std::fmt::Display,
-    {
-        let segments = check_path(path)?;
-        let name = segments.last().copied().unwrap_or_default().to_string();
-        let existing = self.store.context_files(context_id)?;
-        let before = existing.iter().find(|f| f.path == path);
-        if before.is_none() && existing.len() >= self.limits.max_files {
-            return Err(FileError::TooManyFiles {
-                context: context_id.to_string(),
-                limit: self.limits.max_files,
-            });
-        }
-        let others: u64 = (existing.iter().filter(|f| f.path != path))
-            .map(|f| f.size)
-            .sum();
-        let room = self
-            .limits
-            .max_total_bytes
-            .saturating_sub(others)
-            .min(self.limits.max_file_bytes);
-        if body.size_hint().lower() > self.limits.max_file_bytes {
-            return Err(FileError::FileTooLarge {
-                limit: self.limits.max_file_bytes,
-            });
-        }
-        let folder = self
-            .open_folder(context_id, true)?
-            .ok_or_else(|| FileError::io("open the folder")(Errno::ENOENT))?;
-        let parent = self
-            .open_parent(folder, &segments, true)?
-            .ok_or_else(|| FileError::io("open a folder")(Errno::ENOENT))?;
-        let temp = format!(
-            ".upload-{}",
-            crate::random::hex(&crate::random::SystemSource::default(), 8, "upload name")
-                .map_err(|_| FileError::io("name the upload")(Errno::EIO))?
-        );
-        let fd = openat(
-            &parent,
-            temp.as_str(),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o600),
-        )
-        .map_err(FileError::io("make the file"))?;
-        let written = tokio::time::timeout(timeout, copy(body, fd, room)).await;
-        let outcome = match written {
-            Err(_) => Err(FileError::TimedOut {
-                ms: timeout.as_millis(),
-            }),
-            Ok(Err(CopyError::Over)) => Err(if room < self.limits.max_file_bytes {
-                FileError::OverQuota {
-                    context: context_id.to_string(),
-                    limit: self.limits.max_total_bytes,
-                }
-            } else {
-                FileError::FileTooLarge {
-                    limit: self.limits.max_file_bytes,
-                }
-            }),
-            Ok(Err(CopyError::Body(e))) => Err(FileError::Broken(e)),
-            Ok(Err(CopyError::Io(source))) => Err(FileError::Io {
-                step: "write the file",
-                source,
-            }),
-            Ok(Ok(done)) => Ok(done),
-        };
-        let (size, sha256) = match outcome {
-            Ok(done) => done,
-            Err(e) => {
-                let _ = unlinkat(&parent, temp.as_str(), UnlinkatFlags::NoRemoveDir);
-                return Err(e);
-            }
-        };
-        if let Err(e) = renameat(&parent, temp.as_str(), &parent, name.as_str()) {
-            let _ = unlinkat(&parent, temp.as_str(), UnlinkatFlags::NoRemoveDir);
-            return Err(match e {
-                Errno::EISDIR | Errno::ENOTEMPTY | Errno::EEXIST => FileError::NotAFile {
-                    path: path.to_string(),
-                },
-                e => FileError::io("put the file in place")(e),
-            });
-        }
-        let file = ContextFile {
-            path: path.to_string(),
-            size,
-            sha256,
-            modified: unix_ms_now(),
-            written_by: written_by.to_string(),
-            executable: false,
-        };
-        self.store.put_context_file(context_id, &file)?;
-        Ok((file, before.is_none()))
     }
 
     /// Records whether `path` of `context_id` is executable, as the call that wrote it
@@ -549,38 +265,6 @@ impl ContextFiles {
         }
         Ok(idle)
     }
-}
-
-/// Why a copy stopped.
-enum CopyError {
-    Over,
-    Body(String),
-    Io(std::io::Error),
-}
-
-/// Copies `body` into `fd`, at most `room` bytes; the size and hex SHA-256.
-async fn copy<B>(mut body: B, fd: OwnedFd, room: u64) -> Result<(u64, String), CopyError>
-where
-    B: hyper::body::Body<Data = Bytes> + Unpin,
-    B::Error: std::fmt::Display,
-{
-    let mut file = tokio::fs::File::from_std(std::fs::File::from(fd));
-    let mut digest = Digest::new(&SHA256);
-    let mut size: u64 = 0;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| CopyError::Body(e.to_string()))?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        size = size.saturating_add(u64::try_from(data.len()).unwrap_or(u64::MAX));
-        if size > room {
-            return Err(CopyError::Over);
-        }
-        digest.update(&data);
-        file.write_all(&data).await.map_err(CopyError::Io)?;
-    }
-    file.sync_all().await.map_err(CopyError::Io)?;
-    Ok((size, hex(digest.finish())))
 }
 
 /// A SHA-256 digest in lowercase hex.

@@ -174,6 +174,19 @@ pub struct Metrics {
     disabled_skills: Gauge,
 }
 
+/// Makes the series of every outcome of `family`, so that a scrape shows each one from the
+/// start (at zero) instead of only after it first happens.
+fn zero_outcomes<M, C>(family: &Family<OutcomeLabels, M, C>, outcomes: &[&str])
+where
+    C: prometheus_client::metrics::family::MetricConstructor<M>,
+{
+    for outcome in outcomes {
+        drop(family.get_or_create(&OutcomeLabels {
+            outcome: (*outcome).into(),
+        }));
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -255,21 +268,9 @@ impl Metrics {
             "Skills the trust policy disabled at the last load",
             disabled_skills.clone(),
         );
-        for outcome in ROUTE_OUTCOMES {
-            drop(routes.get_or_create(&OutcomeLabels {
-                outcome: outcome.into(),
-            }));
-        }
-        for outcome in FETCH_OUTCOMES {
-            drop(fetch.get_or_create(&OutcomeLabels {
-                outcome: outcome.into(),
-            }));
-        }
-        for outcome in DECISION_OUTCOMES {
-            drop(approval_decision.get_or_create(&OutcomeLabels {
-                outcome: outcome.into(),
-            }));
-        }
+        zero_outcomes(&routes, &ROUTE_OUTCOMES);
+        zero_outcomes(&fetch, &FETCH_OUTCOMES);
+        zero_outcomes(&approval_decision, &DECISION_OUTCOMES);
         Self {
             registry: Mutex::new(registry),
             calls,

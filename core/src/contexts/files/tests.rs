@@ -7,6 +7,8 @@ use bytes::Bytes;
 use http_body_util::{Full, StreamBody};
 
 use super::*;
+use crate::state::store::unix_ms_now;
+use skillbox_protocol::result::ErrorKind;
 
 fn files(limits: FilesSection) -> (tempfile::TempDir, ContextFiles) {
     let dir = tempfile::tempdir().unwrap();
