@@ -66,7 +66,7 @@ impl Dispatcher {
     /// Runs `req` for `parent`'s program, after checking the declaration and the shared
     /// limits; the child's result is the answer, success or not. A refusal is noted on the
     /// parent too, so its result lists every delegation it tried.
-    pub async fn delegate(
+    pub(super) async fn delegate(
         &self,
         parent: &ActiveCall,
         req: RunSkillParams,

@@ -22,7 +22,7 @@ mod error;
 mod inflight;
 mod load;
 mod pipeline;
-pub mod sessions;
+mod sessions;
 pub mod transport;
 pub mod workfiles;
 
@@ -72,6 +72,12 @@ impl Transports {
 /// what a context shows its caller). It holds the parts a call needs, handed in by whoever
 /// builds the core ([`crate::app`]); the gateway and the reload get those parts too, never
 /// through the pipeline.
+///
+/// Beyond those two, the crate (not the library's users) reaches two more: ending command
+/// sessions the pipeline keeps, when their context's files are reset
+/// (`Dispatcher::close_sessions`) or a bot's token is revoked
+/// (`Dispatcher::close_sessions_of`). A delegated call (`runSkill`) enters from the
+/// callbacks, inside this module; dependency builds are [`crate::deps`]'s.
 #[derive(Debug)]
 pub struct Dispatcher {
     load: Arc<LoadCell>,

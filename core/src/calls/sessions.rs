@@ -368,7 +368,7 @@ impl Dispatcher {
 
     /// Ends session `only` of `context_id` (or all of them), and every process in them;
     /// how many were running.
-    pub async fn close_sessions(
+    pub(crate) async fn close_sessions(
         &self,
         context_id: &str,
         only: Option<&str>,
@@ -387,7 +387,7 @@ impl Dispatcher {
 
     /// Ends every session `caller` (a bot, by name) started, in any context, and every
     /// process in them: its token was revoked. How many were running.
-    pub async fn close_sessions_of(&self, caller: &str) -> usize {
+    pub(crate) async fn close_sessions_of(&self, caller: &str) -> usize {
         let taken = self.sessions.take(|_, s| s.caller == caller);
         self.end_sessions(taken).await
     }
