@@ -31,6 +31,7 @@ mod forward;
 mod head;
 mod host;
 mod intercept;
+mod judge;
 mod log;
 mod masking;
 mod relay;
@@ -57,6 +58,7 @@ use crate::proxy::target::Target;
 use crate::state::store::{unix_ms_now, EgressEntry, EgressVerdict};
 
 pub use self::calls::{EgressCall, EgressCalls};
+pub use self::judge::{judge_reading, Judged, JUDGE_VALUE_ELSEWHERE, JUDGE_VALUE_HERE};
 pub use self::log::EgressLog;
 pub use self::trust::EgressTrust;
 pub use crate::state::config::egress::EgressConfig;
