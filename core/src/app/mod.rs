@@ -9,53 +9,37 @@
 mod error;
 pub mod executor_child;
 mod open_files;
+mod wiring;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillbox_channel::server::{self, ReloadingServerConfig, ServerOptions};
-use skillbox_channel::stream::StreamHandler;
-use skillbox_channel::EXECUTOR_IDENTITY;
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 use tokio::net::TcpListener;
 use tokio::signal::unix::Signal;
 use tokio::task::JoinHandle;
 
 pub use self::error::AppError;
-use self::executor_child::{executor_binary, free_addr, supervise, ExecutorSpec};
+use self::executor_child::free_addr;
+use self::wiring::{
+    bind_gateway, core_identity, core_parts, serve_callbacks, start_executors, Base,
+};
 use crate::approvals::Approvals;
 use crate::auth::BotTokens;
-use crate::calls::callbacks::Callbacks;
-use crate::calls::transport::Containers;
-use crate::calls::{
-    Dispatcher, DispatcherParts, ExecutorTransport, InFlight, LoadCell, Loaded, Transports,
-};
-use crate::contexts::files::ContextFiles;
-use crate::deps::DepsBuilder;
-use crate::executors::availability::SkillAvailability;
-use crate::executors::docker::oneoff::ContainerRunner;
-use crate::executors::docker::supervisor::Supervisor;
+use crate::calls::{LoadCell, Loaded};
 use crate::executors::docker::Engine;
 use crate::executors::ExecutorPool;
 use crate::gateway::console::Console;
-use crate::gateway::{self, CoreParts, Gateway};
-use crate::observe::log::LogFormat;
+use crate::gateway::{self, Gateway};
 use crate::observe::Metrics;
-use crate::proxy::egress::{EgressCalls, EgressProxy, EgressTrust};
-use crate::proxy::fetch::FetchProxy;
-use crate::proxy::readfile::ReadFileProxy;
-use crate::proxy::roots::{resolve_path, ExtraRoots};
-use crate::proxy::sign::Signer;
 use crate::reload::{self, Reloader};
 use crate::skills::install::{self, TrustPolicy};
 use crate::skills::stamp::InstalledStamps;
 use crate::state::config::Config;
-use crate::state::deps::DepsRecords;
-use crate::state::secrets::Secrets;
 use crate::state::store::Store;
-use crate::state::{pki, Workspace};
+use crate::state::Workspace;
 
 /// How long `up` waits for the executor's first health answer.
 pub const EXECUTOR_START_TIMEOUT: Duration = Duration::from_secs(30);
@@ -115,17 +99,7 @@ impl App {
         })?;
         let config = Config::load(ws.root())?;
         let roots = config.skills_roots(ws.root())?;
-        let pki_export = !config.executor.pki_export.is_empty();
-        if !config.executor.pki_dir.is_empty() && (options.embedded || pki_export) {
-            return Err(AppError::PkiDirConflict);
-        }
-        let core_files = pki::configured_core_files(&state_dir, &config.executor.pki_dir)?;
-        if pki_export {
-            pki::export_executor(
-                &state_dir,
-                std::path::Path::new(&config.executor.pki_export),
-            )?;
-        }
+        let core_files = core_identity(&state_dir, &config, options.embedded)?;
         let token = ws.ensure_token()?;
         let store = Store::open(&ws.db_file())?;
         let metrics = Arc::new(Metrics::new());
@@ -142,161 +116,34 @@ impl App {
             &channel.executor_urls,
             core_files.clone(),
         )?);
-        let in_flight = Arc::new(InFlight::default());
-        let extra_roots = ExtraRoots::read(
-            &(config.egress.extra_roots.iter())
-                .map(|p| resolve_path(ws.root(), p))
-                .collect::<Vec<_>>(),
-        )
-        .map_err(|e| AppError::Egress(e.to_string()))?;
-        let egress_trust = Arc::new(
-            EgressTrust::open(&state_dir, extra_roots.clone())
-                .map_err(|e| AppError::Egress(e.to_string()))?,
-        );
-        let callbacks = Arc::new(Callbacks::new(
-            Arc::clone(&in_flight),
-            Arc::clone(&approvals),
-            FetchProxy::new(config.fetch.clone())
-                .with_resolve(&config.egress.resolve)
-                .with_extra_roots(&extra_roots)
-                .with_secrets_in_body(config.egress.secrets_in_body)
-                .with_metrics(Arc::clone(&metrics)),
-            ReadFileProxy::new(ws.root().to_path_buf(), config.read_file.max_bytes),
-            Signer::open(ws.keys_dir())?,
-        ));
-        // The executor's programs reach the network through the callback listener too
-        // (`POST /egress`), under the calls' identities.
-        let egress = Arc::new(EgressProxy::new(
-            Arc::clone(&in_flight) as Arc<dyn EgressCalls>,
-            config.egress.clone(),
-            config.fetch.allow_private.clone(),
-            Arc::clone(&egress_trust),
-        ));
-        let tls = Arc::new(ReloadingServerConfig::new(core_files)?);
-        let mut background = vec![tokio::spawn(server::serve_with_streams(
-            channel.callback_listener,
-            tls,
-            ServerOptions {
-                expected_peer: EXECUTOR_IDENTITY.to_string(),
-                max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
-            },
-            Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
-            Some(egress as Arc<dyn StreamHandler>),
-        ))];
-        let engine = Engine::connect(&config.docker).await?;
-        let containers = match &engine {
-            Some(engine) => {
-                let runner = Arc::new(ContainerRunner::new(
-                    engine.clone(),
-                    &ws.skills_dir(),
-                    &state_dir,
-                    &config.docker,
-                    Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
-                ));
-                runner.sweep().await;
-                Some(Arc::new(Containers(runner)) as Arc<dyn ExecutorTransport>)
-            }
-            None => None,
+        let base = Base {
+            options: &options,
+            ws: &ws,
+            config: &config,
+            state_dir: &state_dir,
+            store: &store,
+            approvals: &approvals,
+            metrics: &metrics,
+            executor: &executor,
         };
-        let secrets = Secrets::load(&state_dir).map_err(|source| AppError::Secrets {
-            path: state_dir.clone(),
-            source,
-        })?;
+        let (callbacks, task) = serve_callbacks(&base, core_files, channel.callback_listener)?;
+        let mut background = vec![task];
+        let engine = Engine::connect(&config.docker).await?;
         let load = Arc::new(LoadCell::new(
             Loaded::new(catalog, Arc::new(config.clone())).with_stamps(stamps),
         ));
-        let availability = SkillAvailability::new(Arc::clone(&executor), secrets)
-            .with_deps(Arc::new(DepsRecords::open(&state_dir)));
-        let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
-        let container_sandbox = containers.is_some();
-        let deps = Arc::new(
-            DepsBuilder::new(
-                Arc::clone(&load),
-                availability.deps().cloned(),
-                Arc::clone(&executor),
-                Arc::clone(&in_flight),
-            )
-            .with_egress_trust(Arc::clone(&egress_trust)),
-        );
-        let pipeline = Arc::new(
-            Dispatcher::new(DispatcherParts {
-                load: Arc::clone(&load),
-                availability: availability.clone(),
-                transports: Transports::new(Arc::clone(&executor), containers),
-                approvals: Arc::clone(&approvals),
-                store: store.clone(),
-                in_flight,
-                call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-                metrics: Arc::clone(&metrics),
-                files: files.clone(),
-            })
-            .with_egress_trust(egress_trust),
-        );
-        callbacks.set_dispatcher(&pipeline);
-        deps.build_missing();
-        deps.rebuild_on_arrival();
-        let core = CoreParts {
-            pipeline,
-            load,
-            store: store.clone(),
-            approvals,
-            metrics,
-            executors: Arc::clone(&executor),
-            availability,
-            container_sandbox,
-            files,
-            deps,
-        };
-        let supervisor = match engine {
-            Some(engine) if config.docker.supervise && !options.embedded => {
-                let s = Supervisor::new(engine, Arc::clone(&executor), &config.docker);
-                if s.is_none() {
-                    tracing::info!("the core is not in a compose project and [docker] project is empty: no executor supervision");
-                }
-                s.map(Arc::new)
-            }
-            _ => None,
-        };
-        let child = match options.embedded {
-            true => {
-                let spec = ExecutorSpec {
-                    binary: executor_binary(&config.executor.binary)?,
-                    skills: roots.clone(),
-                    listen: channel
-                        .executor_url
-                        .trim_start_matches("https://")
-                        .to_string(),
-                    pki: ws.pki_dir(),
-                    core_url: channel.callback_url.clone(),
-                    max_concurrent: config.executor.max_concurrent,
-                    scratch_tmpfs_mb: config.executor.scratch_tmpfs_mb,
-                    insecure: options.insecure_no_sandbox,
-                    log_json: config.log.format == LogFormat::Json,
-                };
-                Some(tokio::spawn(supervise(spec)))
-            }
-            false => None,
-        };
-        // Before the wait: an executor container that was killed is started by the
-        // supervisor, not waited for.
-        if let Some(s) = &supervisor {
-            background.push(tokio::spawn(Arc::clone(s).run()));
-        }
-        wait_healthy(&executor).await?;
-        background.push(tokio::spawn(Arc::clone(&executor).monitor(
-            Duration::from_millis(config.executor.health_interval_ms.max(100)),
-        )));
+        let core = core_parts(&base, &engine, load, callbacks).await?;
+        let (supervisor, child) = start_executors(
+            &base,
+            &roots,
+            (&channel.executor_url, &channel.callback_url),
+            engine,
+            &mut background,
+        )
+        .await?;
 
         let listen = options.listen.unwrap_or(config.gateway.listen.clone());
-        let bind = |source| AppError::Bind {
-            what: "gateway",
-            addr: listen.clone(),
-            hint: "pass --listen ADDR",
-            source,
-        };
-        let listener = gateway::web::server::bind(&listen).await.map_err(bind)?;
-        let addr = listener.local_addr().map_err(bind)?;
-        ws.write_gateway_addr(&addr.to_string())?;
+        let (listener, addr) = bind_gateway(&listen, &ws).await?;
         let console = Console::new(&config.console);
         let link = match console.sign_in_path() {
             Ok(path) => Some((path, config.console.link_seconds)),
