@@ -189,6 +189,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::state::workspace::CONFIG_FILE;
 pub use gateway::GatewayConfig;
 
+/// A key's value and the range it allows, checked at load ([`Config::load`]): `(key, value,
+/// low, high)`; integers as `f64` are exact at these sizes.
+pub(crate) type KeyRange = (&'static str, f64, f64, f64);
+
 pub mod approvals;
 pub mod console;
 pub mod deps;
@@ -343,123 +347,14 @@ impl Config {
     /// misbehave (a zero interval spins, a negative CPU share is an engine error at the
     /// first call, a zero timeout or connection cap serves nobody).
     fn check_ranges(&self, path: &Path) -> Result<(), ConfigError> {
-        let (e, d, g) = (&self.executor, &self.docker, &self.gateway);
-        // (key, value, allowed range): integers as f64 are exact at these sizes.
-        let x = &self.egress;
-        let checks: [(&'static str, f64, f64, f64); 20] = [
-            (
-                "egress.max_bytes_per_call",
-                x.max_bytes_per_call as f64,
-                1.0,
-                1e15,
-            ),
-            (
-                "egress.max_connections_per_call",
-                x.max_connections_per_call as f64,
-                1.0,
-                65_536.0,
-            ),
-            (
-                "egress.connect_timeout_ms",
-                x.connect_timeout_ms as f64,
-                100.0,
-                600_000.0,
-            ),
-            (
-                "egress.idle_timeout_ms",
-                x.idle_timeout_ms as f64,
-                100.0,
-                86_400_000.0,
-            ),
-            (
-                "gateway.header_timeout_ms",
-                g.header_timeout_ms as f64,
-                100.0,
-                600_000.0,
-            ),
-            (
-                "gateway.body_timeout_ms",
-                g.body_timeout_ms as f64,
-                100.0,
-                3_600_000.0,
-            ),
-            (
-                "gateway.idle_timeout_ms",
-                g.idle_timeout_ms as f64,
-                100.0,
-                3_600_000.0,
-            ),
-            (
-                "gateway.header_timeout_under_load_ms",
-                g.header_timeout_under_load_ms as f64,
-                100.0,
-                600_000.0,
-            ),
-            // Unset: derived at the start, always in range.
-            (
-                "gateway.max_connections",
-                g.max_connections.map_or(1.0, |v| v as f64),
-                1.0,
-                1_000_000.0,
-            ),
-            (
-                "gateway.max_connections_per_peer",
-                g.max_connections_per_peer.map_or(1.0, |v| v as f64),
-                1.0,
-                1_000_000.0,
-            ),
-            (
-                "gateway.high_water_connections",
-                g.high_water_connections.map_or(1.0, |v| v as f64),
-                1.0,
-                1_000_000.0,
-            ),
-            (
-                "gateway.healthz_reserve_connections",
-                g.healthz_reserve_connections as f64,
-                1.0,
-                1024.0,
-            ),
-            (
-                "executor.scratch_tmpfs_mb",
-                e.scratch_tmpfs_mb as f64,
-                0.0,
-                1_048_576.0,
-            ),
-            (
-                "executor.health_interval_ms",
-                e.health_interval_ms as f64,
-                100.0,
-                600_000.0,
-            ),
-            (
-                "docker.restart_after_ms",
-                d.restart_after_ms as f64,
-                1_000.0,
-                3_600_000.0,
-            ),
-            ("docker.interval_ms", d.interval_ms as f64, 200.0, 600_000.0),
-            (
-                "docker.container_pids",
-                d.container_pids as f64,
-                16.0,
-                65_536.0,
-            ),
-            ("docker.container_cpus", d.container_cpus, 0.01, 256.0),
-            (
-                "docker.max_containers",
-                d.max_containers as f64,
-                1.0,
-                1024.0,
-            ),
-            (
-                "docker.container_memory_overhead_mb",
-                d.container_memory_overhead_mb as f64,
-                16.0,
-                65_536.0,
-            ),
-        ];
-        match checks
+        let ranges = [
+            self.egress.ranges(),
+            self.gateway.ranges(),
+            self.executor.ranges(),
+            self.docker.ranges(),
+        ]
+        .concat();
+        match ranges
             .into_iter()
             .find(|(_, v, lo, hi)| !(*v >= *lo && *v <= *hi))
         {

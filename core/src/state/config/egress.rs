@@ -54,3 +54,35 @@ impl Default for EgressConfig {
         }
     }
 }
+
+impl EgressConfig {
+    /// The range each of its limits allows ([`super::KeyRange`]).
+    pub(crate) fn ranges(&self) -> Vec<super::KeyRange> {
+        vec![
+            (
+                "egress.max_bytes_per_call",
+                self.max_bytes_per_call as f64,
+                1.0,
+                1e15,
+            ),
+            (
+                "egress.max_connections_per_call",
+                self.max_connections_per_call as f64,
+                1.0,
+                65_536.0,
+            ),
+            (
+                "egress.connect_timeout_ms",
+                self.connect_timeout_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
+                "egress.idle_timeout_ms",
+                self.idle_timeout_ms as f64,
+                100.0,
+                86_400_000.0,
+            ),
+        ]
+    }
+}

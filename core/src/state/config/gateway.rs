@@ -71,6 +71,62 @@ impl Default for GatewayConfig {
 }
 
 impl GatewayConfig {
+    /// The range each of its limits allows ([`super::KeyRange`]); an unset connection cap
+    /// is derived at the start, always in range.
+    pub(crate) fn ranges(&self) -> Vec<super::KeyRange> {
+        vec![
+            (
+                "gateway.header_timeout_ms",
+                self.header_timeout_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            (
+                "gateway.body_timeout_ms",
+                self.body_timeout_ms as f64,
+                100.0,
+                3_600_000.0,
+            ),
+            (
+                "gateway.idle_timeout_ms",
+                self.idle_timeout_ms as f64,
+                100.0,
+                3_600_000.0,
+            ),
+            (
+                "gateway.header_timeout_under_load_ms",
+                self.header_timeout_under_load_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+            // Unset: derived at the start, always in range.
+            (
+                "gateway.max_connections",
+                self.max_connections.map_or(1.0, |v| v as f64),
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.max_connections_per_peer",
+                self.max_connections_per_peer.map_or(1.0, |v| v as f64),
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.high_water_connections",
+                self.high_water_connections.map_or(1.0, |v| v as f64),
+                1.0,
+                1_000_000.0,
+            ),
+            (
+                "gateway.healthz_reserve_connections",
+                self.healthz_reserve_connections as f64,
+                1.0,
+                1024.0,
+            ),
+        ]
+    }
+
     /// The connection cap: `max_connections` when set, else 1 in [`FD_SHARE_DIVISOR`] of
     /// `fd_limit` (the core's open-file limit), at most [`MAX_CONNECTIONS_CEILING`].
     pub fn max_connections_for(&self, fd_limit: u64) -> usize {

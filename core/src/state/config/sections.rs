@@ -95,6 +95,24 @@ pub const SERVE_CALLBACK_LISTEN: &str = "127.0.0.1:7072";
 const ANY_LOOPBACK_PORT: &str = "127.0.0.1:0";
 
 impl ExecutorConfig {
+    /// The range each of its limits allows ([`super::KeyRange`]).
+    pub(crate) fn ranges(&self) -> Vec<super::KeyRange> {
+        vec![
+            (
+                "executor.scratch_tmpfs_mb",
+                self.scratch_tmpfs_mb as f64,
+                0.0,
+                1_048_576.0,
+            ),
+            (
+                "executor.health_interval_ms",
+                self.health_interval_ms as f64,
+                100.0,
+                600_000.0,
+            ),
+        ]
+    }
+
     /// Where `up` makes its executor listen: `listen`, else a free loopback port (port 0 is
     /// replaced by the port the system picks), so a second `up` does not collide.
     pub fn executor_listen(&self) -> &str {
@@ -179,5 +197,44 @@ impl Default for ReadFileSection {
         Self {
             max_bytes: 1024 * 1024,
         }
+    }
+}
+
+impl DockerSection {
+    /// The range each of its limits allows ([`super::KeyRange`]).
+    pub(crate) fn ranges(&self) -> Vec<super::KeyRange> {
+        vec![
+            (
+                "docker.restart_after_ms",
+                self.restart_after_ms as f64,
+                1_000.0,
+                3_600_000.0,
+            ),
+            (
+                "docker.interval_ms",
+                self.interval_ms as f64,
+                200.0,
+                600_000.0,
+            ),
+            (
+                "docker.container_pids",
+                self.container_pids as f64,
+                16.0,
+                65_536.0,
+            ),
+            ("docker.container_cpus", self.container_cpus, 0.01, 256.0),
+            (
+                "docker.max_containers",
+                self.max_containers as f64,
+                1.0,
+                1024.0,
+            ),
+            (
+                "docker.container_memory_overhead_mb",
+                self.container_memory_overhead_mb as f64,
+                16.0,
+                65_536.0,
+            ),
+        ]
     }
 }
