@@ -84,7 +84,7 @@ pub(super) fn serve_callbacks(
     )
     .map_err(|e| AppError::Egress(e.to_string()))?;
     let egress_trust = Arc::new(
-        EgressTrust::open(&state_dir, extra_roots.clone())
+        EgressTrust::open(state_dir, extra_roots.clone())
             .map_err(|e| AppError::Egress(e.to_string()))?,
     );
     let callbacks = Arc::new(Callbacks::new(
@@ -146,7 +146,7 @@ pub(super) async fn core_parts(
             let runner = Arc::new(ContainerRunner::new(
                 engine.clone(),
                 &ws.skills_dir(),
-                &state_dir,
+                state_dir,
                 &config.docker,
                 Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
             ));
@@ -155,19 +155,19 @@ pub(super) async fn core_parts(
         }
         None => None,
     };
-    let secrets = Secrets::load(&state_dir).map_err(|source| AppError::Secrets {
+    let secrets = Secrets::load(state_dir).map_err(|source| AppError::Secrets {
         path: state_dir.clone(),
         source,
     })?;
-    let availability = SkillAvailability::new(Arc::clone(&executor), secrets)
-        .with_deps(Arc::new(DepsRecords::open(&state_dir)));
-    let files = ContextFiles::new(&state_dir, store.clone(), config.files.clone());
+    let availability = SkillAvailability::new(Arc::clone(executor), secrets)
+        .with_deps(Arc::new(DepsRecords::open(state_dir)));
+    let files = ContextFiles::new(state_dir, store.clone(), config.files.clone());
     let container_sandbox = containers.is_some();
     let deps = Arc::new(
         DepsBuilder::new(
             Arc::clone(&load),
             availability.deps().cloned(),
-            Arc::clone(&executor),
+            Arc::clone(executor),
             Arc::clone(&in_flight),
         )
         .with_egress_trust(Arc::clone(&egress_trust)),
@@ -176,12 +176,12 @@ pub(super) async fn core_parts(
         Dispatcher::new(DispatcherParts {
             load: Arc::clone(&load),
             availability: availability.clone(),
-            transports: Transports::new(Arc::clone(&executor), containers),
+            transports: Transports::new(Arc::clone(executor), containers),
             approvals: Arc::clone(approvals),
             store: store.clone(),
             in_flight,
             call_timeout: Duration::from_millis(config.executor.call_timeout_ms),
-            metrics: Arc::clone(&metrics),
+            metrics: Arc::clone(metrics),
             files: files.clone(),
         })
         .with_egress_trust(egress_trust),
@@ -195,7 +195,7 @@ pub(super) async fn core_parts(
         store: store.clone(),
         approvals: Arc::clone(approvals),
         metrics: Arc::clone(metrics),
-        executors: Arc::clone(&executor),
+        executors: Arc::clone(executor),
         availability,
         container_sandbox,
         files,
@@ -217,7 +217,7 @@ pub(super) async fn start_executors(
     let (config, ws, options, executor) = (base.config, base.ws, base.options, base.executor);
     let supervisor = match engine {
         Some(engine) if config.docker.supervise && !options.embedded => {
-            let s = Supervisor::new(engine, Arc::clone(&executor), &config.docker);
+            let s = Supervisor::new(engine, Arc::clone(executor), &config.docker);
             if s.is_none() {
                 tracing::info!("the core is not in a compose project and [docker] project is empty: no executor supervision");
             }
@@ -247,8 +247,8 @@ pub(super) async fn start_executors(
     if let Some(s) = &supervisor {
         background.push(tokio::spawn(Arc::clone(s).run()));
     }
-    wait_healthy(&executor).await?;
-    background.push(tokio::spawn(Arc::clone(&executor).monitor(
+    wait_healthy(executor).await?;
+    background.push(tokio::spawn(Arc::clone(executor).monitor(
         Duration::from_millis(config.executor.health_interval_ms.max(100)),
     )));
     Ok((supervisor, child))
