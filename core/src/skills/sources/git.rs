@@ -11,11 +11,15 @@
 //! A host without `git` gets an error saying to install it.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::SourceError;
+
+mod fetch_dir;
+
+pub use self::fetch_dir::FetchDir;
 
 /// How often the fetch watchdog looks at the bytes received.
 const WATCH_INTERVAL: Duration = Duration::from_millis(50);
@@ -471,52 +475,5 @@ fn last_lines(text: &str) -> String {
         "git failed without a message".into()
     } else {
         tail.join("; ")
-    }
-}
-
-/// A private temporary folder for one fetch under `parent`, removed when dropped.
-#[derive(Debug)]
-pub struct FetchDir {
-    path: PathBuf,
-}
-
-impl FetchDir {
-    /// Makes `<parent>/fetch-<random>` (0700).
-    pub fn create(parent: &Path) -> Result<Self, SourceError> {
-        use std::os::unix::fs::DirBuilderExt;
-        std::fs::create_dir_all(parent).map_err(|e| SourceError::Io {
-            path: parent.to_path_buf(),
-            source: e,
-        })?;
-        let id = crate::random::hex(
-            &crate::random::SystemSource::default(),
-            8,
-            "fetch folder name",
-        )
-        .map_err(|e| SourceError::Io {
-            path: parent.to_path_buf(),
-            source: std::io::Error::other(e),
-        })?;
-        let name = format!("fetch-{id}");
-        let path = parent.join(name);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .map_err(|e| SourceError::Io {
-                path: path.clone(),
-                source: e,
-            })?;
-        Ok(Self { path })
-    }
-
-    /// The folder.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-}
-
-impl Drop for FetchDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
