@@ -46,6 +46,67 @@ impl Pending {
     fn is_empty(&self) -> bool {
         self.long_name.is_none() && self.pax_path.is_none() && self.pax_size.is_none()
     }
+
+    /// Reads `entry` when it is an extension header (of `kind`, `header_size` bytes: a GNU
+    /// long name or a PAX header for the next entry, a PAX global header skipped); whether
+    /// it was one. Two of a kind for one entry, or one over its size limit, is refused.
+    fn read_extension(
+        &mut self,
+        kind: EntryType,
+        entry: &mut impl Read,
+        header_size: u64,
+    ) -> Result<bool, ExtractError> {
+        match kind {
+            EntryType::GNULongName => {
+                if header_size > MAX_PATH_BYTES as u64 + 1 {
+                    return Err(ExtractError::Path {
+                        name: "(GNU long name)".into(),
+                        reason: "path longer than 1024 bytes",
+                    });
+                }
+                let mut name = read_small(entry, header_size)?;
+                while name.last() == Some(&0) {
+                    name.pop();
+                }
+                if self.long_name.replace(name).is_some() {
+                    return Err(malformed("two GNU long names for one entry"));
+                }
+                Ok(true)
+            }
+            EntryType::XHeader => {
+                if header_size > MAX_PAX_BYTES {
+                    return Err(malformed("a PAX header over 64 KiB"));
+                }
+                let data = read_small(entry, header_size)?;
+                if self.pax_path.is_some() || self.pax_size.is_some() {
+                    return Err(malformed("two PAX headers for one entry"));
+                }
+                for ext in PaxExtensions::new(&data) {
+                    let ext = ext.map_err(|e| malformed(format!("PAX header: {e}")))?;
+                    match ext.key_bytes() {
+                        b"path" => self.pax_path = Some(ext.value_bytes().to_vec()),
+                        b"size" => {
+                            let size = std::str::from_utf8(ext.value_bytes())
+                                .ok()
+                                .and_then(|s| s.parse::<u64>().ok())
+                                .ok_or_else(|| malformed("PAX size is not a number"))?;
+                            self.pax_size = Some(size);
+                        }
+                        _ => {}
+                    }
+                }
+                Ok(true)
+            }
+            EntryType::XGlobalHeader => {
+                if header_size > MAX_PAX_BYTES {
+                    return Err(malformed("a PAX global header over 64 KiB"));
+                }
+                read_small(entry, header_size)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
 }
 
 fn malformed(reason: impl std::fmt::Display) -> ExtractError {
@@ -79,55 +140,8 @@ pub fn extract_from(src: impl Read, dest: &Path, limits: Limits) -> Result<(), E
         sink.count_entry()?;
         let kind = entry.header().entry_type();
         let header_size = entry.header().entry_size().map_err(malformed)?;
-        match kind {
-            EntryType::GNULongName => {
-                if header_size > MAX_PATH_BYTES as u64 + 1 {
-                    return Err(ExtractError::Path {
-                        name: "(GNU long name)".into(),
-                        reason: "path longer than 1024 bytes",
-                    });
-                }
-                let mut name = read_small(&mut entry, header_size)?;
-                while name.last() == Some(&0) {
-                    name.pop();
-                }
-                if pending.long_name.replace(name).is_some() {
-                    return Err(malformed("two GNU long names for one entry"));
-                }
-                continue;
-            }
-            EntryType::XHeader => {
-                if header_size > MAX_PAX_BYTES {
-                    return Err(malformed("a PAX header over 64 KiB"));
-                }
-                let data = read_small(&mut entry, header_size)?;
-                if pending.pax_path.is_some() || pending.pax_size.is_some() {
-                    return Err(malformed("two PAX headers for one entry"));
-                }
-                for ext in PaxExtensions::new(&data) {
-                    let ext = ext.map_err(|e| malformed(format!("PAX header: {e}")))?;
-                    match ext.key_bytes() {
-                        b"path" => pending.pax_path = Some(ext.value_bytes().to_vec()),
-                        b"size" => {
-                            let size = std::str::from_utf8(ext.value_bytes())
-                                .ok()
-                                .and_then(|s| s.parse::<u64>().ok())
-                                .ok_or_else(|| malformed("PAX size is not a number"))?;
-                            pending.pax_size = Some(size);
-                        }
-                        _ => {}
-                    }
-                }
-                continue;
-            }
-            EntryType::XGlobalHeader => {
-                if header_size > MAX_PAX_BYTES {
-                    return Err(malformed("a PAX global header over 64 KiB"));
-                }
-                read_small(&mut entry, header_size)?;
-                continue;
-            }
-            _ => {}
+        if pending.read_extension(kind, &mut entry, header_size)? {
+            continue;
         }
         let raw_name = pending
             .long_name
@@ -170,51 +184,13 @@ pub fn extract_from(src: impl Read, dest: &Path, limits: Limits) -> Result<(), E
                     sink.dir(&name)?;
                 }
             }
-            EntryType::Symlink => return Err(ExtractError::Symlink { name: lossy }),
-            EntryType::Link => return Err(ExtractError::Hardlink { name: lossy }),
-            EntryType::GNULongLink => {
-                return Err(ExtractError::Symlink {
-                    name: "(GNU long link name)".into(),
-                })
-            }
-            EntryType::Char | EntryType::Block => {
-                return Err(ExtractError::EntryType {
-                    name: lossy,
-                    kind: "device".into(),
-                })
-            }
-            EntryType::Fifo => {
-                return Err(ExtractError::EntryType {
-                    name: lossy,
-                    kind: "FIFO".into(),
-                })
-            }
-            EntryType::GNUSparse => {
-                // The size the file would expand to; refused as too large before any byte
-                // is written, and refused as sparse otherwise.
-                let real = entry
-                    .header()
-                    .as_gnu()
-                    .map(|g| g.real_size())
-                    .transpose()
-                    .map_err(malformed)?
-                    .unwrap_or(0);
-                if real > limits.max_entry_bytes {
-                    return Err(ExtractError::EntrySize {
-                        name: lossy,
-                        limit: limits.max_entry_bytes,
-                    });
-                }
-                return Err(ExtractError::EntryType {
-                    name: lossy,
-                    kind: "GNU sparse file (pack it as a regular file)".into(),
-                });
-            }
             other => {
-                return Err(ExtractError::EntryType {
-                    name: lossy,
-                    kind: format!("tar entry of type {:?}", other.as_byte() as char),
-                })
+                return Err(refusal(
+                    other,
+                    entry.header(),
+                    lossy,
+                    limits.max_entry_bytes,
+                )?)
             }
         }
     }
@@ -231,4 +207,54 @@ fn read_small(entry: &mut impl Read, size: u64) -> Result<Vec<u8>, ExtractError>
         return Err(malformed("truncated extension header"));
     }
     Ok(data)
+}
+
+/// Why an entry of `kind` (its `header`, named `name`) is refused: links, devices, FIFOs,
+/// GNU sparse files (too large first, when they would expand past `max_entry_bytes`) and
+/// any other type than a regular file or a folder.
+fn refusal(
+    kind: EntryType,
+    header: &tar::Header,
+    name: String,
+    max_entry_bytes: u64,
+) -> Result<ExtractError, ExtractError> {
+    Ok(match kind {
+        EntryType::Symlink => ExtractError::Symlink { name },
+        EntryType::Link => ExtractError::Hardlink { name },
+        EntryType::GNULongLink => ExtractError::Symlink {
+            name: "(GNU long link name)".into(),
+        },
+        EntryType::Char | EntryType::Block => ExtractError::EntryType {
+            name,
+            kind: "device".into(),
+        },
+        EntryType::Fifo => ExtractError::EntryType {
+            name,
+            kind: "FIFO".into(),
+        },
+        EntryType::GNUSparse => {
+            // The size the file would expand to; refused as too large before any byte
+            // is written, and refused as sparse otherwise.
+            let real = header
+                .as_gnu()
+                .map(|g| g.real_size())
+                .transpose()
+                .map_err(malformed)?
+                .unwrap_or(0);
+            if real > max_entry_bytes {
+                return Ok(ExtractError::EntrySize {
+                    name,
+                    limit: max_entry_bytes,
+                });
+            }
+            ExtractError::EntryType {
+                name,
+                kind: "GNU sparse file (pack it as a regular file)".into(),
+            }
+        }
+        other => ExtractError::EntryType {
+            name,
+            kind: format!("tar entry of type {:?}", other.as_byte() as char),
+        },
+    })
 }

@@ -347,48 +347,7 @@ fn install_locked(
     }
     let pkg = staging.package_root();
     let (name, version) = manifest(&pkg)?;
-    let signed = pkg.join(SIGNATURE_FILE).symlink_metadata().is_ok();
-    let mut store = None;
-    let entry = if signed {
-        let Some(v) = &version else {
-            return Err(InstallError::Manifest {
-                reason: format!("{name} is signed but its manifest has no version; signed installs need `version:` in skill.yaml or package.json"),
-            });
-        };
-        let loaded = TrustStore::load(&policy.trust_dir).map_err(InstallError::TrustStore)?;
-        let ok = loaded
-            .verify_package(&pkg, &name, &v.to_string(), now)
-            .map_err(InstallError::Verify)?;
-        store = Some(loaded);
-        LockedSkill {
-            version: Some(v.to_string()),
-            digest: ok.digest,
-            trust: Trust::Signed,
-            publisher: Some(ok.publisher),
-            leaf_fingerprint: Some(ok.leaf_fingerprint),
-            publisher_key: Some(ok.publisher_key),
-            root_fingerprint: Some(ok.root_fingerprint),
-            installed_at: rfc3339(now),
-            origin: origin.clone(),
-        }
-    } else if policy.require_signed {
-        return Err(InstallError::Unsigned { name });
-    } else {
-        let digest = package_digest(&pkg).map_err(InstallError::Digest)?;
-        tracing::warn!(skill = %name, "installing an unsigned skill with trust \"local\" ([trust] require_signed = false)");
-        LockedSkill {
-            version: version.as_ref().map(ToString::to_string),
-            digest: digest.prefixed(),
-            trust: Trust::Local,
-            publisher: None,
-            leaf_fingerprint: None,
-            publisher_key: None,
-            root_fingerprint: None,
-            installed_at: rfc3339(now),
-            origin: origin.clone(),
-        }
-    };
-
+    let (entry, store) = lock_entry(&pkg, &name, version.as_ref(), policy, now, origin)?;
     let mut locked = lock::read(root).map_err(InstallError::Lock)?;
     let target = root.join(&name);
     let previous = locked.get(&name).cloned();
@@ -426,6 +385,63 @@ fn install_locked(
         replaced: previous.and_then(|p| p.version),
         entry,
     })
+}
+
+/// What the lock records of the staged package `pkg` (`name` at `version`): signed, after
+/// its signature and chain are verified against the trust store (returned, for the
+/// replacement's publisher check), or `local` when `[trust] require_signed` is off.
+fn lock_entry(
+    pkg: &Path,
+    name: &str,
+    version: Option<&semver::Version>,
+    policy: &TrustPolicy,
+    now: SystemTime,
+    origin: Option<SkillOrigin>,
+) -> Result<(LockedSkill, Option<TrustStore>), InstallError> {
+    let signed = pkg.join(SIGNATURE_FILE).symlink_metadata().is_ok();
+    let mut store = None;
+    let entry = if signed {
+        let Some(v) = version else {
+            return Err(InstallError::Manifest {
+                reason: format!("{name} is signed but its manifest has no version; signed installs need `version:` in skill.yaml or package.json"),
+            });
+        };
+        let loaded = TrustStore::load(&policy.trust_dir).map_err(InstallError::TrustStore)?;
+        let ok = loaded
+            .verify_package(pkg, name, &v.to_string(), now)
+            .map_err(InstallError::Verify)?;
+        store = Some(loaded);
+        LockedSkill {
+            version: Some(v.to_string()),
+            digest: ok.digest,
+            trust: Trust::Signed,
+            publisher: Some(ok.publisher),
+            leaf_fingerprint: Some(ok.leaf_fingerprint),
+            publisher_key: Some(ok.publisher_key),
+            root_fingerprint: Some(ok.root_fingerprint),
+            installed_at: rfc3339(now),
+            origin,
+        }
+    } else if policy.require_signed {
+        return Err(InstallError::Unsigned {
+            name: name.to_string(),
+        });
+    } else {
+        let digest = package_digest(pkg).map_err(InstallError::Digest)?;
+        tracing::warn!(skill = %name, "installing an unsigned skill with trust \"local\" ([trust] require_signed = false)");
+        LockedSkill {
+            version: version.map(ToString::to_string),
+            digest: digest.prefixed(),
+            trust: Trust::Local,
+            publisher: None,
+            leaf_fingerprint: None,
+            publisher_key: None,
+            root_fingerprint: None,
+            installed_at: rfc3339(now),
+            origin,
+        }
+    };
+    Ok((entry, store))
 }
 
 /// Loads the manifest of the staged package: its name (a valid spec name) and version.
