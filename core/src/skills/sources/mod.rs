@@ -9,22 +9,27 @@
 //! - [`tree`]: a fetched tree's skill folders, its checks, and writing a folder out.
 //! - [`policy`]: the operator's install policy (`[skills.install_policy]`).
 //! - [`diff`]: what an update changes and whether it widens permissions.
-//! - [`ops`]: add, outdated, update.
+//! - [`ops`]: what the operations share ([`Sources`], one commit fetched, one folder staged);
+//!   `add.rs`: add; `update.rs`: outdated and update.
 
+mod add;
 pub mod diff;
 pub mod git;
 pub mod ops;
 pub mod policy;
 pub mod spec;
 pub mod tree;
+mod update;
 
 use std::path::PathBuf;
 
 use skillbox_protocol::result::ErrorKind;
 
-pub use ops::{AddOutcome, AddRequest, OutdatedEntry, PreparedUpdate, Sources};
+pub use add::{AddOutcome, AddRequest};
+pub use ops::Sources;
 pub use policy::{InstallPolicy, PolicyRefusal};
 pub use spec::Source;
+pub use update::{OutdatedEntry, PreparedUpdate};
 
 use super::install::InstallError;
 
