@@ -46,10 +46,54 @@ fn skill_list_defaults_to_the_workspace_that_up_defaults_to() {
     // `--skills DIR` still works, and names the roots itself.
     let (code, v, out) = skillbox(
         &repo,
-        &["skill", "list", "--json", "--skills", "examples/skills"],
+        &["skill", "list", "--json", "--skills", "examples/workspace/skills"],
     );
     assert_eq!(code, 0, "{out}");
     assert!(names(&v).contains(&"notes".to_string()), "{out}");
+}
+
+/// The example workspace holds its skills itself (no link out of the folder), so a copy of
+/// it, as a new user makes one to start their own, still lists the example skills.
+#[test]
+fn a_copy_of_the_example_workspace_keeps_its_skills() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let example = repo.join("examples/workspace");
+    let skills = example.join("skills");
+    let meta = std::fs::symlink_metadata(&skills).unwrap();
+    assert!(meta.is_dir(), "examples/workspace/skills must be a real folder, not a link");
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("mybot");
+    copy_tree(&example, &copy);
+    let (code, v, out) = skillbox(
+        dir.path(),
+        &["skill", "list", "--json", "--workspace", copy.to_str().unwrap()],
+    );
+    assert_eq!(code, 0, "{out}");
+    let found = names(&v);
+    for n in ["echo", "notes", "word-count"] {
+        assert!(found.contains(&n.to_string()), "{n} missing in the copy: {out}");
+    }
+}
+
+/// `cp -r` without following links out of the tree: a link is copied as a link.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let target = to.join(entry.file_name());
+        if kind.is_symlink() {
+            let link = std::fs::read_link(entry.path()).unwrap();
+            std::os::unix::fs::symlink(link, &target).unwrap();
+        } else if kind.is_dir() {
+            if entry.file_name() == ".skillbox" {
+                continue;
+            }
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 #[test]

@@ -124,10 +124,10 @@ fn shell_tool_nonzero_exit_is_tool_error() {
     assert_mentions(error, "cannot do that");
 }
 
-/// A skills root holding a copy of `examples/skills`, readable by the sandbox users.
+/// A skills root holding a copy of `examples/workspace/skills`, readable by the sandbox users.
 fn examples() -> SkillRoot {
     let root = SkillRoot::new();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills");
     copy_tree(&examples, root.skills());
     open_up(root.skills());
     root

@@ -1,5 +1,5 @@
 //! The test workspace: notes to read, a file outside it with a symlink pointing there, and
-//! the test skills (copies of `examples/skills/echo` and `word-count`, plus skills written
+//! the test skills (copies of `examples/workspace/skills/echo` and `word-count`, plus skills written
 //! here whose network permissions name the ports of this run's test servers).
 //!
 //! Every folder is 0755 and every file o+r: the executor runs tools as another user.
@@ -171,7 +171,7 @@ pub fn write_workspace(root: &Path, ws: &Path, allowed: u16, private: u16) {
     std::os::unix::fs::symlink(root.join("outside/secret.txt"), ws.join("notes/escape.md"))
         .expect("symlink");
 
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills");
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills");
     for name in ["echo", "word-count"] {
         copy_dir(&examples.join(name), &skills.join(name));
     }

@@ -264,7 +264,7 @@ fn skills_roots_a_personal_root_shadows_a_project_skill_and_its_tool_runs() {
 #[test]
 fn skill_remove_goes_through_the_running_core_and_refuses_unmanaged_folders() {
     let sb = Skillbox::start(Options::default());
-    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills/hello");
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills/hello");
     let out = sb.cli(&["skill", "install", hello.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     poll(
@@ -320,7 +320,7 @@ fn skill_remove_without_a_core_removes_on_disk_with_the_same_checks() {
             .output()
             .unwrap()
     };
-    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills/hello");
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills/hello");
     let out = run(&["skill", "install", hello.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     let out = run(&["skill", "remove", "hello"]);
@@ -454,7 +454,7 @@ fn doctor_warns_when_git_is_missing_and_says_what_it_costs() {
 }
 
 fn example_notes(ws: &Path) {
-    let notes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/skills/notes");
+    let notes = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills/notes");
     copy_dir(&notes, &ws.join("skills/notes"));
     open_up(&ws.join("skills/notes"));
 }

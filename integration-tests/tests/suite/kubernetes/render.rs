@@ -260,10 +260,10 @@ fn kubernetes_validator_refuses_an_api_version_the_pinned_cluster_lacks() {
 #[test]
 fn kubernetes_base_skill_is_the_example_echo_skill() {
     // kustomize reads no file outside the base's folder, so the base carries a copy of
-    // examples/skills/echo; it must not drift from the original.
+    // examples/workspace/skills/echo; it must not drift from the original.
     for file in ["SKILL.md", "skill.yaml", "scripts/echo.py"] {
         let copy = std::fs::read(base_dir().join("skills/echo").join(file)).unwrap();
-        let original = std::fs::read(repo().join("examples/skills/echo").join(file)).unwrap();
-        assert!(copy == original, "deploy/kubernetes/skills/echo/{file} differs from examples/skills/echo/{file}: copy it again");
+        let original = std::fs::read(repo().join("examples/workspace/skills/echo").join(file)).unwrap();
+        assert!(copy == original, "deploy/kubernetes/skills/echo/{file} differs from examples/workspace/skills/echo/{file}: copy it again");
     }
 }
