@@ -46,7 +46,13 @@ fn skill_list_defaults_to_the_workspace_that_up_defaults_to() {
     // `--skills DIR` still works, and names the roots itself.
     let (code, v, out) = skillbox(
         &repo,
-        &["skill", "list", "--json", "--skills", "examples/workspace/skills"],
+        &[
+            "skill",
+            "list",
+            "--json",
+            "--skills",
+            "examples/workspace/skills",
+        ],
     );
     assert_eq!(code, 0, "{out}");
     assert!(names(&v).contains(&"notes".to_string()), "{out}");
@@ -60,18 +66,30 @@ fn a_copy_of_the_example_workspace_keeps_its_skills() {
     let example = repo.join("examples/workspace");
     let skills = example.join("skills");
     let meta = std::fs::symlink_metadata(&skills).unwrap();
-    assert!(meta.is_dir(), "examples/workspace/skills must be a real folder, not a link");
+    assert!(
+        meta.is_dir(),
+        "examples/workspace/skills must be a real folder, not a link"
+    );
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("mybot");
     copy_tree(&example, &copy);
     let (code, v, out) = skillbox(
         dir.path(),
-        &["skill", "list", "--json", "--workspace", copy.to_str().unwrap()],
+        &[
+            "skill",
+            "list",
+            "--json",
+            "--workspace",
+            copy.to_str().unwrap(),
+        ],
     );
     assert_eq!(code, 0, "{out}");
     let found = names(&v);
     for n in ["echo", "notes", "word-count"] {
-        assert!(found.contains(&n.to_string()), "{n} missing in the copy: {out}");
+        assert!(
+            found.contains(&n.to_string()),
+            "{n} missing in the copy: {out}"
+        );
     }
 }
 

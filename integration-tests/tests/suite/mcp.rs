@@ -265,7 +265,8 @@ fn mcp_skills_get_digests_are_the_installed_ones() {
         return;
     };
     let sb = Skillbox::start(Options::default());
-    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills/hello");
+    let source =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/workspace/skills/hello");
     let r = sb.request(
         "POST",
         "/v1/skills/install",

@@ -263,7 +263,8 @@ fn kubernetes_base_skill_is_the_example_echo_skill() {
     // examples/workspace/skills/echo; it must not drift from the original.
     for file in ["SKILL.md", "skill.yaml", "scripts/echo.py"] {
         let copy = std::fs::read(base_dir().join("skills/echo").join(file)).unwrap();
-        let original = std::fs::read(repo().join("examples/workspace/skills/echo").join(file)).unwrap();
+        let original =
+            std::fs::read(repo().join("examples/workspace/skills/echo").join(file)).unwrap();
         assert!(copy == original, "deploy/kubernetes/skills/echo/{file} differs from examples/workspace/skills/echo/{file}: copy it again");
     }
 }
