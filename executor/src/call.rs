@@ -114,7 +114,7 @@ async fn run<B: CapabilityBroker>(
     };
     let is_script = params.script.is_some();
     // The skill's built dependencies, which must be on this executor.
-    let deps = match &params.deps {
+    let deps = match &params.envelope.deps {
         Some(digest) => Some(
             crate::deps::DepsDir::for_call(sandbox, &skill.name, digest)
                 .map_err(|e| CallError::Unavailable(e.to_string()))?,
@@ -138,8 +138,8 @@ async fn run<B: CapabilityBroker>(
     // A prestarted process has no per-call env values and runs in the skill folder: a
     // call that carries some, runs in a context or needs a namespace of its own starts
     // cold.
-    let has_values =
-        (params.env.keys()).any(|n| launch::may_receive(skill, &params.granted_env, n));
+    let has_values = (params.envelope.env.keys())
+        .any(|n| launch::may_receive(skill, &params.envelope.granted_env, n));
     let cold_only = has_values
         || plan.max_file_mb != skill.execution.max_file_mb
         || plan.work.is_some()

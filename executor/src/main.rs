@@ -23,7 +23,7 @@ use skillbox_executor::registry::Registry;
 use skillbox_executor::relay;
 use skillbox_executor::sandbox::memcg::MemoryMode;
 use skillbox_executor::sandbox::{probe, Sandbox, SandboxConfig};
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 
 mod self_filter;
 mod serve_cmd;
@@ -425,17 +425,15 @@ fn run_exec(a: ExecArgs) -> ExitCode {
     };
     let registry = Registry::load(&a.skills);
     let params = ToolExecuteParams {
-        deps: None,
         call_id: format!("exec-{}", std::process::id()),
         capability_token: SecretValue(String::new()),
         skill: skill.to_string(),
         tool: tool.to_string(),
         args,
-        env,
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
-        trust_pem: None,
+        envelope: Envelope {
+            env,
+            ..Envelope::default()
+        },
         traceparent: None,
         workdir: None,
         script: None,

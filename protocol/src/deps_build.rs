@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::methods::SecretValue;
+use crate::envelope::SecretValue;
 
 /// `deps.build`: install a skill's Python requirements into an environment of its own,
 /// in the tools' sandbox, whose only network is the package index through the egress

@@ -5,11 +5,9 @@
 //! same way; `session.close` ends sessions and every process in them. The core names each
 //! session with an id it made and remembers which executor holds it.
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use crate::methods::SecretValue;
+use crate::envelope::{Envelope, SecretValue};
 use crate::workdir::WorkDir;
 
 /// What to run: shell text (`sh -c`) or an argv list.
@@ -56,21 +54,10 @@ pub struct SessionExecParams {
     pub workdir: Option<String>,
     /// The context's files.
     pub files: WorkDir,
-    /// Values of the skill's declared env names.
-    #[serde(default)]
-    pub env: BTreeMap<String, SecretValue>,
-    /// Env names granted to the skill beyond those it declares (`[grants.<skill>] env`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub granted_env: Vec<String>,
-    /// Hosts granted to the skill beyond those it declares (`[grants.<skill>] network`):
-    /// with the skill's own, a non-empty list makes the session a network one (its own
-    /// network namespace, the core's egress proxy as the only way out).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub granted_network: Vec<String>,
-    /// The largest file the operator lets the skill's programs write, in MiB
-    /// (`[grants.<skill>] max_file_mb`), as [`crate::methods::ToolExecuteParams::granted_max_file_mb`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub granted_max_file_mb: Option<u64>,
+    /// What the session carries of its skill's envelope (absent: nothing, as a session
+    /// under no skill).
+    #[serde(default, skip_serializing_if = "Envelope::is_empty")]
+    pub envelope: Envelope,
     /// How long to wait for the command to end before answering with a session.
     pub yield_ms: u64,
     /// Most output bytes in this answer.
@@ -83,13 +70,6 @@ pub struct SessionExecParams {
     /// The bot's W3C `traceparent`, for the log lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
-    /// Certificates (PEM) the session's programs trust beyond the system roots, as
-    /// [`crate::methods::ToolExecuteParams::trust_pem`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trust_pem: Option<String>,
-    /// The skill's built dependencies, as [`crate::methods::ToolExecuteParams::deps`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deps: Option<String>,
 }
 
 /// `session.write` params.

@@ -1,14 +1,14 @@
 //! What a call carries of its skill's envelope besides the skill itself: the values of
 //! its env names, the placeholders of its bound secrets (the values stay in the core, for
 //! the egress proxy), the names and hosts the operator granted (which the executor, which
-//! reads the skill as published, must be told), the certificates its programs trust, and
-//! the security of what runs without a declared tool; and the one rule of which skill's
-//! envelope a built-in may use in a context ([`in_context`]).
+//! reads the skill as published, must be told), the certificates its programs trust and
+//! its built dependencies (the protocol's [`Envelope`], built here for a tool call and a
+//! session alike), and the security of what runs without a declared tool; and the one rule
+//! of which skill's envelope a built-in may use in a context ([`in_context`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::methods::Envelope;
 use skillbox_protocol::skill::{Security, Skill, Tool};
 use skillbox_protocol::Target;
 
@@ -19,21 +19,15 @@ use crate::proxy::secrets::CallSecrets;
 use crate::random::{RandomError, RandomSource};
 use crate::state::secrets::Secrets;
 
-/// One call's share of its skill's envelope.
+/// One call's share of its skill's envelope: what travels to the executor, and what stays
+/// in the core.
 pub(super) struct CallEnvelope {
-    /// Values of its env names, and placeholders of its bound secrets.
-    pub(super) env: BTreeMap<String, SecretValue>,
-    /// Env names granted beyond what the skill declares.
-    pub(super) granted_env: Vec<String>,
-    /// Hosts granted beyond what the skill declares.
-    pub(super) granted_network: Vec<String>,
-    /// The largest file its programs may write, when the operator set it
-    /// (`[grants.<skill>] max_file_mb`).
-    pub(super) granted_max_file_mb: Option<u64>,
+    /// What the executor is sent ([`Envelope`]: values and placeholders of its env names,
+    /// names, hosts and file size granted beyond what the skill declares, certificates its
+    /// programs trust, its built dependencies), made here alone for every job.
+    pub(super) wire: Envelope,
     /// The bound secrets' values, for the egress proxy.
     pub(super) secrets: Arc<CallSecrets>,
-    /// Certificates its programs trust beyond the system roots.
-    pub(super) trust_pem: Option<String>,
 }
 
 impl CallEnvelope {
@@ -54,15 +48,18 @@ impl CallEnvelope {
         env.extend(placeholders);
         let network = perms.is_network();
         Ok(Self {
-            env,
-            granted_env: granted_env(loaded, &skill.name),
-            granted_network: granted_network(loaded, &skill.name),
-            granted_max_file_mb: loaded
-                .grant_of(&skill.name)
-                .and_then(|(_, g)| g.max_file_mb),
-            trust_pem: match (network, trust) {
-                (true, Some(trust)) => trust.sandbox_pem(!secrets.is_empty()),
-                _ => None,
+            wire: Envelope {
+                env,
+                granted_env: granted_env(loaded, &skill.name),
+                granted_network: granted_network(loaded, &skill.name),
+                granted_max_file_mb: loaded
+                    .grant_of(&skill.name)
+                    .and_then(|(_, g)| g.max_file_mb),
+                trust_pem: match (network, trust) {
+                    (true, Some(trust)) => trust.sandbox_pem(!secrets.is_empty()),
+                    _ => None,
+                },
+                deps: skill.dependencies.digest.clone(),
             },
             secrets: Arc::new(secrets),
         })
@@ -71,12 +68,8 @@ impl CallEnvelope {
     /// The envelope of a call under no skill: nothing.
     pub(super) fn none() -> Self {
         Self {
-            env: BTreeMap::new(),
-            granted_env: Vec::new(),
-            granted_network: Vec::new(),
-            granted_max_file_mb: None,
+            wire: Envelope::default(),
             secrets: Arc::default(),
-            trust_pem: None,
         }
     }
 }

@@ -327,20 +327,15 @@ impl Dispatcher {
             None => (None, None),
         };
         let params = ToolExecuteParams {
-            deps: skill.dependencies.digest.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
             skill: skill.name.clone(),
             tool: tool.clone(),
             args,
-            env: envelope.env,
-            granted_env: envelope.granted_env,
-            granted_network: envelope.granted_network,
-            granted_max_file_mb: envelope.granted_max_file_mb,
+            envelope: envelope.wire,
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
             workdir,
             script,
-            trust_pem: envelope.trust_pem,
         };
         let timeout = Duration::from_millis(timeout_ms);
         let delegation = match &run.delegation {

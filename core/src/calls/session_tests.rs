@@ -225,7 +225,7 @@ async fn a_grant_widens_a_published_skill_and_its_env_names_travel_to_the_execut
     )
     .await;
     assert!(r.success, "{r:?}");
-    assert_eq!(seen.lock().unwrap()[0].granted_env, ["PDF_KEY"]);
+    assert_eq!(seen.lock().unwrap()[0].envelope.granted_env, ["PDF_KEY"]);
 }
 
 /// A restricted context (seed 004's `allowed-tools`) lends the envelope of the skills it

@@ -218,10 +218,6 @@ impl Dispatcher {
             None => super::envelope::CallEnvelope::none(),
         };
         let params = SessionExecParams {
-            deps: match &skill_name {
-                Some(_) => skill.dependencies.digest.clone(),
-                None => None,
-            },
             session_id: session_id.clone(),
             call_id: run.call_id.to_string(),
             capability_token: token.clone(),
@@ -229,7 +225,7 @@ impl Dispatcher {
             cmd: args.cmd,
             workdir: args.workdir,
             files: work,
-            env: envelope.env,
+            envelope: envelope.wire,
             yield_ms: yield_of(args.yield_ms),
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
             tty: args.tty,
@@ -242,11 +238,7 @@ impl Dispatcher {
                     None => exec.memory_mb,
                 },
             },
-            granted_env: envelope.granted_env,
-            granted_network: envelope.granted_network,
-            granted_max_file_mb: envelope.granted_max_file_mb,
             traceparent: run.trace.map(|t| t.to_string()),
-            trust_pem: envelope.trust_pem,
         };
         let active = Arc::new(
             ActiveCall::new(

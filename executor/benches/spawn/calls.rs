@@ -3,7 +3,6 @@
 //! `cold` and `warm` (`execution.prestart: 1`), each with the bench's tools as `plain`
 //! tools that read their stdin to its end.
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -14,7 +13,7 @@ use skillbox_executor::broker::OneShotBroker;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::Sandbox;
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 
 /// The Python tool of the call methods: a start, then its (empty) request read.
 pub const PY_READER: [&str; 3] = ["python3", "-c", "import sys; sys.stdin.read()"];
@@ -85,17 +84,12 @@ pub async fn timed_call(
     tool: &str,
 ) -> Result<Duration> {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: "bench".into(),
         capability_token: SecretValue(String::new()),
         skill: skill.into(),
         tool: tool.into(),
         args: json!({}),
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: None,
         script: None,

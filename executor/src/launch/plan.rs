@@ -111,7 +111,11 @@ impl Plan {
             absolutize_skill_paths(&mut argv, &skill.dir);
         }
         let mut vars = env::skill_env(skill, &tool.name, &p.call_id);
-        vars.extend(env::declared_values(skill, &p.granted_env, &p.env));
+        vars.extend(env::declared_values(
+            skill,
+            &p.envelope.granted_env,
+            &p.envelope.env,
+        ));
         Self {
             call: CallInfo {
                 call_id: p.call_id.clone(),
@@ -122,16 +126,16 @@ impl Plan {
             skill_dir: Some(skill.dir.clone()),
             argv,
             env: vars,
-            network: skill_network(Some(skill), &p.granted_network),
+            network: skill_network(Some(skill), &p.envelope.granted_network),
             deps,
             memory_mb: skill.execution.memory_mb,
-            max_file_mb: max_file_mb(skill, p.granted_max_file_mb),
+            max_file_mb: max_file_mb(skill, p.envelope.granted_max_file_mb),
             timeout_ms: skill.timeout_ms(tool),
             // Arguments on stdin and in a file, never in the environment (whose strings
             // the kernel caps at 128 KiB); a script gets none.
             args: (tool.protocol == ToolProtocol::Plain && !is_script).then(|| p.args.to_string()),
             stdio: ChildStdio::Piped,
-            trust_pem: p.trust_pem.clone(),
+            trust_pem: p.envelope.trust_pem.clone(),
             work: p.workdir.as_ref().map(|w| Work {
                 sub: PathBuf::new(),
                 files: w.files.clone(),
@@ -153,7 +157,11 @@ impl Plan {
         let mut vars = match skill {
             Some(skill) => {
                 let mut vars = env::skill_env(skill, "exec_command", &p.call_id);
-                vars.extend(env::declared_values(skill, &p.granted_env, &p.env));
+                vars.extend(env::declared_values(
+                    skill,
+                    &p.envelope.granted_env,
+                    &p.envelope.env,
+                ));
                 vars
             }
             None => vec![("SKILLBOX_CALL_ID".to_string(), p.call_id.clone())],
@@ -171,17 +179,17 @@ impl Plan {
             skill_dir: skill.map(|s| s.dir.clone()),
             argv,
             env: vars,
-            network: skill_network(skill, &p.granted_network),
+            network: skill_network(skill, &p.envelope.granted_network),
             deps,
             memory_mb: p.limits.memory_mb,
             max_file_mb: match skill {
-                Some(skill) => max_file_mb(skill, p.granted_max_file_mb),
+                Some(skill) => max_file_mb(skill, p.envelope.granted_max_file_mb),
                 None => DEFAULT_MAX_FILE_MB,
             },
             timeout_ms: p.limits.lifetime_ms,
             args: None,
             stdio,
-            trust_pem: p.trust_pem.clone(),
+            trust_pem: p.envelope.trust_pem.clone(),
             work: Some(Work {
                 sub,
                 files: p.files.files.clone(),
@@ -265,13 +273,13 @@ mod tests {
         let (skill, _root) = skill();
         let tool_params: ToolExecuteParams = serde_json::from_value(json!({
             "call_id": "c1", "capability_token": "t", "skill": "netty", "tool": "go",
-            "args": {}, "env": supplied(),
+            "args": {}, "envelope": {"env": supplied()},
         }))
         .unwrap();
         let session_params: SessionExecParams = serde_json::from_value(json!({
             "session_id": "s1", "call_id": "c2", "capability_token": "t", "skill": "netty",
             "cmd": "env", "files": {"files": [], "max_file_bytes": 1, "max_total_bytes": 1,
-            "max_files": 1}, "env": supplied(), "yield_ms": 10, "max_output_bytes": 10,
+            "max_files": 1}, "envelope": {"env": supplied()}, "yield_ms": 10, "max_output_bytes": 10,
             "limits": {"idle_timeout_ms": 1, "lifetime_ms": 1, "output_kept_bytes": 1,
             "memory_mb": 64},
         }))
@@ -354,7 +362,7 @@ mod tests {
         assert_eq!(max_file_mb(&skill, Some(65_536)), 65_536);
         let params: ToolExecuteParams = serde_json::from_value(json!({
             "call_id": "c1", "capability_token": "t", "skill": "netty", "tool": "go",
-            "args": {}, "granted_max_file_mb": 4096,
+            "args": {}, "envelope": {"granted_max_file_mb": 4096},
         }))
         .unwrap();
         let tool = skill.tool("go").unwrap();

@@ -204,8 +204,8 @@ pub fn parse_request(line: &[u8]) -> Result<ToolExecuteParams, RelayError> {
     })
 }
 
-/// `message` with every value under the params' `capability_token` and `env` replaced by
-/// `***` (a parser's message may quote the value it could not take).
+/// `message` with every value under the params' `capability_token` and `envelope` (the env
+/// values it carries) replaced by `***` (a parser's message may quote the value it could not take).
 fn mask_secrets(message: String, params: &Value) -> String {
     fn leaves(v: &Value, out: &mut Vec<String>) {
         match v {
@@ -218,7 +218,7 @@ fn mask_secrets(message: String, params: &Value) -> String {
     }
     let mut secrets = Vec::new();
     leaves(&params["capability_token"], &mut secrets);
-    leaves(&params["env"], &mut secrets);
+    leaves(&params["envelope"], &mut secrets);
     secrets
         .iter()
         .filter(|s| !s.is_empty())
@@ -270,7 +270,7 @@ mod tests {
 
     fn params() -> serde_json::Value {
         json!({"call_id": "c1", "capability_token": "tok", "skill": "s", "tool": "t",
-               "args": {"a": 1}, "env": {"API_KEY": "k"}})
+               "args": {"a": 1}, "envelope": {"env": {"API_KEY": "k"}}})
     }
 
     #[test]
@@ -280,7 +280,7 @@ mod tests {
         assert_eq!(p.capability_token.0, "tok");
         assert_eq!((p.skill.as_str(), p.tool.as_str()), ("s", "t"));
         assert_eq!(p.args, json!({"a": 1}));
-        assert_eq!(p.env["API_KEY"].0, "k");
+        assert_eq!(p.envelope.env["API_KEY"].0, "k");
     }
 
     #[test]
@@ -320,7 +320,7 @@ mod tests {
     #[test]
     fn parse_request_masks_secrets_in_params_error() {
         let mut p = params();
-        p["env"] = json!({"API_KEY": ["sk-live-123"]});
+        p["envelope"]["env"] = json!({"API_KEY": ["sk-live-123"]});
         p["capability_token"] = json!(["tok-456"]);
         let err = parse_request(&line(request(p.clone())))
             .unwrap_err()
@@ -328,7 +328,7 @@ mod tests {
         assert!(err.contains("params do not parse"), "{err}");
         assert!(!err.contains("tok-456"), "{err}");
         p["capability_token"] = json!("tok");
-        p["env"] = json!("sk-live-123");
+        p["envelope"]["env"] = json!("sk-live-123");
         let err = parse_request(&line(request(p))).unwrap_err().to_string();
         assert!(err.contains("invalid type: string \"***\""), "{err}");
         assert!(!err.contains("sk-live-123"), "{err}");

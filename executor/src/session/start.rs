@@ -67,7 +67,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         } else {
             (ChildStdio::Merged, None)
         };
-        let deps = match (&p.deps, skill) {
+        let deps = match (&p.envelope.deps, skill) {
             (Some(digest), Some(skill)) => Some(
                 crate::deps::DepsDir::for_call(&self.sandbox, &skill.name, digest)
                     .map_err(|e| SessionError::Invalid(e.to_string()))?,

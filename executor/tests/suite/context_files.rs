@@ -4,7 +4,6 @@
 //! FIFOs never do, a quota refusal fails the call; a script runs by shebang with its
 //! arguments, a failed one shows its stdout, a path leaving `scripts/` is refused.
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use serde_json::json;
@@ -12,7 +11,7 @@ use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
 use skillbox_protocol::jsonrpc::code;
-use skillbox_protocol::methods::{ScriptRun, SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, ScriptRun, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 
 use super::harness::fake_core::FakeCore;
@@ -37,8 +36,6 @@ pub fn runtime() -> tokio::runtime::Runtime {
 /// Runs `skill:tool` (or a script of `skill`) in the context `core` holds.
 fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>) -> ToolResult {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: "ctx-call".into(),
         capability_token: SecretValue("tok".into()),
         skill: skill.into(),
@@ -49,10 +46,7 @@ fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>
         }
         .into(),
         args: json!({}),
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: Some(core.workdir()),
         script,

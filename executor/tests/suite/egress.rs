@@ -5,7 +5,6 @@
 //! a host the proxy refuses gets its `403`; a session under such a skill has the proxy
 //! too; nothing of a call's namespace outlives it. The attacks are in `egress_attacks`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::Sandbox;
 use skillbox_executor::session::Sessions;
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::session::{Command, SessionExecParams, SessionLimits};
 
@@ -49,17 +48,12 @@ pub fn run_in(
     args: Value,
 ) -> ToolResult {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: CALL_ID.into(),
         capability_token: SecretValue(TOKEN.into()),
         skill: skill.into(),
         tool: "run".into(),
         args,
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: None,
         script: None,
@@ -259,8 +253,6 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
         server.port
     );
     let params = SessionExecParams {
-        deps: None,
-        trust_pem: None,
         session_id: unique("s"),
         call_id: CALL_ID.into(),
         capability_token: SecretValue(TOKEN.into()),
@@ -268,7 +260,7 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
         cmd: Command::Argv(vec!["python3".into(), "-c".into(), script]),
         workdir: None,
         files: core.workdir(),
-        env: BTreeMap::new(),
+        envelope: Envelope::default(),
         yield_ms: 15_000,
         max_output_bytes: 1 << 20,
         tty: false,
@@ -278,9 +270,6 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
             output_kept_bytes: 1 << 20,
             memory_mb: 512,
         },
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
         traceparent: None,
     };
     let answer = runtime()

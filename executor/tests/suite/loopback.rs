@@ -7,7 +7,6 @@
 //! socket families the network filter keeps closed. A tool of a skill that asks for
 //! neither still has no socket at all (`egress_attacks.rs`).
 
-use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -15,7 +14,7 @@ use serde_json::{json, Value};
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::Sandbox;
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 
 use super::context_files::{runtime, sandbox};
@@ -37,17 +36,12 @@ fn loopback_skill(root: &SkillRoot, name: &str, script: &str) {
 /// The call `skill:run` with `args`, as a future (several may run at once).
 async fn call_of(sandbox: &Sandbox, root: &SkillRoot, skill: &str, args: Value) -> ToolResult {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: unique("loop"),
         capability_token: SecretValue("tok".into()),
         skill: skill.into(),
         tool: "run".into(),
         args,
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: None,
         script: None,

@@ -38,7 +38,7 @@ fn relay_skill(root: &SkillRoot, script: &str, skill: &str) {
 fn execute_line(args: Value, env: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": 0, "method": "tool.execute", "params": {
         "call_id": "call-relay-1", "capability_token": "cap-token-xyz",
-        "skill": "relay", "tool": "run", "args": args, "env": env,
+        "skill": "relay", "tool": "run", "args": args, "envelope": {"env": env},
     }})
 }
 

@@ -6,7 +6,6 @@
 //! it (cgroup), a call moving itself out of its cgroup. Run in this process against a
 //! [`FakeCore`]; a runtime the machine lacks is reported SKIPPED by name.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 use std::sync::Arc;
@@ -18,7 +17,7 @@ use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::memcg::{self, MemoryMode};
 use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
 use skillbox_executor::session::Sessions;
-use skillbox_protocol::methods::{ScriptRun, SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, ScriptRun, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::session::{Command, SessionExecParams, SessionLimits};
 
@@ -163,17 +162,12 @@ fn runtime_skill(root: &SkillRoot, runtimes: &[(&str, Vec<String>, &str)]) {
 /// Runs `tool` of `rt`, or its script `script`.
 fn execute(sandbox: &Sandbox, root: &SkillRoot, tool: &str, script: Option<&str>) -> ToolResult {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: unique("rt"),
         capability_token: SecretValue("tok".into()),
         skill: "rt".into(),
         tool: tool.into(),
         args: json!({}),
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: None,
         script: script.map(|path| ScriptRun {
@@ -258,8 +252,6 @@ fn node_java_and_go_start_in_an_exec_command_session_of_256_mib() {
 
 fn session_params(core: &FakeCore, argv: Vec<String>) -> SessionExecParams {
     SessionExecParams {
-        deps: None,
-        trust_pem: None,
         session_id: unique("s"),
         call_id: "session-call".into(),
         capability_token: SecretValue("tok".into()),
@@ -267,7 +259,7 @@ fn session_params(core: &FakeCore, argv: Vec<String>) -> SessionExecParams {
         cmd: Command::Argv(argv),
         workdir: None,
         files: core.workdir(),
-        env: Default::default(),
+        envelope: Envelope::default(),
         yield_ms: 20_000,
         max_output_bytes: 1 << 20,
         tty: false,
@@ -277,9 +269,6 @@ fn session_params(core: &FakeCore, argv: Vec<String>) -> SessionExecParams {
             output_kept_bytes: 1 << 20,
             memory_mb: 256,
         },
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
         traceparent: None,
     }
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use skillbox_executor::registry::Registry;
 use skillbox_executor::session::{SessionError, Sessions};
 use skillbox_protocol::jsonrpc::code;
-use skillbox_protocol::methods::SecretValue;
+use skillbox_protocol::methods::{Envelope, SecretValue};
 use skillbox_protocol::session::{
     Command, SessionAnswer, SessionCloseParams, SessionExecParams, SessionLimits,
     SessionWriteParams,
@@ -41,8 +41,6 @@ impl Fixture {
 
     fn params(&self, cmd: Command, yield_ms: u64) -> SessionExecParams {
         SessionExecParams {
-            deps: None,
-            trust_pem: None,
             session_id: unique("s"),
             call_id: "session-call".into(),
             capability_token: SecretValue("tok".into()),
@@ -50,7 +48,7 @@ impl Fixture {
             cmd,
             workdir: None,
             files: self.core.workdir(),
-            env: Default::default(),
+            envelope: Envelope::default(),
             yield_ms,
             max_output_bytes: 1 << 20,
             tty: false,
@@ -60,9 +58,6 @@ impl Fixture {
                 output_kept_bytes: 1 << 20,
                 memory_mb: 512,
             },
-            granted_env: Vec::new(),
-            granted_network: Vec::new(),
-            granted_max_file_mb: None,
             traceparent: None,
         }
     }

@@ -8,7 +8,6 @@
 //! executor's `Registry`, `Sandbox` and warm pool in this process, the way the daemon does
 //! across calls.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -16,7 +15,7 @@ use skillbox_executor::broker::OneShotBroker;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::{self, ArgsFile, LaunchSpec, Sandbox, SandboxConfig};
-use skillbox_protocol::methods::{SecretValue, ToolExecuteParams};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 
 use super::harness::{is_dead, scratch_root, SkillRoot, Start};
 
@@ -104,17 +103,12 @@ fn runtime() -> tokio::runtime::Runtime {
 
 async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: &str) -> Value {
     let params = ToolExecuteParams {
-        deps: None,
-        trust_pem: None,
         call_id: call_id.to_string(),
         capability_token: SecretValue(String::new()),
         skill: skill.to_string(),
         tool: "run".to_string(),
         args: json!({}),
-        env: BTreeMap::new(),
-        granted_env: Vec::new(),
-        granted_network: Vec::new(),
-        granted_max_file_mb: None,
+        envelope: Envelope::default(),
         traceparent: None,
         workdir: None,
         script: None,

@@ -55,7 +55,7 @@ fn executor_on_sigterm_finishes_its_call_refuses_new_ones_as_draining_and_exits(
     // ...a new call is refused before anything of it runs, with the code the core resends on...
     let execute = json!({"jsonrpc": "2.0", "id": 2, "method": "tool.execute", "params": {
         "call_id": "late0000call", "capability_token": "t", "skill": "slow", "tool": "sleep",
-        "args": {"seconds": 0}, "env": {}}});
+        "args": {"seconds": 0}, "envelope": {}}});
     let refused = ask_executor(&sb, &execute).expect("the draining executor still answers");
     assert_eq!(
         refused["error"]["code"],

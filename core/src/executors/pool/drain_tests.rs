@@ -244,7 +244,7 @@ fn dispatched(skill: &Arc<Skill>, tool: &str) -> Dispatched {
 fn execute_params(tool: &str) -> ToolExecuteParams {
     serde_json::from_value(json!({
         "call_id": "c0ffee", "capability_token": "t", "skill": "ledger", "tool": tool,
-        "args": {}, "env": {}
+        "args": {}, "envelope": {}
     }))
     .unwrap()
 }

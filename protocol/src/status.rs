@@ -1,0 +1,103 @@
+//! What the executor tells the core about itself: `tool.list` (the tools it can run),
+//! `skill.reload` (its registry reloaded) and `health` (liveness, the sandbox in force and
+//! what that sandbox can start).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::skill::Security;
+
+/// One tool as `tool.list` and `GET /v1/tools` describe it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInfo {
+    /// `skill:tool`.
+    pub name: String,
+    /// What the tool does.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+    /// Security level.
+    pub security: Security,
+}
+
+/// `tool.list` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolListParams {}
+
+/// `tool.list` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolListResult {
+    /// Every runnable tool.
+    pub tools: Vec<ToolInfo>,
+}
+
+/// `skill.reload` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillReloadParams {}
+
+/// `skill.reload` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillReloadResult {
+    /// Skills loaded.
+    pub loaded: usize,
+    /// Skills skipped, with reasons.
+    pub skipped: Vec<String>,
+}
+
+/// `health` params (none).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthParams {}
+
+/// The `health` status of an executor that was told to stop: it refuses new
+/// `tool.execute` requests with [`crate::jsonrpc::code::EXECUTOR_DRAINING`] and finishes the
+/// calls it holds.
+pub const HEALTH_DRAINING: &str = "draining";
+
+/// `health` result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthResult {
+    /// `ok`, `degraded` (no kernel sandbox) or [`HEALTH_DRAINING`] (stopping: finishes the
+    /// calls it holds, takes no new ones).
+    pub status: String,
+    /// Landlock ABI in force, 0 when none.
+    pub landlock_abi: u32,
+    /// Whether seccomp filters are applied.
+    pub seccomp: bool,
+    /// Calls in flight.
+    pub in_flight: usize,
+    /// What this executor's sandbox can start (absent from executors that predate it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<SandboxFacts>,
+}
+
+/// What a tool started by an executor would find: the OS and, for every program its skills
+/// name (prerequisites and tool commands), whether the program is on the sandbox `PATH`.
+/// Skill availability is judged from this, where the tools run, not from the core's host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SandboxFacts {
+    /// The OS in the prerequisites' words (`linux`, `darwin`, `win32`).
+    pub os: String,
+    /// The `PATH` tools run with.
+    pub path: String,
+    /// Program name → found as an executable file on `path`.
+    pub programs: std::collections::BTreeMap<String, bool>,
+    /// Whether the executor can give a call a network namespace of its own, which the
+    /// programs of a skill that declares (or is granted) `permissions.network` reach the
+    /// network through; without it they would get no network at all, so the core holds
+    /// such skills unavailable, saying why. Absent (false) from executors that predate it.
+    #[serde(default)]
+    pub network_namespaces: bool,
+    /// How the executor limits a call's memory: `cgroup_v2` or `cgroup_v1` (a memory
+    /// cgroup per call: what its processes use), or `rlimit` (per process, with room for
+    /// the address space runtimes reserve). Empty from executors that predate it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub memory_limit: String,
+}
