@@ -10,6 +10,7 @@
 //! `core.contextFileDelete`, within the context's limits; what is not kept, and why, is
 //! in the [`SyncReport`].
 
+use std::collections::HashSet;
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
@@ -128,6 +129,23 @@ pub async fn sync_back<B: CapabilityBroker>(
     baseline: &mut Baseline,
 ) -> SyncReport {
     let mut report = SyncReport::default();
+    let Some(mut walk) = walk_work(work, limits, baseline) else {
+        return report;
+    };
+    report.not_kept.append(&mut walk.not_kept);
+    // The folder as the context holds it while the changes are judged.
+    let present: HashSet<String> = std::mem::take(&mut walk.present).into_iter().collect();
+    let send = judge_changes(walk.files, &present, limits, baseline, &mut report);
+    if walk.complete {
+        delete_gone(broker, call, &present, baseline, &mut report).await;
+    }
+    send_changes(broker, call, send, limits, baseline, &mut report).await;
+    report
+}
+
+/// The new and changed files under `work`, sorted by path; `None` when `work` cannot be
+/// opened (then nothing is sent back).
+fn walk_work(work: &Path, limits: &WorkDir, baseline: &mut Baseline) -> Option<Walk> {
     let mut walk = Walk {
         complete: true,
         max_candidates: limits.max_files,
@@ -142,13 +160,22 @@ pub async fn sync_back<B: CapabilityBroker>(
         Ok(fd) => walk_dir(fd, "", 0, &mut walk, baseline),
         Err(e) => {
             tracing::warn!(work = %work.display(), error = %e, "the work folder cannot be opened; nothing is sent back");
-            return report;
+            return None;
         }
     }
-    report.not_kept.append(&mut walk.not_kept);
     walk.files.sort_by(|a, b| a.path.cmp(&b.path));
-    // The folder as the context holds it while the changes are judged.
-    let present: std::collections::HashSet<String> = walk.present.into_iter().collect();
+    Some(walk)
+}
+
+/// The files to send, in order, each kept only while the context's folder stays within
+/// `limits`; the others go to `report.not_kept` with the limit they would break.
+fn judge_changes(
+    files: Vec<Found>,
+    present: &HashSet<String>,
+    limits: &WorkDir,
+    baseline: &Baseline,
+    report: &mut SyncReport,
+) -> Vec<Found> {
     let kept: Vec<&Known> = (baseline.files.iter())
         .filter(|(p, _)| present.contains(*p))
         .map(|(_, k)| k)
@@ -156,7 +183,7 @@ pub async fn sync_back<B: CapabilityBroker>(
     let mut count = kept.len();
     let mut total: u64 = kept.iter().map(|k| k.stamp.size).sum();
     let mut send = Vec::new();
-    for found in walk.files {
+    for found in files {
         let old = baseline.files.get(&found.path).cloned();
         let size = found.stamp.size;
         let (new_count, new_total) = match &old {
@@ -189,24 +216,44 @@ pub async fn sync_back<B: CapabilityBroker>(
             }
         }
     }
-    if walk.complete {
-        let gone: Vec<String> = baseline
-            .files
-            .keys()
-            .filter(|p| !present.contains(*p))
-            .cloned()
-            .collect();
-        for path in gone {
-            let request = ContextFileDeleteParams { path: path.clone() };
-            match core_call::<CoreContextFileDelete, _, _>(broker, call, request).await {
-                Ok(_) => {
-                    baseline.files.remove(&path);
-                    report.deleted.push(path);
-                }
-                Err(e) => report.refused.push((path, e)),
+    send
+}
+
+/// Asks the core to delete each file of `baseline` that is no longer in the work folder.
+async fn delete_gone<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    present: &HashSet<String>,
+    baseline: &mut Baseline,
+    report: &mut SyncReport,
+) {
+    let gone: Vec<String> = baseline
+        .files
+        .keys()
+        .filter(|p| !present.contains(*p))
+        .cloned()
+        .collect();
+    for path in gone {
+        let request = ContextFileDeleteParams { path: path.clone() };
+        match core_call::<CoreContextFileDelete, _, _>(broker, call, request).await {
+            Ok(_) => {
+                baseline.files.remove(&path);
+                report.deleted.push(path);
             }
+            Err(e) => report.refused.push((path, e)),
         }
     }
+}
+
+/// Sends each judged file to the core and records in `baseline` what it now holds.
+async fn send_changes<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    send: Vec<Found>,
+    limits: &WorkDir,
+    baseline: &mut Baseline,
+    report: &mut SyncReport,
+) {
     for mut found in send {
         let sent = Sending {
             path: &found.path,
@@ -229,7 +276,6 @@ pub async fn sync_back<B: CapabilityBroker>(
             Err(e) => report.refused.push((found.path, e)),
         }
     }
-    report
 }
 
 /// Adds the regular files under the folder open as `fd` to `walk`.
