@@ -4,6 +4,7 @@
 //! context's files laid out; under a skill with network its namespace, whose connections
 //! are relayed for the session's life); then its task.
 
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,7 +17,7 @@ use super::{sync, Files, Session, SessionError, Sessions};
 use crate::broker::CapabilityBroker;
 use crate::launch::{self, Launched, Plan};
 use crate::registry::Registry;
-use crate::sandbox::ChildStdio;
+use crate::sandbox::{ChildStdio, SandboxChild};
 use crate::workdir;
 
 /// The line a session's output ends with when the kernel killed one of its processes for
@@ -47,20 +48,8 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             None => None,
         };
         let skill = registered.as_ref().map(|r| &r.skill);
-        let sub = match p.workdir.as_deref().filter(|w| !w.is_empty()) {
-            Some(w) => {
-                let parts = workdir::path_segments(w).map_err(|why| {
-                    SessionError::Invalid(format!("workdir {w:?} is refused: {why}"))
-                })?;
-                parts.iter().collect::<PathBuf>()
-            }
-            None => PathBuf::new(),
-        };
-        let argv = match &p.cmd {
-            Command::Shell(text) => vec!["sh".to_string(), "-c".to_string(), text.clone()],
-            Command::Argv(v) if !v.is_empty() => v.clone(),
-            Command::Argv(_) => return Err(SessionError::Invalid("cmd is an empty list".into())),
-        };
+        let sub = work_subdir(p)?;
+        let argv = command_argv(p)?;
         let (stdio, terminal) = if p.tty {
             let (master, slave) = process::open_terminal().map_err(SessionError::Spawn)?;
             (ChildStdio::Terminal(slave), Some(master))
@@ -84,29 +73,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             work,
         } = launch::launch(&self.sandbox, &*self.broker, plan).await?;
         let (baseline, work) = (baseline.unwrap_or_default(), work.unwrap_or_default());
-        let (input, output) = match terminal {
-            Some(master) => {
-                let interest = tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE;
-                // SAFETY: the OwnedFd stays open and names the same terminal until it is
-                // dropped with the AsyncFd.
-                let fd = unsafe { AsyncFd::register_with_interest(master, interest) }
-                    .map_err(|e| SessionError::Spawn(e.into_parts().1))?;
-                let fd = Arc::new(fd);
-                (Input::Terminal(Arc::clone(&fd)), Output::Terminal(fd))
-            }
-            None => {
-                let stdin = child.stdin.take();
-                let Some(stdout) = child.stdout.take() else {
-                    return Err(SessionError::Spawn(std::io::Error::other(
-                        "the session's output was not piped",
-                    )));
-                };
-                (
-                    Input::Pipe(tokio::sync::Mutex::new(stdin)),
-                    Output::Pipe(stdout),
-                )
-            }
-        };
+        let (input, output) = session_io(terminal, &mut child)?;
         let shared = Arc::new(Shared::new(p.limits.output_kept_bytes));
         let files = Arc::new(Files {
             call,
@@ -147,5 +114,58 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             files,
             task: Mutex::new(Some(task)),
         }))
+    }
+}
+
+/// The folder under the work folder the command starts in, from the params' `workdir`
+/// (empty: the work folder itself); a path that could leave it is refused.
+fn work_subdir(p: &SessionExecParams) -> Result<PathBuf, SessionError> {
+    match p.workdir.as_deref().filter(|w| !w.is_empty()) {
+        Some(w) => {
+            let parts = workdir::path_segments(w)
+                .map_err(|why| SessionError::Invalid(format!("workdir {w:?} is refused: {why}")))?;
+            Ok(parts.iter().collect::<PathBuf>())
+        }
+        None => Ok(PathBuf::new()),
+    }
+}
+
+/// The command line: a shell line runs under `sh -c`, a list as given (never empty).
+fn command_argv(p: &SessionExecParams) -> Result<Vec<String>, SessionError> {
+    match &p.cmd {
+        Command::Shell(text) => Ok(vec!["sh".to_string(), "-c".to_string(), text.clone()]),
+        Command::Argv(v) if !v.is_empty() => Ok(v.clone()),
+        Command::Argv(_) => Err(SessionError::Invalid("cmd is an empty list".into())),
+    }
+}
+
+/// The session's input and output: the terminal's master side when it has one, else the
+/// child's stdin and merged stdout pipes.
+fn session_io(
+    terminal: Option<OwnedFd>,
+    child: &mut SandboxChild,
+) -> Result<(Input, Output), SessionError> {
+    match terminal {
+        Some(master) => {
+            let interest = tokio::io::Interest::READABLE | tokio::io::Interest::WRITABLE;
+            // SAFETY: the OwnedFd stays open and names the same terminal until it is
+            // dropped with the AsyncFd.
+            let fd = unsafe { AsyncFd::register_with_interest(master, interest) }
+                .map_err(|e| SessionError::Spawn(e.into_parts().1))?;
+            let fd = Arc::new(fd);
+            Ok((Input::Terminal(Arc::clone(&fd)), Output::Terminal(fd)))
+        }
+        None => {
+            let stdin = child.stdin.take();
+            let Some(stdout) = child.stdout.take() else {
+                return Err(SessionError::Spawn(std::io::Error::other(
+                    "the session's output was not piped",
+                )));
+            };
+            Ok((
+                Input::Pipe(tokio::sync::Mutex::new(stdin)),
+                Output::Pipe(stdout),
+            ))
+        }
     }
 }
