@@ -15,4 +15,5 @@ mod install_trust;
 mod layers;
 mod layers_graph;
 mod routing_eval;
+mod source_edges;
 mod sources;

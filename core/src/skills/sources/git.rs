@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use super::SourceError;
 
 mod fetch_dir;
+mod short_commit;
 
 pub use self::fetch_dir::FetchDir;
 
@@ -150,29 +151,47 @@ impl GitRunner {
         if let Some(r) = reference {
             check_ref(r)?;
         }
+        let refspec = format!("{}:refs/skillbox/fetched", reference.unwrap_or("HEAD"));
+        match self.fetch_refspecs(repo, url, &[refspec.as_str()], true) {
+            Ok(()) => {}
+            // A remote names refs only: an abbreviated commit is looked for among the
+            // commits of its branches and tags.
+            Err(SourceError::Git { .. }) if reference.is_some_and(is_short_commit) => {
+                return self.fetch_short_commit(repo, url, reference.unwrap_or_default());
+            }
+            Err(e) => return Err(e),
+        }
+        let out = run_out(
+            self.command(Some(repo)),
+            &["rev-parse", "--verify", "refs/skillbox/fetched^{commit}"],
+        )?;
+        Ok(out.trim().to_string())
+    }
+
+    /// `git fetch URL REFSPECS` into `repo` (one commit deep when `shallow`), watched.
+    fn fetch_refspecs(
+        &self,
+        repo: &Path,
+        url: &str,
+        refspecs: &[&str],
+        shallow: bool,
+    ) -> Result<(), SourceError> {
         let mut cmd = self.command(Some(repo));
+        cmd.args(["fetch", "--quiet"]);
+        if shallow {
+            cmd.arg("--depth=1");
+        }
         cmd.args([
-            "fetch",
-            "--quiet",
-            "--depth=1",
             "--no-tags",
             "--no-recurse-submodules",
             "--no-write-fetch-head",
             "--",
             url,
         ]);
-        cmd.arg(format!(
-            "{}:refs/skillbox/fetched",
-            reference.unwrap_or("HEAD")
-        ));
+        cmd.args(refspecs);
         cmd.stdout(Stdio::null()).stderr(Stdio::piped());
         let child = cmd.spawn().map_err(spawn_error)?;
-        self.watch_fetch(child, &repo.join("objects"))?;
-        let out = run_out(
-            self.command(Some(repo)),
-            &["rev-parse", "--verify", "refs/skillbox/fetched^{commit}"],
-        )?;
-        Ok(out.trim().to_string())
+        self.watch_fetch(child, &repo.join("objects"))
     }
 
     /// Waits for a fetch, stopping it past the byte or time limit.
@@ -339,6 +358,11 @@ fn piped<T>(pipe: Option<T>) -> Result<T, SourceError> {
 /// Whether `r` is a full commit id.
 pub fn is_commit_id(r: &str) -> bool {
     r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Whether `r` may be an abbreviated commit id (4 to 39 hex digits).
+pub fn is_short_commit(r: &str) -> bool {
+    (4..40).contains(&r.len()) && r.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// Refuses a ref that git would read as an option or that is not a ref name.

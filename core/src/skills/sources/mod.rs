@@ -58,6 +58,22 @@ pub enum SourceError {
         /// The ref.
         reference: String,
     },
+    /// An abbreviated commit names no commit of the source's branches and tags.
+    #[error("ref {reference:?} is neither a branch or tag of {url} nor the start of a commit id on one of them; give a branch, a tag or the full 40-hex commit id")]
+    CommitNotFound {
+        /// The abbreviated commit.
+        reference: String,
+        /// The source.
+        url: String,
+    },
+    /// An abbreviated commit starts several commits.
+    #[error("ref {reference:?} starts several commits ({}); give more digits or the full 40-hex commit id", commits.join(", "))]
+    CommitAmbiguous {
+        /// The abbreviated commit.
+        reference: String,
+        /// Commits it starts (the first few).
+        commits: Vec<String>,
+    },
     /// No `git` on PATH.
     #[error("the git program is not on PATH; install git (apt-get install git) to add skills from git sources")]
     NoGit,
@@ -187,9 +203,11 @@ impl SourceError {
     /// The name of the check that refused, as installs name theirs.
     pub fn check(&self) -> &'static str {
         match self {
-            SourceError::Spec { .. } | SourceError::Url { .. } | SourceError::Ref { .. } => {
-                "source"
-            }
+            SourceError::Spec { .. }
+            | SourceError::Url { .. }
+            | SourceError::Ref { .. }
+            | SourceError::CommitNotFound { .. }
+            | SourceError::CommitAmbiguous { .. } => "source",
             SourceError::NoGit | SourceError::Git { .. } | SourceError::Timeout { .. } => "fetch",
             SourceError::TooLarge { .. } => "size",
             SourceError::Submodule { .. } => "submodule",

@@ -44,6 +44,9 @@ impl Source {
                     return Ok(web);
                 }
             }
+            if scheme == "file" {
+                return file_url(text, rest);
+            }
             return Ok(Source::Git {
                 url: text.to_string(),
                 subfolder: None,
@@ -98,6 +101,39 @@ fn web_tree(scheme: &str, rest: &str) -> Option<Source> {
     })
 }
 
+/// The forms that name a folder inside a repository, for a refusal to point at.
+const SUBFOLDER_FORMS: &str = "a folder inside a repository is named as owner/repo/path/to/folder, https://host/owner/repo/tree/REF/path/to/folder, or file:///path/to/repo/path/to/folder (a local repository followed by the folder)";
+
+/// `file:///srv/repo[/sub/folder]`: the repository is the longest leading path that is
+/// one (a work tree with `.git`, or a bare repository); what follows is the folder.
+fn file_url(text: &str, path: &str) -> Result<Source, SourceError> {
+    let full = Path::new(path);
+    for repo in full.ancestors().filter(|p| p.is_absolute()) {
+        if !is_repository(repo) {
+            continue;
+        }
+        let sub = full
+            .strip_prefix(repo)
+            .map(|s| s.to_string_lossy().trim_matches('/').to_string())
+            .unwrap_or_default();
+        return Ok(Source::Git {
+            url: format!("file://{}", repo.display()),
+            subfolder: (!sub.is_empty()).then_some(sub),
+            reference: None,
+        });
+    }
+    Err(SourceError::Spec {
+        source_text: text.into(),
+        reason: format!(
+            "{path} is not a git repository on this machine, nor a folder inside one; {SUBFOLDER_FORMS}"
+        ),
+    })
+}
+
+fn is_repository(path: &Path) -> bool {
+    path.join(".git").exists() || (path.join("HEAD").is_file() && path.join("objects").is_dir())
+}
+
 /// A local path: a repository (fetched over `file://`), a skill folder or an archive.
 fn local(path: &Path, text: &str) -> Result<Source, SourceError> {
     let missing = |reason: &str| SourceError::Spec {
@@ -113,9 +149,7 @@ fn local(path: &Path, text: &str) -> Result<Source, SourceError> {
         }
         return Ok(Source::Local(real));
     }
-    let is_repo = real.join(".git").exists()
-        || (real.join("HEAD").is_file() && real.join("objects").is_dir());
-    if is_repo {
+    if is_repository(&real) {
         return Ok(Source::Git {
             url: format!("file://{}", real.display()),
             subfolder: None,
@@ -128,9 +162,9 @@ fn local(path: &Path, text: &str) -> Result<Source, SourceError> {
     {
         return Ok(Source::Local(real));
     }
-    Err(missing(
-        "a folder that is neither a git repository nor a skill folder",
-    ))
+    Err(missing(&format!(
+        "a folder that is neither a git repository nor a skill folder; {SUBFOLDER_FORMS}"
+    )))
 }
 
 fn is_scp_like(text: &str) -> bool {
