@@ -215,6 +215,13 @@ fn print_added(done: &serde_json::Value) {
             entry["digest"].as_str().unwrap_or("?")
         );
     }
+    for s in done["skipped"].as_array().into_iter().flatten() {
+        println!(
+            "skipped {}: {}",
+            s["folder"].as_str().unwrap_or("?"),
+            s["reason"].as_str().unwrap_or("?")
+        );
+    }
 }
 
 /// `skillbox skill outdated`

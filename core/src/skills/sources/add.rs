@@ -7,7 +7,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use skillbox_protocol::skill::SkillOrigin;
 
-use super::ops::{load, GitSource, Sources};
+use super::ops::{load, Fetched, GitSource, Sources};
 use super::spec::Source;
 use super::SourceError;
 use crate::skills::install::{self, Installed, Limits, PublisherChange};
@@ -38,6 +38,18 @@ pub struct AddOutcome {
     pub found: Vec<String>,
     /// What was installed.
     pub installed: Vec<Installed>,
+    /// Folders `--all` left out, and why (a template's placeholder is no skill).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub skipped: Vec<Skipped>,
+}
+
+/// A skill folder `--all` did not install.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// The folder in the repository.
+    pub folder: String,
+    /// Why.
+    pub reason: String,
 }
 
 impl Sources {
@@ -83,6 +95,7 @@ impl Sources {
             commit: None,
             found: names.clone(),
             installed: Vec::new(),
+            skipped: Vec::new(),
         };
         // Each entry is its own source: a refusal stops the entries after it.
         for name in chosen {
@@ -121,6 +134,7 @@ impl Sources {
             let done = self.add_git(&git, &wanted, false, req.publisher_change, now)?;
             outcome.commit = outcome.commit.or(done.commit);
             outcome.installed.extend(done.installed);
+            outcome.skipped.extend(done.skipped);
         }
         Ok(outcome)
     }
@@ -150,18 +164,40 @@ impl Sources {
                 folder: src.subfolder.clone(),
             });
         }
-        let chosen = choose(&src.text, &found, wanted, all)?;
+        let mut chosen = choose(&src.text, &found, wanted, all)?;
+        let mut skipped = Vec::new();
+        if all {
+            chosen.retain(|folder| match self.template_reason(&fetched, folder) {
+                Some(reason) => {
+                    skipped.push(Skipped {
+                        folder: folder.clone(),
+                        reason,
+                    });
+                    false
+                }
+                None => true,
+            });
+        }
         // Every chosen skill is written out and checked before the first is installed.
         let mut staged = Vec::new();
         for (n, folder) in chosen.iter().enumerate() {
             staged.push((folder.clone(), self.stage(&fetched, folder, n, now)?));
         }
+        // An abbreviated commit is recorded as the commit it named.
+        let reference = src.reference.clone().map(|r| {
+            let short = super::git::is_short_commit(&r);
+            if short && fetched.commit.starts_with(&r.to_ascii_lowercase()) {
+                fetched.commit.clone()
+            } else {
+                r
+            }
+        });
         let mut installed = Vec::new();
         for (folder, (dir, _skill)) in staged {
             let origin = SkillOrigin {
                 source: src.text.clone(),
                 url: src.url.clone(),
-                reference: src.reference.clone(),
+                reference: reference.clone(),
                 commit: fetched.commit.clone(),
                 subfolder: folder,
             };
@@ -179,6 +215,35 @@ impl Sources {
             commit: Some(fetched.commit),
             found,
             installed,
+            skipped,
+        })
+    }
+
+    /// Why `folder` of a fetch is a template rather than a skill: a folder named
+    /// `template`/`templates`, or a SKILL.md whose name is a placeholder.
+    fn template_reason(&self, fetched: &Fetched, folder: &str) -> Option<String> {
+        let base = folder.rsplit('/').next().unwrap_or(folder);
+        if base.eq_ignore_ascii_case("template") || base.eq_ignore_ascii_case("templates") {
+            return Some(format!(
+                "a template folder ({base}/), not a skill; add it by name with --skill {folder} if it is one"
+            ));
+        }
+        let path = if folder.is_empty() {
+            "SKILL.md".to_string()
+        } else {
+            format!("{folder}/SKILL.md")
+        };
+        let entry = fetched.tree.entries.get(&path)?;
+        let text = self
+            .git
+            .read_blobs(&fetched.repo, std::slice::from_ref(&entry.oid))
+            .ok()?
+            .pop()?;
+        let name = skill_md_name(&String::from_utf8_lossy(&text))?;
+        is_placeholder_name(&name).then(|| {
+            format!(
+                "its SKILL.md is named {name:?}, a template's placeholder; add it by name with --skill {folder} if it is a skill"
+            )
         })
     }
 
@@ -213,6 +278,7 @@ impl Sources {
             commit: None,
             found: vec![done.name.clone()],
             installed: vec![done],
+            skipped: Vec::new(),
         })
     }
 
@@ -255,4 +321,53 @@ fn choose(
                 })
         })
         .collect()
+}
+
+/// The `name:` of a SKILL.md's front matter.
+fn skill_md_name(text: &str) -> Option<String> {
+    let front = text.strip_prefix("---")?.split("\n---").next()?;
+    front.lines().find_map(|l| {
+        let v = l.strip_prefix("name:")?.trim();
+        Some(v.trim_matches(|c| c == '"' || c == '\'').to_string())
+    })
+}
+
+/// A name left for the author to fill in: `{{...}}`, `<...>`, or a template's name.
+fn is_placeholder_name(name: &str) -> bool {
+    let n = name.to_ascii_lowercase();
+    n.contains("{{")
+        || n.starts_with('<')
+        || matches!(
+            n.as_str(),
+            "template"
+                | "templates"
+                | "template-skill"
+                | "skill-template"
+                | "my-skill"
+                | "skill-name"
+                | "your-skill-name"
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placeholder_names_are_recognised_and_real_ones_are_not() {
+        let md = |n: &str| format!("---\nname: {n}\ndescription: d\n---\n# x\n");
+        for n in [
+            "template-skill",
+            "{{ skill_name }}",
+            "\"<your-skill>\"",
+            "skill-template",
+        ] {
+            let name = skill_md_name(&md(n)).unwrap();
+            assert!(is_placeholder_name(&name), "{n}");
+        }
+        for n in ["pdf", "docx", "template-engine"] {
+            let name = skill_md_name(&md(n)).unwrap();
+            assert!(!is_placeholder_name(&name), "{n}");
+        }
+    }
 }
