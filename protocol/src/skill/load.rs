@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::diagnostics::{Diagnostic, Severity};
 use super::loaders::{package_json, skill_md, skill_yaml};
-use super::manifest::Manifests;
+use super::manifest::{Manifest, Manifests};
 use super::model::{BodyRef, Execution, ManifestFormat, Permissions, Routing, Skill};
 use super::validate;
 
@@ -63,18 +63,7 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
     if formats.is_empty() {
         return LoadOutcome::NotASkill;
     }
-    let symlinked: Vec<Diagnostic> = formats
-        .iter()
-        .map(|f| dir.join(f.file_name()))
-        .filter(|p| p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
-        .map(|p| {
-            Diagnostic::error(
-                &p,
-                "-",
-                "a manifest cannot be a symlink (it could point outside the skill); ship the file itself",
-            )
-        })
-        .collect();
+    let symlinked = symlinked_manifests(dir, &formats);
     if !symlinked.is_empty() {
         return LoadOutcome::Skipped(Skipped {
             dir: dir.to_path_buf(),
@@ -144,12 +133,24 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
             diagnostics: diags,
         });
     }
+    LoadOutcome::Loaded(Box::new(build_skill(dir, &manifests, merged, body, diags)))
+}
+
+/// Builds the loaded skill from its merged manifest, filling each field left out with its
+/// default (the folder's name for the name).
+fn build_skill(
+    dir: &Path,
+    manifests: &Manifests,
+    merged: Manifest,
+    body: Option<BodyRef>,
+    diags: Vec<Diagnostic>,
+) -> Skill {
     let folder = dir
         .file_name()
         .map(|f| f.to_string_lossy().into_owned())
         .unwrap_or_default();
     let defaults = Execution::default();
-    let skill = Skill {
+    Skill {
         name: merged.name.unwrap_or(folder),
         version: merged.version,
         description: merged.description.unwrap_or_default(),
@@ -189,8 +190,23 @@ pub fn load_skill(dir: &Path) -> LoadOutcome {
         body,
         dependencies: super::model::Dependencies::declared(super::deps::read_requirements(dir)),
         warnings: diags,
-    };
-    LoadOutcome::Loaded(Box::new(skill))
+    }
+}
+
+/// An error for each manifest that is a symlink (it could point outside the skill).
+fn symlinked_manifests(dir: &Path, formats: &[ManifestFormat]) -> Vec<Diagnostic> {
+    formats
+        .iter()
+        .map(|f| dir.join(f.file_name()))
+        .filter(|p| p.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()))
+        .map(|p| {
+            Diagnostic::error(
+                &p,
+                "-",
+                "a manifest cannot be a symlink (it could point outside the skill); ship the file itself",
+            )
+        })
+        .collect()
 }
 
 /// Two manifests naming the skill differently is a warning: the higher one wins.
