@@ -315,20 +315,7 @@ impl TrustStore {
         dir: &Path,
         retired: &BTreeSet<String>,
     ) -> Result<(), TrustError> {
-        let mut pending = Vec::new();
-        for path in files_with_ext(dir, "json")? {
-            let bytes = fs::read(&path).map_err(|source| TrustError::Read {
-                path: path.clone(),
-                source,
-            })?;
-            match rotation::check_shape(&bytes) {
-                Ok(s) => pending.push((path, s)),
-                Err(refusal) => self.warnings.push(LoadWarning {
-                    file: path,
-                    refusal,
-                }),
-            }
-        }
+        let mut pending = self.read_rotations(dir)?;
         loop {
             let mut progress = false;
             let mut still = Vec::new();
@@ -399,6 +386,40 @@ impl TrustStore {
                 break;
             }
         }
+        self.refuse_unresolved(pending, retired);
+        Ok(())
+    }
+
+    /// Reads every rotation statement of `dir`, keeping those of a valid shape and
+    /// recording a refusal for the others.
+    fn read_rotations(
+        &mut self,
+        dir: &Path,
+    ) -> Result<Vec<(PathBuf, rotation::CheckedStatement)>, TrustError> {
+        let mut pending = Vec::new();
+        for path in files_with_ext(dir, "json")? {
+            let bytes = fs::read(&path).map_err(|source| TrustError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            match rotation::check_shape(&bytes) {
+                Ok(s) => pending.push((path, s)),
+                Err(refusal) => self.warnings.push(LoadWarning {
+                    file: path,
+                    refusal,
+                }),
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Records why each statement still pending after resolution was refused: its signer
+    /// retired, revoked, or unknown.
+    fn refuse_unresolved(
+        &mut self,
+        pending: Vec<(PathBuf, rotation::CheckedStatement)>,
+        retired: &BTreeSet<String>,
+    ) {
         for (path, s) in pending {
             let fingerprint = s.statement.old_root_fingerprint;
             let refusal = if retired.contains(&fingerprint) && self.root(&fingerprint).is_some() {
@@ -416,7 +437,6 @@ impl TrustStore {
                 refusal,
             });
         }
-        Ok(())
     }
 }
 
