@@ -15,7 +15,7 @@ use base64::Engine as _;
 use rustls_pki_types::{CertificateDer, TrustAnchor, UnixTime};
 use x509_parser::certificate::X509Certificate;
 
-use super::{TrustStore, VerifyError};
+use super::{Root, TrustStore, VerifyError};
 use crate::cert;
 use crate::digest::package_digest;
 use crate::fsutil::unix_seconds;
@@ -63,14 +63,7 @@ impl TrustStore {
                 algorithm: sig.algorithm,
             });
         }
-        let mut ders = Vec::with_capacity(sig.chain.len());
-        for (i, pem) in sig.chain.iter().enumerate() {
-            let der =
-                cert::single_pem_certificate(pem).map_err(|e| VerifyError::MalformedSignature {
-                    reason: format!("chain[{i}]: {e}"),
-                })?;
-            ders.push(der);
-        }
+        let ders = decode_chain(&sig.chain)?;
         let mut certs = Vec::with_capacity(ders.len());
         for (i, der) in ders.iter().enumerate() {
             certs.push(cert::parse(der).map_err(|e| VerifyError::BadChain {
@@ -132,6 +125,34 @@ impl TrustStore {
         })?;
         check_validity(&root_parsed, &root.der, now_s)?;
 
+        let chain_fingerprints = self.check_revocation(&path_ders, root)?;
+
+        let not_after = certs
+            .iter()
+            .map(cert::not_after)
+            .chain([root.info.not_after])
+            .min()
+            .unwrap_or(root.info.not_after);
+        Ok(Verified {
+            digest: actual,
+            publisher: cert::publisher(leaf),
+            publisher_key: cert::identity(&ders[0], leaf).spki_sha256,
+            leaf_fingerprint: cert::fingerprint(&ders[0]),
+            root_fingerprint: root.info.fingerprint.clone(),
+            signed_at: sig.signed_at,
+            chain_fingerprints,
+            root_retiring: root.info.retiring,
+            not_after,
+        })
+    }
+
+    /// Refuses the package if any certificate of the path or its root is revoked, and
+    /// returns the path's fingerprints: leaf, intermediates, root.
+    fn check_revocation(
+        &self,
+        path_ders: &[Vec<u8>],
+        root: &Root,
+    ) -> Result<Vec<String>, VerifyError> {
         // Revocation names what the issuer signed (issuer and serial, public key), not only
         // the bytes presented, so a re-encoded copy of a revoked certificate is caught.
         let mut ids = Vec::with_capacity(path_ders.len() + 1);
@@ -153,26 +174,7 @@ impl TrustStore {
                 });
             }
         }
-        let chain_fingerprints: Vec<String> =
-            ids.into_iter().map(|(_, id)| id.fingerprint).collect();
-
-        let not_after = certs
-            .iter()
-            .map(cert::not_after)
-            .chain([root.info.not_after])
-            .min()
-            .unwrap_or(root.info.not_after);
-        Ok(Verified {
-            digest: actual,
-            publisher: cert::publisher(leaf),
-            publisher_key: cert::identity(&ders[0], leaf).spki_sha256,
-            leaf_fingerprint: cert::fingerprint(&ders[0]),
-            root_fingerprint: root.info.fingerprint.clone(),
-            signed_at: sig.signed_at,
-            chain_fingerprints,
-            root_retiring: root.info.retiring,
-            not_after,
-        })
+        Ok(ids.into_iter().map(|(_, id)| id.fingerprint).collect())
     }
 
     /// Builds a path from the leaf through the given intermediates to a current root.
@@ -339,4 +341,17 @@ fn map_webpki(err: webpki::Error) -> VerifyError {
             reason: other.to_string(),
         },
     }
+}
+
+/// The DER of each PEM certificate of the signature's chain, leaf first.
+fn decode_chain(chain: &[String]) -> Result<Vec<Vec<u8>>, VerifyError> {
+    let mut ders = Vec::with_capacity(chain.len());
+    for (i, pem) in chain.iter().enumerate() {
+        let der =
+            cert::single_pem_certificate(pem).map_err(|e| VerifyError::MalformedSignature {
+                reason: format!("chain[{i}]: {e}"),
+            })?;
+        ders.push(der);
+    }
+    Ok(ders)
 }
