@@ -28,6 +28,7 @@ use super::inflight::ActiveCall;
 use super::pipeline::{Admitted, Run};
 use super::workfiles::CallFiles;
 use super::{CallError, Dispatcher, Loaded};
+use crate::auth::Caller;
 use crate::contexts::ContextTools;
 use crate::random;
 use crate::state::config::exec::{ExecApproval, ExecSection, DEFAULT_YIELD_MS, MAX_YIELD_MS};
@@ -153,15 +154,7 @@ impl Dispatcher {
         recorded: &mut Option<ToolRef>,
     ) -> Result<ToolResult, CallError> {
         let exec = &loaded.config.exec;
-        match &args.cmd {
-            Command::Shell(s) if s.trim().is_empty() => {
-                return Err(invalid("exec_command: \"cmd\" is empty".into()))
-            }
-            Command::Argv(v) if v.is_empty() => {
-                return Err(invalid("exec_command: \"cmd\" is an empty list".into()))
-            }
-            _ => {}
-        }
+        check_cmd(&args.cmd)?;
         let skill_name = match &args.skill {
             Some(s) => Some(s.clone()),
             None if context.pinned.len() == 1 => Some(context.pinned[0].name.clone()),
@@ -172,41 +165,13 @@ impl Dispatcher {
             Target::EXEC_COMMAND,
         ));
         super::envelope::in_context(Some(&context), &Target::ExecCommand, skill_name.as_deref())?;
-        let mut admitted = match &skill_name {
-            Some(name) => {
-                self.admit_envelope(loaded, &run.origin.caller, name, Target::EXEC_COMMAND)?
-            }
-            None => Admitted {
-                skill: Arc::new(no_skill()),
-                tool: Target::EXEC_COMMAND.to_string(),
-                security: Security::Read,
-                timeout_ms: exec.lifetime_ms,
-            },
-        };
-        if admitted.skill.execution.sandbox == SandboxKind::Container {
-            return Err(CallError::Builtin {
-                kind: skillbox_protocol::result::ErrorKind::Unavailable,
-                message: format!(
-                    "skill {:?} runs its tools in containers (execution.sandbox: container); exec_command runs in the executors' process sandbox only",
-                    admitted.skill.name
-                ),
-            });
-        }
-        if context.pinned.is_empty() && args.skill.is_none() {
-            tracing::debug!(context = %context.context_id, "exec_command without a skill: no secrets");
-        }
-        if exec.approval == ExecApproval::Always && admitted.security == Security::Read {
-            admitted.security = Security::Write;
-        }
-        if self.sessions.count_in(&context.context_id) >= exec.max_sessions_per_context {
-            return Err(CallError::Builtin {
-                kind: skillbox_protocol::result::ErrorKind::ResourceLimit,
-                message: format!(
-                    "context {:?} has {} sessions running ([exec] max_sessions_per_context); end one with close_context",
-                    context.context_id, exec.max_sessions_per_context
-                ),
-            });
-        }
+        let admitted = self.admit_exec(
+            loaded,
+            &run.origin.caller,
+            &context,
+            skill_name.as_deref(),
+            args.skill.is_none(),
+        )?;
         self.approve(run.origin, &admitted, &shown, run.trail)
             .await?;
         let session_id = format!("sess_{}", random::hex(self.rng.as_ref(), 16, "session id")?);
@@ -265,21 +230,19 @@ impl Dispatcher {
             }
         };
         if answer.running {
-            if let Ok(mut held) = self.sessions.held.lock() {
-                held.insert(
-                    session_id.clone(),
-                    Held {
-                        context_id: context.context_id.clone(),
-                        skill: skill_name.clone(),
-                        caller: run.origin.caller.name().to_owned(),
-                        executor,
-                        call_id: run.call_id.to_string(),
-                        files: Arc::clone(&files),
-                        started: Instant::now(),
-                        last_used: Instant::now(),
-                    },
-                );
-            }
+            self.hold(
+                session_id.clone(),
+                Held {
+                    context_id: context.context_id.clone(),
+                    skill: skill_name.clone(),
+                    caller: run.origin.caller.name().to_owned(),
+                    executor,
+                    call_id: run.call_id.to_string(),
+                    files: Arc::clone(&files),
+                    started: Instant::now(),
+                    last_used: Instant::now(),
+                },
+            );
         } else {
             self.in_flight.remove(run.call_id);
         }
@@ -290,6 +253,61 @@ impl Dispatcher {
         let mut result = ToolResult::ok(run.call_id, data, 0);
         result.files = Some(files.take_written());
         Ok(result)
+    }
+
+    /// What `exec_command` runs under, admitted: the named or only pinned skill's envelope
+    /// (refused when that skill's tools run in containers), or none; `[exec] approval =
+    /// "always"` makes it a write; refused past the context's session limit.
+    fn admit_exec(
+        &self,
+        loaded: &Loaded,
+        caller: &Caller,
+        context: &ContextTools,
+        skill_name: Option<&str>,
+        unnamed: bool,
+    ) -> Result<Admitted, CallError> {
+        let exec = &loaded.config.exec;
+        let mut admitted = match skill_name {
+            Some(name) => self.admit_envelope(loaded, caller, name, Target::EXEC_COMMAND)?,
+            None => Admitted {
+                skill: Arc::new(no_skill()),
+                tool: Target::EXEC_COMMAND.to_string(),
+                security: Security::Read,
+                timeout_ms: exec.lifetime_ms,
+            },
+        };
+        if admitted.skill.execution.sandbox == SandboxKind::Container {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::Unavailable,
+                message: format!(
+                    "skill {:?} runs its tools in containers (execution.sandbox: container); exec_command runs in the executors' process sandbox only",
+                    admitted.skill.name
+                ),
+            });
+        }
+        if context.pinned.is_empty() && unnamed {
+            tracing::debug!(context = %context.context_id, "exec_command without a skill: no secrets");
+        }
+        if exec.approval == ExecApproval::Always && admitted.security == Security::Read {
+            admitted.security = Security::Write;
+        }
+        if self.sessions.count_in(&context.context_id) >= exec.max_sessions_per_context {
+            return Err(CallError::Builtin {
+                kind: skillbox_protocol::result::ErrorKind::ResourceLimit,
+                message: format!(
+                    "context {:?} has {} sessions running ([exec] max_sessions_per_context); end one with close_context",
+                    context.context_id, exec.max_sessions_per_context
+                ),
+            });
+        }
+        Ok(admitted)
+    }
+
+    /// Keeps a session that is still running, pinned to the executor that holds it.
+    fn hold(&self, session_id: String, held: Held) {
+        if let Ok(mut table) = self.sessions.held.lock() {
+            table.insert(session_id, held);
+        }
     }
 
     /// Writes to a session of `context`, which it inherits the envelope of: the envelope's
@@ -422,6 +440,19 @@ impl Dispatcher {
         {
             self.in_flight.remove(&held.call_id);
         }
+    }
+}
+
+/// Refuses an empty command before anything is admitted.
+fn check_cmd(cmd: &Command) -> Result<(), CallError> {
+    match cmd {
+        Command::Shell(s) if s.trim().is_empty() => {
+            Err(invalid("exec_command: \"cmd\" is empty".into()))
+        }
+        Command::Argv(v) if v.is_empty() => {
+            Err(invalid("exec_command: \"cmd\" is an empty list".into()))
+        }
+        _ => Ok(()),
     }
 }
 
