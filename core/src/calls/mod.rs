@@ -22,6 +22,7 @@ mod error;
 mod inflight;
 mod load;
 mod pipeline;
+mod session_table;
 mod sessions;
 pub mod transport;
 pub mod workfiles;
@@ -90,7 +91,7 @@ pub struct Dispatcher {
     rng: Arc<dyn RandomSource>,
     metrics: Arc<Metrics>,
     files: ContextFiles,
-    sessions: sessions::Sessions,
+    sessions: session_table::Sessions,
     /// The egress proxy's certificates (the PEM a network call's sandbox trusts).
     egress_trust: Option<Arc<crate::proxy::egress::EgressTrust>>,
 }
@@ -132,7 +133,7 @@ impl Dispatcher {
             rng: Arc::new(SystemSource::default()),
             metrics: parts.metrics,
             files: parts.files,
-            sessions: sessions::Sessions::default(),
+            sessions: session_table::Sessions::default(),
             egress_trust: None,
         }
     }

@@ -8,9 +8,8 @@
 //! for its callbacks (its files going back to the context).
 
 use crate::contexts::builtins::{CloseArgs, ExecArgs, WriteArgs};
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -26,7 +25,7 @@ use skillbox_protocol::{Target, ToolRef};
 
 use super::inflight::ActiveCall;
 use super::pipeline::{Admitted, Run};
-use super::workfiles::CallFiles;
+use super::session_table::Held;
 use super::{CallError, Dispatcher, Loaded};
 use crate::auth::Caller;
 use crate::contexts::ContextTools;
@@ -38,51 +37,6 @@ pub const NO_SKILL: &str = "-";
 
 /// Extra wait for an executor's answer beyond the call's `yield_ms`.
 const ANSWER_SLACK: Duration = Duration::from_secs(30);
-
-/// One running session, as the core remembers it.
-#[derive(Debug)]
-struct Held {
-    context_id: String,
-    /// The skill whose envelope it runs under, if any.
-    skill: Option<String>,
-    /// Who started it (`operator` or a bot's name): a revoked bot's sessions end.
-    caller: String,
-    executor: SocketAddr,
-    call_id: String,
-    files: Arc<CallFiles>,
-    started: Instant,
-    last_used: Instant,
-}
-
-/// The running sessions of every context.
-#[derive(Debug, Default)]
-pub struct Sessions {
-    held: Mutex<HashMap<String, Held>>,
-}
-
-impl Sessions {
-    fn count_in(&self, context_id: &str) -> usize {
-        self.held
-            .lock()
-            .map(|h| h.values().filter(|s| s.context_id == context_id).count())
-            .unwrap_or(0)
-    }
-
-    /// Takes the sessions `pick` chooses out of the table.
-    fn take(&self, pick: impl Fn(&str, &Held) -> bool) -> Vec<(String, Held)> {
-        let Ok(mut held) = self.held.lock() else {
-            return Vec::new();
-        };
-        let ids: Vec<String> = held
-            .iter()
-            .filter(|(id, s)| pick(id, s))
-            .map(|(id, _)| id.clone())
-            .collect();
-        ids.into_iter()
-            .filter_map(|id| held.remove(&id).map(|s| (id, s)))
-            .collect()
-    }
-}
 
 fn parse<T: serde::de::DeserializeOwned>(target: &Target, args: Value) -> Result<T, CallError> {
     serde_json::from_value(args).map_err(|e| CallError::Builtin {
@@ -203,7 +157,7 @@ impl Dispatcher {
                     None => exec.memory_mb,
                 },
             },
-            traceparent: run.trace.map(|t| t.to_string()),
+            traceparent: run.trace.as_ref().map(|t| t.to_string()),
         };
         let active = Arc::new(
             ActiveCall::new(
@@ -217,20 +171,9 @@ impl Dispatcher {
             .with_files(Some(Arc::clone(&files)))
             .with_secrets(envelope.secrets),
         );
-        self.in_flight.insert(run.call_id, active);
-        let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
-        let sent = Instant::now();
-        let answer = self.transports.process.session_exec(params, timeout).await;
-        super::pipeline::Waits::add(&run.waits.transport_us, sent);
-        let (answer, executor) = match answer {
-            Ok(a) => a,
-            Err(e) => {
-                self.in_flight.remove(run.call_id);
-                return Err(CallError::from_session(e));
-            }
-        };
+        let (answer, executor) = self.send_exec(&run, params, active).await?;
         if answer.running {
-            self.hold(
+            self.sessions.hold(
                 session_id.clone(),
                 Held {
                     context_id: context.context_id.clone(),
@@ -253,6 +196,25 @@ impl Dispatcher {
         let mut result = ToolResult::ok(run.call_id, data, 0);
         result.files = Some(files.take_written());
         Ok(result)
+    }
+
+    /// Registers the command's call for its callbacks and hands it to an executor; the
+    /// call is forgotten again when no executor took it.
+    async fn send_exec(
+        &self,
+        run: &Run<'_>,
+        params: SessionExecParams,
+        active: Arc<ActiveCall>,
+    ) -> Result<(SessionAnswer, SocketAddr), CallError> {
+        self.in_flight.insert(run.call_id, active);
+        let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
+        let sent = Instant::now();
+        let answer = self.transports.process.session_exec(params, timeout).await;
+        super::pipeline::Waits::add(&run.waits.transport_us, sent);
+        answer.map_err(|e| {
+            self.in_flight.remove(run.call_id);
+            CallError::from_session(e)
+        })
     }
 
     /// What `exec_command` runs under, admitted: the named or only pinned skill's envelope
@@ -301,13 +263,6 @@ impl Dispatcher {
             });
         }
         Ok(admitted)
-    }
-
-    /// Keeps a session that is still running, pinned to the executor that holds it.
-    fn hold(&self, session_id: String, held: Held) {
-        if let Ok(mut table) = self.sessions.held.lock() {
-            table.insert(session_id, held);
-        }
     }
 
     /// Writes to a session of `context`, which it inherits the envelope of: the envelope's
