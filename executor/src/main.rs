@@ -7,7 +7,9 @@
 //! line on stdin (so env values and the capability token never appear on the command
 //! line), the tool's capability requests are relayed as `core.fetch` / `core.sign` /
 //! `core.readFile` request lines on stdout and answered on stdin, and the executor ends with
-//! the result as the response line of id 0. See [`skillbox_executor::relay`].
+//! the result as the response line of id 0. A first request `session.exec` instead holds
+//! one command session, serving the core's `session.write` / `session.close` until the
+//! session is gone. See [`skillbox_executor::relay`].
 #![forbid(unsafe_code)]
 
 use skillbox_protocol::ToolRef;
@@ -42,7 +44,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run one tool call in the full sandbox, with no core, and print its result as JSON
-    /// (with --stdio: read the request from stdin and relay capabilities over stdin/stdout).
+    /// (with --stdio: read the request from stdin and relay capabilities over stdin/stdout;
+    /// a first request `session.exec` holds one command session instead).
     Exec(ExecArgs),
     /// Serve the core over mutual TLS (JSON-RPC on POST /rpc).
     Serve(ServeArgs),

@@ -14,7 +14,7 @@ use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Id, Message, Request, Response};
 use skillbox_protocol::ndjson;
 use tokio::io::{AsyncBufRead, AsyncWrite};
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{read_line, trim_line, Line};
 use crate::broker::{core_request, CallInfo, CapabilityBroker};
@@ -87,9 +87,23 @@ impl RelayBroker {
     where
         R: AsyncBufRead + Unpin + Send + 'static,
     {
+        self.route_lines(input, None)
+    }
+
+    /// [`RelayBroker::route_answers`], handing the core's requests to `requests` instead of
+    /// ignoring them (a command session's `session.write` and `session.close`); the
+    /// sender is dropped when `input` ends.
+    pub fn route_lines<R>(
+        &self,
+        input: R,
+        requests: Option<mpsc::UnboundedSender<Request>>,
+    ) -> impl Future<Output = ()> + Send + 'static
+    where
+        R: AsyncBufRead + Unpin + Send + 'static,
+    {
         let pending = Arc::clone(&self.pending);
         async move {
-            read_answers(input, &pending).await;
+            read_answers(input, &pending, requests).await;
             let mut p = lock(&pending);
             p.closed = true;
             for (_, waiter) in p.waiters.drain() {
@@ -162,8 +176,13 @@ fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
     pending.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Routes response lines to their waiters until `input` ends or fails.
-async fn read_answers<R: AsyncBufRead + Unpin>(mut input: R, pending: &Mutex<Pending>) {
+/// Routes response lines to their waiters, and requests to `requests` when given, until
+/// `input` ends or fails.
+async fn read_answers<R: AsyncBufRead + Unpin>(
+    mut input: R,
+    pending: &Mutex<Pending>,
+    requests: Option<mpsc::UnboundedSender<Request>>,
+) {
     let mut line = Vec::new();
     loop {
         match read_line(&mut input, &mut line).await {
@@ -205,10 +224,15 @@ async fn read_answers<R: AsyncBufRead + Unpin>(mut input: R, pending: &Mutex<Pen
                 id = ?r.id,
                 "stdin: ignored a response with an unknown id (relayed requests use integer ids >= 1)"
             ),
-            Ok(Message::Request(Request { method, .. })) => tracing::warn!(
-                method = %method,
-                "stdin: ignored a request from the core; after the first line only responses are read"
-            ),
+            Ok(Message::Request(request)) => match &requests {
+                Some(to) => {
+                    let _ = to.send(request);
+                }
+                None => tracing::warn!(
+                    method = %request.method,
+                    "stdin: ignored a request from the core; after the first line only responses are read"
+                ),
+            },
             Ok(Message::Notification(n)) => tracing::warn!(
                 method = %n.method,
                 "stdin: ignored a notification from the core; after the first line only responses are read"

@@ -1,7 +1,7 @@
-//! `skillbox-executor exec --stdio`: one tool call whose request and capability traffic go
-//! over the executor's own stdin/stdout, for a one-off container with no network that the
-//! core attaches to. Secrets (env values, the capability token) come on stdin, never on
-//! the command line.
+//! `skillbox-executor exec --stdio`: one tool call, or one command session, whose requests
+//! and capability traffic go over the executor's own stdin/stdout, for a one-off container
+//! with no network that the core attaches to. Secrets (env values, the capability token)
+//! come on stdin, never on the command line.
 //!
 //! Newline-delimited JSON-RPC 2.0, one message per line, each at most
 //! [`MAX_MESSAGE_BYTES`]:
@@ -14,11 +14,18 @@
 //!    ([`RelayBroker`]);
 //! 3. the executor ends with `{"jsonrpc":"2.0","id":0,"result":<ToolResult>}` on stdout.
 //!
+//! A first request `session.exec` (id 0) starts a command session instead ([`session`]):
+//! the executor answers it with id 0, then serves `session.write` and `session.close`
+//! requests from the core (any ids; the core's and the executor's ids are apart, each side
+//! matching only the responses to its own requests) until the session is gone or stdin
+//! ends, and exits.
+//!
 //! Nothing else is written on stdout; logs go to stderr. A first line that is missing, too
 //! long or not a `tool.execute` request is a usage error ([`RelayError::is_usage`]) and
 //! nothing is written on stdout.
 
 mod broker;
+mod session;
 
 pub use broker::{LineWriter, RelayBroker};
 
@@ -29,6 +36,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, DecodeError, Id, Message, Response, MAX_MESSAGE_BYTES};
 use skillbox_protocol::methods::{method, ToolExecuteParams};
+use skillbox_protocol::session::SessionExecParams;
 use skillbox_protocol::ndjson::{self, trim_line};
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 
@@ -64,26 +72,28 @@ pub enum RelayError {
     /// The request line is a response or a notification.
     #[error("the first line on stdin is not a request (it has no \"method\" or no \"id\"); write one tool.execute request with id 0")]
     NotARequest,
-    /// The request line calls another method than `tool.execute`.
+    /// The request line calls another method than `tool.execute` or `session.exec`.
     #[error(
-        "the first line on stdin calls {method:?}; exec --stdio runs one \"tool.execute\" request"
+        "the first line on stdin calls {method:?}; exec --stdio runs one \"tool.execute\" or \"session.exec\" request"
     )]
     WrongMethod {
         /// The method it calls.
         method: String,
     },
     /// The request's id is not 0 (ids >= 1 belong to relayed capability requests).
-    #[error("the tool.execute request has id {id}; use id 0 (ids >= 1 belong to relayed capability requests)")]
+    #[error("the first request has id {id}; use id 0 (ids >= 1 belong to relayed capability requests)")]
     WrongId {
         /// The id it carries, as JSON.
         id: String,
     },
     /// The request has no params.
-    #[error("the tool.execute request has no \"params\"; send call_id, capability_token, skill, tool, args and env")]
+    #[error("the first request has no \"params\"; send call_id, capability_token, skill, tool, args and env (tool.execute) or a session's (session.exec)")]
     MissingParams,
-    /// The params are not [`ToolExecuteParams`].
-    #[error("the tool.execute params do not parse: {reason}")]
+    /// The params are not those of the method.
+    #[error("the {method} params do not parse: {reason}")]
     Params {
+        /// The method called.
+        method: &'static str,
         /// The parser's reason, with the token and env values masked.
         reason: String,
     },
@@ -141,10 +151,16 @@ where
     W: AsyncWrite + Send + 'static,
 {
     let mut input = BufReader::new(input);
-    let params = read_request(&mut input).await?;
+    let first = read_request(&mut input).await?;
     let sandbox = Sandbox::new(config).map_err(|source| RelayError::Sandbox { source })?;
     let registry = Registry::load(skills);
     let out = Arc::new(LineWriter::new(output));
+    let params = match first {
+        FirstRequest::Tool(params) => params,
+        FirstRequest::Session(params) => {
+            return session::serve(input, out, sandbox, &registry, params).await;
+        }
+    };
     let broker = RelayBroker::new(Arc::clone(&out), CALLBACK_TIMEOUT);
     let answers = tokio::spawn(broker.route_answers(input));
     let result = call::execute(
@@ -163,8 +179,17 @@ where
         .map_err(|source| RelayError::WriteResult { source })
 }
 
-/// Reads and checks the first line: one `tool.execute` request with id 0.
-pub async fn read_request<R>(input: &mut R) -> Result<ToolExecuteParams, RelayError>
+/// The first request of `exec --stdio`: one tool call, or the start of one command session.
+#[derive(Debug)]
+pub enum FirstRequest {
+    /// `tool.execute`.
+    Tool(ToolExecuteParams),
+    /// `session.exec`.
+    Session(Box<SessionExecParams>),
+}
+
+/// Reads and checks the first line: one `tool.execute` or `session.exec` request with id 0.
+pub async fn read_request<R>(input: &mut R) -> Result<FirstRequest, RelayError>
 where
     R: AsyncBufRead + Unpin,
 {
@@ -182,26 +207,38 @@ where
 }
 
 /// Checks one request line (without its newline): a `tool.execute` request with id 0 and
-/// [`ToolExecuteParams`].
-pub fn parse_request(line: &[u8]) -> Result<ToolExecuteParams, RelayError> {
+/// [`ToolExecuteParams`], or a `session.exec` request with id 0 and [`SessionExecParams`].
+pub fn parse_request(line: &[u8]) -> Result<FirstRequest, RelayError> {
     let message = jsonrpc::decode(line).map_err(|source| RelayError::DecodeRequest { source })?;
     let Message::Request(request) = message else {
         return Err(RelayError::NotARequest);
     };
-    if request.method != method::TOOL_EXECUTE {
-        return Err(RelayError::WrongMethod {
-            method: request.method,
-        });
-    }
+    let method = match request.method.as_str() {
+        method::TOOL_EXECUTE => method::TOOL_EXECUTE,
+        method::SESSION_EXEC => method::SESSION_EXEC,
+        _ => {
+            return Err(RelayError::WrongMethod {
+                method: request.method,
+            })
+        }
+    };
     if request.id != Id::Number(0) {
         return Err(RelayError::WrongId {
             id: serde_json::to_string(&request.id).unwrap_or_default(),
         });
     }
     let params = request.params.ok_or(RelayError::MissingParams)?;
-    ToolExecuteParams::deserialize(&params).map_err(|e| RelayError::Params {
+    let refused = |e: serde_json::Error| RelayError::Params {
+        method,
         reason: mask_secrets(e.to_string(), &params),
-    })
+    };
+    if method == method::SESSION_EXEC {
+        let session = SessionExecParams::deserialize(&params).map_err(refused)?;
+        return Ok(FirstRequest::Session(Box::new(session)));
+    }
+    ToolExecuteParams::deserialize(&params)
+        .map(FirstRequest::Tool)
+        .map_err(refused)
 }
 
 /// `message` with every value under the params' `capability_token` and `envelope` (the env
@@ -275,7 +312,9 @@ mod tests {
 
     #[test]
     fn parse_request_accepts_tool_execute_with_id_0() {
-        let p = parse_request(&line(request(params()))).unwrap();
+        let Ok(FirstRequest::Tool(p)) = parse_request(&line(request(params()))) else {
+            panic!("not a tool call");
+        };
         assert_eq!(p.call_id, "c1");
         assert_eq!(p.capability_token.0, "tok");
         assert_eq!((p.skill.as_str(), p.tool.as_str()), ("s", "t"));

@@ -172,6 +172,22 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         self.len() == 0
     }
 
+    /// Whether a session may still be asked for: one running, or one whose end was not
+    /// answered yet and that its caller wrote to or polled within `idle` (a session ended
+    /// by its idle or lifetime limit is not: the core forgets it on the same limits).
+    pub fn any_awaited(&self, idle: Duration) -> bool {
+        let Ok(table) = self.table.lock() else {
+            return false;
+        };
+        table.values().any(|s| match s.shared.ended() {
+            None => true,
+            Some(ended) => {
+                matches!(ended.why, EndReason::Exited | EndReason::Closed)
+                    && s.shared.touched.lock().is_ok_and(|t| t.elapsed() < idle)
+            }
+        })
+    }
+
     /// `session.exec`: starts the command and answers as the module docs say.
     pub async fn exec(
         &self,

@@ -314,7 +314,7 @@ fn stdio_rejects_first_line_with_wrong_method_as_usage_error() {
     line["method"] = json!("tool.list");
     assert_first_line_refused(
         line.to_string().as_bytes(),
-        "the first line on stdin calls \"tool.list\"; exec --stdio runs one \"tool.execute\" request",
+        "the first line on stdin calls \"tool.list\"; exec --stdio runs one \"tool.execute\" or \"session.exec\" request",
     );
 }
 
@@ -322,7 +322,7 @@ fn stdio_rejects_first_line_with_wrong_method_as_usage_error() {
 fn stdio_rejects_first_line_without_params_as_usage_error() {
     assert_first_line_refused(
         br#"{"jsonrpc":"2.0","id":0,"method":"tool.execute"}"#,
-        "the tool.execute request has no \"params\"",
+        "the first request has no \"params\"",
     );
 }
 
@@ -393,4 +393,83 @@ fn stdio_runs_plain_tool_and_returns_its_output() {
         "{line}"
     );
     assert_clean_exit(exec);
+}
+
+/// The `session.exec` request line (id 0) for `cmd`, under no skill, in an empty folder.
+fn session_line(cmd: Value, yield_ms: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": 0, "method": "session.exec", "params": {
+        "session_id": "s-relay-1", "call_id": "call-session-1", "capability_token": "cap-token-xyz",
+        "cmd": cmd, "yield_ms": yield_ms, "max_output_bytes": 65536,
+        "files": {"files": [], "max_file_bytes": 1048576, "max_total_bytes": 1048576, "max_files": 16},
+        "limits": {"idle_timeout_ms": 60000, "lifetime_ms": 60000, "output_kept_bytes": 65536, "memory_mb": 256},
+    }})
+}
+
+/// The result of the response `line` to the core's request `id`.
+#[track_caller]
+fn response_to(line: &Value, id: u64) -> &Value {
+    assert_eq!(line["id"], id, "not the response to {id}: {line}");
+    &line["result"]
+}
+
+#[test]
+fn stdio_session_serves_writes_and_exits_when_closed() {
+    let root = SkillRoot::new();
+    let mut exec = StdioExec::start(&root);
+    exec.send(&session_line(json!(["cat"]), 100));
+    let line = exec.next();
+    assert_eq!(response_to(&line, 0)["running"], true, "{line}");
+    exec.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "session.write",
+        "params": {"session_id": "s-relay-1", "chars": "hello\n", "yield_ms": 2000, "max_output_bytes": 65536}}));
+    let line = exec.next();
+    let answer = response_to(&line, 7);
+    assert_eq!(answer["output"], "hello\n", "{line}");
+    assert_eq!(answer["running"], true, "{line}");
+    exec.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "tool.execute", "params": {}}));
+    let line = exec.next();
+    assert_eq!(line["id"], 8, "{line}");
+    assert_eq!(line["error"]["code"], -32601, "{line}");
+    assert_mentions(
+        line["error"]["message"].as_str().unwrap_or_default(),
+        "a session's container serves \"session.write\" and \"session.close\"",
+    );
+    exec.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session.close",
+        "params": {"session_ids": ["s-relay-1"]}}));
+    let line = exec.next();
+    assert_eq!(response_to(&line, 9)["closed"], 1, "{line}");
+    // Nothing is awaited any more: the process ends with its stdin still open.
+    let (code, rest, stderr) = exec.finish();
+    assert_eq!(code, 0, "exit code; stderr: {stderr}");
+    assert!(rest.is_empty(), "nothing more on stdout: {rest:?}");
+}
+
+#[test]
+fn stdio_session_that_ended_within_its_yield_is_answered_and_the_process_exits() {
+    let root = SkillRoot::new();
+    let mut exec = StdioExec::start(&root);
+    exec.send(&session_line(json!("echo from-the-session; exit 3"), 5000));
+    let line = exec.next();
+    let answer = response_to(&line, 0);
+    assert_eq!(answer["running"], false, "{line}");
+    assert_eq!(answer["exit_code"], 3, "{line}");
+    assert_eq!(answer["output"], "from-the-session\n", "{line}");
+    let (code, _, stderr) = exec.finish();
+    assert_eq!(code, 0, "exit code; stderr: {stderr}");
+}
+
+#[test]
+fn stdio_session_refuses_a_skill_it_does_not_hold() {
+    let root = SkillRoot::new();
+    let mut exec = StdioExec::start(&root);
+    let mut first = session_line(json!(["true"]), 100);
+    first["params"]["skill"] = json!("elsewhere");
+    exec.send(&first);
+    let line = exec.next();
+    assert_eq!(line["id"], 0, "{line}");
+    assert_mentions(
+        line["error"]["message"].as_str().unwrap_or_default(),
+        "no skill named \"elsewhere\"",
+    );
+    let (code, _, stderr) = exec.finish();
+    assert_eq!(code, 0, "exit code; stderr: {stderr}");
 }
