@@ -614,6 +614,33 @@ wait "$first"
 expect "a call over [docker] max_containers is refused unavailable, saying which limit" "$body" \
   'r["success"] is False and r["error_kind"] == "unavailable" and "max_containers" in r["error"]'
 expect "the call that held the slot completes" "$(cat "$work/first.json")" 'r["success"] is True and r["data"]["slept"] == 4'
+# Commands under the boxed skill: a container of their own, kept while a session runs.
+session_containers() {
+  docker ps -aq --filter label=dev.skillbox.call --filter "label=dev.skillbox.owner=compose:$project" --filter name=skillbox-session- | tr '\n' ' '
+}
+put_file job-b given.txt "given to the box" >/dev/null
+r=$(ctx_call job-b exec_command "$(cmd_args 'uname -n; basename "$SKILLBOX_SKILL_DIR"; cat given.txt; echo made-in-the-box > from-box.txt' boxed)")
+expect "exec_command under a container skill runs in a container of its own, with only that skill, in the context's files" "$r" \
+  "r['success'] is True and r['data']['exit_code'] == 0 and r['data']['output'].splitlines()[1:] == ['boxed', 'given to the box'] and r['data']['output'].splitlines()[0] not in ('$executor_host', '')"
+got=$(curl -sS --max-time 30 -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-b/files/from-box.txt" | as_json)
+expect "a file the boxed command wrote comes back to the context" "$got" 'r == "made-in-the-box\n"'
+expect "a command that ended within its yield leaves no container" "\"$(session_containers)\"" 'r.strip() == ""'
+r=$(ctx_call job-b exec_command '{"skill":"boxed","cmd":"cat","yield_ms":300}')
+session=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["data"].get("session_id", ""))' "$r" 2>/dev/null || true)
+expect "a boxed command still running is a session" "$r" 'r["success"] is True and r["data"]["session_id"].startswith("sess_")'
+expect "the session keeps its container while it runs" "\"$(session_containers)\"" 'len(r.split()) == 1'
+r=$(ctx_call job-b write_stdin "{\"session_id\":\"$session\",\"chars\":\"into the box\\n\",\"yield_ms\":2000}")
+expect "write_stdin reaches the session in its container" "$r" 'r["success"] is True and r["data"]["output"] == "into the box\n"'
+r=$(ctx_call job-b close_context "{\"session_id\":\"$session\"}")
+expect "close_context ends the boxed session" "$r" 'r["success"] is True and r["data"]["closed"] == 1'
+gone=no
+for _ in $(seq 1 80); do
+  if [ -z "$(session_containers | tr -d ' ')" ]; then gone=yes; break; fi
+  sleep 0.25
+done
+expect "the closed session's container is removed" "\"$gone\"" 'r == "yes"'
+r=$(ctx_call job-b write_stdin "{\"session_id\":\"$session\",\"chars\":\"late\\n\"}")
+expect "a write to the closed session is refused not_found" "$r" 'r["success"] is False and r["error_kind"] == "not_found"'
 median_ms() { # tool -> median of 7 round trips in ms
   local t s
   for _ in 1 2 3 4 5 6 7; do

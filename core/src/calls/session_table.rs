@@ -1,12 +1,12 @@
-//! The core's table of running command sessions: which context, skill, caller and
-//! executor each belongs to, so `write_stdin` reaches that executor only and a context's
-//! end or a bot's revocation ends its sessions.
+//! The core's table of running command sessions: which context, skill, caller and holder
+//! (an executor, or a session's container) each belongs to, so `write_stdin` reaches that
+//! holder only and a context's end or a bot's revocation ends its sessions.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::transport::{ExecutorTransport, Placement};
 use super::workfiles::CallFiles;
 
 /// One running session, as the core remembers it.
@@ -17,7 +17,10 @@ pub(super) struct Held {
     pub(super) skill: Option<String>,
     /// Who started it (`operator` or a bot's name): a revoked bot's sessions end.
     pub(super) caller: String,
-    pub(super) executor: SocketAddr,
+    /// The transport that started it, which reaches its holder.
+    pub(super) transport: Arc<dyn ExecutorTransport>,
+    /// Its holder.
+    pub(super) at: Placement,
     pub(super) call_id: String,
     pub(super) files: Arc<CallFiles>,
     pub(super) started: Instant,
@@ -53,7 +56,7 @@ impl Sessions {
             .collect()
     }
 
-    /// Keeps a session that is still running, pinned to the executor that holds it.
+    /// Keeps a session that is still running, pinned to its holder.
     pub(super) fn hold(&self, session_id: String, held: Held) {
         if let Ok(mut table) = self.held.lock() {
             table.insert(session_id, held);

@@ -346,6 +346,7 @@ impl transport::ExecutorTransport for OneDoor {
 
     fn session_exec(
         &self,
+        _skill: Arc<skillbox_protocol::skill::Skill>,
         params: skillbox_protocol::session::SessionExecParams,
         _timeout: std::time::Duration,
     ) -> transport::JobFuture<
@@ -365,7 +366,12 @@ impl transport::ExecutorTransport for OneDoor {
             running: true,
             elided_bytes: 0,
         };
-        Box::pin(async move { Ok((answer, "127.0.0.9:1".parse().unwrap())) })
+        Box::pin(async move {
+            Ok((
+                answer,
+                transport::Placement::Executor("127.0.0.9:1".parse().unwrap()),
+            ))
+        })
     }
 
     fn session_write(

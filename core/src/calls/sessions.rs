@@ -8,7 +8,6 @@
 //! for its callbacks (its files going back to the context).
 
 use crate::contexts::builtins::{CloseArgs, ExecArgs, WriteArgs};
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -26,6 +25,7 @@ use skillbox_protocol::{Target, ToolRef};
 use super::inflight::ActiveCall;
 use super::pipeline::{Admitted, Run};
 use super::session_table::Held;
+use super::transport::{ExecutorTransport, Placement};
 use super::{CallError, Dispatcher, Loaded};
 use crate::auth::Caller;
 use crate::contexts::ContextTools;
@@ -126,6 +126,7 @@ impl Dispatcher {
             skill_name.as_deref(),
             args.skill.is_none(),
         )?;
+        let transport = self.session_transport(&admitted.skill)?;
         self.approve(run.origin, &admitted, &shown, run.trail)
             .await?;
         let session_id = format!("sess_{}", random::hex(self.rng.as_ref(), 16, "session id")?);
@@ -161,7 +162,7 @@ impl Dispatcher {
         };
         let active = Arc::new(
             ActiveCall::new(
-                skill,
+                Arc::clone(&skill),
                 admitted.tool.clone(),
                 admitted.security,
                 run.origin.clone(),
@@ -171,7 +172,15 @@ impl Dispatcher {
             .with_files(Some(Arc::clone(&files)))
             .with_secrets(envelope.secrets),
         );
-        let (answer, executor) = self.send_exec(&run, params, active).await?;
+        let sent = self
+            .send_exec(
+                &run,
+                Arc::clone(&transport),
+                (Arc::clone(&skill), params),
+                active,
+            )
+            .await;
+        let (answer, at) = sent?;
         if answer.running {
             self.sessions.hold(
                 session_id.clone(),
@@ -179,7 +188,8 @@ impl Dispatcher {
                     context_id: context.context_id.clone(),
                     skill: skill_name.clone(),
                     caller: run.origin.caller.name().to_owned(),
-                    executor,
+                    transport,
+                    at,
                     call_id: run.call_id.to_string(),
                     files: Arc::clone(&files),
                     started: Instant::now(),
@@ -198,18 +208,31 @@ impl Dispatcher {
         Ok(result)
     }
 
-    /// Registers the command's call for its callbacks and hands it to an executor; the
-    /// call is forgotten again when no executor took it.
+    /// Where a session under `skill` runs: the executors' process sandbox, or a container
+    /// of its own for an `execution.sandbox: container` skill.
+    fn session_transport(&self, skill: &Skill) -> Result<Arc<dyn ExecutorTransport>, CallError> {
+        if skill.execution.sandbox != SandboxKind::Container {
+            return Ok(Arc::clone(&self.transports.process));
+        }
+        self.transports
+            .containers
+            .clone()
+            .ok_or_else(|| CallError::NoContainerEngine(skill.name.clone()))
+    }
+
+    /// Registers the command's call for its callbacks and hands it to `transport`; the
+    /// call is forgotten again when nothing took it.
     async fn send_exec(
         &self,
         run: &Run<'_>,
-        params: SessionExecParams,
+        transport: Arc<dyn ExecutorTransport>,
+        (skill, params): (Arc<Skill>, SessionExecParams),
         active: Arc<ActiveCall>,
-    ) -> Result<(SessionAnswer, SocketAddr), CallError> {
+    ) -> Result<(SessionAnswer, Placement), CallError> {
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
         let sent = Instant::now();
-        let answer = self.transports.process.session_exec(params, timeout).await;
+        let answer = transport.session_exec(skill, params, timeout).await;
         super::pipeline::Waits::add(&run.waits.transport_us, sent);
         answer.map_err(|e| {
             self.in_flight.remove(run.call_id);
@@ -218,7 +241,7 @@ impl Dispatcher {
     }
 
     /// What `exec_command` runs under, admitted: the named or only pinned skill's envelope
-    /// (refused when that skill's tools run in containers), or none; `[exec] approval =
+    /// (in a container of its own when that skill's tools run in containers), or none; `[exec] approval =
     /// "always"` makes it a write; refused past the context's session limit.
     fn admit_exec(
         &self,
@@ -238,15 +261,6 @@ impl Dispatcher {
                 timeout_ms: exec.lifetime_ms,
             },
         };
-        if admitted.skill.execution.sandbox == SandboxKind::Container {
-            return Err(CallError::Builtin {
-                kind: skillbox_protocol::result::ErrorKind::Unavailable,
-                message: format!(
-                    "skill {:?} runs its tools in containers (execution.sandbox: container); exec_command runs in the executors' process sandbox only",
-                    admitted.skill.name
-                ),
-            });
-        }
         if context.pinned.is_empty() && unnamed {
             tracing::debug!(context = %context.context_id, "exec_command without a skill: no secrets");
         }
@@ -283,13 +297,13 @@ impl Dispatcher {
             }
             s.last_used = Instant::now();
             Some((
-                s.executor,
+                (Arc::clone(&s.transport), s.at.clone()),
                 Arc::clone(&s.files),
                 s.call_id.clone(),
                 s.skill.clone(),
             ))
         });
-        let Some((executor, files, session_call, skill)) = found else {
+        let Some(((transport, at), files, session_call, skill)) = found else {
             return Err(CallError::Builtin {
                 kind: skillbox_protocol::result::ErrorKind::NotFound,
                 message: format!(
@@ -306,17 +320,17 @@ impl Dispatcher {
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
         };
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
-        let answer = (self.transports.process)
-            .session_write(executor, params, timeout)
-            .await;
+        let answer = transport.session_write(at.clone(), params, timeout).await;
         let answer = match answer {
             Ok(a) => a,
             Err(e @ ClientError::Rpc(_)) => {
                 self.forget_session(&args.session_id, &session_call);
+                release(transport, at);
                 return Err(CallError::from_session(e));
             }
             Err(e) => {
                 self.forget_session(&args.session_id, &session_call);
+                release(transport, at);
                 return Err(CallError::Builtin {
                     kind: skillbox_protocol::result::ErrorKind::Unavailable,
                     message: session_gone(&args.session_id, &e),
@@ -325,6 +339,7 @@ impl Dispatcher {
         };
         if !answer.running {
             self.forget_session(&args.session_id, &session_call);
+            release(transport, at);
         }
         let mut result = ToolResult::ok(call_id, answer_data(&answer), 0);
         result.files = Some(files.take_written());
@@ -365,8 +380,9 @@ impl Dispatcher {
             let params = SessionCloseParams {
                 session_ids: vec![id.clone()],
             };
-            match (self.transports.process)
-                .session_close(held.executor, params, ANSWER_SLACK)
+            match held
+                .transport
+                .session_close(held.at, params, ANSWER_SLACK)
                 .await
             {
                 Ok(r) => closed += r.closed.max(1),
@@ -394,7 +410,21 @@ impl Dispatcher {
             .take(|_, s| s.last_used.elapsed() > idle || s.started.elapsed() > life)
         {
             self.in_flight.remove(&held.call_id);
+            release(held.transport, held.at);
         }
+    }
+}
+
+/// Lets the holder of a session the core forgot free what it keeps for it: a session's
+/// container is removed (an executor of the pool has ended the session on its own).
+fn release(transport: Arc<dyn ExecutorTransport>, at: Placement) {
+    if let Placement::Container(session_id) = &at {
+        let params = SessionCloseParams {
+            session_ids: vec![session_id.clone()],
+        };
+        tokio::spawn(async move {
+            let _ = transport.session_close(at, params, ANSWER_SLACK).await;
+        });
     }
 }
 

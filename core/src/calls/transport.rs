@@ -2,9 +2,10 @@
 //! the core sends an executor — a dispatched tool call, a session's start, input and
 //! close, a dependency build. The executor pool (the process sandbox of the executors)
 //! implements all of it; the per-call container runner (`execution.sandbox: container`)
-//! runs tool calls and refuses the rest with the reason; tests put a fake in their place.
-//! A job that must reach the executor holding its state (a session's input, a build on
-//! each executor) names its [`Placement`]; the others go where the transport picks.
+//! runs tool calls and sessions (a container per session, for its life) and refuses
+//! dependency builds with the reason; tests put a fake in their place. A job that must
+//! reach the holder of its state (a session's input, a build on each executor) names its
+//! [`Placement`]; the others go where the transport picks.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,10 +14,12 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use skillbox_channel::client::ClientError;
+use skillbox_channel::client::{decode_result, ClientError};
 use skillbox_protocol::methods::{DepsBuildParams, DepsBuildResult, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
-use skillbox_protocol::rpc::{DepsBuild, SessionClose, SessionExec, SessionWrite, ToolExecute};
+use skillbox_protocol::rpc::{
+    DepsBuild, RpcMethod, SessionClose, SessionExec, SessionWrite, ToolExecute,
+};
 use skillbox_protocol::session::{
     SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
 };
@@ -46,21 +49,53 @@ pub struct Dispatched {
 /// A boxed future of a job's answer.
 pub type JobFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ClientError>> + Send + 'a>>;
 
-/// The executor a job goes to: the one holding its session, or one building in turn.
-pub type Placement = SocketAddr;
+/// Where a job goes that must reach the holder of its state: an executor of the pool (the
+/// one holding a session, or one building in turn), or the container of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// An executor of the pool, by its address.
+    Executor(SocketAddr),
+    /// The per-call container that holds the session of this id.
+    Container(String),
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placement::Executor(addr) => write!(f, "{addr}"),
+            Placement::Container(session) => write!(f, "the container of session {session}"),
+        }
+    }
+}
+
+impl Placement {
+    /// The executor's address; a container's placement is not one (a job sent to the wrong
+    /// transport).
+    fn executor(&self) -> Result<SocketAddr, ClientError> {
+        match self {
+            Placement::Executor(addr) => Ok(*addr),
+            Placement::Container(_) => Err(ClientError::Unreachable {
+                url: self.to_string(),
+                reason: "held by a per-call container, not by an executor of the pool".into(),
+            }),
+        }
+    }
+}
 
 /// Sends the core's work to executors (see the module docs).
 pub trait ExecutorTransport: std::fmt::Debug + Send + Sync {
     /// Runs `call`; gives up after `timeout`.
     fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_>;
 
-    /// Starts a command session where the transport picks; answers with where it runs.
+    /// Starts a command session under `skill`'s envelope (a skill with no folder for a
+    /// session under none) where the transport picks; answers with where it runs.
     fn session_exec(
         &self,
+        skill: Arc<Skill>,
         params: SessionExecParams,
         timeout: Duration,
     ) -> JobFuture<'_, (SessionAnswer, Placement)> {
-        let _ = (params, timeout);
+        let _ = (skill, params, timeout);
         Box::pin(async { Err(no_sessions()) })
     }
 
@@ -103,12 +138,13 @@ pub trait ExecutorTransport: std::fmt::Debug + Send + Sync {
     }
 }
 
-/// The refusal of a transport that holds no executor state (per-call containers, a fake).
+/// The refusal of a transport that does not serve a kind of job (a fake; per-call
+/// containers build no dependencies).
 fn no_sessions() -> ClientError {
     ClientError::Unreachable {
         url: "transport".into(),
-        reason: "this transport runs tool calls only; sessions and dependency builds run on \
-                 the executors' process sandbox"
+        reason: "this transport does not serve this job; dependency builds run on the \
+                 executors' process sandbox"
             .into(),
     }
 }
@@ -128,12 +164,15 @@ impl ExecutorTransport for ExecutorPool {
 
     fn session_exec(
         &self,
+        _skill: Arc<Skill>,
         params: SessionExecParams,
         timeout: Duration,
     ) -> JobFuture<'_, (SessionAnswer, Placement)> {
         Box::pin(async move {
-            self.call_method_placed::<SessionExec>(&params, timeout)
-                .await
+            let (answer, addr) = self
+                .call_method_placed::<SessionExec>(&params, timeout)
+                .await?;
+            Ok((answer, Placement::Executor(addr)))
         })
     }
 
@@ -144,7 +183,7 @@ impl ExecutorTransport for ExecutorPool {
         timeout: Duration,
     ) -> JobFuture<'_, SessionAnswer> {
         Box::pin(async move {
-            self.call_method_at::<SessionWrite>(at, &params, timeout)
+            self.call_method_at::<SessionWrite>(at.executor()?, &params, timeout)
                 .await
         })
     }
@@ -156,7 +195,7 @@ impl ExecutorTransport for ExecutorPool {
         timeout: Duration,
     ) -> JobFuture<'_, SessionCloseResult> {
         Box::pin(async move {
-            self.call_method_at::<SessionClose>(at, &params, timeout)
+            self.call_method_at::<SessionClose>(at.executor()?, &params, timeout)
                 .await
         })
     }
@@ -167,11 +206,17 @@ impl ExecutorTransport for ExecutorPool {
         params: DepsBuildParams,
         timeout: Duration,
     ) -> JobFuture<'_, DepsBuildResult> {
-        Box::pin(async move { self.call_method_at::<DepsBuild>(at, &params, timeout).await })
+        Box::pin(async move {
+            self.call_method_at::<DepsBuild>(at.executor()?, &params, timeout)
+                .await
+        })
     }
 
     fn placements(&self) -> Vec<Placement> {
         self.healthy_addrs()
+            .into_iter()
+            .map(Placement::Executor)
+            .collect()
     }
 }
 
@@ -191,6 +236,51 @@ pub struct Containers(pub Arc<ContainerRunner>);
 impl ExecutorTransport for Containers {
     fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_> {
         Box::pin(async move { Ok(self.0.run(call.skill, call.params, timeout).await?) })
+    }
+
+    /// A container for the session, kept while it runs; it ends with the session.
+    fn session_exec(
+        &self,
+        skill: Arc<Skill>,
+        params: SessionExecParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, (SessionAnswer, Placement)> {
+        Box::pin(async move {
+            let session = params.session_id.clone();
+            let answer = self.0.start_session(skill, params, timeout).await?;
+            Ok((answer, Placement::Container(session)))
+        })
+    }
+
+    fn session_write(
+        &self,
+        at: Placement,
+        params: SessionWriteParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionAnswer> {
+        Box::pin(async move {
+            let value = self
+                .0
+                .session_request(&at, SessionWrite::NAME, &params, timeout);
+            decode_result::<SessionWrite>(value.await?)
+        })
+    }
+
+    /// Closes the session and removes its container.
+    fn session_close(
+        &self,
+        at: Placement,
+        params: SessionCloseParams,
+        timeout: Duration,
+    ) -> JobFuture<'_, SessionCloseResult> {
+        Box::pin(async move {
+            let value = self
+                .0
+                .session_request(&at, SessionClose::NAME, &params, timeout);
+            let closed = decode_result::<SessionClose>(value.await?);
+            self.0.end_session(&at).await;
+            closed
+        })
     }
 }
 

@@ -68,7 +68,14 @@ impl DepsBuilder {
                 None => (skill.dependencies.specs(), false),
             };
             let step = self
-                .build_at(addr, skill, &builder, digest, requirements.clone(), no_deps)
+                .build_at(
+                    addr.clone(),
+                    skill,
+                    &builder,
+                    digest,
+                    requirements.clone(),
+                    no_deps,
+                )
                 .await?;
             egress_refused.extend(step.1);
             match step.0 {
@@ -150,7 +157,10 @@ impl DepsBuilder {
             memory_mb: config.memory_mb,
         };
         let timeout = Duration::from_millis(config.build_timeout_ms) + ANSWER_SLACK;
-        let answer = self.transport.deps_build(addr, params, timeout).await;
+        let answer = self
+            .transport
+            .deps_build(addr.clone(), params, timeout)
+            .await;
         let refused = refusals(&active);
         let step = match answer {
             Ok(result) => Step::Built {

@@ -36,8 +36,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use skillbox_protocol::jsonrpc::{self, DecodeError, Id, Message, Response, MAX_MESSAGE_BYTES};
 use skillbox_protocol::methods::{method, ToolExecuteParams};
-use skillbox_protocol::session::SessionExecParams;
 use skillbox_protocol::ndjson::{self, trim_line};
+use skillbox_protocol::session::SessionExecParams;
 use tokio::io::{AsyncBufRead, AsyncRead, AsyncWrite, BufReader};
 
 use crate::call;
@@ -81,7 +81,9 @@ pub enum RelayError {
         method: String,
     },
     /// The request's id is not 0 (ids >= 1 belong to relayed capability requests).
-    #[error("the first request has id {id}; use id 0 (ids >= 1 belong to relayed capability requests)")]
+    #[error(
+        "the first request has id {id}; use id 0 (ids >= 1 belong to relayed capability requests)"
+    )]
     WrongId {
         /// The id it carries, as JSON.
         id: String,
@@ -156,7 +158,7 @@ where
     let registry = Registry::load(skills);
     let out = Arc::new(LineWriter::new(output));
     let params = match first {
-        FirstRequest::Tool(params) => params,
+        FirstRequest::Tool(params) => *params,
         FirstRequest::Session(params) => {
             return session::serve(input, out, sandbox, &registry, params).await;
         }
@@ -183,7 +185,7 @@ where
 #[derive(Debug)]
 pub enum FirstRequest {
     /// `tool.execute`.
-    Tool(ToolExecuteParams),
+    Tool(Box<ToolExecuteParams>),
     /// `session.exec`.
     Session(Box<SessionExecParams>),
 }
@@ -237,7 +239,7 @@ pub fn parse_request(line: &[u8]) -> Result<FirstRequest, RelayError> {
         return Ok(FirstRequest::Session(Box::new(session)));
     }
     ToolExecuteParams::deserialize(&params)
-        .map(FirstRequest::Tool)
+        .map(|p| FirstRequest::Tool(Box::new(p)))
         .map_err(refused)
 }
 

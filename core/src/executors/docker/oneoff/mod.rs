@@ -12,9 +12,11 @@
 //! callback handler the mutual-TLS channel uses ([`relay`]), so they are judged by the
 //! call id and token the core issued, like any other. The container is removed however
 //! the call ends, the caller hanging up included; at most `[docker] max_containers` run
-//! at once.
+//! at once. A command session of such a skill gets a container the same way, kept while
+//! the session runs ([`session`]).
 
 pub mod relay;
+mod session;
 pub mod spec;
 
 use std::collections::HashMap;
@@ -117,6 +119,8 @@ pub struct ContainerRunner {
     slots: Arc<Semaphore>,
     max_containers: usize,
     callbacks: Arc<dyn RpcHandler>,
+    /// The containers of running sessions, by session id.
+    sessions: std::sync::Mutex<HashMap<String, Arc<session::SessionContainer>>>,
 }
 
 impl std::fmt::Debug for ContainerRunner {
@@ -152,6 +156,7 @@ impl ContainerRunner {
             slots: Arc::new(Semaphore::new(config.max_containers)),
             max_containers: config.max_containers,
             callbacks,
+            sessions: std::sync::Mutex::default(),
         }
     }
 
@@ -205,20 +210,8 @@ impl ContainerRunner {
         params: ToolExecuteParams,
         tool_timeout: Duration,
     ) -> Result<ToolResult, OneOffError> {
-        let mounts = self.skills.mounts(&self.engine, skill)?;
         let name = format!("skillbox-call-{}", params.call_id);
-        let options = CreateContainerOptionsBuilder::new().name(&name).build();
-        let body = self.spec.body(skill, mounts, &params.call_id, &self.owner);
-        let id = self
-            .engine
-            .docker
-            .create_container(Some(options), body)
-            .await
-            .map_err(|source| OneOffError::Api {
-                step: "creating the call's container (is the executor image built? docker/build.sh; [docker] executor_image)",
-                source,
-            })?
-            .id;
+        let id = self.create(skill, &name, &params.call_id).await?;
         let limit = tool_timeout + START_GRACE;
         let outcome = match tokio::time::timeout(limit, self.converse(&id, &params)).await {
             Ok(Err(OneOffError::NoResult { stderr, .. })) => {
@@ -229,6 +222,28 @@ impl ContainerRunner {
         };
         self.remove(&id).await;
         outcome
+    }
+
+    /// Creates the container `name` for call `call_id` of `skill` (not started yet).
+    async fn create(
+        &self,
+        skill: &Skill,
+        name: &str,
+        call_id: &str,
+    ) -> Result<String, OneOffError> {
+        let mounts = self.skills.mounts(&self.engine, skill)?;
+        let options = CreateContainerOptionsBuilder::new().name(name).build();
+        let body = self.spec.body(skill, mounts, call_id, &self.owner);
+        Ok(self
+            .engine
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map_err(|source| OneOffError::Api {
+                step: "creating the call's container (is the executor image built? docker/build.sh; [docker] executor_image)",
+                source,
+            })?
+            .id)
     }
 
     /// A container that ended without a result: the OOM killer, or its exit code.
