@@ -433,8 +433,10 @@ fn stdio_session_serves_writes_and_exits_when_closed() {
         line["error"]["message"].as_str().unwrap_or_default(),
         "a session's container serves \"session.write\" and \"session.close\"",
     );
-    exec.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "session.close",
-        "params": {"session_ids": ["s-relay-1"]}}));
+    exec.send(
+        &json!({"jsonrpc": "2.0", "id": 9, "method": "session.close",
+        "params": {"session_ids": ["s-relay-1"]}}),
+    );
     let line = exec.next();
     assert_eq!(response_to(&line, 9)["closed"], 1, "{line}");
     // Nothing is awaited any more: the process ends with its stdin still open.
