@@ -149,15 +149,7 @@ impl Dispatcher {
             yield_ms: yield_of(args.yield_ms),
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
             tty: args.tty,
-            limits: SessionLimits {
-                idle_timeout_ms: exec.idle_timeout_ms,
-                lifetime_ms: exec.lifetime_ms,
-                output_kept_bytes: exec.output_kept_bytes,
-                memory_mb: match &skill_name {
-                    Some(_) => skill.execution.memory_mb,
-                    None => exec.memory_mb,
-                },
-            },
+            limits: limits_of(exec, skill_name.as_ref().map(|_| &*skill)),
             traceparent: run.trace.as_ref().map(|t| t.to_string()),
         };
         let active = Arc::new(
@@ -425,6 +417,16 @@ fn release(transport: Arc<dyn ExecutorTransport>, at: Placement) {
         tokio::spawn(async move {
             let _ = transport.session_close(at, params, ANSWER_SLACK).await;
         });
+    }
+}
+
+/// A session's limits from `[exec]`; its memory is its skill's when it runs under one.
+fn limits_of(exec: &ExecSection, skill: Option<&Skill>) -> SessionLimits {
+    SessionLimits {
+        idle_timeout_ms: exec.idle_timeout_ms,
+        lifetime_ms: exec.lifetime_ms,
+        output_kept_bytes: exec.output_kept_bytes,
+        memory_mb: skill.map_or(exec.memory_mb, |s| s.execution.memory_mb),
     }
 }
 
