@@ -77,3 +77,25 @@ pub struct DepsBuildResult {
     /// The last lines of the installer's output.
     pub log_tail: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_build_refuses_an_envelope_so_no_env_value_can_reach_the_installer() {
+        let mut params = json!({
+            "call_id": "c3", "capability_token": "t", "skill": "netty", "digest": "d",
+            "requirements": ["six==1.16.0"], "index_url": "https://pypi.test/simple/",
+            "allow_source": false, "no_deps": false, "timeout_ms": 1, "memory_mb": 64,
+        });
+        assert!(serde_json::from_value::<DepsBuildParams>(params.clone()).is_ok());
+        params["envelope"] = json!({"env": {"API_KEY": "declared-1"}});
+        let refused = serde_json::from_value::<DepsBuildParams>(params).unwrap_err();
+        assert!(
+            refused.to_string().contains("unknown field `envelope`"),
+            "{refused}"
+        );
+    }
+}

@@ -475,3 +475,40 @@ fn stdio_session_refuses_a_skill_it_does_not_hold() {
     let (code, _, stderr) = exec.finish();
     assert_eq!(code, 0, "exit code; stderr: {stderr}");
 }
+
+/// One rule for every launcher (tool call and session alike, from the one plan): a name
+/// the skill declares reaches its program, one it does not is dropped, whatever the core
+/// sends. (A dependency build carries no env from the core at all: `deps.build` params
+/// have no envelope, and the wire type refuses one.)
+#[test]
+fn a_declared_env_name_reaches_a_tool_and_a_session_and_an_undeclared_one_neither() {
+    let root = SkillRoot::new();
+    relay_skill(
+        &root,
+        "reply({\"api_key\": os.environ.get(\"API_KEY\"), \"undeclared\": os.environ.get(\"OTHER_TOKEN\")})\n",
+        "permissions: { env: [API_KEY] }",
+    );
+    let env = json!({"API_KEY": "declared-1", "OTHER_TOKEN": "undeclared-7"});
+
+    let mut exec = StdioExec::start(&root);
+    exec.send(&execute_line(json!({}), env.clone()));
+    let line = exec.next();
+    let data = &final_result(&line)["data"];
+    assert_eq!(data["api_key"], "declared-1", "tool call: {line}");
+    assert_eq!(data["undeclared"], Value::Null, "tool call: {line}");
+    assert_clean_exit(exec);
+
+    let mut exec = StdioExec::start(&root);
+    let mut first = session_line(
+        json!("printf '%s|%s' \"${API_KEY:-none}\" \"${OTHER_TOKEN:-none}\""),
+        5000,
+    );
+    first["params"]["skill"] = json!("relay");
+    first["params"]["envelope"] = json!({ "env": env });
+    exec.send(&first);
+    let line = exec.next();
+    let answer = response_to(&line, 0);
+    assert_eq!(answer["output"], "declared-1|none", "session: {line}");
+    let (code, _, stderr) = exec.finish();
+    assert_eq!(code, 0, "exit code; stderr: {stderr}");
+}
