@@ -7,15 +7,26 @@
 //! `X-Skillbox-Refused`), is the core's. Only when no stream to the core can be opened does
 //! the executor answer the program itself: `502` with `X-Skillbox-Refused` saying why.
 //!
-//! [`relay`] serves one call's listener; it never returns, and the call (or session)
-//! drops it when it ends, which closes the listener and every connection it carries.
+//! Programs that ignore the proxy variables reach the same proxy: their lookups are
+//! answered in the namespace ([`resolver`]) and their connections taken there by the port
+//! they dialled ([`transparent`]).
+//!
+//! [`relay`] serves one call's listeners; it never returns, and the call (or session)
+//! drops it when it ends, which closes the listeners and every connection they carry.
+
+mod resolver;
+mod transparent;
 
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Mutex;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 use crate::broker::{CallInfo, CapabilityBroker};
 
@@ -25,7 +36,7 @@ use crate::broker::{CallInfo, CapabilityBroker};
 pub const MAX_CONNECTIONS_PER_CALL: usize = 64;
 
 /// Bytes buffered each way per connection.
-const COPY_BUFFER_BYTES: usize = 64 * 1024;
+pub(crate) const COPY_BUFFER_BYTES: usize = 64 * 1024;
 
 /// How long a refused connection is read (and what it sent dropped) after the answer, so
 /// that closing it does not reset the connection before the program read the answer.
@@ -36,29 +47,97 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 pub use crate::broker::EgressError;
 
-/// Serves `listener`, the proxy port of `call`'s namespace, until dropped: each accepted
-/// connection is carried to the core through `broker`, at most
-/// [`MAX_CONNECTIONS_PER_CALL`] at once. Never returns.
+/// The listeners of one network call's namespace, for the runtime
+/// ([`crate::sandbox::netns::CallNetwork`]).
+#[derive(Debug)]
+pub struct Listeners {
+    proxy: TcpListener,
+    transparent: Vec<TcpListener>,
+    resolver: Option<UdpSocket>,
+}
+
+impl Listeners {
+    /// The namespace's sockets on this runtime; `None` without a proxy port (a
+    /// loopback-only namespace).
+    pub fn from_std(
+        proxy: Option<std::net::TcpListener>,
+        transparent: Vec<std::net::TcpListener>,
+        resolver: Option<std::net::UdpSocket>,
+    ) -> std::io::Result<Option<Self>> {
+        let Some(proxy) = proxy else {
+            return Ok(None);
+        };
+        Ok(Some(Self {
+            proxy: TcpListener::from_std(proxy)?,
+            transparent: (transparent.into_iter())
+                .map(TcpListener::from_std)
+                .collect::<Result<_, _>>()?,
+            resolver: resolver.map(UdpSocket::from_std).transpose()?,
+        }))
+    }
+}
+
+/// A connection being carried.
+type Carrying<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Serves `listeners`, the namespace of `call`'s processes, until dropped: each accepted
+/// connection is carried to the core through `broker`, at most [`MAX_CONNECTIONS_PER_CALL`]
+/// at once, and the lookups are answered. Never returns.
 pub async fn relay<B: CapabilityBroker>(
-    listener: TcpListener,
+    listeners: Listeners,
     broker: &B,
     call: &CallInfo,
 ) -> Infallible {
-    let mut open = FuturesUnordered::new();
-    loop {
-        tokio::select! {
-            accepted = listener.accept(), if open.len() < MAX_CONNECTIONS_PER_CALL => {
-                match accepted {
-                    Ok((conn, _)) => open.push(carry(conn, broker, call)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accepting a connection on a call's proxy port failed");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+    let names = Mutex::new(resolver::Names::default());
+    let lookups = async {
+        match &listeners.resolver {
+            Some(socket) => resolver::serve(socket, &names).await,
+            None => std::future::pending().await,
+        }
+    };
+    let carrying = async {
+        let mut open: FuturesUnordered<Carrying<'_>> = FuturesUnordered::new();
+        loop {
+            tokio::select! {
+                accepted = listeners.proxy.accept(), if open.len() < MAX_CONNECTIONS_PER_CALL => {
+                    match accepted {
+                        Ok((conn, _)) => open.push(Box::pin(carry(conn, broker, call))),
+                        Err(e) => accept_failed(e).await,
                     }
                 }
+                accepted = accept_any(&listeners.transparent), if open.len() < MAX_CONNECTIONS_PER_CALL => {
+                    match accepted {
+                        Ok(conn) => open.push(Box::pin(transparent::carry(conn, &names, broker, call))),
+                        Err(e) => accept_failed(e).await,
+                    }
+                }
+                Some(()) = open.next(), if !open.is_empty() => {}
             }
-            Some(()) = open.next(), if !open.is_empty() => {}
         }
+    };
+    tokio::select! {
+        never = lookups => never,
+        never = carrying => never,
     }
+}
+
+/// The next connection on any of `listeners` (pending forever when there is none).
+async fn accept_any(listeners: &[TcpListener]) -> std::io::Result<TcpStream> {
+    std::future::poll_fn(|cx| {
+        for listener in listeners {
+            if let Poll::Ready(accepted) = listener.poll_accept(cx) {
+                return Poll::Ready(accepted.map(|(conn, _)| conn));
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
+/// Logs a failed `accept` (out of descriptors) and waits a moment before the next.
+async fn accept_failed(e: std::io::Error) {
+    tracing::warn!(error = %e, "accepting a connection in a call's namespace failed");
+    tokio::time::sleep(ACCEPT_BACKOFF).await;
 }
 
 /// Carries one connection: opens its stream to the core and copies both ways until both

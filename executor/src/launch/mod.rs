@@ -22,8 +22,6 @@ mod plan;
 use std::future::Future;
 use std::path::PathBuf;
 
-use tokio::net::TcpListener;
-
 use crate::broker::{CallInfo, CapabilityBroker};
 use crate::egress;
 use crate::sandbox::netns::Proxy;
@@ -79,8 +77,9 @@ pub struct Launched {
     pub child: SandboxChild,
     /// What ends the call (its user id, its scratch folder).
     pub guard: CallGuard,
-    /// The proxy port of its namespace, for [`relay_while`]; `None` without network.
-    pub listener: Option<TcpListener>,
+    /// The listeners of its namespace (the proxy port, the ports taken without the proxy,
+    /// the name server), for [`relay_while`]; `None` without network.
+    pub listener: Option<egress::Listeners>,
     /// The context's files as laid out, for the sync back; `None` outside a context.
     pub baseline: Option<Baseline>,
     /// The work folder (`<scratch>/work`) of a call in a context.
@@ -100,11 +99,12 @@ pub async fn launch<B: CapabilityBroker>(
                 Network::Loopback => Proxy::None,
                 _ => Proxy::Egress,
             };
-            match sandbox.call_network(proxy).await? {
+            match sandbox.call_network(proxy, &plan.ports).await? {
                 Some(net) => {
-                    let listener = (net.listener.map(TcpListener::from_std).transpose())
-                        .map_err(LaunchError::ProxyPort)?;
-                    (Some((net.namespace, proxy)), listener)
+                    let listeners =
+                        egress::Listeners::from_std(net.listener, net.transparent, net.resolver)
+                            .map_err(LaunchError::ProxyPort)?;
+                    (Some((net.namespace, proxy)), listeners)
                 }
                 None => match wanted {
                     Network::Required(what) => return Err(LaunchError::NoNamespace(what)),
@@ -174,10 +174,10 @@ pub async fn launch<B: CapabilityBroker>(
     }
 }
 
-/// Runs `job` while the connections of `listener` (a launched process's proxy port) are
+/// Runs `job` while the connections of `listener` (a launched process's namespace) are
 /// carried to the core for `call`; the relay ends with the job.
 pub async fn relay_while<B: CapabilityBroker, F: Future>(
-    listener: Option<TcpListener>,
+    listener: Option<egress::Listeners>,
     broker: &B,
     call: &CallInfo,
     job: F,

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use skillbox_protocol::methods::{DepsBuildParams, ToolExecuteParams};
 use skillbox_protocol::session::SessionExecParams;
+use skillbox_protocol::skill::network::NetworkPattern;
 use skillbox_protocol::skill::{Skill, Tool, ToolProtocol};
 use skillbox_protocol::workdir::WorkFile;
 
@@ -55,6 +56,9 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// Its network.
     pub network: Network,
+    /// The ports its skill's hosts name (declared, bound secrets', granted): the
+    /// namespace of a network call takes connections made to them without the proxy too.
+    pub ports: Vec<u16>,
     /// The skill's built dependencies.
     pub deps: Option<PathBuf>,
     /// Memory limit of its processes.
@@ -87,6 +91,19 @@ fn skill_network(skill: Option<&Skill>, granted: &[String]) -> Network {
     } else {
         Network::None
     }
+}
+
+/// The ports of the hosts `skill` may reach (its own patterns and the operator's grants);
+/// an invalid pattern names none (the core refuses it anyway).
+fn host_ports(skill: Option<&Skill>, granted: &[String]) -> Vec<u16> {
+    let own = skill.map(|s| s.permissions.reachable()).unwrap_or_default();
+    let mut ports: Vec<u16> = (own.iter().chain(granted))
+        .filter_map(|p| NetworkPattern::parse(p).ok())
+        .map(|p| p.port())
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports
 }
 
 /// The largest file `skill`'s programs may write: the operator's grant, else what the
@@ -127,6 +144,7 @@ impl Plan {
             argv,
             env: vars,
             network: skill_network(Some(skill), &p.envelope.granted_network),
+            ports: host_ports(Some(skill), &p.envelope.granted_network),
             deps,
             memory_mb: skill.execution.memory_mb,
             max_file_mb: max_file_mb(skill, p.envelope.granted_max_file_mb),
@@ -180,6 +198,7 @@ impl Plan {
             argv,
             env: vars,
             network: skill_network(skill, &p.envelope.granted_network),
+            ports: host_ports(skill, &p.envelope.granted_network),
             deps,
             memory_mb: p.limits.memory_mb,
             max_file_mb: match skill {
@@ -212,6 +231,8 @@ impl Plan {
             argv,
             env: env::installer_env(),
             network: Network::Required("a dependency build"),
+            // The installer honours the proxy variables.
+            ports: Vec::new(),
             deps: None,
             memory_mb: p.memory_mb,
             max_file_mb: DEPS_MAX_FILE_MB,

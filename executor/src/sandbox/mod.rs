@@ -269,6 +269,7 @@ impl Sandbox {
     pub async fn call_network(
         &self,
         proxy: netns::Proxy,
+        ports: &[u16],
     ) -> Result<Option<CallNetwork>, SandboxError> {
         if !self.kernel.network_namespaces {
             static SAID: std::sync::Once = std::sync::Once::new();
@@ -277,7 +278,7 @@ impl Sandbox {
             });
             return Ok(None);
         }
-        netns::create_async(proxy)
+        netns::create_async(proxy, ports)
             .await
             .map(Some)
             .map_err(SandboxError::Network)

@@ -13,12 +13,20 @@
 //! socket stays in the namespace it was created in, so the executor serves the listener
 //! from any thread ([`crate::egress`]), and the tool's process joins the namespace by the
 //! fd (`setns` between clone and exec, [`super::child::ChildSetup::netns`]). The namespace
-//! has no other interface and no route: a direct connect to any address but its own
-//! loopback fails with `ENETUNREACH`, UDP and DNS with it, and its loopback is not the
-//! host's. It goes away with the last of its fds, its listener and its processes.
+//! has no other interface: its loopback is not the host's, and nothing leaves it. It goes
+//! away with the last of its fds, its listeners and its processes.
+//!
+//! A network call's namespace also takes the connections of programs that ignore the proxy
+//! variables (Node's `fetch`, Go, Java, a raw socket): every IPv4 address is made local
+//! ([`route`]), a TCP listener is bound on `0.0.0.0` at each port the skill's hosts name
+//! (and 80 and 443), and a UDP socket on `0.0.0.0:53` answers the program's name lookups
+//! (whatever nameserver `/etc/resolv.conf` names lands there). [`crate::egress`] carries
+//! those connections to the same proxy, by the name the lookup gave.
+
+mod route;
 
 use std::io;
-use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 /// The port of the egress proxy on a network call's loopback. Every call has a namespace
@@ -44,9 +52,12 @@ pub enum NetnsError {
     /// The loopback interface could not be brought up (no CAP_NET_ADMIN).
     #[error("bringing up lo in a call's network namespace failed: {0}")]
     Loopback(io::Error),
-    /// The proxy port could not be bound.
-    #[error("binding 127.0.0.1:{PROXY_PORT} in a call's network namespace failed: {0}")]
-    Listen(io::Error),
+    /// A port of the namespace could not be bound.
+    #[error("binding port {0} in a call's network namespace failed: {1}")]
+    Listen(u16, io::Error),
+    /// Every address could not be made the namespace's own.
+    #[error("adding the route local 0.0.0.0/0 dev lo in a call's network namespace failed: {0}")]
+    Route(io::Error),
     /// `/proc/thread-self/ns/net` could not be opened.
     #[error("opening /proc/thread-self/ns/net failed: {0}")]
     Open(io::Error),
@@ -64,55 +75,77 @@ pub enum Proxy {
     None,
 }
 
-/// A call's namespace: its fd, for the tool's process to join, and the proxy listener
-/// inside it.
+/// Ports whose connections a network call's namespace always takes to the proxy, whatever
+/// its skill's hosts name: plain HTTP and HTTPS.
+pub const TRANSPARENT_PORTS: [u16; 2] = [80, 443];
+
+/// The port of the name server in a network call's namespace.
+pub const RESOLVER_PORT: u16 = 53;
+
+/// A call's namespace: its fd, for the tool's process to join, and the listeners inside
+/// it, each non-blocking (for tokio's `from_std`).
 #[derive(Debug)]
 pub struct CallNetwork {
     /// `/proc/thread-self/ns/net` of the namespace.
     pub namespace: OwnedFd,
-    /// `127.0.0.1:`[`PROXY_PORT`] in the namespace, non-blocking (for
-    /// `tokio::net::TcpListener::from_std`); `None` without the proxy.
+    /// `127.0.0.1:`[`PROXY_PORT`] in the namespace; `None` without the proxy.
     pub listener: Option<TcpListener>,
+    /// `0.0.0.0:<port>` for each port of the skill's hosts (and [`TRANSPARENT_PORTS`]):
+    /// connections of programs that do not use the proxy. Empty without the proxy.
+    pub transparent: Vec<TcpListener>,
+    /// `0.0.0.0:`[`RESOLVER_PORT`] over UDP, with `IP_PKTINFO` on (an answer goes out from
+    /// the address the question was sent to); `None` without the proxy.
+    pub resolver: Option<UdpSocket>,
 }
 
-/// Makes a namespace on a new thread and waits for it (blocking the calling thread).
-pub fn create(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
+/// Makes a namespace on a new thread and waits for it (blocking the calling thread);
+/// with the proxy, connections to `ports` are taken too (see the module docs).
+pub fn create(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, NetnsError> {
+    let ports = ports.to_vec();
     std::thread::Builder::new()
         .name("call-netns".into())
-        .spawn(move || make_here(proxy))
+        .spawn(move || make_here(proxy, &ports))
         .map_err(NetnsError::Thread)?
         .join()
         .map_err(|_| NetnsError::Lost)?
 }
 
 /// [`create`] for a task: the runtime's worker runs other tasks while the thread works.
-pub async fn create_async(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
+pub async fn create_async(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, NetnsError> {
+    let ports = ports.to_vec();
     let (answer, answered) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
         .name("call-netns".into())
-        .spawn(move || drop(answer.send(make_here(proxy))))
+        .spawn(move || drop(answer.send(make_here(proxy, &ports))))
         .map_err(NetnsError::Thread)?;
     answered.await.map_err(|_| NetnsError::Lost)?
 }
 
 /// Whether this process can make a call's namespace: makes one and drops it.
 pub fn probe() -> Result<(), NetnsError> {
-    create(Proxy::Egress).map(drop)
+    create(Proxy::Egress, &[]).map(drop)
 }
 
 /// The steps, on the calling thread, which stays in the new namespace: only for a thread
 /// that ends right after.
-fn make_here(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
+fn make_here(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, NetnsError> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET)
         .map_err(|e| NetnsError::Unshare(e.into()))?;
     loopback_up().map_err(NetnsError::Loopback)?;
-    let listener = match proxy {
-        Proxy::Egress => Some(
-            TcpListener::bind(SocketAddrV4::new(Ipv4Addr::LOCALHOST, PROXY_PORT))
-                .and_then(|l| l.set_nonblocking(true).map(|()| l))
-                .map_err(NetnsError::Listen)?,
-        ),
-        Proxy::None => None,
+    let (listener, transparent, resolver) = match proxy {
+        Proxy::Egress => {
+            let listener = listen(Ipv4Addr::LOCALHOST, PROXY_PORT)?;
+            route::all_addresses_local().map_err(NetnsError::Route)?;
+            let mut wanted: Vec<u16> = TRANSPARENT_PORTS.iter().chain(ports).copied().collect();
+            wanted.sort_unstable();
+            wanted.dedup();
+            let transparent = (wanted.into_iter())
+                .filter(|p| *p != PROXY_PORT)
+                .map(|p| listen(Ipv4Addr::UNSPECIFIED, p))
+                .collect::<Result<Vec<_>, _>>()?;
+            (Some(listener), transparent, Some(resolver()?))
+        }
+        Proxy::None => (None, Vec::new(), None),
     };
     // SAFETY: a static NUL-terminated path; the new fd is owned below.
     let fd = unsafe {
@@ -129,7 +162,27 @@ fn make_here(proxy: Proxy) -> Result<CallNetwork, NetnsError> {
     Ok(CallNetwork {
         namespace,
         listener,
+        transparent,
+        resolver,
     })
+}
+
+/// A non-blocking TCP listener on `ip:port` in the calling thread's namespace.
+fn listen(ip: Ipv4Addr, port: u16) -> Result<TcpListener, NetnsError> {
+    TcpListener::bind(SocketAddrV4::new(ip, port))
+        .and_then(|l| l.set_nonblocking(true).map(|()| l))
+        .map_err(|e| NetnsError::Listen(port, e))
+}
+
+/// The name server's socket: UDP on `0.0.0.0:`[`RESOLVER_PORT`], non-blocking, with
+/// `IP_PKTINFO`.
+fn resolver() -> Result<UdpSocket, NetnsError> {
+    let socket = UdpSocket::bind(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, RESOLVER_PORT))
+        .and_then(|s| s.set_nonblocking(true).map(|()| s))
+        .map_err(|e| NetnsError::Listen(RESOLVER_PORT, e))?;
+    nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::Ipv4PacketInfo, &true)
+        .map_err(|e| NetnsError::Listen(RESOLVER_PORT, e.into()))?;
+    Ok(socket)
 }
 
 /// Sets `IFF_UP` on `lo` of the calling thread's network namespace.
@@ -185,25 +238,66 @@ mod tests {
         if !can_make() {
             return;
         }
-        let net = create(Proxy::Egress).unwrap();
-        // A thread that joins the namespace sees the listener on its loopback and no
-        // route anywhere else.
+        let net = create(Proxy::Egress, &[8443]).unwrap();
+        // A thread that joins the namespace sees the proxy on its loopback; a connection to
+        // any other address lands on the namespace's own listener of that port (the
+        // address kept as the connection's local one), or is refused where none listens.
         let ns = net.namespace.try_clone().unwrap();
         let inside = std::thread::spawn(move || {
             nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
             let mut c = std::net::TcpStream::connect(("127.0.0.1", PROXY_PORT)).unwrap();
             c.write_all(b"ping").unwrap();
-            let out = std::net::TcpStream::connect(("192.0.2.1", 80)).unwrap_err();
-            out.raw_os_error()
+            let mut t = std::net::TcpStream::connect(("192.0.2.1", 8443)).unwrap();
+            t.write_all(b"tls?").unwrap();
+            let refused = std::net::TcpStream::connect(("192.0.2.1", 9)).unwrap_err();
+            let udp = std::net::UdpSocket::bind(("0.0.0.0", 0)).unwrap();
+            udp.send_to(b"question", ("10.9.8.7", RESOLVER_PORT))
+                .unwrap();
+            refused.raw_os_error()
         });
         let errno = inside.join().unwrap();
-        assert_eq!(errno, Some(libc::ENETUNREACH));
+        assert_eq!(errno, Some(libc::ECONNREFUSED));
         let listener = net.listener.unwrap();
         listener.set_nonblocking(false).unwrap();
         let (mut conn, _) = listener.accept().unwrap();
         let mut got = [0u8; 4];
         conn.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"ping");
+        let ports: Vec<u16> = net
+            .transparent
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        assert_eq!(ports, [80, 443, 8443]);
+        let on_8443 = &net.transparent[2];
+        on_8443.set_nonblocking(false).unwrap();
+        let (mut conn, _) = on_8443.accept().unwrap();
+        assert_eq!(conn.local_addr().unwrap().to_string(), "192.0.2.1:8443");
+        conn.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"tls?");
+        let resolver = net.resolver.unwrap();
+        resolver.set_nonblocking(false).unwrap();
+        let mut question = [0u8; 16];
+        let (n, _) = resolver.recv_from(&mut question).unwrap();
+        assert_eq!(&question[..n], b"question");
+    }
+
+    #[test]
+    fn a_loopback_only_namespace_reaches_nothing_outside() {
+        if !can_make() {
+            return;
+        }
+        let net = create(Proxy::None, &[]).unwrap();
+        assert!(net.listener.is_none() && net.transparent.is_empty() && net.resolver.is_none());
+        let ns = net.namespace.try_clone().unwrap();
+        let errno = std::thread::spawn(move || {
+            nix::sched::setns(ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+            let out = std::net::TcpStream::connect(("192.0.2.1", 80)).unwrap_err();
+            out.raw_os_error()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(errno, Some(libc::ENETUNREACH));
     }
 
     /// Reports (never asserts) what a namespace costs to make and drop.
@@ -215,9 +309,9 @@ mod tests {
         let n = 50;
         let start = Instant::now();
         for _ in 0..n {
-            drop(create(Proxy::Egress).unwrap());
+            drop(create(Proxy::Egress, &[]).unwrap());
         }
         let each = start.elapsed() / n;
-        eprintln!("network namespace per call: {each:?} to make (thread, unshare, lo up, bind, open) and drop");
+        eprintln!("network namespace per call: {each:?} to make (thread, unshare, lo up, route, binds, open) and drop");
     }
 }

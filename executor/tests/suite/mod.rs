@@ -33,4 +33,5 @@ mod runtimes;
 mod scratch_cleanup;
 mod sessions;
 mod spawn;
+mod transparent_egress;
 mod warm;

@@ -97,6 +97,11 @@ impl NetworkPattern {
         Ok(Self { scheme, host, port })
     }
 
+    /// The port it allows: its own, else its scheme's default.
+    pub fn port(&self) -> u16 {
+        self.port.unwrap_or(self.scheme.default_port())
+    }
+
     /// Whether a request to `scheme://host:port` is allowed. `host` is compared
     /// case-insensitively; IPv6 hosts are given bracketed.
     pub fn matches(&self, scheme: Scheme, host: &str, port: u16) -> bool {
