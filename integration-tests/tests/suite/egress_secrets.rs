@@ -2,7 +2,8 @@
 //! 127.0.0.1 whose CA the operator trusts with `[egress] extra_roots`:
 //!
 //! - a skill granted the host reaches it with curl and Python over TLS through a `CONNECT`
-//!   tunnel (the sandbox's CA bundle holds the extra roots);
+//!   tunnel (the sandbox's CA bundle holds the extra roots), and with Node's `fetch`, which
+//!   ignores the proxy variables and is taken to the proxy by the call's namespace;
 //! - a skill granted `API_KEY` bound to that host holds only a placeholder; the server gets
 //!   the real key in the header and the query (the proxy ends the program's TLS with the
 //!   workspace's egress CA, which the sandbox trusts), and never the placeholder;
@@ -84,19 +85,6 @@ fn output(r: &Value) -> &str {
     r["data"]["output"].as_str().unwrap_or_default()
 }
 
-/// Whether this Node's `fetch` honours the proxy variables (`NODE_USE_ENV_PROXY`, Node
-/// 22.21 and 24 on).
-fn node_fetch_uses_proxy() -> bool {
-    let Ok(out) = std::process::Command::new("node").arg("--version").output() else {
-        return false;
-    };
-    let v = String::from_utf8_lossy(&out.stdout);
-    let mut parts = v.trim().trim_start_matches('v').split('.');
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    major >= 24 || (major == 22 && minor >= 21)
-}
-
 #[test]
 fn https_and_a_bound_secret_reach_their_host_and_the_key_never_enters_the_sandbox() {
     let s = server();
@@ -119,7 +107,10 @@ fn https_and_a_bound_secret_reach_their_host_and_the_key_never_enters_the_sandbo
         let r = exec(&sb, "tls-weather", &format!("curl -sS {url}/hello"));
         assert_eq!(output(&r), HELLO, "{r}");
     }
-    if on_sandbox_path("node") && node_fetch_uses_proxy() {
+    // Node's fetch (which before Node 22.21 reads no proxy variable) dials the host
+    // itself: the namespace takes the connection to the proxy all the same.
+    let node = on_sandbox_path("node");
+    if node {
         let r = exec(
             &sb,
             "tls-weather",
@@ -127,7 +118,7 @@ fn https_and_a_bound_secret_reach_their_host_and_the_key_never_enters_the_sandbo
         );
         assert!(output(&r).contains(HELLO), "{r}");
     } else {
-        eprintln!("skipped Node fetch: this Node's fetch ignores HTTPS_PROXY (Node 22.21+ or 24+ honour NODE_USE_ENV_PROXY)");
+        eprintln!("skipped Node fetch: no node on the sandbox's path");
     }
 
     // The keyed skill holds a placeholder, never the key.
@@ -159,6 +150,18 @@ fn https_and_a_bound_secret_reach_their_host_and_the_key_never_enters_the_sandbo
             &format!("curl -sS -H \"Authorization: Bearer $API_KEY\" \"{url}/auth?key=$API_KEY\""),
         );
         assert_eq!(output(&r), "authorized", "{r}");
+    }
+    if node {
+        // The same substitution for a program that ignores the proxy.
+        let r = exec(
+            &sb,
+            "keyed-api",
+            &format!(
+                "node -e \"const k = process.env.API_KEY; fetch('{url}/auth?key=' + k, \
+                 {{headers: {{Authorization: 'Bearer ' + k}}}}).then(r => r.text()).then(console.log)\""
+            ),
+        );
+        assert_eq!(output(&r).trim(), "authorized", "{r}");
     }
     let seen = s.seen();
     let auth: Vec<_> = seen
