@@ -2,7 +2,8 @@
 //! nothing, granted one host by the operator (`[grants.<skill>] network`), reaches it with
 //! Python's urllib and curl through the executor's relay and the core's egress proxy
 //! (`HTTP_PROXY` in its environment, its own network namespace); a host it was not granted
-//! is refused with the proxy's reason; a direct connection goes nowhere; the call's record
+//! is refused with the proxy's reason; a direct connection to an address is taken to the
+//! proxy by the call's namespace and refused there (no host was declared for it); the call's record
 //! lists each connection.
 
 use std::path::Path;
@@ -136,12 +137,18 @@ fn a_granted_host_is_reached_by_any_program_through_the_egress_proxy_and_nothing
                     .contains("127.0.0.1")),
         "{call}"
     );
-    // Around the proxy: nothing.
+    // Around the proxy: the namespace takes the connection (its own listener of a port the
+    // skill's hosts name) to the proxy, which refuses an address nobody declared.
     let r = exec(
         &sb,
-        &format!("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)\""),
+        &format!(
+            "python3 -c \"import socket; s = socket.create_connection(('127.0.0.1', {port}), timeout=5); \
+             s.sendall(b'GET /hello HTTP/1.1\\r\\nHost: 127.0.0.1\\r\\n\\r\\n'); \
+             print(s.recv(4096).decode().splitlines()[0])\""
+        ),
     );
-    assert_ne!(r["data"]["exit_code"], 0, "{r}");
+    let status = r["data"]["output"].as_str().unwrap_or_default();
+    assert!(status.contains(" 403 "), "{r}");
     let hits = sb.allowed.hits();
     assert_eq!(
         hits.iter().filter(|h| h.starts_with("/hello")).count(),
