@@ -7,7 +7,6 @@
 //! [`FakeCore`]; a runtime the machine lacks is reported SKIPPED by name.
 
 use std::path::{Path, PathBuf};
-use std::process::Command as Process;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,7 +22,7 @@ use skillbox_protocol::session::{Command, SessionExecParams, SessionLimits};
 
 use super::context_files::runtime;
 use super::harness::fake_core::FakeCore;
-use super::harness::{assert_mentions, chmod, scratch_root, unique, SkillRoot};
+use super::harness::{assert_mentions, build_go, chmod, have, scratch_root, unique, SkillRoot};
 
 /// A sandbox limiting memory by a cgroup per call (`true`) or by rlimits.
 fn sandbox(cgroups: bool) -> Sandbox {
@@ -58,44 +57,13 @@ fn cgroup_mode_or_skip(test: &str) -> bool {
     here
 }
 
-/// Whether `program` is on PATH; says SKIPPED otherwise.
-fn have(program: &str) -> bool {
-    let found = std::env::var_os("PATH")
-        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
-    if !found {
-        eprintln!("SKIPPED {program}: not installed on this machine");
-    }
-    found
-}
-
 /// A Go program printing a line, built into `dir` with the machine's Go toolchain.
 fn go_program(dir: &Path) -> Option<PathBuf> {
-    std::fs::create_dir_all(dir).unwrap();
-    if !have("go") {
-        return None;
-    }
-    let src = tempfile::tempdir().unwrap();
-    let main = src.path().join("main.go");
-    std::fs::write(
-        &main,
+    build_go(
+        dir,
+        "hello-go",
         "package main\nimport \"fmt\"\nfunc main() { fmt.Println(\"hello from go\") }\n",
     )
-    .unwrap();
-    let out = dir.join("hello-go");
-    let status = Process::new("go")
-        .arg("build")
-        .arg("-o")
-        .arg(&out)
-        .arg(&main)
-        .env("GOCACHE", src.path().join("cache"))
-        .env("GOPATH", src.path().join("path"))
-        .env("GO111MODULE", "off")
-        .env("HOME", src.path())
-        .status()
-        .unwrap();
-    assert!(status.success(), "go build failed");
-    chmod(&out, 0o755);
-    Some(out)
 }
 
 /// The runtimes this machine has, each as (name, argv of a command that starts it, what

@@ -2,8 +2,9 @@
 //! proxy"): in a network call's namespace their lookups are answered there and their
 //! connections, to the ports the skill's hosts name, are carried to the proxy as proxied
 //! ones are. Python's `http.client` (which reads no proxy variable), Node's built-in
-//! `fetch` (which ignores them before Node 22.21), a TLS-looking raw connection (sent as
-//! `CONNECT`), and a host the proxy refuses, whose `403` reaches the program.
+//! `fetch` (which ignores them before Node 22.21), a Go program whose HTTP client has no
+//! proxy (Go's own resolver, over UDP), a TLS-looking raw connection (sent as `CONNECT`),
+//! and a host the proxy refuses, whose `403` reaches the program.
 
 use std::time::Instant;
 
@@ -17,7 +18,7 @@ use super::context_files::{runtime, sandbox};
 use super::egress::{namespaces_available, network_skill, CALL_ID, TOKEN};
 use super::harness::fake_core::FakeCore;
 use super::harness::fake_proxy::TestServer;
-use super::harness::SkillRoot;
+use super::harness::{build_go, SkillRoot};
 
 /// Runs `skill:run` with the operator's grant of `http://api.test:<port>` and
 /// `http://elsewhere.test:<port>` (the proxy refuses the second, as the core refuses an
@@ -62,6 +63,13 @@ def tls_looking():
     s = socket.create_connection(("api.test", port), timeout=20)
     s.sendall(b"\x16GET /tls HTTP/1.1\r\n\r\n")
     return s.recv(4096).decode(errors="replace")
+def go_direct():
+    home = os.environ.get("SKILLBOX_SKILL_DIR") or os.path.dirname(os.path.abspath(__file__))
+    exe = os.path.join(home, "bin", "direct-go")
+    if not os.path.exists(exe):
+        return {"code": -1, "out": "no go", "err": ""}
+    p = subprocess.run([exe, "http://api.test:%d/go" % port], capture_output=True, text=True, timeout=60)
+    return {"code": p.returncode, "out": p.stdout.strip(), "err": p.stderr[-500:]}
 def node_fetch():
     js = "fetch('http://api.test:%d/node').then(r => r.text()).then(t => console.log(t), e => { console.log('failed: ' + e.cause); process.exit(3) })" % port
     p = subprocess.run(["node", "-e", js], capture_output=True, text=True, timeout=60)
@@ -73,7 +81,31 @@ reply({
     "refused": attempt(lambda: plain("elsewhere.test", "/nope")),
     "tls": attempt(tls_looking),
     "node": attempt(node_fetch),
+    "go": attempt(go_direct),
 })
+"#;
+
+/// A Go program fetching its argument with a client that has no proxy at all (as a Go
+/// binary built without proxy support does).
+const GO_DIRECT: &str = r#"package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+)
+
+func main() {
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	r, err := client.Get(os.Args[1])
+	if err != nil {
+		fmt.Println("failed:", err)
+		os.Exit(3)
+	}
+	body, _ := io.ReadAll(r.Body)
+	fmt.Println(string(body))
+}
 "#;
 
 #[test]
@@ -84,6 +116,7 @@ fn programs_that_ignore_the_proxy_reach_their_hosts_through_it_and_nothing_else(
     let server = TestServer::start();
     let root = SkillRoot::new();
     network_skill(&root, "direct", DIRECT);
+    let go = build_go(&root.skills().join("direct/bin"), "direct-go", GO_DIRECT).is_some();
     let core = FakeCore::default();
     let r = run_granted(&root, &core, server.port);
     assert!(r.success, "{r:?}");
@@ -114,12 +147,20 @@ fn programs_that_ignore_the_proxy_reach_their_hosts_through_it_and_nothing_else(
         .map(|p| p.request_line)
         .collect();
     lines.sort();
+    let go_out = &out["go"]["value"];
+    if go {
+        assert_eq!(go_out["code"], 0, "{out}");
+        assert_body(go_out["out"].as_str(), "/go HTTP/1.1", &out);
+    }
     let mut expected = vec![
         format!("CONNECT api.test:{port} HTTP/1.1"),
         format!("GET http://api.test:{port}/node HTTP/1.1"),
         format!("GET http://api.test:{port}/python HTTP/1.1"),
         format!("GET http://elsewhere.test:{port}/nope HTTP/1.1"),
     ];
+    if go {
+        expected.push(format!("GET http://api.test:{port}/go HTTP/1.1"));
+    }
     expected.sort();
     assert_eq!(lines, expected, "what reached the proxy: {out}");
 }

@@ -85,6 +85,43 @@ pub fn unique(prefix: &str) -> String {
     )
 }
 
+/// Whether `program` is on PATH; says SKIPPED otherwise.
+pub fn have(program: &str) -> bool {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(program).is_file()));
+    if !found {
+        eprintln!("SKIPPED {program}: not installed on this machine");
+    }
+    found
+}
+
+/// The Go program `source` built as `dir/name` with the machine's Go toolchain (no
+/// module, a cache of its own); `None` (SKIPPED said) where Go is missing.
+pub fn build_go(dir: &Path, name: &str, source: &str) -> Option<PathBuf> {
+    std::fs::create_dir_all(dir).unwrap();
+    if !have("go") {
+        return None;
+    }
+    let src = tempfile::tempdir().unwrap();
+    let main = src.path().join("main.go");
+    std::fs::write(&main, source).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("go")
+        .arg("build")
+        .arg("-o")
+        .arg(&out)
+        .arg(&main)
+        .env("GOCACHE", src.path().join("cache"))
+        .env("GOPATH", src.path().join("path"))
+        .env("GO111MODULE", "off")
+        .env("HOME", src.path())
+        .status()
+        .unwrap();
+    assert!(status.success(), "go build failed");
+    chmod(&out, 0o755);
+    Some(out)
+}
+
 /// Sets `mode` on `path`.
 pub fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
