@@ -64,6 +64,15 @@ pub fn deps(a: DepsArgs) -> anyhow::Result<u8> {
                 p["sha256"].as_str().unwrap_or("?")
             );
         }
+        for line in answer["not_taken"].as_array().into_iter().flatten() {
+            println!("  not taken: {}", line.as_str().unwrap_or_default());
+        }
+        for line in answer["egress_refused"].as_array().into_iter().flatten() {
+            println!(
+                "  refused by the egress proxy: {}",
+                line.as_str().unwrap_or_default()
+            );
+        }
         if !ok {
             eprintln!("{}", answer["log_tail"].as_str().unwrap_or_default());
         }

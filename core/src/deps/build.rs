@@ -98,6 +98,7 @@ impl DepsBuilder {
                         executors: vec![addr.to_string()],
                         finished_ms: unix_ms_now(),
                         egress_refused,
+                        not_taken: skill.dependencies.problems.clone(),
                     });
                 }
             }
@@ -112,6 +113,7 @@ impl DepsBuilder {
             executors: built_on,
             finished_ms: unix_ms_now(),
             egress_refused,
+            not_taken: skill.dependencies.problems.clone(),
         })
     }
 

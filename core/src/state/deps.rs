@@ -39,6 +39,10 @@ pub struct DepsRecord {
     /// file host the index links to and `[deps] file_hosts` does not name shows here.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub egress_refused: Vec<String>,
+    /// Lines of the skill's requirement files that were not taken, each with why (an
+    /// option, a URL, a path): never dropped silently.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_taken: Vec<String>,
 }
 
 /// Every skill's last build, on disk and in memory, and which builds run now.
@@ -148,6 +152,7 @@ mod tests {
     fn record(skill: &str, digest: &str, ok: bool) -> DepsRecord {
         DepsRecord {
             egress_refused: Vec::new(),
+            not_taken: Vec::new(),
             skill: skill.into(),
             digest: digest.into(),
             ok,

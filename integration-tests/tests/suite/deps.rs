@@ -68,7 +68,8 @@ fn index() -> &'static Index {
 /// `(skill, requirements.txt)`: each a SKILL.md and `scripts/show.py`, which prints the
 /// version of the package it imports.
 const SKILLS: [(&str, &str); 6] = [
-    ("demo-one", "skbdemo==1.0\n"),
+    // A line skillbox does not take (another index): named in the record, not dropped.
+    ("demo-one", "skbdemo==1.0\n--extra-index-url http://elsewhere.test/simple\n"),
     ("demo-two", "skbdemo==2.0\n"),
     ("needs-missing", "skbnothere==1.0\n"),
     ("needs-sdist", "skbsrc==1.0\n"),
@@ -161,6 +162,10 @@ fn a_skill_runs_with_the_dependencies_built_for_it_and_a_bad_build_says_why() {
     assert_eq!(packages.len(), 1, "{built}");
     assert_eq!(packages[0]["name"], "skbdemo");
     assert_eq!(packages[0]["sha256"].as_str().unwrap().len(), 64, "{built}");
+    assert!(
+        built["not_taken"].to_string().contains("--extra-index-url"),
+        "the line not taken is named in the record: {built}"
+    );
     assert_eq!(problem(&sb, "demo-one"), "");
     let r = script(&sb, "demo-one");
     assert_eq!(
