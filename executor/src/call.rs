@@ -4,29 +4,31 @@
 //! protocol under the timeout and output budget, end every process, and say which limit
 //! or rule ended the call.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::ToolResult;
-use skillbox_protocol::skill::ToolProtocol;
+use skillbox_protocol::skill::{Skill, Tool};
+use skillbox_protocol::workdir::WorkDir;
 use tracing::Instrument;
 
-use crate::broker::CapabilityBroker;
+use crate::broker::{CallInfo, CapabilityBroker};
 use crate::call_clock::CallClock;
 pub use crate::call_error::CallError;
-use crate::exit_cause::{
-    exit_failure, last_line, memory_exhausted, memory_line, CallLimits, FILE_TOO_LARGE,
-};
-use crate::launch::{self, Network, Plan};
-use crate::registry::{LockRefusal, Registry};
-use crate::sandbox;
-use crate::sandbox::Sandbox;
+use crate::exit_cause::CallLimits;
+use crate::launch::{self, Launched, Network, Plan};
+use crate::registry::{LockRefusal, RegisteredSkill, Registry};
+use crate::sandbox::{self, Sandbox};
 use crate::script;
-use crate::stdio::output::{self, Budget, StderrLog};
-use crate::stdio::{jsonrpc, StdioFailure};
+use crate::stdio::output::Budget;
+use crate::warm::WarmProcess;
 use crate::workdir;
+
+mod converse;
+
+use converse::{Request, Stderr, Talk};
 
 /// Runs one call that arrived at the executor's handler at `arrived`, and reports it with
 /// its stages; never panics on tool behaviour.
@@ -66,6 +68,8 @@ pub async fn execute<B: CapabilityBroker>(
     result
 }
 
+/// The call's steps: the skill found and the tool's arguments checked, the tool started
+/// warm or cold, the conversation under the timeout, the end ([`finish`]).
 async fn run<B: CapabilityBroker>(
     sandbox: &Sandbox,
     registry: &Registry,
@@ -73,20 +77,7 @@ async fn run<B: CapabilityBroker>(
     params: ToolExecuteParams,
     clock: &mut CallClock,
 ) -> Result<Value, CallError> {
-    let registered =
-        registry
-            .skill(&params.skill)
-            .ok_or_else(|| match registry.refusal(&params.skill) {
-                Some(LockRefusal::Changed(reason)) => CallError::Changed(reason.clone()),
-                Some(LockRefusal::LockUnreadable(reason)) => {
-                    CallError::LockUnreadable(reason.clone())
-                }
-                None => CallError::NotFound(format!(
-                    "no skill named {:?} in {}",
-                    params.skill,
-                    registry.describe_roots()
-                )),
-            })?;
+    let registered = find_skill(registry, &params.skill)?;
     let skill = &registered.skill;
     let script_tool;
     let tool = match &params.script {
@@ -94,23 +85,7 @@ async fn run<B: CapabilityBroker>(
             script_tool = script::script_tool(skill, run)?;
             &script_tool
         }
-        None => {
-            let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
-                CallError::NotFound(format!(
-                    "skill {:?} has no tool {:?}",
-                    skill.name, params.tool
-                ))
-            })?;
-            let problems: Vec<String> = validator
-                .iter_errors(&params.args)
-                .take(5)
-                .map(|e| schema_problem(&e))
-                .collect();
-            if !problems.is_empty() {
-                return Err(CallError::InvalidArgs(problems.join("; ")));
-            }
-            tool
-        }
+        None => checked_tool(&registered, &params)?,
     };
     let is_script = params.script.is_some();
     // The skill's built dependencies, which must be on this executor.
@@ -135,170 +110,142 @@ async fn run<B: CapabilityBroker>(
     };
     let plain_args = plan.args.clone();
     let call = plan.call.clone();
-    // A prestarted process has no per-call env values and runs in the skill folder: a
-    // call that carries some, runs in a context or needs a namespace of its own starts
-    // cold.
-    let has_values = (params.envelope.env.keys())
-        .any(|n| launch::may_receive(skill, &params.envelope.granted_env, n));
-    let cold_only = has_values
-        || plan.max_file_mb != skill.execution.max_file_mb
-        || plan.work.is_some()
-        || is_script
-        || plan.network != Network::None
-        || plan.deps.is_some();
-    let warm = if skill.execution.prestart > 0 && !cold_only {
+    let warm = if skill.execution.prestart > 0 && !starts_cold(&params, skill, &plan) {
         registry.warm().take(sandbox, &registered, tool)
     } else {
         None
     };
-    let mut baseline = None;
-    let mut listener = None;
-    let (mut child, guard) = match warm {
-        Some(warm) => {
-            if let Some(args) = &plain_args {
-                let written = sandbox::write_args_file(
-                    warm.guard.scratch(),
-                    args.as_bytes(),
-                    warm.guard.uid(),
-                );
-                if let Err(e) = written {
-                    warm.end();
-                    return Err(CallError::Sandbox(format!(
-                        "cannot write the arguments file of a prestarted tool: {e}"
-                    )));
-                }
-            }
-            (warm.child, warm.guard)
-        }
-        None => {
-            let launched = launch::launch(sandbox, broker, plan).await?;
-            listener = launched.listener;
-            baseline = launched.baseline;
-            (launched.child, launched.guard)
-        }
-    };
+    let mut started = start(sandbox, broker, warm, plan, plain_args.as_deref()).await?;
     clock.spawned = Some(Instant::now());
     let budget = Budget::new(skill.execution.max_output_bytes);
-    let log = Arc::new(Mutex::new(StderrLog::default()));
-    let mut stderr_task = child.stderr.take().map(|s| {
-        tokio::spawn(output::drain_stderr(
-            s,
-            Arc::clone(&budget),
-            Arc::clone(&log),
-        ))
-    });
-    let (stdin, stdout) = (child.stdin.take(), child.stdout.take());
-    let conversation = async {
-        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
-            return Err(CallError::Sandbox("tool stdio was not piped".into()));
-        };
-        match tool.protocol {
-            ToolProtocol::Jsonrpc => {
-                let answer =
-                    jsonrpc::converse(stdin, stdout, &call, &params.args, broker, &budget).await;
-                match answer {
-                    Ok(Ok(v)) => Ok(Ok(v)),
-                    // A tool that caught its allocation failure and reported it was
-                    // stopped by the memory limit all the same.
-                    Ok(Err(e)) if memory_exhausted(&e.message) => Ok(Err(CallError::Memory(
-                        limits.memory_mb,
-                        format!(
-                            "; the tool reported error {}: {}",
-                            e.code,
-                            last_line(&e.message)
-                        ),
-                    ))),
-                    Ok(Err(e)) => Ok(Err(CallError::Tool(format!(
-                        "the tool reported error {}: {}",
-                        e.code, e.message
-                    )))),
-                    Err(StdioFailure::OutputLimit) => Err(CallError::Output(budget.max())),
-                    Err(StdioFailure::Protocol(m)) => Ok(Err(CallError::Protocol(m))),
-                    Err(StdioFailure::Eof) => {
-                        let status = child.wait().await.ok();
-                        wait_for_stderr(stderr_task.as_mut(), &budget).await;
-                        Err(exit_failure(status, &log, limits, true))
-                    }
-                }
-            }
-            ToolProtocol::Plain => {
-                // Written while stdout is read: a tool may answer before it has read all of
-                // a large argument (or never read it), and neither side may block the other.
-                // Arguments that fit the pipe's buffer (most) go in at once with one
-                // non-blocking write, straight to the fd (the runtime does not know the new
-                // pipe is writable yet), and stdin closes with the unused closure below;
-                // only the rest of a larger one needs a task of its own.
-                let input = plain_args.clone().unwrap_or_default();
-                let written = nix::unistd::write(&stdin, input.as_bytes()).unwrap_or(0);
-                let writer = (written < input.len()).then(|| {
-                    let mut stdin = stdin;
-                    tokio::spawn(async move {
-                        let rest = &input.as_bytes()[written..];
-                        let _ = tokio::io::AsyncWriteExt::write_all(&mut stdin, rest).await;
-                    })
-                });
-                let out = output::read_all(stdout, &budget)
-                    .await
-                    .ok_or(CallError::Output(budget.max()))?;
-                if let Some(writer) = writer {
-                    writer.abort();
-                }
-                let status = child.wait().await.ok();
-                wait_for_stderr(stderr_task.as_mut(), &budget).await;
-                if budget.is_exceeded() {
-                    return Err(CallError::Output(budget.max()));
-                }
-                let code = status.and_then(|s| s.code());
-                if code.is_none() {
-                    return Err(exit_failure(status, &log, limits, false));
-                }
-                let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
-                let result = json!({
-                    "stdout": String::from_utf8_lossy(&out),
-                    "stderr": stderr,
-                    "exit_code": code,
-                });
-                Ok(if code == Some(0) {
-                    Ok(result)
-                } else if stderr.contains(FILE_TOO_LARGE) {
-                    // Python, for one, ignores SIGXFSZ and exits 1 on the EFBIG.
-                    Err(CallError::FileSize(limits.max_file_mb))
-                } else if memory_exhausted(&stderr) {
-                    // Python, for one, exits 1 on an uncaught MemoryError.
-                    Err(CallError::Memory(
-                        limits.memory_mb,
-                        format!("; stderr: {}", memory_line(&stderr)),
-                    ))
-                } else if is_script {
-                    Err(CallError::Tool(script::failure_message(
-                        code.unwrap_or(-1),
-                        &out,
-                        &stderr,
-                    )))
-                } else {
-                    Err(CallError::Tool(format!(
-                        "exited with code {}: {}",
-                        code.unwrap_or(-1),
-                        last_line(&stderr)
-                    )))
-                })
-            }
-        }
+    let mut stderr = Stderr::drain(&mut started.child, &budget);
+    let (stdin, stdout) = (started.child.stdin.take(), started.child.stdout.take());
+    let talk = Talk {
+        child: &mut started.child,
+        stderr: &mut stderr,
+        budget: &budget,
+        limits,
     };
-    let guarded = async {
-        tokio::select! {
-            r = conversation => r,
-            _ = budget.exceeded.notified() => Err(CallError::Output(budget.max())),
-        }
+    let request = Request {
+        protocol: tool.protocol,
+        call: &call,
+        args: &params.args,
+        plain_args,
+        is_script,
     };
+    let conversation = talk.converse(stdin, stdout, request, broker);
     // The proxy port's connections are carried while the call runs and dropped with it.
-    let guarded = launch::relay_while(listener, broker, &call, guarded);
+    let guarded = launch::relay_while(started.listener.take(), broker, &call, conversation);
     let outcome = match tokio::time::timeout(Duration::from_millis(timeout_ms), guarded).await {
-        Ok(Ok(inner)) => inner,
-        Ok(Err(e)) => Err(e),
+        Ok(outcome) => outcome,
         Err(_) => Err(CallError::Timeout(timeout_ms)),
     };
     clock.answered = Some(Instant::now());
+    let sync = (params.workdir.as_ref()).map(|limits| (broker, &call, limits));
+    finish(started, stderr, outcome, limits.memory_mb, sync).await
+}
+
+/// The registered skill `name`, or why there is none: the install lock kept it out, or no
+/// root holds it.
+fn find_skill(registry: &Registry, name: &str) -> Result<Arc<RegisteredSkill>, CallError> {
+    registry
+        .skill(name)
+        .ok_or_else(|| match registry.refusal(name) {
+            Some(LockRefusal::Changed(reason)) => CallError::Changed(reason.clone()),
+            Some(LockRefusal::LockUnreadable(reason)) => CallError::LockUnreadable(reason.clone()),
+            None => CallError::NotFound(format!(
+                "no skill named {:?} in {}",
+                name,
+                registry.describe_roots()
+            )),
+        })
+}
+
+/// The declared tool the call names, once its arguments passed the tool's schema (the
+/// first five problems said when they did not), before anything is spawned.
+fn checked_tool<'a>(
+    registered: &'a RegisteredSkill,
+    params: &ToolExecuteParams,
+) -> Result<&'a Tool, CallError> {
+    let (tool, validator) = registered.tool(&params.tool).ok_or_else(|| {
+        CallError::NotFound(format!(
+            "skill {:?} has no tool {:?}",
+            registered.skill.name, params.tool
+        ))
+    })?;
+    let problems: Vec<String> = validator
+        .iter_errors(&params.args)
+        .take(5)
+        .map(|e| schema_problem(&e))
+        .collect();
+    if !problems.is_empty() {
+        return Err(CallError::InvalidArgs(problems.join("; ")));
+    }
+    Ok(tool)
+}
+
+/// Whether the call must start a process of its own rather than take a prestarted one. A
+/// prestarted process has no per-call env values and runs in the skill folder: a call that
+/// carries some, runs in a context or needs a namespace of its own starts cold.
+fn starts_cold(params: &ToolExecuteParams, skill: &Skill, plan: &Plan) -> bool {
+    let has_values = (params.envelope.env.keys())
+        .any(|n| launch::may_receive(skill, &params.envelope.granted_env, n));
+    has_values
+        || plan.max_file_mb != skill.execution.max_file_mb
+        || plan.work.is_some()
+        || params.script.is_some()
+        || plan.network != Network::None
+        || plan.deps.is_some()
+}
+
+/// Starts the tool: the prestarted process `warm` (no namespace, no context), given its
+/// arguments file when the tool takes `plain_args`, or else `plan` launched cold.
+async fn start<B: CapabilityBroker>(
+    sandbox: &Sandbox,
+    broker: &B,
+    warm: Option<WarmProcess>,
+    plan: Plan,
+    plain_args: Option<&str>,
+) -> Result<Launched, CallError> {
+    let Some(warm) = warm else {
+        return Ok(launch::launch(sandbox, broker, plan).await?);
+    };
+    if let Some(args) = plain_args {
+        let written =
+            sandbox::write_args_file(warm.guard.scratch(), args.as_bytes(), warm.guard.uid());
+        if let Err(e) = written {
+            warm.end();
+            return Err(CallError::Sandbox(format!(
+                "cannot write the arguments file of a prestarted tool: {e}"
+            )));
+        }
+    }
+    Ok(Launched {
+        child: warm.child,
+        guard: warm.guard,
+        listener: None,
+        baseline: None,
+        work: None,
+    })
+}
+
+/// Ends the call whose conversation came to `outcome`: the tool and everything it left
+/// killed and reaped, a kill by the OOM killer said as the memory limit ([`oom_as_memory_limit`]),
+/// the work folder of a call in a context synced back (`sync`: the broker, the call, the
+/// context's limits), then the user id and the scratch folder released.
+async fn finish<B: CapabilityBroker>(
+    started: Launched,
+    stderr: Stderr,
+    outcome: Result<Value, CallError>,
+    memory_mb: u64,
+    sync: Option<(&B, &CallInfo, &WorkDir)>,
+) -> Result<Value, CallError> {
+    let Launched {
+        mut child,
+        guard,
+        mut baseline,
+        ..
+    } = started;
     let _ = child.start_kill();
     // The tool is not reaped yet (waiting above only observed its exit), so its pid and
     // process group id are still its own.
@@ -307,11 +254,11 @@ async fn run<B: CapabilityBroker>(
     // Reaped before the release, so that a call that left nothing behind needs no kill
     // helper there (the tool itself would still count as a process of the call's user).
     child.reap();
-    let outcome = oom_as_memory_limit(outcome, &guard, limits.memory_mb);
-    let outcome = match (&params.workdir, &mut baseline) {
-        (Some(limits), Some(baseline)) => {
+    let outcome = oom_as_memory_limit(outcome, &guard, memory_mb);
+    let outcome = match (sync, &mut baseline) {
+        (Some((broker, call, limits)), Some(baseline)) => {
             let work = guard.scratch().join(sandbox::WORK_DIR);
-            let report = workdir::sync_back(broker, &call, &work, limits, baseline).await;
+            let report = workdir::sync_back(broker, call, &work, limits, baseline).await;
             match (outcome, report.failure()) {
                 (Ok(_), Some((kind, message))) => Err(CallError::Files(kind, message)),
                 (outcome, _) => outcome,
@@ -320,7 +267,7 @@ async fn run<B: CapabilityBroker>(
         _ => outcome,
     };
     guard.release();
-    if let Some(task) = stderr_task {
+    if let Some(task) = stderr.task {
         task.abort();
     }
     outcome
@@ -343,21 +290,6 @@ fn oom_as_memory_limit(
         }
         other => other,
     }
-}
-
-/// Longest wait for the stderr reader after the tool exited (a grandchild may keep the
-/// pipe open; it dies with the call anyway).
-const STDERR_DRAIN_WAIT: Duration = Duration::from_millis(200);
-
-/// Waits, bounded, until the stderr reader has seen the end of the stream (or stopped at
-/// the output budget). Awaits the reader itself: no polling, so a tool that exits with its
-/// stderr closed is reported as soon as the reader sees the end.
-async fn wait_for_stderr(task: Option<&mut tokio::task::JoinHandle<()>>, budget: &Budget) {
-    let Some(task) = task else { return };
-    if budget.is_exceeded() || task.is_finished() {
-        return;
-    }
-    let _ = tokio::time::timeout(STDERR_DRAIN_WAIT, task).await;
 }
 
 /// The longest rendering of a refused argument value that an error message echoes.
@@ -385,6 +317,8 @@ fn schema_problem(e: &jsonschema::ValidationError<'_>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     fn problems(schema: Value, args: Value) -> Vec<String> {
