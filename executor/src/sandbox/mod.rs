@@ -3,7 +3,7 @@
 //! [`Sandbox::new`] probes the kernel and compiles the seccomp policy once, refusing to
 //! start where the sandbox cannot be enforced (unless `insecure_no_sandbox`).
 //! [`Sandbox::prepare`] makes one call's scratch dir, user, Landlock ruleset, environment
-//! and command; [`spawn::Launch::spawn`] starts it, and [`child::ChildSetup`] applies the
+//! and command (`prepare.rs`, one step each); [`spawn::Launch::spawn`] starts it, and [`child::ChildSetup`] applies the
 //! rest between clone and exec. A network call ([`Sandbox::call_network`]) gets a network
 //! namespace of its own ([`netns`]), the network variant of the seccomp filters and the
 //! proxy environment.
@@ -19,6 +19,7 @@ pub mod limits;
 pub mod memcg;
 pub mod netns;
 pub mod orphans;
+mod prepare;
 pub mod probe;
 pub mod reaper;
 pub mod remove_tree;
@@ -36,19 +37,15 @@ use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
 
-use self::child::{ChildSetup, Seccomp};
 pub use self::child_process::SandboxChild;
 pub use self::config::{SandboxConfig, SandboxError};
 pub use self::guard::{CallGuard, FinishTimings, PrepareTimings};
-use self::limits::{Limits, MemoryLimit};
 use self::memcg::MemoryCgroups;
 use self::netns::CallNetwork;
 pub use self::orphans::run_adopting_orphans;
 use self::probe::KernelSupport;
-use self::reaper::{CallUser, Releaser, UserPool};
-use self::scratch::Scratch;
+use self::reaper::{Releaser, UserPool};
 use self::seccomp::ToolFilters;
 use self::slots::ReadySlots;
 pub use self::spawn::{ChildStdio, Launch};
@@ -63,9 +60,6 @@ pub const DEFAULT_MAX_PRESTARTED: usize = 16;
 
 /// User ids with scratch dirs a long-running executor keeps made ahead of calls.
 pub const DEFAULT_READY_SLOTS: usize = 2;
-
-/// Longest a call waits for a user id that an ended call is still releasing.
-const RELEASE_WAIT: Duration = Duration::from_secs(2);
 
 /// Waits until every ended call is released (its processes killed, its user id unlocked)
 /// and every scratch dir removed: a one-shot executor calls this before it exits.
@@ -303,199 +297,6 @@ impl Sandbox {
     pub fn blobs(&self) -> &BlobCache {
         &self.blobs
     }
-
-    /// Prepares one call.
-    pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
-        if let Some(sub) = spec.work {
-            if !sub
-                .components()
-                .all(|c| matches!(c, std::path::Component::Normal(_)))
-            {
-                return Err(SandboxError::WorkDir(sub.to_path_buf()));
-            }
-        }
-        let Some(program) = spec.argv.first() else {
-            return Err(SandboxError::ProgramNotFound {
-                program: String::new(),
-                path: env::SANDBOX_PATH,
-            });
-        };
-        let mut timings = PrepareTimings::default();
-        let mut step = Instant::now();
-        let mut lap = |d: &mut Duration| {
-            let now = Instant::now();
-            *d = now - step;
-            step = now;
-        };
-        // A user id and scratch dir made ahead, or made now.
-        let (user, ready_scratch) = match self.slots.as_ref().and_then(|s| s.take()) {
-            Some(slot) => (slot.user, Some(slot.scratch)),
-            None => match &self.users {
-                Some(pool) => (Some(self.acquire_user(pool)?), None),
-                None => (None, None),
-            },
-        };
-        lap(&mut timings.user);
-        if let Some(skill_dir) = spec.skill_dir {
-            if user.is_some() && !self.reachable_by_others(skill_dir) {
-                return Err(SandboxError::SkillNotReadable(skill_dir.to_path_buf()));
-            }
-        }
-        let scratch = match ready_scratch {
-            Some(scratch) => scratch,
-            None => Scratch::create(&self.config.scratch_root, user.as_ref().map(|u| u.uid))
-                .map_err(|source| SandboxError::Scratch {
-                    root: self.config.scratch_root.clone(),
-                    source,
-                })?,
-        };
-        let uid = user.as_ref().map(|u| u.uid);
-        let cwd = match spec.work {
-            Some(sub) => {
-                let work = scratch.path().join(WORK_DIR);
-                let cwd = work.join(sub);
-                scratch::make_owned_dirs(scratch.path(), &cwd, uid).map_err(|source| {
-                    SandboxError::Scratch {
-                        root: self.config.scratch_root.clone(),
-                        source,
-                    }
-                })?;
-                cwd
-            }
-            None => match spec.skill_dir {
-                Some(dir) => dir.to_path_buf(),
-                None => scratch.path().to_path_buf(),
-            },
-        };
-        let program = resolve_program(spec.skill_dir.unwrap_or(&cwd), program)?;
-        lap(&mut timings.scratch);
-        let mut env = spec.env;
-        if spec.args_file != ArgsFile::None {
-            let path = scratch.path().join(ARGS_FILE_NAME);
-            if let ArgsFile::Write(args) = spec.args_file {
-                scratch::write_owned(&path, args, user.as_ref().map(|u| u.uid)).map_err(
-                    |source| SandboxError::Scratch {
-                        root: self.config.scratch_root.clone(),
-                        source,
-                    },
-                )?;
-            }
-            env.push((
-                "SKILLBOX_ARGS_FILE".to_string(),
-                path.to_string_lossy().into_owned(),
-            ));
-        }
-        lap(&mut timings.args_file);
-        // The ruleset is handed to the child by fd; a sandboxed call without one would run
-        // unconfined, so it fails here instead (Landlock is checked at start, too).
-        let landlock = match self.filters {
-            Some(_) => {
-                let net = match spec.network {
-                    Some(_) => landlock::NetAccess::OwnNamespace,
-                    None => landlock::NetAccess::None,
-                };
-                let rules = &self.runtime_rules;
-                let child = landlock::build(spec.skill_dir, spec.deps, scratch.path(), rules, net)?;
-                Some(child.ok_or_else(|| SandboxError::Unenforceable {
-                    problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
-                })?)
-            }
-            None => None,
-        };
-        lap(&mut timings.landlock);
-        // The memory limit: the call's cgroup where the executor has a subtree, rlimits
-        // otherwise (and the JVM told the limit, which it reads from a cgroup by itself).
-        let mut cgroup = match &self.memcg {
-            Some(memcg) => Some(memcg.create(spec.memory_mb).map_err(SandboxError::Cgroup)?),
-            None => None,
-        };
-        let memory = match cgroup {
-            Some(_) => MemoryLimit::Cgroup,
-            None => {
-                env.push((
-                    "JAVA_TOOL_OPTIONS".into(),
-                    format!("-XX:MaxRAM={}m", spec.memory_mb),
-                ));
-                MemoryLimit::Rlimit(spec.memory_mb)
-            }
-        };
-        let mut setup = ChildSetup {
-            limits: Limits::for_call(
-                memory,
-                spec.timeout_ms,
-                self.config.max_processes,
-                spec.max_file_mb,
-            ),
-            cgroup: cgroup.as_mut().and_then(memcg::CallCgroup::take_procs),
-            cap_last: self.cap_last,
-            user: user.as_ref().map(|u| (u.uid, u.gid())),
-            landlock,
-            // A network call's process joins its namespace between clone and exec, which
-            // takes `setns`: under the tool filters (inherited from a spawner thread) it
-            // would need `setns` on every tool's allow list. So it is cloned from a thread
-            // without filters and installs its own after the `setns` (the kernel converts
-            // and JIT-compiles them for that process: ~0.12 ms, docs/hot-path.md, next to
-            // ~1 ms for the namespace itself).
-            seccomp: match (&self.filters, &spec.network, &self.network_filters) {
-                (None, _, _) => Seccomp::Off,
-                (Some(_), None, _) => Seccomp::Inherit,
-                (Some(_), Some(_), Some(network)) => Seccomp::Install(Arc::clone(network)),
-                (Some(_), Some(_), None) => {
-                    return Err(SandboxError::NoNetworkNamespaces);
-                }
-            },
-            new_session: self.new_session,
-            controlling_terminal: false,
-            netns: None,
-        };
-        if let Some((namespace, proxy)) = spec.network {
-            if proxy == netns::Proxy::Egress {
-                env.extend(env::proxy());
-                let bundle =
-                    trust::bundle_for(scratch.path(), spec.trust_pem, uid).map_err(|source| {
-                        SandboxError::Scratch {
-                            root: self.config.scratch_root.clone(),
-                            source,
-                        }
-                    })?;
-                env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
-            }
-            setup.netns = Some(namespace);
-        }
-        let launch = Launch::new(
-            &program,
-            &spec.argv[1..],
-            env::base_with_deps(scratch.path(), spec.deps)
-                .into_iter()
-                .chain(env),
-            &cwd,
-            setup,
-        )
-        .map_err(SandboxError::Spawn)?;
-        lap(&mut timings.command);
-        Ok(PreparedCall {
-            launch,
-            guard: CallGuard {
-                user,
-                scratch,
-                cgroup,
-            },
-            timings,
-        })
-    }
-
-    /// A free user id; when all are held, waits (bounded) for ended calls' releases.
-    fn acquire_user(&self, pool: &Arc<UserPool>) -> Result<CallUser, SandboxError> {
-        let deadline = Instant::now() + RELEASE_WAIT;
-        loop {
-            if let Some(user) = pool.acquire() {
-                return Ok(user);
-            }
-            if !Releaser::global().wait_one(deadline) {
-                return Err(SandboxError::Busy(self.config.max_concurrent_calls));
-            }
-        }
-    }
 }
 
 /// The executor's memory cgroup subtree where `kernel` says one can be had; records in
@@ -571,80 +372,4 @@ fn install_runner(scratch_root: &Path) -> std::io::Result<PathBuf> {
     std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644))?;
     std::fs::rename(&tmp, &path)?;
     Ok(path)
-}
-
-/// Finds argv[0]: a path with `/` is taken relative to the skill folder; a bare name is
-/// looked up on the sandbox PATH.
-fn resolve_program(skill_dir: &Path, program: &str) -> Result<PathBuf, SandboxError> {
-    if program.contains('/') {
-        return Ok(skill_dir.join(program));
-    }
-    env::SANDBOX_PATH
-        .split(':')
-        .map(|d| Path::new(d).join(program))
-        .find(|p| p.is_file())
-        .ok_or(SandboxError::ProgramNotFound {
-            program: program.to_string(),
-            path: env::SANDBOX_PATH,
-        })
-}
-
-impl Sandbox {
-    /// Whether the call's user can reach `skill_dir` ([`others_can_read`]), walked once
-    /// per folder: the walk canonicalizes the path and reads the mode of every parent, a
-    /// dozen system calls on every call otherwise. A folder found reachable is not walked
-    /// again; one closed later fails in the tool with "Permission denied" instead.
-    fn reachable_by_others(&self, skill_dir: &Path) -> bool {
-        let known = |set: &HashSet<PathBuf>| set.contains(skill_dir);
-        if self.reachable.lock().is_ok_and(|s| known(&s)) {
-            return true;
-        }
-        let reachable = others_can_read(skill_dir);
-        if reachable {
-            if let Ok(mut set) = self.reachable.lock() {
-                remember(&mut set, skill_dir, MAX_REMEMBERED_FOLDERS);
-            }
-        }
-        reachable
-    }
-}
-
-/// Most skill folders [`Sandbox::reachable_by_others`] remembers before starting over.
-const MAX_REMEMBERED_FOLDERS: usize = 4096;
-
-/// Adds `folder` to `set`, which starts over once it holds `max` (a long-running executor
-/// sees the folder of every installed version of every skill).
-fn remember(set: &mut HashSet<PathBuf>, folder: &Path, max: usize) {
-    if set.len() >= max {
-        set.clear();
-    }
-    set.insert(folder.to_path_buf());
-}
-
-/// Whether a user other than the owner can reach `dir`: o+x on every ancestor, o+rx on it.
-fn others_can_read(dir: &Path) -> bool {
-    let Ok(dir) = dir.canonicalize() else {
-        return false;
-    };
-    let mode = |p: &Path| {
-        std::fs::metadata(p)
-            .map(|m| m.permissions().mode())
-            .unwrap_or(0)
-    };
-    dir.ancestors().skip(1).all(|a| mode(a) & 0o001 != 0) && mode(&dir) & 0o005 == 0o005
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remembered_folders_start_over_at_the_limit() {
-        let mut set = HashSet::new();
-        remember(&mut set, Path::new("/a"), 2);
-        remember(&mut set, Path::new("/b"), 2);
-        assert_eq!(set.len(), 2);
-        remember(&mut set, Path::new("/c"), 2);
-        assert_eq!(set, HashSet::from([PathBuf::from("/c")]));
-    }
 }
