@@ -218,55 +218,18 @@ impl Launch {
             ));
         }
         // The child's ends (closed here once it has exec'd) and the executor's.
-        let (child_ends, parent_ends): (Vec<OwnedFd>, [Option<OwnedFd>; 3]) =
-            match std::mem::take(&mut self.stdio) {
-                ChildStdio::Piped => {
-                    let (stdin_read, stdin_write) = pipe()?;
-                    let (stdout_read, stdout_write) = pipe()?;
-                    let (stderr_read, stderr_write) = pipe()?;
-                    (
-                        vec![stdin_read, stdout_write, stderr_write],
-                        [Some(stdin_write), Some(stdout_read), Some(stderr_read)],
-                    )
-                }
-                ChildStdio::Merged => {
-                    let (stdin_read, stdin_write) = pipe()?;
-                    let (out_read, out_write) = pipe()?;
-                    (
-                        vec![stdin_read, out_write],
-                        [Some(stdin_write), Some(out_read), None],
-                    )
-                }
-                ChildStdio::Terminal(slave) => (vec![slave], [None, None, None]),
-            };
-        let end = |i: usize| child_ends[i.min(child_ends.len() - 1)].as_raw_fd();
+        let (child_ends, parent_ends) = stdio_ends(std::mem::take(&mut self.stdio))?;
         let failure = AtomicI64::new(0);
         let bounding_set_empty = super::child::bounding_set_empty(self.setup.cap_last);
-        let ruleset = self.setup.landlock.as_ref().map(|l| l.as_raw_fd());
-        let netns = self.setup.netns.as_ref().map(|n| n.as_raw_fd());
-        let cgroup = self.setup.cgroup.as_ref().map(|c| c.as_raw_fd());
-        // The child's descriptors in order: stdio, then the ruleset, the namespace and
-        // the cgroup when it has them (`ruleset_at`, `netns_at`, `cgroup_at`: indices).
-        let mut own = [end(0), end(1), end(2), -1, -1, -1];
-        let mut needed = 3;
-        let mut add = |fd: Option<RawFd>| {
-            fd.map(|fd| {
-                own[needed] = fd;
-                needed += 1;
-                needed - 1
-            })
-        };
-        let ruleset_at = add(ruleset);
-        let netns_at = add(netns);
-        let cgroup_at = add(cgroup);
+        let own = OwnFds::of(&self.setup, &child_ends);
         let mut pidfd: libc::c_int = -1;
         let pid = child_fds::with(|kept| {
             // The child's descriptors on this thread's kept numbers, or (none kept) where
             // they are, for a child that copies the whole table.
-            let placed = kept.and_then(|k| k.place(&own[..needed]).ok().map(|p| (k.end(), p)));
+            let placed = kept.and_then(|k| k.place(own.all()).ok().map(|p| (k.end(), p)));
             let mut context = ChildContext {
                 launch: &mut self,
-                stdio: [own[0], own[1], own[2]],
+                stdio: [own.fds[0], own.fds[1], own.fds[2]],
                 ruleset: None,
                 netns: None,
                 cgroup: None,
@@ -277,46 +240,13 @@ impl Launch {
             let mut flags = libc::CLONE_VM | libc::CLONE_VFORK | libc::CLONE_PIDFD | libc::SIGCHLD;
             if let Some((end, placed)) = &placed {
                 context.stdio = [placed.number(0), placed.number(1), placed.number(2)];
-                context.ruleset = ruleset_at.map(|i| placed.number(i));
-                context.netns = netns_at.map(|i| placed.number(i));
-                context.cgroup = cgroup_at.map(|i| placed.number(i));
+                context.ruleset = own.ruleset_at.map(|i| placed.number(i));
+                context.netns = own.netns_at.map(|i| placed.number(i));
+                context.cgroup = own.cgroup_at.map(|i| placed.number(i));
                 context.unshare_below = Some(*end);
                 flags |= libc::CLONE_FILES;
             }
-            STACK.with(|stack| {
-                let mut stack = stack.borrow_mut();
-                let stack = match stack.as_mut() {
-                    Some(s) => s,
-                    None => stack.insert(ChildStack::new()?),
-                };
-                // SAFETY: every signal but SIGCHLD is blocked around the clone so that no
-                // handler of the executor runs on the child's stack before it reset them
-                // ([`clone_window_mask`]); clone runs `child_main` on `stack` (this
-                // thread's own, unused until the child has exec'd or exited, since
-                // CLONE_VFORK suspends this thread until then) with a pointer to
-                // `context`, which outlives the child's use of it for the same reason.
-                // With CLONE_FILES the child changes no descriptor before it unshared the
-                // table ([`run_child`]).
-                unsafe {
-                    let all = clone_window_mask();
-                    let mut old: libc::sigset_t = std::mem::zeroed();
-                    libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-                    let pid = libc::clone(
-                        in_child::child_main,
-                        stack.top(),
-                        flags,
-                        (&mut context as *mut ChildContext).cast(),
-                        &mut pidfd as *mut libc::c_int,
-                    );
-                    let clone_error = io::Error::last_os_error();
-                    libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
-                    if pid < 0 {
-                        Err(clone_error)
-                    } else {
-                        Ok(pid)
-                    }
-                }
-            })
+            clone_child(&mut context, flags, &mut pidfd)
             // `placed` drops here: the kept numbers go back to their placeholders.
         })?;
         // The child's ends, and with them the parent's copies, close here.
@@ -325,14 +255,7 @@ impl Launch {
         let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd) };
         let reported = failure.load(Ordering::SeqCst);
         if reported != 0 {
-            // The child exited without exec: reap it before reporting why.
-            let mut status = 0;
-            // SAFETY: waits for our own child, whose pid nothing else reaps.
-            unsafe { libc::waitpid(pid, &mut status, 0) };
-            let errno = (reported & 0xffff_ffff) as i32;
-            let step = Step::from_code(reported >> 32);
-            let os = io::Error::from_raw_os_error(errno);
-            return Err(io::Error::new(os.kind(), format!("{step}: {os}")));
+            return Err(reap_failed(pid, reported));
         }
         Ok(Started {
             pid: Some(pid),
@@ -340,6 +263,141 @@ impl Launch {
             stdio: Some(parent_ends),
         })
     }
+}
+
+/// The child's ends of its stdio (closed in the executor once it has exec'd) and the
+/// executor's, as `stdio` asks: three pipes, a stdin pipe and one for stdout and stderr,
+/// or a terminal.
+fn stdio_ends(stdio: ChildStdio) -> io::Result<(Vec<OwnedFd>, [Option<OwnedFd>; 3])> {
+    Ok(match stdio {
+        ChildStdio::Piped => {
+            let (stdin_read, stdin_write) = pipe()?;
+            let (stdout_read, stdout_write) = pipe()?;
+            let (stderr_read, stderr_write) = pipe()?;
+            (
+                vec![stdin_read, stdout_write, stderr_write],
+                [Some(stdin_write), Some(stdout_read), Some(stderr_read)],
+            )
+        }
+        ChildStdio::Merged => {
+            let (stdin_read, stdin_write) = pipe()?;
+            let (out_read, out_write) = pipe()?;
+            (
+                vec![stdin_read, out_write],
+                [Some(stdin_write), Some(out_read), None],
+            )
+        }
+        ChildStdio::Terminal(slave) => (vec![slave], [None, None, None]),
+    })
+}
+
+/// The descriptors the child needs, as numbered in the executor's table, gathered before
+/// the clone.
+struct OwnFds {
+    /// In order: stdio, then the ruleset, the namespace and the cgroup when it has them.
+    fds: [RawFd; 6],
+    /// How many of `fds` are in use.
+    needed: usize,
+    /// The index of the Landlock ruleset in `fds`.
+    ruleset_at: Option<usize>,
+    /// The index of the network namespace in `fds`.
+    netns_at: Option<usize>,
+    /// The index of the memory cgroup's `cgroup.procs` in `fds`.
+    cgroup_at: Option<usize>,
+}
+
+impl OwnFds {
+    /// The descriptors of `setup` and the child's stdio ends (`child_ends`: three, two
+    /// with stdout and stderr on the same pipe, or one terminal on all three).
+    fn of(setup: &ChildSetup, child_ends: &[OwnedFd]) -> Self {
+        let end = |i: usize| child_ends[i.min(child_ends.len() - 1)].as_raw_fd();
+        let ruleset = setup.landlock.as_ref().map(|l| l.as_raw_fd());
+        let netns = setup.netns.as_ref().map(|n| n.as_raw_fd());
+        let cgroup = setup.cgroup.as_ref().map(|c| c.as_raw_fd());
+        // The child's descriptors in order: stdio, then the ruleset, the namespace and
+        // the cgroup when it has them (`ruleset_at`, `netns_at`, `cgroup_at`: indices).
+        let mut fds = [end(0), end(1), end(2), -1, -1, -1];
+        let mut needed = 3;
+        let mut add = |fd: Option<RawFd>| {
+            fd.map(|fd| {
+                fds[needed] = fd;
+                needed += 1;
+                needed - 1
+            })
+        };
+        let ruleset_at = add(ruleset);
+        let netns_at = add(netns);
+        let cgroup_at = add(cgroup);
+        Self {
+            fds,
+            needed,
+            ruleset_at,
+            netns_at,
+            cgroup_at,
+        }
+    }
+
+    /// The descriptors in use.
+    fn all(&self) -> &[RawFd] {
+        &self.fds[..self.needed]
+    }
+}
+
+/// Clones the child with `flags` to run [`in_child::child_main`] on this thread's child
+/// stack with `context`; its pidfd goes to `pidfd`. Returns once the child has exec'd or
+/// exited (CLONE_VFORK).
+fn clone_child(
+    context: &mut ChildContext,
+    flags: libc::c_int,
+    pidfd: &mut libc::c_int,
+) -> io::Result<libc::pid_t> {
+    STACK.with(|stack| {
+        let mut stack = stack.borrow_mut();
+        let stack = match stack.as_mut() {
+            Some(s) => s,
+            None => stack.insert(ChildStack::new()?),
+        };
+        // SAFETY: every signal but SIGCHLD is blocked around the clone so that no
+        // handler of the executor runs on the child's stack before it reset them
+        // ([`clone_window_mask`]); clone runs `child_main` on `stack` (this
+        // thread's own, unused until the child has exec'd or exited, since
+        // CLONE_VFORK suspends this thread until then) with a pointer to
+        // `context`, which outlives the child's use of it for the same reason.
+        // With CLONE_FILES the child changes no descriptor before it unshared the
+        // table ([`run_child`]).
+        unsafe {
+            let all = clone_window_mask();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+            let pid = libc::clone(
+                in_child::child_main,
+                stack.top(),
+                flags,
+                (context as *mut ChildContext).cast(),
+                pidfd as *mut libc::c_int,
+            );
+            let clone_error = io::Error::last_os_error();
+            libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+            if pid < 0 {
+                Err(clone_error)
+            } else {
+                Ok(pid)
+            }
+        }
+    })
+}
+
+/// The child `pid` exited without exec, having `reported` its failed step and errno
+/// (`step << 32 | errno`): reaps it and says why.
+fn reap_failed(pid: libc::pid_t, reported: i64) -> io::Error {
+    // The child exited without exec: reap it before reporting why.
+    let mut status = 0;
+    // SAFETY: waits for our own child, whose pid nothing else reaps.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    let errno = (reported & 0xffff_ffff) as i32;
+    let step = Step::from_code(reported >> 32);
+    let os = io::Error::from_raw_os_error(errno);
+    io::Error::new(os.kind(), format!("{step}: {os}"))
 }
 
 /// A started tool process not yet tied to a runtime: its pid, its pidfd and the executor's
