@@ -241,11 +241,12 @@ pub fn outdated(a: OutdatedArgs) -> anyhow::Result<u8> {
     if list.is_empty() {
         println!("no skill was added from a git source (`skillbox skill add SOURCE`)");
     }
-    let short = |c: &str| c.get(..12).unwrap_or(c).to_string();
     for e in &list {
-        let latest = e.latest.as_deref().map(short).unwrap_or_else(|| "?".into());
+        let latest = e.latest.as_deref().map(short).unwrap_or("?");
+        // Up to date past the installed commit: the ref moved, the skill's folder did not.
+        let unchanged = e.status == "up_to_date" && e.latest.as_deref() != Some(&e.installed);
         println!(
-            "{:<24} {:<11} {} -> {}  {}{}",
+            "{:<24} {:<11} {} -> {}  {}{}{}",
             e.name,
             e.status,
             short(&e.installed),
@@ -254,13 +255,23 @@ pub fn outdated(a: OutdatedArgs) -> anyhow::Result<u8> {
             e.reference
                 .as_deref()
                 .map(|r| format!("@{r}"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if unchanged {
+                "  (folder unchanged)"
+            } else {
+                ""
+            }
         );
         if let Some(err) = &e.error {
             println!("    {err}");
         }
     }
     Ok(0)
+}
+
+/// A commit id shortened for a line of output.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// Reports a refused update (on stderr unless `json`) and returns its report line.
@@ -307,8 +318,8 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
         if !a.json {
             println!(
                 "{name}: {} -> {}{}",
-                &update.from_commit[..12.min(update.from_commit.len())],
-                &update.to_commit[..12.min(update.to_commit.len())],
+                short(&update.from_commit),
+                short(&update.to_commit),
                 if widens { "  (WIDENS PERMISSIONS)" } else { "" }
             );
             print!("{}", update.diff.render());

@@ -1,8 +1,10 @@
 //! Rough edges of adding skills: a folder inside a `file://` repository, an abbreviated
-//! commit as the ref, and `--all` beside a repository's template folder.
+//! commit as the ref, `--all` beside a repository's template folder, and a commit that
+//! leaves a skill's folder alone (no update for `outdated`).
 
 use std::time::SystemTime;
 
+use skillbox_core::skills::install::lock;
 use skillbox_core::skills::sources::AddRequest;
 
 use super::git_repo::{skill_files, Repo};
@@ -77,4 +79,59 @@ fn add_all_skips_template_folders_and_says_why() {
     skipped.sort();
     assert_eq!(skipped, ["skills/starter", "template"]);
     assert!(done.skipped.iter().all(|s| s.reason.contains("template")));
+}
+
+/// A repository holding skills `a` and `b`, both added; returns it and the commit.
+fn two_skills(env: &Env) -> (Repo, String) {
+    let repo = Repo::new(&env.host, "acme", "pair");
+    skill_files(&repo, "skills/a", "a", "");
+    skill_files(&repo, "skills/b", "b", "");
+    let first = repo.commit("two skills");
+    env.add_all_at("acme/pair", "main").unwrap();
+    (repo, first)
+}
+
+fn status_of(env: &Env, name: &str) -> (&'static str, Option<String>) {
+    let list = env.sources.outdated().unwrap();
+    let e = list.iter().find(|e| e.name == name).unwrap();
+    assert!(e.error.is_none(), "{:?}", e.error);
+    (e.status, e.latest.clone())
+}
+
+#[test]
+fn outdated_lists_only_the_skill_whose_folder_changed() {
+    let env = Env::new();
+    let (repo, first) = two_skills(&env);
+    let origin = env.lock().get("a").unwrap().origin.clone().unwrap();
+    assert!(origin.tree.is_some(), "the folder's tree id is recorded");
+
+    // A commit outside both folders is no update of either.
+    repo.write("README.md", "the pair\n");
+    let readme = repo.commit("readme");
+    assert_eq!(status_of(&env, "a"), ("up_to_date", Some(readme.clone())));
+    assert_eq!(status_of(&env, "b"), ("up_to_date", Some(readme)));
+
+    repo.write("skills/b/run.py", "print('{\"b\": 2}')\n");
+    let second = repo.commit("change b only");
+    assert_eq!(status_of(&env, "a"), ("up_to_date", Some(second.clone())));
+    assert_eq!(status_of(&env, "b"), ("outdated", Some(second)));
+    let list = env.sources.outdated().unwrap();
+    assert!(list.iter().all(|e| e.installed == first));
+}
+
+#[test]
+fn outdated_of_a_lock_without_tree_ids_reads_the_installed_commit() {
+    let env = Env::new();
+    let (repo, _) = two_skills(&env);
+    // A lock written before tree ids were recorded.
+    let root = &env.sources.trust.skills_root;
+    let mut old = lock::read(root).unwrap();
+    for entry in old.skills.values_mut() {
+        entry.origin.as_mut().unwrap().tree = None;
+    }
+    lock::write(root, &old).unwrap();
+    repo.write("skills/b/run.py", "print('{\"b\": 2}')\n");
+    repo.commit("change b only");
+    assert_eq!(status_of(&env, "a").0, "up_to_date");
+    assert_eq!(status_of(&env, "b").0, "outdated");
 }

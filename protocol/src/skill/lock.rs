@@ -96,6 +96,11 @@ pub struct SkillOrigin {
     pub commit: String,
     /// The skill's folder inside the repository (`""`: its top).
     pub subfolder: String,
+    /// The git tree id of that folder at `commit`: what `skill outdated` and `skill
+    /// update` compare, so a commit elsewhere in the repository is no update. Absent in
+    /// locks written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree: Option<String>,
 }
 
 /// The whole lock: installed skills by name.

@@ -181,7 +181,11 @@ impl Sources {
         // Every chosen skill is written out and checked before the first is installed.
         let mut staged = Vec::new();
         for (n, folder) in chosen.iter().enumerate() {
-            staged.push((folder.clone(), self.stage(&fetched, folder, n, now)?));
+            let (dir, _skill) = self.stage(&fetched, folder, n, now)?;
+            let tree = self
+                .git
+                .folder_tree(&fetched.repo, &fetched.commit, folder)?;
+            staged.push((folder.clone(), dir, tree));
         }
         // An abbreviated commit is recorded as the commit it named.
         let reference = src.reference.clone().map(|r| {
@@ -193,13 +197,14 @@ impl Sources {
             }
         });
         let mut installed = Vec::new();
-        for (folder, (dir, _skill)) in staged {
+        for (folder, dir, tree) in staged {
             let origin = SkillOrigin {
                 source: src.text.clone(),
                 url: src.url.clone(),
                 reference: reference.clone(),
                 commit: fetched.commit.clone(),
                 subfolder: folder,
+                tree,
             };
             installed.push(install::install_with_origin(
                 &dir,

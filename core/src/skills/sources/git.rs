@@ -51,6 +51,8 @@ pub struct TreeEntry {
     pub path: String,
 }
 
+/// Mode of a folder (tree) in a git tree.
+pub const MODE_TREE: u32 = 0o040000;
 /// Mode of a symbolic link in a git tree.
 pub const MODE_LINK: u32 = 0o120000;
 /// Mode of a submodule (gitlink) in a git tree.
@@ -282,6 +284,55 @@ impl GitRunner {
                 step: "ls-remote",
                 message: format!("{url} has no ref {r}"),
             })
+    }
+
+    /// Fetches `commit` (a full id) of `url` into `repo`, one commit deep, beside what it
+    /// holds: the installed commit of a skill whose lock has no folder tree id yet.
+    pub fn fetch_commit(&self, repo: &Path, url: &str, commit: &str) -> Result<(), SourceError> {
+        self.check_url(url)?;
+        if !is_commit_id(commit) {
+            return Err(SourceError::Ref {
+                reference: commit.to_string(),
+            });
+        }
+        let refspec = format!("+{commit}:refs/skillbox/installed");
+        self.fetch_refspecs(repo, url, &[refspec.as_str()], true)
+    }
+
+    /// The id of the tree of `folder` (`""`: the top) at `commit`; none when the commit
+    /// has no such folder.
+    pub fn folder_tree(
+        &self,
+        repo: &Path,
+        commit: &str,
+        folder: &str,
+    ) -> Result<Option<String>, SourceError> {
+        let folder = folder.trim_matches('/');
+        let mut cmd = self.command(Some(repo));
+        if folder.is_empty() {
+            cmd.args(["rev-parse", "--verify", &format!("{commit}^{{tree}}")]);
+            let out = run(cmd, "rev-parse", Duration::from_secs(30))?;
+            return Ok(Some(out.trim().to_string()));
+        }
+        // Literal: a folder name is never read as pathspec magic.
+        cmd.arg("--literal-pathspecs").args([
+            "ls-tree",
+            "-d",
+            "-z",
+            "--long",
+            "--full-tree",
+            commit,
+            "--",
+            folder,
+        ]);
+        let out = run(cmd, "ls-tree", Duration::from_secs(30))?;
+        for line in out.split('\0').filter(|l| !l.is_empty()) {
+            let e = parse_tree_line(line)?;
+            if e.path == folder && e.mode == MODE_TREE {
+                return Ok(Some(e.oid));
+            }
+        }
+        Ok(None)
     }
 
     /// Every file of `commit`'s tree, recursively.

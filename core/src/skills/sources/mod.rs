@@ -1,8 +1,9 @@
 //! Skills from where people publish them (docs/cli-verbs.md, "getting skills"): `skill add`
 //! fetches a git source and installs the skills it holds through the verified install,
-//! recording the source, ref, commit and folder in the lock; `skill outdated` asks each
-//! source where its ref points now; `skill update` fetches again and shows what the
-//! update changes before it is applied.
+//! recording the source, ref, commit, folder and the folder's git tree id in the lock;
+//! `skill outdated` asks each source where its ref points now and whether the skill's
+//! folder changed there; `skill update` fetches again and shows what the update changes
+//! before it is applied.
 //!
 //! - [`spec`]: what a SOURCE names.
 //! - [`git`]: the `git` program, run so that nothing in a repository can act.

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use skillbox_protocol::skill::{load_skill, LoadOutcome, Skill};
+use skillbox_protocol::skill::{load_skill, LoadOutcome, Skill, SkillOrigin};
 
 use super::git::{FetchDir, GitRunner};
 use super::policy::InstallPolicy;
@@ -121,6 +121,38 @@ impl Sources {
         self.policy
             .check_skill(&skill, &dest, &self.trust.trust_dir, now)?;
         Ok((dest, skill))
+    }
+}
+
+impl Sources {
+    /// Whether the skill's folder at the fetched commit is the tree installed, and the
+    /// fetched folder's tree id (to record). Tree ids, not commits, are compared: a commit
+    /// elsewhere in the repository leaves the folder's tree id as it was.
+    pub(super) fn folder_unchanged(
+        &self,
+        f: &Fetched,
+        origin: &SkillOrigin,
+    ) -> Result<(bool, Option<String>), SourceError> {
+        let new = self
+            .git
+            .folder_tree(&f.repo, &f.commit, &origin.subfolder)?;
+        let old = match &origin.tree {
+            Some(t) => Some(t.clone()),
+            // A lock written before the tree id was recorded: the installed commit is
+            // fetched beside the new one to read its folder's tree. When that fails (a
+            // host refusing a fetch by commit id, a commit gone after a force-push), the
+            // answer is "changed", the commit comparison of those locks.
+            None => self
+                .git
+                .fetch_commit(&f.repo, &origin.url, &origin.commit)
+                .and_then(|()| {
+                    self.git
+                        .folder_tree(&f.repo, &origin.commit, &origin.subfolder)
+                })
+                .ok()
+                .flatten(),
+        };
+        Ok((new.is_some() && new == old, new))
     }
 }
 

@@ -1,6 +1,9 @@
-//! `skill outdated` and `skill update`: where each git-added skill's ref points now, and an
-//! update fetched, checked and compared before it is applied.
+//! `skill outdated` and `skill update`: where each git-added skill's ref points now and
+//! whether its folder changed there (its git tree id, so a commit elsewhere in the
+//! repository is no update), and an update fetched, checked and compared before it is
+//! applied.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::SystemTime;
 
@@ -9,7 +12,7 @@ use skillbox_protocol::skill::SkillOrigin;
 
 use super::diff::UpdateDiff;
 use super::git::FetchDir;
-use super::ops::{load, Sources};
+use super::ops::{load, Fetched, Sources};
 use super::SourceError;
 use crate::skills::install::{self, lock, Installed, Limits, PublisherChange};
 
@@ -58,24 +61,21 @@ impl PreparedUpdate {
     }
 }
 
+/// One fetch per source and ref in a `skill outdated`, shared by the skills it holds.
+type Fetches = HashMap<(String, Option<String>), Result<Fetched, String>>;
+
 impl Sources {
-    /// `skill outdated`: every skill added from git, and where its ref points now.
+    /// `skill outdated`: every skill added from git, and whether its folder changed where
+    /// its ref points now. A source whose ref moved is fetched (one commit deep) to
+    /// compare the folder's tree id with the installed one.
     pub fn outdated(&self) -> Result<Vec<OutdatedEntry>, SourceError> {
         let locked = lock::read(&self.trust.skills_root)
             .map_err(|e| SourceError::Install(install::InstallError::Lock(e)))?;
+        let mut fetches = Fetches::new();
         let mut out = Vec::new();
         for (name, entry) in &locked.skills {
             let Some(o) = &entry.origin else { continue };
-            let pinned = o.reference.as_deref().is_some_and(super::git::is_commit_id);
-            let (latest, status, error) = if pinned {
-                (Some(o.commit.clone()), "pinned", None)
-            } else {
-                match self.git.ls_remote(&o.url, o.reference.as_deref()) {
-                    Ok(c) if c == o.commit => (Some(c), "up_to_date", None),
-                    Ok(c) => (Some(c), "outdated", None),
-                    Err(e) => (None, "error", Some(e.to_string())),
-                }
-            };
+            let (latest, status, error) = self.where_now(o, &mut fetches);
             out.push(OutdatedEntry {
                 name: name.clone(),
                 source: o.source.clone(),
@@ -87,6 +87,37 @@ impl Sources {
             });
         }
         Ok(out)
+    }
+
+    /// Where one skill's ref points now, and whether its folder changed there.
+    fn where_now(
+        &self,
+        o: &SkillOrigin,
+        fetches: &mut Fetches,
+    ) -> (Option<String>, &'static str, Option<String>) {
+        if o.reference.as_deref().is_some_and(super::git::is_commit_id) {
+            return (Some(o.commit.clone()), "pinned", None);
+        }
+        let latest = match self.git.ls_remote(&o.url, o.reference.as_deref()) {
+            Ok(c) if c == o.commit => return (Some(c), "up_to_date", None),
+            Ok(c) => c,
+            Err(e) => return (None, "error", Some(e.to_string())),
+        };
+        let fetched = fetches
+            .entry((o.url.clone(), o.reference.clone()))
+            .or_insert_with(|| {
+                self.fetch(&o.url, o.reference.as_deref())
+                    .map_err(|e| e.to_string())
+            });
+        let f = match fetched {
+            Ok(f) => f,
+            Err(e) => return (Some(latest), "error", Some(e.clone())),
+        };
+        match self.folder_unchanged(f, o) {
+            Ok((true, _)) => (Some(f.commit.clone()), "up_to_date", None),
+            Ok((false, _)) => (Some(f.commit.clone()), "outdated", None),
+            Err(e) => (Some(f.commit.clone()), "error", Some(e.to_string())),
+        }
     }
 
     /// `skill update NAME`, first half: fetches the skill's source again and compares.
@@ -131,6 +162,9 @@ impl Sources {
                 ),
             });
         }
+        let tree = self
+            .git
+            .folder_tree(&fetched.repo, &fetched.commit, &origin.subfolder)?;
         let installed_dir = self.trust.skills_root.join(name);
         let installed = load(&installed_dir, name)?;
         let diff = UpdateDiff::between(&installed, &installed_dir, &skill, &dir);
@@ -141,6 +175,7 @@ impl Sources {
             diff,
             origin: SkillOrigin {
                 commit: fetched.commit.clone(),
+                tree,
                 ..origin
             },
             folder: dir,
