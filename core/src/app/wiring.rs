@@ -16,6 +16,7 @@ use skillbox_channel::EXECUTOR_IDENTITY;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use super::egress_follow::FollowedEgress;
 use super::executor_child::{executor_binary, supervise, ExecutorSpec};
 use super::{wait_healthy, AppError, AppOptions};
 use crate::approvals::Approvals;
@@ -34,7 +35,7 @@ use crate::executors::ExecutorPool;
 use crate::gateway::CoreParts;
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
-use crate::proxy::egress::{EgressCalls, EgressProxy, EgressTrust};
+use crate::proxy::egress::{EgressCalls, EgressTrust};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::roots::{resolve_path, ExtraRoots};
@@ -64,6 +65,7 @@ pub(super) struct CallbackSide {
     in_flight: Arc<InFlight>,
     egress_trust: Arc<EgressTrust>,
     callbacks: Arc<Callbacks>,
+    egress: Arc<FollowedEgress>,
 }
 
 /// Serves the executors' callbacks and their programs' connections (`POST /egress`) on
@@ -100,11 +102,10 @@ pub(super) fn serve_callbacks(
     ));
     // The executor's programs reach the network through the callback listener too
     // (`POST /egress`), under the calls' identities.
-    let egress = Arc::new(EgressProxy::new(
+    let egress = Arc::new(FollowedEgress::new(
         Arc::clone(&in_flight) as Arc<dyn EgressCalls>,
-        config.egress.clone(),
-        config.fetch.allow_private.clone(),
         Arc::clone(&egress_trust),
+        (config.egress.clone(), config.fetch.allow_private.clone()),
     ));
     let tls = Arc::new(ReloadingServerConfig::new(core_files)?);
     let task = tokio::spawn(server::serve_with_streams(
@@ -115,12 +116,13 @@ pub(super) fn serve_callbacks(
             max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
         },
         Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
-        Some(egress as Arc<dyn StreamHandler>),
+        Some(Arc::clone(&egress) as Arc<dyn StreamHandler>),
     ));
     let side = CallbackSide {
         in_flight,
         egress_trust,
         callbacks,
+        egress,
     };
     Ok((side, task))
 }
@@ -140,7 +142,9 @@ pub(super) async fn core_parts(
         in_flight,
         egress_trust,
         callbacks,
+        egress,
     } = side;
+    egress.follow(Arc::clone(&load));
     let containers = match &engine {
         Some(engine) => {
             let runner = Arc::new(ContainerRunner::new(

@@ -156,3 +156,42 @@ fn a_granted_host_is_reached_by_any_program_through_the_egress_proxy_and_nothing
         "only the proxied requests reached the server: {hits:?}"
     );
 }
+
+/// `[egress]` applies on reload: a host whose name the proxy cannot resolve is reached once
+/// the operator pins it (`resolve`) and reloads, with no restart.
+#[test]
+fn a_reload_applies_a_new_egress_resolve_without_a_restart() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(|ws: &Path| {
+            granted_skill(ws);
+            let port = allowed_port(ws);
+            let toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+            let toml = toml.replacen(
+                "network = [",
+                &format!("network = [\"http://later.test:{port}\", "),
+                1,
+            );
+            std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+        }),
+        ..Options::default()
+    });
+    let port = sb.allowed.port;
+    let fetch = format!(
+        "python3 -c \"import urllib.request as u; print(u.urlopen('http://later.test:{port}/hello').read().decode())\""
+    );
+    let r = exec(&sb, &fetch);
+    assert_ne!(r["data"]["exit_code"], 0, "not pinned yet: {r}");
+    let path = sb.ws.join("skillbox.toml");
+    let toml = std::fs::read_to_string(&path).unwrap();
+    let toml = toml.replacen(
+        "resolve = {",
+        "resolve = { \"later.test\" = \"127.0.0.1\",",
+        1,
+    );
+    std::fs::write(&path, toml).unwrap();
+    let reloaded = sb.request("POST", "/v1/skills/reload", None);
+    assert_eq!(reloaded.status, 200, "{}", reloaded.body);
+    let r = exec(&sb, &fetch);
+    assert_eq!(r["data"]["exit_code"], 0, "pinned by the reload: {r}");
+    assert!(r["data"]["output"].as_str().unwrap().contains(HELLO), "{r}");
+}
