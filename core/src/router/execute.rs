@@ -292,24 +292,7 @@ where
         let (skill, target) = match stage {
             Stage::Skill { skill, target } => (skill, target),
             Stage::NoSkill | Stage::AskUser => {
-                // Missing arguments are the user's to give; the general tool chain cannot
-                // guess them.
-                let via = if matches!(stage, Stage::AskUser)
-                    || last_kind == Some(ErrorKind::InvalidArgs)
-                {
-                    ExitPath::AskUser
-                } else {
-                    ExitPath::NoSkill
-                };
-                let reason = match (via, steps.is_empty()) {
-                    (ExitPath::AskUser, _) => {
-                        "no skill succeeded; ask the user for what is missing".to_string()
-                    }
-                    (ExitPath::NoSkill, true) => "no skill to run; answer without a skill".into(),
-                    (ExitPath::NoSkill, false) => {
-                        "no skill succeeded; answer without a skill".into()
-                    }
-                };
+                let (via, reason) = exit_at(&stage, last_kind, steps.is_empty());
                 trace.go(State::Exit, None, None, reason.clone());
                 return finish(route_id, Outcome::Exit { via, reason }, steps, trace);
             }
@@ -323,91 +306,21 @@ where
             tracing::info!(route_id, skill = %skill, "fallback skips a path that already failed in this run");
             continue;
         }
-        let mut attempt = 0u32;
-        loop {
-            attempt += 1;
-            let why = match (trace.state, attempt) {
-                (State::Selected, _) => format!("run the primary skill {skill}"),
-                (State::RetryableFailure, _) => format!("retry {skill} once"),
-                _ => format!("fall back to {skill}"),
-            };
-            trace.go(State::Running, Some(&skill), tool.as_deref(), why);
-            let result = match &target {
-                Target::Tool(t) => call(skill.clone(), t.clone(), args.clone()).await,
-                Target::Instructions(body) => ToolResult::ok("", json!({"instructions": body}), 0),
-                Target::Refused { kind, reason } => {
-                    ToolResult::failed("", *kind, reason.clone(), 0)
-                }
-            };
-            trace.delegations(&result);
-            if result.success {
-                let data = result.data.clone().unwrap_or(Value::Null);
-                steps.push(Step {
-                    skill: skill.clone(),
-                    tool: tool.clone(),
-                    attempt,
-                    failure: None,
-                    result,
-                });
-                trace.go(
-                    State::Success,
-                    Some(&skill),
-                    tool.as_deref(),
-                    "the call succeeded".into(),
-                );
+        let mut attempts = Attempts {
+            trace: &mut trace,
+            steps: &mut steps,
+            skill: &skill,
+            tool: tool.as_deref(),
+        };
+        match attempts.walk(&target, args, &mut call).await {
+            PathEnd::Success(data) => {
                 let outcome = Outcome::Success { skill, tool, data };
                 return finish(route_id, outcome, steps, trace);
             }
-            let class = match &target {
-                // Retrying cannot make a program, an env value or a tool name appear.
-                Target::Refused { .. } => FailureClass::Fatal,
-                Target::Tool(_) | Target::Instructions(_) => classify(&result),
-            };
-            last_kind = result.error_kind;
-            let error = result.error.clone().unwrap_or_default();
-            steps.push(Step {
-                skill: skill.clone(),
-                tool: tool.clone(),
-                attempt,
-                failure: Some(class),
-                result,
-            });
-            let kind = last_kind.map_or("unknown", ErrorKind::as_str);
-            match class {
-                FailureClass::Retryable => {
-                    trace.go(
-                        State::RetryableFailure,
-                        Some(&skill),
-                        tool.as_deref(),
-                        format!("{kind}: {error}"),
-                    );
-                    if attempt < 2 {
-                        continue;
-                    }
-                    trace.go(
-                        State::Fallback,
-                        Some(&skill),
-                        tool.as_deref(),
-                        "failed twice; this path is closed for the run".into(),
-                    );
-                }
-                FailureClass::Fatal => {
-                    trace.go(
-                        State::FatalFailure,
-                        Some(&skill),
-                        tool.as_deref(),
-                        format!("{kind}: {error}"),
-                    );
-                    trace.go(
-                        State::Fallback,
-                        Some(&skill),
-                        tool.as_deref(),
-                        "a retry cannot fix this".into(),
-                    );
-                }
+            PathEnd::Closed(kind) => {
+                last_kind = kind;
+                failed_paths.insert(path);
             }
-            failed_paths.insert(path);
-            break;
         }
     }
     // The chain always ends with the no-skill path and asking the user; a chain that does
@@ -421,6 +334,134 @@ where
     finish(route_id, outcome, steps, trace)
 }
 
+/// How the run leaves at a no-skill or ask-the-user `stage`, and why in words, given the
+/// kind of the last failure and whether any call was made.
+fn exit_at(stage: &Stage, last_kind: Option<ErrorKind>, no_steps: bool) -> (ExitPath, String) {
+    // Missing arguments are the user's to give; the general tool chain cannot guess them.
+    let via = if matches!(stage, Stage::AskUser) || last_kind == Some(ErrorKind::InvalidArgs) {
+        ExitPath::AskUser
+    } else {
+        ExitPath::NoSkill
+    };
+    let reason = match (via, no_steps) {
+        (ExitPath::AskUser, _) => {
+            "no skill succeeded; ask the user for what is missing".to_string()
+        }
+        (ExitPath::NoSkill, true) => "no skill to run; answer without a skill".into(),
+        (ExitPath::NoSkill, false) => "no skill succeeded; answer without a skill".into(),
+    };
+    (via, reason)
+}
+
+/// How one path (skill + tool) of the chain ended.
+enum PathEnd {
+    /// It succeeded with this data; the run ends.
+    Success(Value),
+    /// It failed for good (with the kind of its last failure) and is closed for the run.
+    Closed(Option<ErrorKind>),
+}
+
+/// The tries of one path: the first and, after a retryable failure, its one retry.
+struct Attempts<'r, 'a> {
+    trace: &'r mut Trace<'a>,
+    steps: &'r mut Vec<Step>,
+    skill: &'r str,
+    tool: Option<&'r str>,
+}
+
+impl Attempts<'_, '_> {
+    /// Runs `target` until it succeeds, fails fatally, or fails twice.
+    async fn walk<F, Fut>(&mut self, target: &Target, args: &Value, call: &mut F) -> PathEnd
+    where
+        F: FnMut(String, String, Value) -> Fut,
+        Fut: Future<Output = ToolResult>,
+    {
+        let skill = self.skill;
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let why = match (self.trace.state, attempt) {
+                (State::Selected, _) => format!("run the primary skill {skill}"),
+                (State::RetryableFailure, _) => format!("retry {skill} once"),
+                _ => format!("fall back to {skill}"),
+            };
+            self.trace.go(State::Running, Some(skill), self.tool, why);
+            let result = match target {
+                Target::Tool(t) => call(skill.to_string(), t.clone(), args.clone()).await,
+                Target::Instructions(body) => ToolResult::ok("", json!({"instructions": body}), 0),
+                Target::Refused { kind, reason } => {
+                    ToolResult::failed("", *kind, reason.clone(), 0)
+                }
+            };
+            self.trace.delegations(&result);
+            if result.success {
+                return PathEnd::Success(self.succeeded(result, attempt));
+            }
+            let class = match target {
+                // Retrying cannot make a program, an env value or a tool name appear.
+                Target::Refused { .. } => FailureClass::Fatal,
+                Target::Tool(_) | Target::Instructions(_) => classify(&result),
+            };
+            let kind = result.error_kind;
+            if !self.failed(result, attempt, class) {
+                return PathEnd::Closed(kind);
+            }
+        }
+    }
+
+    /// Records the successful call of try `attempt` and returns its data.
+    fn succeeded(&mut self, result: ToolResult, attempt: u32) -> Value {
+        let data = result.data.clone().unwrap_or(Value::Null);
+        self.steps.push(Step {
+            skill: self.skill.to_string(),
+            tool: self.tool.map(str::to_string),
+            attempt,
+            failure: None,
+            result,
+        });
+        self.trace.go(
+            State::Success,
+            Some(self.skill),
+            self.tool,
+            "the call succeeded".into(),
+        );
+        data
+    }
+
+    /// Records the failed call of try `attempt` and its transitions; whether to try again.
+    fn failed(&mut self, result: ToolResult, attempt: u32, class: FailureClass) -> bool {
+        let (skill, tool) = (Some(self.skill), self.tool);
+        let error = result.error.clone().unwrap_or_default();
+        let kind = result.error_kind.map_or("unknown", ErrorKind::as_str);
+        self.steps.push(Step {
+            skill: self.skill.to_string(),
+            tool: self.tool.map(str::to_string),
+            attempt,
+            failure: Some(class),
+            result,
+        });
+        match class {
+            FailureClass::Retryable => {
+                let reason = format!("{kind}: {error}");
+                self.trace.go(State::RetryableFailure, skill, tool, reason);
+                if attempt < 2 {
+                    return true;
+                }
+                let closed = "failed twice; this path is closed for the run".into();
+                self.trace.go(State::Fallback, skill, tool, closed);
+            }
+            FailureClass::Fatal => {
+                let reason = format!("{kind}: {error}");
+                self.trace.go(State::FatalFailure, skill, tool, reason);
+                let closed = "a retry cannot fix this".into();
+                self.trace.go(State::Fallback, skill, tool, closed);
+            }
+        }
+        false
+    }
+}
+
+/// The record of the run that ended with `outcome`.
 fn finish(route_id: &str, outcome: Outcome, steps: Vec<Step>, trace: Trace<'_>) -> Run {
     Run {
         route_id: route_id.to_string(),
