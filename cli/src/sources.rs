@@ -13,7 +13,9 @@ use serde_json::json;
 use super::client::{self, ClientError, CoreClient};
 use super::{up, EXIT_FAILED};
 use skillbox_core::skills::install::{PublisherChange, TrustPolicy};
-use skillbox_core::skills::sources::{AddRequest, SourceError, Sources};
+use skillbox_core::skills::sources::{
+    AddRequest, PreparedUpdate, SourceError, Sources, UpdateCheck,
+};
 use skillbox_core::state::config::Config;
 use skillbox_core::state::Workspace;
 
@@ -285,6 +287,39 @@ fn update_refused(json: bool, name: &str, e: &SourceError) -> serde_json::Value 
     json!({"name": name, "status": "refused", "check": e.check(), "error": e.to_string()})
 }
 
+/// The update when the skill's folder changed; else the report of a skill with nothing
+/// to apply (its ref did not move, or moved without changing its folder: the new commit
+/// is recorded and nothing asks for `--yes`).
+fn changed(
+    json: bool,
+    name: &str,
+    check: UpdateCheck,
+) -> Result<PreparedUpdate, serde_json::Value> {
+    match check {
+        UpdateCheck::Changed(update) => Ok(*update),
+        UpdateCheck::UpToDate => {
+            if !json {
+                println!("{name}: up to date");
+            }
+            Err(json!({"name": name, "status": "up_to_date"}))
+        }
+        UpdateCheck::FolderUnchanged {
+            from_commit,
+            to_commit,
+        } => {
+            if !json {
+                println!(
+                    "{name}: no change in {name}'s folder; now at {}",
+                    short(&to_commit)
+                );
+            }
+            Err(
+                json!({"name": name, "status": "folder_unchanged", "from": from_commit, "to": to_commit}),
+            )
+        }
+    }
+}
+
 /// `skillbox skill update [NAME] [--yes]`
 pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
     let ws = up::workspace(a.workspace.as_deref())?;
@@ -307,12 +342,12 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
                 continue;
             }
         };
-        let Some(update) = prepared else {
-            if !a.json {
-                println!("{name}: up to date");
+        let update = match changed(a.json, &name, prepared) {
+            Ok(update) => update,
+            Err(quiet) => {
+                report.push(quiet);
+                continue;
             }
-            report.push(json!({"name": name, "status": "up_to_date"}));
-            continue;
         };
         let widens = update.diff.widens();
         if !a.json {

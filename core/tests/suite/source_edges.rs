@@ -1,14 +1,15 @@
 //! Rough edges of adding skills: a folder inside a `file://` repository, an abbreviated
 //! commit as the ref, `--all` beside a repository's template folder, and a commit that
-//! leaves a skill's folder alone (no update for `outdated`).
+//! leaves a skill's folder alone (no update for `outdated`, nothing to confirm for
+//! `update`).
 
 use std::time::SystemTime;
 
 use skillbox_core::skills::install::lock;
-use skillbox_core::skills::sources::AddRequest;
+use skillbox_core::skills::sources::{AddRequest, UpdateCheck};
 
 use super::git_repo::{skill_files, Repo};
-use super::sources::Env;
+use super::sources::{changed, Env};
 
 #[test]
 fn add_file_url_with_subfolder_installs_that_folder() {
@@ -134,4 +135,41 @@ fn outdated_of_a_lock_without_tree_ids_reads_the_installed_commit() {
     repo.commit("change b only");
     assert_eq!(status_of(&env, "a").0, "up_to_date");
     assert_eq!(status_of(&env, "b").0, "outdated");
+}
+
+#[test]
+fn update_of_an_unchanged_folder_records_the_commit_without_confirmation() {
+    let env = Env::new();
+    let (repo, first) = two_skills(&env);
+    let digest = env.lock().get("a").unwrap().digest.clone();
+    repo.write("skills/b/run.py", "print('{\"b\": 2}')\n");
+    let second = repo.commit("change b only");
+
+    let check = env.sources.prepare_update("a", SystemTime::now()).unwrap();
+    let UpdateCheck::FolderUnchanged {
+        from_commit,
+        to_commit,
+    } = check
+    else {
+        panic!("expected an unchanged folder, got {check:?}");
+    };
+    assert_eq!((from_commit, to_commit), (first, second.clone()));
+    let a = env.lock().get("a").cloned().unwrap();
+    assert_eq!(
+        a.origin.unwrap().commit,
+        second,
+        "the new commit is recorded"
+    );
+    assert_eq!(a.digest, digest, "nothing was installed");
+    assert_eq!(status_of(&env, "a"), ("up_to_date", Some(second.clone())));
+    let list = env.sources.outdated().unwrap();
+    assert_eq!(
+        list.iter().find(|e| e.name == "a").unwrap().installed,
+        second
+    );
+
+    // The skill whose folder changed still shows its update, to be confirmed.
+    let b = changed(env.sources.prepare_update("b", SystemTime::now()).unwrap());
+    assert!(b.diff.files.iter().any(|f| f.path == "run.py"));
+    assert!(b.needs_confirmation(false));
 }

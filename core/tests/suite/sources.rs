@@ -9,7 +9,9 @@ use std::time::{Duration, SystemTime};
 
 use skillbox_core::skills::install::TrustPolicy;
 use skillbox_core::skills::sources::git::GitRunner;
-use skillbox_core::skills::sources::{AddRequest, InstallPolicy, SourceError, Sources};
+use skillbox_core::skills::sources::{
+    AddRequest, InstallPolicy, PreparedUpdate, SourceError, Sources, UpdateCheck,
+};
 use skillbox_core::state::config::skills::InstallPolicySection;
 use skillbox_protocol::skill::InstallLock;
 
@@ -140,6 +142,14 @@ fn add_one_skill_records_source_ref_commit_and_folder() {
     assert_nothing_fetched_left(&env);
 }
 
+/// The update of a check that found the skill's folder changed.
+pub fn changed(check: UpdateCheck) -> PreparedUpdate {
+    match check {
+        UpdateCheck::Changed(update) => *update,
+        other => panic!("expected a changed folder, got {other:?}"),
+    }
+}
+
 fn assert_nothing_fetched_left(env: &Env) {
     let left: Vec<_> = std::fs::read_dir(&env.sources.fetch_root)
         .map(|d| d.flatten().map(|e| e.file_name()).collect())
@@ -236,11 +246,12 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
 
     let o = env.sources.outdated().unwrap();
     assert_eq!((o[0].name.as_str(), o[0].status), ("weather", "up_to_date"));
-    assert!(env
-        .sources
-        .prepare_update("weather", SystemTime::now())
-        .unwrap()
-        .is_none());
+    assert!(matches!(
+        env.sources
+            .prepare_update("weather", SystemTime::now())
+            .unwrap(),
+        UpdateCheck::UpToDate
+    ));
 
     // The publisher adds a network host, an env name, a write tool and changes a script.
     skill_files(
@@ -265,8 +276,8 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
     let prepared = env
         .sources
         .prepare_update("weather", SystemTime::now())
-        .unwrap()
         .unwrap();
+    let prepared = changed(prepared);
     let d = &prepared.diff;
     assert!(d.widens());
     assert_eq!(d.hosts_added, ["api.weather.example"]);
@@ -310,8 +321,8 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
     let prepared = env
         .sources
         .prepare_update("weather", SystemTime::now())
-        .unwrap()
         .unwrap();
+    let prepared = changed(prepared);
     env.sources
         .apply_update(prepared, SystemTime::now())
         .unwrap();
@@ -333,8 +344,8 @@ fn outdated_and_update_show_the_permission_diff_and_apply_only_when_asked() {
     let prepared = env
         .sources
         .prepare_update("weather", SystemTime::now())
-        .unwrap()
         .unwrap();
+    let prepared = changed(prepared);
     assert!(!prepared.diff.widens());
     assert!(!prepared.needs_confirmation(true));
     assert!(prepared.needs_confirmation(false));

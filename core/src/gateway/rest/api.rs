@@ -219,7 +219,8 @@ pub struct AddResponse {
 /// `POST /v1/skills/{name}/update`.
 #[derive(Debug, Serialize)]
 pub struct UpdateResponse {
-    /// `up_to_date` or `updated`.
+    /// `up_to_date`, `folder_unchanged` (the ref moved, the skill's folder did not: the
+    /// new commit is recorded, nothing installed) or `updated`.
     pub status: &'static str,
     /// The commit installed before.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -22,7 +22,7 @@ use crate::gateway::web::request::{ok_of, Reply, Req};
 use crate::gateway::Gateway;
 use crate::reload::Cause;
 use crate::skills::install::{self, remove, Limits, PublisherChange};
-use crate::skills::sources::{AddRequest, SourceError, Sources};
+use crate::skills::sources::{AddRequest, SourceError, Sources, UpdateCheck};
 use crate::state::config::Config;
 use crate::state::Workspace;
 
@@ -113,16 +113,30 @@ pub async fn update(gw: &Gateway, req: Req) -> Reply {
     let prepared = tokio::task::spawn_blocking(move || s.prepare_update(&n, SystemTime::now()))
         .await?
         .map_err(source_refused)?;
-    let Some(update) = prepared else {
-        return Ok(ok_of(&UpdateResponse {
-            status: "up_to_date",
-            from: None,
-            to: None,
+    let quiet = |status, from, to| {
+        ok_of(&UpdateResponse {
+            status,
+            from,
+            to,
             widens: false,
             diff: None,
             approval_id: None,
             reload: None,
-        }));
+        })
+    };
+    let update = match prepared {
+        UpdateCheck::UpToDate => return Ok(quiet("up_to_date", None, None)),
+        UpdateCheck::FolderUnchanged {
+            from_commit,
+            to_commit,
+        } => {
+            return Ok(quiet(
+                "folder_unchanged",
+                Some(from_commit),
+                Some(to_commit),
+            ))
+        }
+        UpdateCheck::Changed(update) => *update,
     };
     let widens = update.diff.widens();
     let (from, to, diff) = (

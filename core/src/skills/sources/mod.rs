@@ -3,7 +3,7 @@
 //! recording the source, ref, commit, folder and the folder's git tree id in the lock;
 //! `skill outdated` asks each source where its ref points now and whether the skill's
 //! folder changed there; `skill update` fetches again and shows what the update changes
-//! before it is applied.
+//! before it is applied (a folder whose tree did not change has only its commit recorded).
 //!
 //! - [`spec`]: what a SOURCE names.
 //! - [`git`]: the `git` program, run so that nothing in a repository can act.
@@ -30,7 +30,7 @@ pub use add::{AddOutcome, AddRequest};
 pub use ops::Sources;
 pub use policy::{InstallPolicy, PolicyRefusal};
 pub use spec::Source;
-pub use update::{OutdatedEntry, PreparedUpdate};
+pub use update::{OutdatedEntry, PreparedUpdate, UpdateCheck};
 
 use super::install::InstallError;
 

@@ -61,6 +61,23 @@ impl PreparedUpdate {
     }
 }
 
+/// What `skill update` found for one skill.
+#[derive(Debug)]
+pub enum UpdateCheck {
+    /// The ref still points at the installed commit.
+    UpToDate,
+    /// The ref moved, but the skill's folder is the tree installed: nothing to install or
+    /// confirm. The new commit is recorded in the lock, so `skill outdated` stays quiet.
+    FolderUnchanged {
+        /// The commit installed before.
+        from_commit: String,
+        /// The commit recorded now.
+        to_commit: String,
+    },
+    /// The folder changed: the update, compared and waiting to be applied.
+    Changed(Box<PreparedUpdate>),
+}
+
 /// One fetch per source and ref in a `skill outdated`, shared by the skills it holds.
 type Fetches = HashMap<(String, Option<String>), Result<Fetched, String>>;
 
@@ -121,12 +138,7 @@ impl Sources {
     }
 
     /// `skill update NAME`, first half: fetches the skill's source again and compares.
-    /// `None` when the source has not moved.
-    pub fn prepare_update(
-        &self,
-        name: &str,
-        now: SystemTime,
-    ) -> Result<Option<PreparedUpdate>, SourceError> {
+    pub fn prepare_update(&self, name: &str, now: SystemTime) -> Result<UpdateCheck, SourceError> {
         let locked = lock::read(&self.trust.skills_root)
             .map_err(|e| SourceError::Install(install::InstallError::Lock(e)))?;
         let entry = locked
@@ -139,7 +151,7 @@ impl Sources {
         self.policy.check_source(&origin.source, &origin.url)?;
         let fetched = self.fetch(&origin.url, origin.reference.as_deref())?;
         if fetched.commit == origin.commit {
-            return Ok(None);
+            return Ok(UpdateCheck::UpToDate);
         }
         if !fetched
             .tree
@@ -149,6 +161,14 @@ impl Sources {
             return Err(SourceError::Moved {
                 name: name.into(),
                 reason: format!("{} holds no SKILL.md at commit {}; the skill moved or was removed from its source", display_folder(&origin.subfolder), fetched.commit),
+            });
+        }
+        let (unchanged, tree) = self.folder_unchanged(&fetched, &origin)?;
+        if unchanged {
+            self.record_commit(name, &origin, &fetched.commit, tree)?;
+            return Ok(UpdateCheck::FolderUnchanged {
+                from_commit: origin.commit,
+                to_commit: fetched.commit,
             });
         }
         let (dir, skill) = self.stage(&fetched, &origin.subfolder, 0, now)?;
@@ -162,13 +182,10 @@ impl Sources {
                 ),
             });
         }
-        let tree = self
-            .git
-            .folder_tree(&fetched.repo, &fetched.commit, &origin.subfolder)?;
         let installed_dir = self.trust.skills_root.join(name);
         let installed = load(&installed_dir, name)?;
         let diff = UpdateDiff::between(&installed, &installed_dir, &skill, &dir);
-        Ok(Some(PreparedUpdate {
+        Ok(UpdateCheck::Changed(Box::new(PreparedUpdate {
             name: name.into(),
             from_commit: origin.commit.clone(),
             to_commit: fetched.commit.clone(),
@@ -180,7 +197,34 @@ impl Sources {
             },
             folder: dir,
             _fetch: fetched.dir,
-        }))
+        })))
+    }
+
+    /// Records that `name` is at `commit` (its folder's tree `tree`) without installing:
+    /// the folder did not change. An install since `origin` was read is left as it is.
+    fn record_commit(
+        &self,
+        name: &str,
+        origin: &SkillOrigin,
+        commit: &str,
+        tree: Option<String>,
+    ) -> Result<(), SourceError> {
+        let root = &self.trust.skills_root;
+        let lock_error = |e| SourceError::Install(install::InstallError::Lock(e));
+        let _held = lock::lock_root(root).map_err(lock_error)?;
+        let mut locked = lock::read(root).map_err(lock_error)?;
+        let Some(entry) = locked.skills.get_mut(name) else {
+            return Err(SourceError::NotInstalled { name: name.into() });
+        };
+        if entry.origin.as_ref() != Some(origin) {
+            return Ok(());
+        }
+        entry.origin = Some(SkillOrigin {
+            commit: commit.to_string(),
+            tree,
+            ..origin.clone()
+        });
+        lock::write(root, &locked).map_err(lock_error)
     }
 
     /// `skill update NAME`, second half: installs the prepared update (confirmed).
