@@ -4,7 +4,7 @@
 //! container in a compose deployment); otherwise it fetches and installs on disk like
 //! `skill install`, and a core started later picks the skill up.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use clap::Args;
@@ -79,7 +79,7 @@ pub struct UpdateArgs {
 }
 
 /// The workspace's sources from `--workspace` and its `skillbox.toml`.
-fn sources(workspace: Option<&std::path::Path>) -> anyhow::Result<Sources> {
+fn sources(workspace: Option<&Path>) -> anyhow::Result<Sources> {
     let ws = up::workspace(workspace)?;
     ws.ensure_state_dir()?;
     let config = Config::load(ws.root())?;
@@ -111,7 +111,7 @@ pub fn add(a: AddArgs) -> anyhow::Result<u8> {
     }
     let s = sources(Some(ws.root()))?;
     let req = AddRequest {
-        source: a.source.clone(),
+        source: source_from_here(&a.source, &std::env::current_dir()?),
         skills: a.skills,
         reference: a.reference,
         all: a.all,
@@ -142,15 +142,31 @@ fn running_core(ws: &Workspace) -> anyhow::Result<Option<CoreClient>> {
     }
 }
 
+/// SOURCE with a path given relative to `here` (where the command runs) made absolute:
+/// the core reads a relative path from its workspace, which need not be where the operator
+/// stands. A path is what the core would read as one: it starts with `.`, or names
+/// something that exists here; URLs, absolute paths and `owner/repo` are left as given.
+fn source_from_here(source: &str, here: &Path) -> String {
+    let text = source.trim();
+    if text.is_empty() || text.contains("://") || text.starts_with('/') || text.starts_with('-') {
+        return source.to_string();
+    }
+    let rel: PathBuf = Path::new(text)
+        .components()
+        .filter(|c| *c != std::path::Component::CurDir)
+        .collect();
+    let path = here.join(rel);
+    if !(text.starts_with('.') || path.exists()) {
+        return source.to_string();
+    }
+    path.canonicalize().unwrap_or(path).display().to_string()
+}
+
 /// `skill add` as `POST /v1/skills/install` on the running core: the core fetches (with
-/// its git), installs into its skills folder and reloads. A source that names a folder
-/// from here is sent as an absolute path (the core resolves relative ones against its
-/// workspace).
+/// its git), installs into its skills folder and reloads. A source that names a path from
+/// here is sent as an absolute path ([`source_from_here`]).
 fn add_through(core: &CoreClient, a: AddArgs) -> anyhow::Result<u8> {
-    let source = match std::path::Path::new(&a.source) {
-        p if p.is_relative() && p.exists() => std::fs::canonicalize(p)?.display().to_string(),
-        _ => a.source.clone(),
-    };
+    let source = source_from_here(&a.source, &std::env::current_dir()?);
     let body = json!({
         "source": source,
         "skills": a.skills,
@@ -419,4 +435,32 @@ pub fn update(a: UpdateArgs) -> anyhow::Result<u8> {
         println!("{reload}");
     }
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn source_from_here_makes_relative_paths_absolute_and_leaves_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let here = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(here.join("repos/tools")).unwrap();
+        let abs = |p: &str| here.join(p).display().to_string();
+        assert_eq!(source_from_here("./repos/tools", &here), abs("repos/tools"));
+        assert_eq!(source_from_here("repos/tools", &here), abs("repos/tools"));
+        assert_eq!(source_from_here("./missing", &here), abs("missing"));
+        assert_eq!(source_from_here(".", &here), here.display().to_string());
+        let sub = here.join("repos");
+        assert_eq!(source_from_here("../repos/tools", &sub), abs("repos/tools"));
+        for kept in [
+            "acme/tools",
+            "https://github.com/acme/tools",
+            "file:///srv/repo",
+            "git@example.com:o/r.git",
+            "/srv/repo",
+        ] {
+            assert_eq!(source_from_here(kept, &here), kept);
+        }
+    }
 }

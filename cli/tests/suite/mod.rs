@@ -1,4 +1,5 @@
 //! One file per command surface.
 
+mod add_cli;
 mod cli_roots;
 mod install_cli;
