@@ -69,6 +69,18 @@ impl std::fmt::Display for Placement {
 }
 
 impl Placement {
+    /// The session a container holds; an executor's placement is not one (a job sent to
+    /// the wrong transport).
+    fn container(&self) -> Result<&str, ClientError> {
+        match self {
+            Placement::Container(session) => Ok(session),
+            Placement::Executor(_) => Err(ClientError::Unreachable {
+                url: self.to_string(),
+                reason: "an executor of the pool, not a per-call container".into(),
+            }),
+        }
+    }
+
     /// The executor's address; a container's placement is not one (a job sent to the wrong
     /// transport).
     fn executor(&self) -> Result<SocketAddr, ClientError> {
@@ -259,9 +271,10 @@ impl ExecutorTransport for Containers {
         timeout: Duration,
     ) -> JobFuture<'_, SessionAnswer> {
         Box::pin(async move {
+            let session = at.container()?;
             let value = self
                 .0
-                .session_request(&at, SessionWrite::NAME, &params, timeout);
+                .session_request(session, SessionWrite::NAME, &params, timeout);
             decode_result::<SessionWrite>(value.await?)
         })
     }
@@ -274,11 +287,12 @@ impl ExecutorTransport for Containers {
         timeout: Duration,
     ) -> JobFuture<'_, SessionCloseResult> {
         Box::pin(async move {
+            let session = at.container()?;
             let value = self
                 .0
-                .session_request(&at, SessionClose::NAME, &params, timeout);
+                .session_request(session, SessionClose::NAME, &params, timeout);
             let closed = decode_result::<SessionClose>(value.await?);
-            self.0.end_session(&at).await;
+            self.0.end_session(session).await;
             closed
         })
     }

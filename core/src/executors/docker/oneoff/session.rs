@@ -20,7 +20,6 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::relay::{Peer, PeerError};
 use super::{ContainerRunner, OneOffError, START_GRACE};
-use crate::calls::transport::Placement;
 
 /// A session's container while the session runs.
 #[derive(Debug)]
@@ -73,38 +72,36 @@ impl ContainerRunner {
         let runner = Arc::clone(self);
         tokio::spawn(async move {
             let _ = tokio::time::timeout(lifetime, held.peer.ended()).await;
-            runner.end_session(&Placement::Container(session_id)).await;
+            runner.end_session(&session_id).await;
         });
         Ok(answer)
     }
 
-    /// Sends a session's request to the container holding it.
+    /// Sends a request to the container holding session `session_id`.
     pub async fn session_request<P: Serialize>(
         &self,
-        at: &Placement,
+        session_id: &str,
         method_name: &'static str,
         params: &P,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        let held = self.held(at)?;
+        let at = where_held(session_id);
+        let held = self.held(session_id)?;
         let params = serde_json::to_value(params).map_err(|e| ClientError::Typed {
             method: method_name,
             reason: format!("params: {e}"),
         })?;
         match tokio::time::timeout(timeout, held.peer.call(method_name, params)).await {
-            Ok(answer) => answer.map_err(|e| peer_error(at, e)),
+            Ok(answer) => answer.map_err(|e| peer_error(&at, e)),
             Err(_) => Err(ClientError::Timeout {
-                url: at.to_string(),
+                url: at,
                 timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             }),
         }
     }
 
-    /// Forgets the session held `at` and removes its container (nothing when it is gone).
-    pub async fn end_session(&self, at: &Placement) {
-        let Placement::Container(session_id) = at else {
-            return;
-        };
+    /// Forgets session `session_id` and removes its container (nothing when it is gone).
+    pub async fn end_session(&self, session_id: &str) {
         let taken = lock(&self.sessions).remove(session_id);
         if let Some(held) = taken {
             self.remove(&held.id).await;
@@ -118,7 +115,7 @@ impl ContainerRunner {
         params: SessionExecParams,
         timeout: Duration,
     ) -> Result<(SessionAnswer, Peer), ClientError> {
-        let at = Placement::Container(params.session_id.clone());
+        let at = where_held(&params.session_id);
         let peer = self.attach_and_start(id).await.map_err(unreachable)?;
         let params = serde_json::to_value(&params).map_err(|e| ClientError::Typed {
             method: method::SESSION_EXEC,
@@ -139,26 +136,25 @@ impl ContainerRunner {
         Ok((answer, peer))
     }
 
-    fn held(&self, at: &Placement) -> Result<Arc<SessionContainer>, ClientError> {
-        let Placement::Container(session_id) = at else {
-            return Err(ClientError::Unreachable {
-                url: at.to_string(),
-                reason: "an executor of the pool, not a per-call container".into(),
-            });
-        };
+    fn held(&self, session_id: &str) -> Result<Arc<SessionContainer>, ClientError> {
         lock(&self.sessions)
             .get(session_id)
             .cloned()
             .ok_or_else(|| ClientError::Unreachable {
-                url: at.to_string(),
+                url: where_held(session_id),
                 reason: "its container is gone (the session ended, or the core restarted)".into(),
             })
     }
 }
 
+/// How errors name the container of session `session_id`.
+fn where_held(session_id: &str) -> String {
+    format!("the container of session {session_id}")
+}
+
 /// A session job's error: the executor's own answer as it is, anything else as the
-/// container being unreachable.
-fn peer_error(at: &Placement, e: PeerError) -> ClientError {
+/// container (named `at`) being unreachable.
+fn peer_error(at: &str, e: PeerError) -> ClientError {
     match e {
         PeerError::Rpc(e) => ClientError::Rpc(e),
         other => ClientError::Unreachable {
