@@ -82,8 +82,10 @@ host_pid=""
 swarm_enter
 "target/$profile/skillbox" certs channel --out "$work/pki" >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The shipped config: the suite's (integration-tests/swarm/skillbox.toml) names servers and
+# a CA that only its stack.test.yaml deploys.
 export SKILLBOX_PKI=$work/pki SKILLBOX_SKILLS=$ws/skills SKILLBOX_GATEWAY_PORT=$port \
-  SKILLBOX_CONFIG=$repo/integration-tests/swarm/skillbox.toml SKILLBOX_CONFIG_NAME=${stack}_config \
+  SKILLBOX_CONFIG=$repo/deploy/swarm/skillbox.toml SKILLBOX_CONFIG_NAME=${stack}_config \
   SKILLBOX_EXECUTORS=1 RUST_LOG=warn
 docker stack deploy --resolve-image never -c deploy/swarm/stack.yaml "$stack" >"$work/deploy.log" 2>&1 ||
   { cat "$work/deploy.log" >&2; exit 1; }

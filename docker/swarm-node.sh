@@ -56,7 +56,7 @@ stack_remove() {
     sleep 0.5
   done
   for _ in $(seq 1 40); do
-    docker volume rm "${stack}_state" "${stack}_executor-scratch" >/dev/null 2>&1
+    docker volume rm "${stack}_state" "${stack}_skills" "${stack}_executor-scratch" >/dev/null 2>&1
     [ -z "$(docker network ls -q --filter "label=com.docker.stack.namespace=$stack")$(docker volume ls -q --filter "name=${stack}_")" ] && break
     sleep 0.5
   done
