@@ -5,7 +5,12 @@
 # container, scales to 2 and rolls the executor image; then every call must have been
 # answered with success or a clean `unavailable`, and no write tool may have run twice
 # (the recorder keeps every nonce `ledger:append` posts through the core's fetch proxy).
-# Also checks what of the hardening Swarm applied on the running tasks.
+# Also checks what of the hardening Swarm applied on the running tasks, and before the
+# load runs the compose suite's jobs shaped like published skills (docker/jobs.sh) against
+# the stack: files and scripts, Python over HTTPS through the egress proxy, a secret as a
+# placeholder, numpy and pillow from a local index, the executor restarted as an operator
+# does (`docker service update --force`), a context at its quota, `skill add` against the
+# running core, Node.
 #
 #   docker/test-swarm.sh                        # build the images, then test
 #   SKILLBOX_SKIP_BUILD=1 docker/test-swarm.sh  # the images already built (.ci/run)
@@ -36,7 +41,8 @@ stack="skillbox-e2e-$$"
 work=$(mktemp -d)
 clients_pid=""
 failures=0
-pass() { echo "  ok    $1"; }
+passed=0
+pass() { passed=$((passed + 1)); echo "  ok    $1"; }
 fail() { failures=$((failures + 1)); echo "  FAIL  $1" >&2; [ $# -lt 2 ] || echo "        $2" >&2; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -71,15 +77,30 @@ trap 'exit 130' INT TERM
 # --- a swarm -------------------------------------------------------------------------------
 swarm_enter
 
+# --- fixtures --------------------------------------------------------------------------------
+# The published-shaped jobs' fixtures (docker/jobs.sh: the suite's CA, the wheels index, the
+# greeter repository, PROBE_SECRET), and the operator's skills folder: this suite's skills
+# and the compose suite's form-filler and thumbnail, put together in the run's folder (a
+# bind mount cannot follow symlinks out of it).
+# shellcheck source=docker/jobs.sh
+. docker/jobs.sh
+jobs_fixtures
+mkdir -p "$work/skills"
+cp -r integration-tests/swarm/skills/fetcher integration-tests/swarm/skills/ledger \
+  integration-tests/compose/skills/form-filler integration-tests/compose/skills/thumbnail "$work/skills/"
+chmod -R a+rX "$work/skills"
+
 # --- deploy --------------------------------------------------------------------------------
 echo "test-swarm: stack $stack"
 docker run --rm --user "$(id -u):$(id -g)" -v "$work:/out" --entrypoint skillbox "$SKILLBOX_CORE_IMAGE" \
   certs channel --out /out/pki >/dev/null
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-export SKILLBOX_PKI=$work/pki SKILLBOX_SKILLS=$repo/integration-tests/swarm/skills \
+export SKILLBOX_PKI=$work/pki SKILLBOX_SKILLS=$work/skills \
   SKILLBOX_CONFIG=$repo/integration-tests/swarm/skillbox.toml SKILLBOX_GATEWAY_PORT=$port \
   SKILLBOX_CONFIG_NAME=${stack}_config SKILLBOX_RECORDER_NAME=${stack}_recorder \
-  SKILLBOX_RECORDER_PY=$repo/integration-tests/swarm/recorder.py SKILLBOX_EXECUTORS=2 RUST_LOG=info
+  SKILLBOX_RECORDER_PY=$repo/integration-tests/swarm/recorder.py SKILLBOX_EXECUTORS=1 RUST_LOG=info \
+  SKILLBOX_TEST_CA_NAME=${stack}_test_ca SKILLBOX_TEST_WWW=$repo/integration-tests/compose/www \
+  SKILLBOX_TEST_GITHTTP=$repo/integration-tests/tests/harness/githttp.py
 gateway="http://127.0.0.1:$port"
 deploy_started=$(now_ms)
 docker stack deploy --resolve-image never -c deploy/swarm/stack.yaml -c integration-tests/swarm/stack.test.yaml "$stack" >"$work/deploy.log" 2>&1 ||
@@ -106,12 +127,23 @@ wait_for() { # what seconds command...: until the command's output is "yes"
 executors_are() { # n: yes when n tasks run and the core routes to exactly n executors
   [ "$(running_tasks)" = "$1" ] && [ "$(healthy_executors)" = "$1" ] && echo yes || echo no
 }
-recorder_up() { [ "$(docker service ps -q --filter desired-state=running "${stack}_recorder" | head -1 | xargs -r docker inspect -f '{{.Status.State}}')" = running ] && echo yes || echo no; }
-wait_for "deployed: the core routes to 2 executors (tasks.executor)" 120 executors_are 2 || exit 1
-wait_for "the recorder runs" 60 recorder_up || exit 1
+servers_up() { # yes when the recorder and the jobs' servers run
+  local s
+  for s in recorder fetchtarget httpstarget pyindex gitserver; do
+    [ "$(docker service ps -q --filter desired-state=running "${stack}_$s" | head -1 | xargs -r docker inspect -f '{{.Status.State}}')" = running ] || { echo no; return; }
+  done
+  echo yes
+}
+# One executor at first: thumbnail's environment is built on load there, and the second
+# executor joins once it is (scaled below, before the jobs), getting it from the lock. Two
+# at once would race the build on load: an executor that starts taking calls while that
+# build runs is skipped ("being built") and gets the environment only at the next
+# arrival of an executor (core/src/deps/mod.rs, rebuild_on_arrival).
+wait_for "deployed: the core routes to 1 executor (tasks.executor)" 120 executors_are 1 || exit 1
+wait_for "the recorder and the jobs' servers (fetchtarget, httpstarget, pyindex, gitserver) run" 60 servers_up || exit 1
 core=$(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_core" | head -1)
 token=$(docker exec "$core" cat /workspace/.skillbox/api-token | tr -d '\r\n')
-echo "test-swarm: deploy to 2 executors routed: $(($(now_ms) - deploy_started)) ms"
+echo "test-swarm: deploy to 1 executor routed: $(($(now_ms) - deploy_started)) ms"
 
 # --- hardening as the engine applied it ------------------------------------------------------
 echo "test-swarm: hardening on the running tasks"
@@ -158,6 +190,64 @@ exec_nets=$(inspect "$executor" '{{range $k, $v := .NetworkSettings.Networks}}{{
 [ "$exec_nets" = "${stack}_internal " ] && pass "executor: only the internal overlay network" || fail "executor: networks" "$exec_nets"
 body=$(docker exec "$executor" python3 -c 'import socket; s=socket.socket(); s.settimeout(3); s.connect(("1.1.1.1", 53))' 2>&1 || true)
 grep -qiE 'unreachable|timed out|refused' <<<"$body" && pass "executor: no route out of the internal overlay" || fail "executor: no route out" "$body"
+
+# --- jobs shaped like published skills -----------------------------------------------------------
+# The compose suite's jobs (docker/jobs.sh) against the stack; what differs is below.
+echo "test-swarm: published-shaped jobs"
+in_executor() { # in the container of a running executor task
+  docker exec "$(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_executor" | head -1)" "$@"
+}
+core_cli() { docker exec "$core" "$@"; }
+fetchtarget_log() { docker service logs --raw "${stack}_fetchtarget"; }
+jobs_ping=ledger:ping
+# The operator's restart of a Swarm service (docs/swarm.md): `docker service update
+# --force`, which replaces every task as a rolling update does (start-first, drained). A
+# new task takes a free slot of the node's scratch volume: the one its predecessor left
+# (its environments kept) or a new one (the core builds them there from the lock).
+restart_executor() {
+  docker service update -d --force "${stack}_executor" >"$work/restart.log" 2>&1 || cat "$work/restart.log" >&2
+  wait_for "docker service update --force executor: both tasks replaced, one at a time (update completed)" 150 restart_done || true
+  wait_for "after the restart the core routes to the 2 new executors" 60 executors_are 2 || true
+  wait_for "after the restart every executor holds thumbnail's environment (kept in its slot, or built from the lock)" 120 deps_everywhere || true
+}
+restart_done() { [ "$(docker service inspect -f '{{if .UpdateStatus}}{{.UpdateStatus.State}}{{end}}' "${stack}_executor")" = completed ] && echo yes || echo no; }
+deps_everywhere() { # yes when every running executor holds a built environment in its slot
+  local c root n=0 have=0
+  for c in $(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_executor"); do
+    n=$((n + 1))
+    root=$(docker logs "$c" 2>&1 | grep -o 'root=/var/lib/skillbox-executor/[0-9]*' | tail -1 | cut -d= -f2)
+    [ -n "$root" ] && docker exec "$c" ls "$root/.deps" 2>/dev/null | grep -Eq '^[0-9a-f]{64}$' && have=$((have + 1))
+  done
+  [ "$n" -ge 1 ] && [ "$have" = "$n" ] && echo yes || echo no
+}
+# PROBE_SECRET for form-filler's grant, the way docs/swarm.md tells operators: into the
+# state volume's secrets.env on the core's node, then a reload (never the stack's environment).
+docker exec -i "$core" sh -c 'cat >> /workspace/.skillbox/secrets.env' <"$work/secrets.env"
+reload=$(curl -sS --max-time 30 -X POST -H "Authorization: Bearer $token" "$gateway/v1/skills/reload")
+expect "a reload after PROBE_SECRET went into the state volume's secrets.env: core and executor load the 4 skills" "$reload" 'r["loaded"] == 4 and r["executor"]["loaded"] == 4'
+# thumbnail, and a context at its quota beside its environment, on the one executor (as in
+# the compose suite): a context's files travel to an executor that lacks them in its cache
+# within the call, and 4 x 63 MiB to a second executor may take longer than a call's 30 s.
+if [ "$have_wheels" = yes ]; then
+  jobs_deps
+  jobs_quota
+fi
+docker service scale -d "${stack}_executor=2" >/dev/null
+wait_for "scaled 1 -> 2 for the jobs: the core routes to 2" 90 executors_are 2 || exit 1
+if [ "$have_wheels" = yes ]; then
+  wait_for "the executor that joined got thumbnail's environment from the lock (no operator step)" 120 deps_everywhere || true
+fi
+jobs_files
+jobs_node
+jobs_https
+jobs_secret
+jobs_direct
+if [ "$have_wheels" = yes ]; then
+  jobs_restart
+else
+  echo "  SKIPPED dependency jobs (numpy, pillow): no wheels in $wheels and pip could not download them (see above)"
+fi
+jobs_skill_add
 
 # --- 8 clients through scale, kill and roll ---------------------------------------------------
 echo "test-swarm: 8 clients calling throughout"
@@ -215,6 +305,7 @@ abandoned=$( (grep 'drain grace period over' "$work/executor.log" || true) | wc 
 [ "$drained" -ge 2 ] && [ "$abandoned" = 0 ] && pass "the rolled executors drained on SIGTERM ($drained 'executor drained' in the logs still kept, none gave up on a call)" ||
   fail "the rolled executors drained" "drained: $drained, abandoned: $abandoned"
 
+echo "swarm: $passed passed, $failures failed"
 if [ "$failures" != 0 ]; then
   echo "test-swarm: $failures check(s) failed" >&2
   exit 1
