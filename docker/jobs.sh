@@ -54,8 +54,8 @@ put_file() { # context path text
     -H "Authorization: Bearer $token" "$gateway/v1/contexts/$1/files/$2"
 }
 as_json() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
-cmd_args() { # cmd [skill [yield_ms]] -> exec_command's arguments as JSON
-  python3 -c 'import json,sys; a={"cmd": sys.argv[1]}; a.update({"skill": sys.argv[2]} if len(sys.argv) > 2 else {}); a.update({"yield_ms": int(sys.argv[3])} if len(sys.argv) > 3 else {}); print(json.dumps(a))' "$@"
+cmd_args() { # cmd [skill (or "") [yield_ms]] -> exec_command's arguments as JSON
+  python3 -c 'import json,sys; a={"cmd": sys.argv[1]}; a.update({"skill": sys.argv[2]} if len(sys.argv) > 2 and sys.argv[2] else {}); a.update({"yield_ms": int(sys.argv[3])} if len(sys.argv) > 3 else {}); print(json.dumps(a))' "$@"
 }
 expect_out() { # name regex command...: passes when the output matches the regex
   local name=$1 re=$2 out
@@ -246,7 +246,8 @@ jobs_quota() {
     'sum(f["size"] for f in r["files"]) == 4 * 63 * 1024 * 1024'
   r=$(ctx_call job-q run_skill_script "$thumb_args")
   expect "thumbnail runs in the context at its quota, beside its environment (no ENOSPC)" "$r" "$thumb_ok"
-  r=$(ctx_call job-q exec_command "$(cmd_args 'sha256sum big1.bin | cut -c1-16; ls | wc -l')")
+  # Up to 10 s for the command to end (hashing 63 MiB may outlast the default 1 s yield).
+  r=$(ctx_call job-q exec_command "$(cmd_args 'sha256sum big1.bin | cut -c1-16; ls | wc -l' '' 10000)")
   expect "the context's four large files are laid out for a command beside the PNG" "$r" \
     'r["data"]["exit_code"] == 0 and r["data"]["output"].split()[-1] == "5"'
 }
