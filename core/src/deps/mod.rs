@@ -27,6 +27,13 @@ use crate::state::deps::{DepsRecord, DepsRecords};
 
 /// Half-seconds a build on load waits for an executor to answer.
 const STARTUP_WAIT_ROUNDS: u32 = 120;
+/// Most times one build goes again for executors that joined while it ran.
+const CATCH_UP_ROUNDS: usize = 3;
+
+/// Whether an executor of `now` (by address) is not among those `record` was built on.
+fn joined_since(record: &DepsRecord, now: &[String]) -> bool {
+    now.iter().any(|addr| !record.executors.contains(addr))
+}
 
 /// Builds skills' dependencies on every executor and records the outcome (see the
 /// module docs).
@@ -98,7 +105,23 @@ impl DepsBuilder {
                 ),
             });
         }
-        let outcome = self.build_on_executors(&skill, &digest, rebuild).await;
+        let mut outcome = self.build_on_executors(&skill, &digest, rebuild).await;
+        // An executor that joined while the build ran was not in it, and its arrival found
+        // the skill being built: build again from the lock, which the others answer at once.
+        for _ in 0..CATCH_UP_ROUNDS {
+            let Ok(record) = &outcome else { break };
+            let now: Vec<String> = (self.transport.placements().iter())
+                .map(ToString::to_string)
+                .collect();
+            if !record.ok || !joined_since(record, &now) {
+                break;
+            }
+            if let Err(e) = records.put(record.clone()) {
+                tracing::warn!(skill = %name, error = %e, "dependency record not written");
+            }
+            tracing::info!(skill = %name, "an executor joined during the build: installing the lock there too");
+            outcome = self.build_on_executors(&skill, &digest, false).await;
+        }
         records.finish(name);
         let record = outcome?;
         if let Err(e) = records.put(record.clone()) {
@@ -195,5 +218,32 @@ impl DepsBuilder {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_executor_not_in_the_build_has_joined_since() {
+        let record = DepsRecord {
+            skill: "thumbnail".into(),
+            digest: "d".into(),
+            ok: true,
+            requirements: Vec::new(),
+            packages: Vec::new(),
+            log_tail: String::new(),
+            executors: vec!["10.0.0.1:7071".into()],
+            finished_ms: 1,
+            egress_refused: Vec::new(),
+            not_taken: Vec::new(),
+        };
+        assert!(!joined_since(&record, &["10.0.0.1:7071".into()]));
+        assert!(!joined_since(&record, &[]), "one that left is no reason");
+        assert!(joined_since(
+            &record,
+            &["10.0.0.1:7071".into(), "10.0.0.2:7071".into()]
+        ));
     }
 }
