@@ -135,15 +135,15 @@ fn make_here(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, NetnsError> {
     let (listener, transparent, resolver) = match proxy {
         Proxy::Egress => {
             let listener = listen(Ipv4Addr::LOCALHOST, PROXY_PORT)?;
-            route::all_addresses_local().map_err(NetnsError::Route)?;
-            let mut wanted: Vec<u16> = TRANSPARENT_PORTS.iter().chain(ports).copied().collect();
-            wanted.sort_unstable();
-            wanted.dedup();
-            let transparent = (wanted.into_iter())
-                .filter(|p| *p != PROXY_PORT)
-                .map(|p| listen(Ipv4Addr::UNSPECIFIED, p))
-                .collect::<Result<Vec<_>, _>>()?;
-            (Some(listener), transparent, Some(resolver()?))
+            let (transparent, resolver) = match transparent_parts(ports) {
+                Ok((transparent, resolver)) => (transparent, Some(resolver)),
+                Err(e) => {
+                    static SAID: std::sync::Once = std::sync::Once::new();
+                    SAID.call_once(|| tracing::warn!(error = %e, "{NO_TRANSPARENT}"));
+                    (Vec::new(), None)
+                }
+            };
+            (Some(listener), transparent, resolver)
         }
         Proxy::None => (None, Vec::new(), None),
     };
@@ -165,6 +165,28 @@ fn make_here(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, NetnsError> {
         transparent,
         resolver,
     })
+}
+
+/// What the executor says once when a call's namespace cannot take the connections of
+/// programs that ignore the proxy: those get no network, as before, and the others keep
+/// the proxy.
+pub const NO_TRANSPARENT: &str = "programs that ignore the proxy variables get no network: a call's namespace cannot take their connections (its name server and listeners need ports below 1024: give the executor CAP_NET_BIND_SERVICE, or run it as root); programs that use HTTP_PROXY reach their hosts as before";
+
+/// The name server, the listeners of `ports` (and [`TRANSPARENT_PORTS`]) and, last, the
+/// route that makes every address local: all of them, or none (an error), so a namespace
+/// that cannot have them is the proxy-only one, where a direct connection is
+/// `ENETUNREACH`.
+fn transparent_parts(ports: &[u16]) -> Result<(Vec<TcpListener>, UdpSocket), NetnsError> {
+    let resolver = resolver()?;
+    let mut wanted: Vec<u16> = TRANSPARENT_PORTS.iter().chain(ports).copied().collect();
+    wanted.sort_unstable();
+    wanted.dedup();
+    let transparent = (wanted.into_iter())
+        .filter(|p| *p != PROXY_PORT)
+        .map(|p| listen(Ipv4Addr::UNSPECIFIED, p))
+        .collect::<Result<Vec<_>, _>>()?;
+    route::all_addresses_local().map_err(NetnsError::Route)?;
+    Ok((transparent, resolver))
 }
 
 /// A non-blocking TCP listener on `ip:port` in the calling thread's namespace.
