@@ -27,6 +27,8 @@ use crate::state::deps::{DepsRecord, DepsRecords};
 
 /// Half-seconds a build on load waits for an executor to answer.
 const STARTUP_WAIT_ROUNDS: u32 = 120;
+/// Pause before a build on load that failed is tried once more.
+const LOAD_RETRY_PAUSE: Duration = Duration::from_secs(5);
 /// Most times one build goes again for executors that joined while it ran.
 const CATCH_UP_ROUNDS: usize = 3;
 
@@ -162,7 +164,15 @@ impl DepsBuilder {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             for name in missing {
-                match me.build(&name, false).await {
+                let mut built = me.build(&name, false).await;
+                if matches!(&built, Ok(r) if !r.ok) {
+                    // A deployment that is still starting (the executor's way to the core's
+                    // egress proxy not up yet) fails a first build that would succeed a
+                    // moment later: one more try before the failure stands.
+                    tokio::time::sleep(LOAD_RETRY_PAUSE).await;
+                    built = me.build(&name, true).await;
+                }
+                match built {
                     Ok(r) => tracing::info!(skill = %name, ok = r.ok, "dependencies built on load"),
                     Err(e) => {
                         tracing::warn!(skill = %name, error = %e, "dependencies not built on load")
