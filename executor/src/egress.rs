@@ -25,6 +25,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use skillbox_channel::stream::BoxedStream;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
@@ -36,7 +37,7 @@ use crate::broker::{CallInfo, CapabilityBroker};
 pub const MAX_CONNECTIONS_PER_CALL: usize = 64;
 
 /// Bytes buffered each way per connection.
-pub(crate) const COPY_BUFFER_BYTES: usize = 64 * 1024;
+const COPY_BUFFER_BYTES: usize = 64 * 1024;
 
 /// How long a refused connection is read (and what it sent dropped) after the answer, so
 /// that closing it does not reset the connection before the program read the answer.
@@ -145,18 +146,7 @@ async fn accept_failed(e: std::io::Error) {
 async fn carry<B: CapabilityBroker>(mut conn: TcpStream, broker: &B, call: &CallInfo) {
     let _ = conn.set_nodelay(true);
     match broker.egress(call).await {
-        Ok(mut stream) => {
-            let copied = tokio::io::copy_bidirectional_with_sizes(
-                &mut conn,
-                &mut stream,
-                COPY_BUFFER_BYTES,
-                COPY_BUFFER_BYTES,
-            )
-            .await;
-            if let Err(e) = copied {
-                tracing::debug!(error = %e, "an egress connection ended with an error");
-            }
-        }
+        Ok(mut stream) => splice(&mut conn, &mut stream).await,
         Err(e) => {
             tracing::warn!(error = %e, "a connection of the call could not be carried to the core");
             let _ = conn.write_all(refusal(&e).as_bytes()).await;
@@ -165,6 +155,21 @@ async fn carry<B: CapabilityBroker>(mut conn: TcpStream, broker: &B, call: &Call
             let drain = async { while matches!(conn.read(&mut sink).await, Ok(n) if n > 0) {} };
             let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
         }
+    }
+}
+
+/// Copies a program's connection and its stream to the core both ways until both sides
+/// are done.
+async fn splice(conn: &mut TcpStream, stream: &mut BoxedStream) {
+    let copied = tokio::io::copy_bidirectional_with_sizes(
+        conn,
+        stream,
+        COPY_BUFFER_BYTES,
+        COPY_BUFFER_BYTES,
+    )
+    .await;
+    if let Err(e) = copied {
+        tracing::debug!(error = %e, "an egress connection ended with an error");
     }
 }
 

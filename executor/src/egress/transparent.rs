@@ -24,7 +24,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::resolver::Names;
-use super::COPY_BUFFER_BYTES;
 use crate::broker::{CallInfo, CapabilityBroker};
 
 /// Longest wait for a program's first bytes, and for the proxy's answer to `CONNECT`.
@@ -66,18 +65,8 @@ pub async fn carry<B: CapabilityBroker>(
         let absolute = absolute_form(&head, &host, dialled.port());
         stream.write_all(&absolute).await.is_ok()
     };
-    if !opened {
-        return;
-    }
-    let copied = tokio::io::copy_bidirectional_with_sizes(
-        &mut conn,
-        &mut stream,
-        COPY_BUFFER_BYTES,
-        COPY_BUFFER_BYTES,
-    )
-    .await;
-    if let Err(e) = copied {
-        tracing::debug!(error = %e, "a connection made without the proxy ended with an error");
+    if opened {
+        super::splice(&mut conn, &mut stream).await;
     }
 }
 
