@@ -12,7 +12,8 @@
 #   jobs_https        # Python to a granted HTTPS host through the egress proxy (the suite's
 #                     # CA), refused (403) elsewhere
 #   jobs_secret       # a bound secret: a placeholder in the sandbox, the value at the target
-#   jobs_direct       # a direct connection around the proxy goes nowhere
+#   jobs_direct       # programs that ignore the proxy (http.client, Node fetch) reach the
+#                     # granted host, refused (403) elsewhere
 #   jobs_deps         # thumbnail (numpy, pillow from the suite's index) built on load, runs
 #   jobs_quota        # a context at its quota beside the built environment
 #   jobs_restart      # the executor restarted as an operator does; thumbnail runs again
@@ -202,14 +203,25 @@ jobs_secret() {
 }
 
 jobs_direct() {
-  local direct r
-  # The shipped executor container has no CAP_NET_BIND_SERVICE, so a call's namespace
-  # cannot take the connections of programs that ignore the proxy (its name server needs
-  # port 53; docs/sandbox.md): such a connection goes nowhere, while programs that use
-  # HTTP_PROXY reach their hosts (above).
-  direct="python3 -c 'import socket; socket.create_connection((\"fetchtarget\", 8080), timeout=3)'"
-  r=$(ctx_call job-e exec_command "$(cmd_args "$direct" form-filler)")
-  expect "a direct connection around the proxy goes nowhere" "$r" 'r["data"]["exit_code"] != 0'
+  local r
+  # The shipped executor has CAP_NET_BIND_SERVICE, so a call's namespace takes the
+  # connections of programs that ignore HTTP_PROXY (its name server answers, its listeners
+  # carry them to the egress proxy; docs/sandbox.md): the same hosts, the same refusals.
+  put_file job-n direct.py 'import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], int(sys.argv[2]), timeout=10)
+c.request("GET", sys.argv[3])
+r = c.getresponse()
+print(r.status, r.read().decode().strip())' >/dev/null
+  put_file job-n direct.mjs 'const r = await fetch(process.argv[2]); console.log(r.status, (await r.text()).trim());' >/dev/null
+  r=$(ctx_call job-n exec_command "$(cmd_args 'python3 direct.py fetchtarget 8080 /hello.txt' form-filler 10000)")
+  expect "a program that ignores the proxy (http.client) reaches its granted host" "$r" \
+    'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "200 hello from the fetch target"'
+  r=$(ctx_call job-n exec_command "$(cmd_args 'node direct.mjs http://fetchtarget:8080/hello.txt' form-filler 10000)")
+  expect "Node's fetch, which ignores the proxy variables, reaches the granted host" "$r" \
+    'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "200 hello from the fetch target"'
+  r=$(ctx_call job-n exec_command "$(cmd_args 'python3 direct.py example.com 80 /' form-filler 10000)")
+  expect "a program that ignores the proxy is refused a host it was not granted (403)" "$r" \
+    'r["data"]["output"].startswith("403")'
 }
 
 # --- dependencies ---------------------------------------------------------------------------

@@ -197,9 +197,12 @@ expect "GET /healthz: compose core image has no python3 (the check above is not 
 
 # --- the network wall -------------------------------------------------------------------
 # probe declares network, so its tools run in a network namespace of the call's own whose
-# only way out is the egress proxy: a direct connection has no route (ENETUNREACH), and
-# there is no name server; from the executor container itself, outside the tool sandbox,
-# the internal-only network is the second wall (timeouts, no DNS for outside names).
+# only way out is the egress proxy: every address there is the namespace's own, its name
+# server answers every name with an address of the namespace (198.18.0.0/15), and a
+# connection to a port of the skill's hosts (or 80, 443) lands on the executor's relay,
+# which takes it to the proxy by name; an address the program did not look up goes as the
+# address, which the proxy refuses. From the executor container itself, outside the tool
+# sandbox, the internal-only network is the second wall (timeouts, no DNS for outside names).
 echo "test-compose: network"
 body=$(curl -sS --max-time 10 "$gateway/healthz")
 expect "GET /healthz says which network mode is in force: per-call namespaces" "$body" \
@@ -207,16 +210,24 @@ expect "GET /healthz says which network mode is in force: per-call namespaces" "
 expect_out "the core's log says the same when the executor turned healthy" \
   'executor healthy.*network.*namespaces' compose logs --no-color core
 fetch_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$fetch_id" | awk '{print $1}')
-refused_by_sandbox='r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Network is unreachable", "Operation not permitted", "Permission denied"))'
-body=$(call probe:connect "{\"host\":\"$fetch_ip\",\"port\":8080}")
-expect "a tool cannot open a TCP connection to $fetch_ip:8080 (fetchtarget) around the proxy" "$body" "$refused_by_sandbox"
+nonce="direct-$RANDOM$RANDOM"
+direct_py='import http.client, sys
+c = http.client.HTTPConnection(sys.argv[1], 8080, timeout=10)
+c.request("GET", "/" + sys.argv[2])
+print(c.getresponse().status)'
+body=$(ctx_call net-wall exec_command "$(cmd_args "python3 -c '$direct_py' $fetch_ip $nonce" probe 10000)")
+expect "a connection to $fetch_ip:8080 (fetchtarget's address) lands on the call's own relay, and the proxy refuses an address (403)" \
+  "$body" 'r["data"]["output"].strip() == "403"'
+target_log=$(fetchtarget_log 2>&1 | grep -c "$nonce" || true)
+expect "fetchtarget never saw that request" "\"$target_log\"" 'r.strip() == "0"'
 body=$(call probe:connect '{"host":"1.1.1.1","port":53}')
-expect "a tool cannot open a TCP connection to 1.1.1.1:53" "$body" "$refused_by_sandbox"
-no_dns='r["success"] is True and r["data"]["ok"] is False and "gaierror" in r["data"]["error"]'
+expect "a tool cannot open a TCP connection to 1.1.1.1:53 (nothing of the call listens there)" "$body" \
+  'r["success"] is True and r["data"]["ok"] is False and "Connection refused" in r["data"]["error"]'
+own_address='r["success"] is True and r["data"]["ok"] is True and all(a.startswith(("198.18.", "198.19.")) for a in r["data"]["addresses"])'
 body=$(call probe:resolve '{"name":"example.com"}')
-expect "a tool cannot resolve example.com" "$body" "$no_dns"
+expect "a tool resolves example.com only to an address of its own namespace, never the real one" "$body" "$own_address"
 body=$(call probe:resolve '{"name":"core"}')
-expect "a tool cannot resolve even the internal name core" "$body" "$no_dns"
+expect "a tool resolves even the internal name core only to an address of its own namespace" "$body" "$own_address"
 
 py_connect='import socket,sys
 try:
@@ -277,9 +288,9 @@ expect "a tool cannot reach /var/run/docker.sock" "$body" \
   'r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Operation not permitted", "Permission denied", "No such file"))'
 expect_out "the Docker socket is not in the executor container" '^absent$' \
   in_executor bash -c 'test -e /var/run/docker.sock || test -e /run/docker.sock && echo present || echo absent'
-# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP NET_ADMIN SYS_ADMIN (bits 0 1 6 7 8 12 21): the
-# set docker/README.md justifies (each one taken away below).
-expected_caps=00000000002011c3
+# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP NET_BIND_SERVICE NET_ADMIN SYS_ADMIN (bits 0 1 6
+# 7 8 10 12 21): the set docker/README.md justifies (each one taken away below).
+expected_caps=00000000002015c3
 executor_pid=$(in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || echo "${d#/proc/}"; done' | head -n1)
 caps=$(in_executor grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' /proc/1/status | tr '\n\t' '  ')
 expect "executor container, init (pid 1): CapEff = CapPrm = CapBnd = $expected_caps, no ambient" "\"$caps\"" \
@@ -350,7 +361,7 @@ jobs_skill_add
 # docker/README.md's table: the executor image run as compose.yaml runs it, less one
 # capability, fails at what the table says that capability is for.
 echo "test-compose: the executor container's capabilities, one at a time"
-all_caps=(SETUID SETGID SETPCAP CHOWN DAC_OVERRIDE SYS_ADMIN NET_ADMIN)
+all_caps=(SETUID SETGID SETPCAP CHOWN DAC_OVERRIDE SYS_ADMIN NET_ADMIN NET_BIND_SERVICE)
 without() { # capability (or -) command...: the executor image as compose runs it, less one capability
   local drop=$1 args=() c
   shift
@@ -366,6 +377,7 @@ expect "with every capability of the table a call succeeds and leaves no scratch
   '"\"success\":true" in r.replace(" ", "") and "left: 0" in r'
 out=$(without - "$netns")
 expect "with every capability of the table the executor makes network namespaces" "$out" 'r["network_namespaces"] is True'
+expect "with every capability of the table a call's namespace takes connections around the proxy" "$out" 'r["transparent_egress"] is True'
 for cap in SETUID SETGID SETPCAP CHOWN; do
   out=$(without "$cap" "$one_call")
   expect "without $cap no tool starts" "$(printf '%s' "$out" | as_json)" '"\"success\":true" not in r.replace(" ", "")'
@@ -377,6 +389,9 @@ for cap in SYS_ADMIN NET_ADMIN; do
   out=$(without "$cap" "$netns")
   expect "without $cap the executor cannot make network namespaces" "$out" 'r["network_namespaces"] is False'
 done
+out=$(without NET_BIND_SERVICE "$netns")
+expect "without NET_BIND_SERVICE a call's namespace is the proxy-only one" "$out" \
+  'r["network_namespaces"] is True and r["transparent_egress"] is False'
 
 # --- execution.sandbox: container -----------------------------------------------------------
 echo "test-compose: per-call containers (execution.sandbox: container)"

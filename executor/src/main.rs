@@ -236,8 +236,12 @@ fn run_probe(json: bool) -> ExitCode {
             }
         );
         match skillbox_executor::sandbox::netns::probe() {
-            Ok(()) => println!(
-                "network ns:    yes (skills that declare network run behind the egress proxy)"
+            Ok(true) => println!(
+                "network ns:    yes (skills that declare network run behind the egress proxy; programs that ignore the proxy variables are taken to it too)"
+            ),
+            Ok(false) => println!(
+                "network ns:    yes (skills that declare network run behind the egress proxy); {}",
+                skillbox_executor::sandbox::netns::NO_TRANSPARENT
             ),
             Err(e) => println!(
                 "network ns:    no ({e}): {}",

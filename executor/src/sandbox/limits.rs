@@ -20,8 +20,11 @@ pub const DEFAULT_MAX_OPEN_FILES: u64 = 256;
 /// Address space beyond the memory limit when rlimits limit memory: V8 reserves its code
 /// range and heap, the JVM its heap (sized from the address-space limit), class space and
 /// code cache, Go its arenas' index, gigabytes they never touch (measured: the JVM 17
-/// needs about 3.5 GiB on a 24 GiB machine, Node 20 and Go 1.19 less than 1 GiB).
-pub const RUNTIME_RESERVE_MB: u64 = 8 * 1024;
+/// needs about 3.5 GiB on a 24 GiB machine, Node 20 and Go 1.19 less than 1 GiB), and V8
+/// about 10 GiB for each WebAssembly memory (its guard region): Node's `fetch` parses HTTP
+/// with one, and failed under 8 GiB ("fetch failed", measured with Node 18 and 20).
+/// `RLIMIT_DATA` still limits what is used.
+pub const RUNTIME_RESERVE_MB: u64 = 32 * 1024;
 
 const MIB: u64 = 1024 * 1024;
 

@@ -121,9 +121,12 @@ pub async fn create_async(proxy: Proxy, ports: &[u16]) -> Result<CallNetwork, Ne
     answered.await.map_err(|_| NetnsError::Lost)?
 }
 
-/// Whether this process can make a call's namespace: makes one and drops it.
-pub fn probe() -> Result<(), NetnsError> {
-    create(Proxy::Egress, &[]).map(drop)
+/// Whether this process can make a call's namespace: makes one and drops it. `Ok(true)`
+/// when that namespace also takes the connections of programs that ignore the proxy
+/// (its name server and listeners below 1024 could be bound), `Ok(false)` when it is the
+/// proxy-only one.
+pub fn probe() -> Result<bool, NetnsError> {
+    create(Proxy::Egress, &[]).map(|made| made.resolver.is_some())
 }
 
 /// The steps, on the calling thread, which stays in the new namespace: only for a thread
@@ -247,7 +250,7 @@ mod tests {
     /// Whether this test process may make namespaces (root with CAP_SYS_ADMIN).
     fn can_make() -> bool {
         match probe() {
-            Ok(()) => true,
+            Ok(_) => true,
             Err(e) => {
                 eprintln!("SKIPPED: network namespaces unavailable here: {e}");
                 false

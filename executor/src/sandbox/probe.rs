@@ -25,6 +25,10 @@ pub struct KernelSupport {
     /// network at all (their fetch capability still works), the rest of the sandbox is
     /// unaffected.
     pub network_namespaces: bool,
+    /// Whether a network call's namespace also takes the connections of programs that
+    /// ignore the proxy variables (its name server and listeners need ports below 1024:
+    /// root or `CAP_NET_BIND_SERVICE`); without it such programs get no network.
+    pub transparent_egress: bool,
     /// How a call's memory is limited ([`super::memcg`]): a cgroup per call where the
     /// executor can have a subtree, rlimits otherwise. The probe judges whether the
     /// executor's cgroup offers the memory controller and is writable; a sandbox that then
@@ -61,11 +65,13 @@ impl KernelSupport {
 
 /// Probes the running kernel.
 pub fn probe() -> KernelSupport {
+    let namespaces = network_namespaces();
     KernelSupport {
         landlock_abi: landlock_abi(),
         seccomp: seccomp_available(),
         user_switch: nix::unistd::geteuid().is_root(),
-        network_namespaces: network_namespaces(),
+        network_namespaces: namespaces.is_some(),
+        transparent_egress: namespaces == Some(true),
         memory_limit: super::memcg::probe_mode(),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
@@ -73,14 +79,14 @@ pub fn probe() -> KernelSupport {
     }
 }
 
-/// Whether a call's network namespace can be made here ([`super::netns::probe`]); logs
-/// why not.
-fn network_namespaces() -> bool {
+/// Whether a call's network namespace can be made here ([`super::netns::probe`]), and if
+/// so whether it takes connections around the proxy; logs why not.
+fn network_namespaces() -> Option<bool> {
     match super::netns::probe() {
-        Ok(()) => true,
+        Ok(transparent) => Some(transparent),
         Err(e) => {
             tracing::warn!(error = %e, "{}", super::netns::UNAVAILABLE);
-            false
+            None
         }
     }
 }
@@ -126,6 +132,7 @@ mod tests {
             seccomp: false,
             user_switch: false,
             network_namespaces: false,
+            transparent_egress: false,
             memory_limit: crate::sandbox::memcg::MemoryMode::Rlimit,
             kernel: "x".into(),
         };

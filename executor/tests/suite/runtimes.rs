@@ -78,6 +78,17 @@ fn runtimes(root: &SkillRoot) -> Vec<(&'static str, Vec<String>, &'static str)> 
             vec!["node".into(), "-e".into(), "console.log(1+1)".into()],
             "2",
         ));
+        // A WebAssembly memory reserves about 10 GiB of address space (Node's fetch
+        // parses HTTP with one): under rlimits, RLIMIT_AS must leave room for it.
+        out.push((
+            "wasm",
+            vec![
+                "node".into(),
+                "-e".into(),
+                "new WebAssembly.Memory({initial: 1}); console.log(\"wasm ok\")".into(),
+            ],
+            "wasm ok",
+        ));
     }
     if have("java") {
         out.push(("java", vec!["java".into(), "-version".into()], "version"));

@@ -10,8 +10,9 @@ pub const EXECUTOR: &str = "skillbox-executor";
 /// The core Deployment and its Service.
 pub const CORE: &str = "skillbox-core";
 /// The only capabilities an executor keeps (docker/README.md, "What the executor
-/// container gets"): SYS_ADMIN and NET_ADMIN make each network call's namespace.
-pub const EXECUTOR_CAPS: [&str; 7] = [
+/// container gets"): SYS_ADMIN and NET_ADMIN make each network call's namespace,
+/// NET_BIND_SERVICE its name server and listeners below 1024.
+pub const EXECUTOR_CAPS: [&str; 8] = [
     "SETUID",
     "SETGID",
     "SETPCAP",
@@ -19,6 +20,7 @@ pub const EXECUTOR_CAPS: [&str; 7] = [
     "DAC_OVERRIDE",
     "SYS_ADMIN",
     "NET_ADMIN",
+    "NET_BIND_SERVICE",
 ];
 /// The core's user id (docker/core.Dockerfile).
 pub const CORE_UID: i64 = 10001;
@@ -79,7 +81,7 @@ fn strings(v: &Value) -> BTreeSet<String> {
 }
 
 /// Every container of every Deployment drops ALL capabilities; only the executor adds
-/// any, exactly the seven it needs.
+/// any, exactly the eight it needs.
 pub fn capabilities(objects: &[Value]) -> Vec<String> {
     let mut bad = Vec::new();
     for d in deployments(objects) {
