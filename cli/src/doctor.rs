@@ -387,9 +387,27 @@ async fn core(ws: &Workspace, running_netns: &mut Option<bool>) -> Vec<Check> {
                     fix_for(s, reason),
                 ));
             }
+            out.extend(skills.iter().flat_map(script_warnings));
         }
     }
     out
+}
+
+/// A warning for each thing a skill's scripts use that the sandbox lacks (the core's
+/// `script_warnings`): the skill may still run, and fail where its script needs it.
+fn script_warnings(skill: &Value) -> Vec<Check> {
+    let name = skill["name"].as_str().unwrap_or("?");
+    (skill["script_warnings"].as_array().into_iter().flatten())
+        .filter_map(Value::as_str)
+        .map(|w| {
+            let fix = if w.contains("import") {
+                format!("add the package to the skill's requirements, or grant it: [grants.{name}] requirements = [\"PACKAGE\"] in skillbox.toml (a module's package may be named otherwise: yaml is pyyaml, PIL is pillow)")
+            } else {
+                "install the program where the executor runs (under `skillbox up`, on the host's /usr/local/bin:/usr/bin:/bin; in the executor image, SKILLBOX_EXTRA_DEBIAN_PACKAGES), or leave it if the skill does without".to_string()
+            };
+            Check::warning(format!("skill {name}"), w.to_string(), fix)
+        })
+        .collect()
 }
 
 /// What to do about an unavailable skill, from its reason.

@@ -15,6 +15,7 @@ mod install;
 pub mod log;
 mod mcp;
 mod route;
+mod script_uses;
 mod skill;
 mod sources;
 mod table;

@@ -317,6 +317,9 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
     for line in skillbox_protocol::skill::validate::advice(skill) {
         println!("advice:      {line}");
     }
+    // Only a workspace's own core judges (an explicit --skills folder has none).
+    let ask_core = a.roots.skills.is_empty();
+    super::script_uses::print(skill, a.roots.workspace.as_deref(), ask_core);
     let e = &skill.execution;
     println!(
         "limits:      timeout {} ms, memory {} MiB, output {} bytes",

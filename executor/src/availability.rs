@@ -19,6 +19,7 @@ pub fn sandbox_facts(
     registry: &Registry,
     network_namespaces: bool,
     memory_limit: crate::sandbox::memcg::MemoryMode,
+    deps_root: &Path,
 ) -> SandboxFacts {
     let mut programs = BTreeMap::new();
     for registered in registry.skills() {
@@ -34,6 +35,7 @@ pub fn sandbox_facts(
         programs,
         network_namespaces,
         memory_limit: memory_limit.as_str().to_string(),
+        scripts: crate::script_facts::script_facts(registry, deps_root, on_sandbox_path),
     }
 }
 
@@ -81,12 +83,23 @@ mod tests {
              tools:\n  - name: run\n    description: d\n    command: [\"python3\", \"x.py\"]\n",
         )
         .unwrap();
-        std::fs::write(dir.join("x.py"), "").unwrap();
+        std::fs::write(
+            dir.join("x.py"),
+            "import json\nimport skillbox_no_such_module\nsubprocess.run(['skillbox-no-such-program'])\n",
+        )
+        .unwrap();
         let facts = sandbox_facts(
             &Registry::load(root.path()),
             false,
             crate::sandbox::memcg::MemoryMode::Rlimit,
+            &root.path().join(".deps"),
         );
+        let scripts = &facts.scripts["tools"];
+        assert_eq!(scripts.missing_programs, ["skillbox-no-such-program"]);
+        if on_sandbox_path("python3") {
+            // json is the standard library's; the other module is nobody's.
+            assert_eq!(scripts.unprovided_imports, ["skillbox_no_such_module"]);
+        }
         assert_eq!(facts.os, "linux");
         assert_eq!(facts.programs.get("sh"), Some(&true));
         assert_eq!(facts.programs.get("skillbox-missing-bin"), Some(&false));

@@ -26,7 +26,7 @@ pub const DEPS_DIR: &str = ".deps";
 /// The lock an environment keeps: what it holds, as [`LockedPackage`]s.
 const LOCK_FILE: &str = "skillbox-deps.json";
 /// The name of the skill an environment belongs to.
-const SKILL_FILE: &str = "skillbox-skill";
+pub const SKILL_FILE: &str = "skillbox-skill";
 /// The installer's output kept for the answer.
 const LOG_TAIL_BYTES: usize = 8 * 1024;
 
@@ -68,7 +68,7 @@ pub struct DepsDir {
 impl DepsDir {
     /// The environment `digest` names for a call of `skill`, which must be built here.
     pub fn for_call(sandbox: &Sandbox, skill: &str, digest: &str) -> Result<Self, DepsError> {
-        let path = env_dir(&root(sandbox), digest)?;
+        let path = env_dir(&deps_root(sandbox), digest)?;
         if !path.join(LOCK_FILE).is_file() {
             return Err(DepsError::Missing {
                 skill: skill.to_string(),
@@ -86,7 +86,8 @@ fn env_dir(root: &Path, digest: &str) -> Result<PathBuf, DepsError> {
     Ok(root.join(digest.to_ascii_lowercase()))
 }
 
-fn root(sandbox: &Sandbox) -> PathBuf {
+/// Where the built environments are: `<scratch root>/.deps`.
+pub fn deps_root(sandbox: &Sandbox) -> PathBuf {
     sandbox.config().scratch_root.join(DEPS_DIR)
 }
 
@@ -96,7 +97,7 @@ pub async fn build<B: CapabilityBroker>(
     broker: &B,
     p: DepsBuildParams,
 ) -> Result<DepsBuildResult, DepsError> {
-    let dir = env_dir(&root(sandbox), &p.digest)?;
+    let dir = env_dir(&deps_root(sandbox), &p.digest)?;
     if let Ok(bytes) = std::fs::read(dir.join(LOCK_FILE)) {
         if let Ok(packages) = serde_json::from_slice::<Vec<LockedPackage>>(&bytes) {
             return Ok(DepsBuildResult {

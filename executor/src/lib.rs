@@ -32,6 +32,7 @@ pub mod registry;
 pub mod relay;
 pub mod sandbox;
 pub mod script;
+pub mod script_facts;
 pub mod server;
 pub mod session;
 pub mod stdio;

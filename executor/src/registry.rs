@@ -29,6 +29,8 @@ pub const CHANGED_SINCE_INSTALL: &str = "files changed since install";
 pub struct RegisteredSkill {
     /// The skill.
     pub skill: Skill,
+    /// What its scripts use from the machine (read once, at load): `crate::script_facts`.
+    pub script_uses: skillbox_protocol::skill::script_uses::ScriptUses,
     validators: HashMap<String, jsonschema::Validator>,
 }
 
@@ -164,7 +166,13 @@ impl Registry {
             }
             skills.insert(
                 skill.name.clone(),
-                Arc::new(RegisteredSkill { skill, validators }),
+                Arc::new(RegisteredSkill {
+                    script_uses: skillbox_protocol::skill::script_uses::ScriptUses::scan(
+                        &skill.dir,
+                    ),
+                    skill,
+                    validators,
+                }),
             );
         }
         Self {

@@ -294,6 +294,7 @@ impl RpcHandler for ExecutorService {
                             &self.registry(),
                             k.network_namespaces,
                             k.memory_limit,
+                            &crate::deps::deps_root(&self.sandbox),
                         )),
                     })
                 }

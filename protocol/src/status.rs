@@ -100,4 +100,47 @@ pub struct SandboxFacts {
     /// the address space runtimes reserve). Empty from executors that predate it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub memory_limit: String,
+    /// Skill name → what its scripts use that is missing where they run
+    /// (`crate::skill::script_uses`): only skills with something missing. A diagnostic
+    /// for `skillbox doctor` and `skill info`, never a reason to hold a skill unavailable.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub scripts: std::collections::BTreeMap<String, ScriptFacts>,
+}
+
+/// What one skill's scripts use that the sandbox lacks.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScriptFacts {
+    /// Programs its scripts or its `SKILL.md` commands start that are not on the sandbox
+    /// `PATH`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_programs: Vec<String>,
+    /// Python modules its scripts import that neither the sandbox's Python nor the
+    /// skill's built environment provides (a requirement it never declared).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprovided_imports: Vec<String>,
+}
+
+impl ScriptFacts {
+    /// Whether nothing is missing.
+    pub fn is_empty(&self) -> bool {
+        self.missing_programs.is_empty() && self.unprovided_imports.is_empty()
+    }
+
+    /// One sentence per kind, for `doctor` and `skill info`.
+    pub fn sentences(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.missing_programs.is_empty() {
+            out.push(format!(
+                "its scripts run {}, not on the sandbox PATH",
+                self.missing_programs.join(", ")
+            ));
+        }
+        if !self.unprovided_imports.is_empty() {
+            out.push(format!(
+                "its scripts import {}, which neither the sandbox's Python nor its requirements provide",
+                self.unprovided_imports.join(", ")
+            ));
+        }
+        out
+    }
 }

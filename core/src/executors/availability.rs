@@ -71,6 +71,14 @@ impl SkillAvailability {
         r
     }
 
+    /// What `skill`'s scripts use that the executors' sandboxes lack, as sentences (a
+    /// diagnostic: never a reason to hold it unavailable).
+    pub fn script_warnings(&self, skill: &str) -> Vec<String> {
+        (self.pool.sandbox_facts())
+            .and_then(|f| f.scripts.get(skill).map(|s| s.sentences()))
+            .unwrap_or_default()
+    }
+
     /// Whether `skill` can be used now ([`context_readiness`], the one verdict).
     pub fn of(&self, skill: &Skill) -> Availability {
         context_readiness(skill, &self.readiness()).1

@@ -16,6 +16,7 @@ mod manifest;
 mod model;
 pub mod nesting;
 pub mod network;
+pub mod script_uses;
 pub mod validate;
 
 pub use diagnostics::{Diagnostic, Severity};

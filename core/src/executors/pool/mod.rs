@@ -453,6 +453,18 @@ impl ExecutorPool {
                         let entry = all.programs.entry(program.clone()).or_insert(*present);
                         *entry &= *present;
                     }
+                    // What a skill's scripts miss on any of them.
+                    for (skill, missing) in &facts.scripts {
+                        let entry = all.scripts.entry(skill.clone()).or_default();
+                        for (into, from) in [
+                            (&mut entry.missing_programs, &missing.missing_programs),
+                            (&mut entry.unprovided_imports, &missing.unprovided_imports),
+                        ] {
+                            into.extend(from.iter().cloned());
+                            into.sort();
+                            into.dedup();
+                        }
+                    }
                 }
             }
         }

@@ -129,6 +129,10 @@ pub struct SkillSummary {
     pub trust: &'static str,
     /// How many warnings its manifest had.
     pub warnings: usize,
+    /// What its scripts use that the sandbox lacks (programs not on its `PATH`, imports
+    /// no package provides), judged by the executors; absent when nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub script_warnings: Vec<String>,
 }
 
 /// `GET /v1/skills`.

@@ -88,6 +88,7 @@ fn summary(gw: &Gateway, s: &Skill, lock: Option<&InstallLock>) -> SkillSummary 
             .collect(),
         trust: verify::trust_label(lock, &s.name),
         warnings: s.warnings.len(),
+        script_warnings: gw.skills.availability.script_warnings(&s.name),
     }
 }
 
@@ -122,5 +123,6 @@ fn disabled_summary(d: &disabled::Disabled, lock: Option<&InstallLock>) -> Skill
         tools: Vec::new(),
         trust: verify::trust_label(lock, &d.name),
         warnings: 0,
+        script_warnings: Vec::new(),
     }
 }
