@@ -288,9 +288,9 @@ expect "a tool cannot reach /var/run/docker.sock" "$body" \
   'r["success"] is True and r["data"]["ok"] is False and any(m in r["data"]["error"] for m in ("Operation not permitted", "Permission denied", "No such file"))'
 expect_out "the Docker socket is not in the executor container" '^absent$' \
   in_executor bash -c 'test -e /var/run/docker.sock || test -e /run/docker.sock && echo present || echo absent'
-# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP NET_BIND_SERVICE NET_ADMIN SYS_ADMIN (bits 0 1 6
-# 7 8 10 12 21): the set docker/README.md justifies (each one taken away below).
-expected_caps=00000000002015c3
+# CHOWN DAC_OVERRIDE SETGID SETUID SETPCAP NET_BIND_SERVICE NET_ADMIN SYS_CHROOT SYS_ADMIN
+# (bits 0 1 6 7 8 10 12 18 21): the set docker/README.md justifies (each taken away below).
+expected_caps=00000000002415c3
 executor_pid=$(in_executor bash -c 'for d in /proc/[0-9]*; do [ "$(cat "$d/comm" 2>/dev/null)" != skillbox-execut ] || echo "${d#/proc/}"; done' | head -n1)
 caps=$(in_executor grep -E '^Cap(Eff|Prm|Bnd|Inh|Amb):' /proc/1/status | tr '\n\t' '  ')
 expect "executor container, init (pid 1): CapEff = CapPrm = CapBnd = $expected_caps, no ambient" "\"$caps\"" \
@@ -361,7 +361,7 @@ jobs_skill_add
 # docker/README.md's table: the executor image run as compose.yaml runs it, less one
 # capability, fails at what the table says that capability is for.
 echo "test-compose: the executor container's capabilities, one at a time"
-all_caps=(SETUID SETGID SETPCAP CHOWN DAC_OVERRIDE SYS_ADMIN NET_ADMIN NET_BIND_SERVICE)
+all_caps=(SETUID SETGID SETPCAP CHOWN DAC_OVERRIDE SYS_ADMIN NET_ADMIN NET_BIND_SERVICE SYS_CHROOT)
 without() { # capability (or -) command...: the executor image as compose runs it, less one capability
   local drop=$1 args=() c
   shift
@@ -378,6 +378,7 @@ expect "with every capability of the table a call succeeds and leaves no scratch
 out=$(without - "$netns")
 expect "with every capability of the table the executor makes network namespaces" "$out" 'r["network_namespaces"] is True'
 expect "with every capability of the table a call's namespace takes connections around the proxy" "$out" 'r["transparent_egress"] is True'
+expect "with every capability of the table a call may have a /tmp of its own (UNIX sockets)" "$out" 'r["unix_sockets"] is True'
 for cap in SETUID SETGID SETPCAP CHOWN; do
   out=$(without "$cap" "$one_call")
   expect "without $cap no tool starts" "$(printf '%s' "$out" | as_json)" '"\"success\":true" not in r.replace(" ", "")'
@@ -392,6 +393,9 @@ done
 out=$(without NET_BIND_SERVICE "$netns")
 expect "without NET_BIND_SERVICE a call's namespace is the proxy-only one" "$out" \
   'r["network_namespaces"] is True and r["transparent_egress"] is False'
+out=$(without SYS_CHROOT "$netns")
+expect "without SYS_CHROOT a call cannot join a /tmp of its own: no UNIX sockets" "$out" \
+  'r["network_namespaces"] is True and r["unix_sockets"] is False'
 
 # --- execution.sandbox: container -----------------------------------------------------------
 echo "test-compose: per-call containers (execution.sandbox: container)"

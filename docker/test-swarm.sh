@@ -151,9 +151,9 @@ executor=$(docker ps -q --filter "label=com.docker.swarm.service.name=${stack}_e
 inspect() { docker inspect -f "$2" "$1"; }
 [ "$(inspect "$executor" '{{json .HostConfig.CapDrop}}')" = '["ALL"]' ] && pass "executor: cap_drop ALL" || fail "executor: cap_drop ALL" "$(inspect "$executor" '{{json .HostConfig.CapDrop}}')"
 caps=$(inspect "$executor" '{{json .HostConfig.CapAdd}}')
-[ "$caps" = '["CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_NET_ADMIN","CAP_NET_BIND_SERVICE","CAP_SETGID","CAP_SETPCAP","CAP_SETUID","CAP_SYS_ADMIN"]' ] && pass "executor: exactly eight capabilities added ($caps)" || fail "executor: eight capabilities" "$caps"
+[ "$caps" = '["CAP_CHOWN","CAP_DAC_OVERRIDE","CAP_NET_ADMIN","CAP_NET_BIND_SERVICE","CAP_SETGID","CAP_SETPCAP","CAP_SETUID","CAP_SYS_ADMIN","CAP_SYS_CHROOT"]' ] && pass "executor: exactly nine capabilities added ($caps)" || fail "executor: nine capabilities" "$caps"
 eff=$(docker exec "$executor" awk '/^CapEff/ {print $2}' /proc/1/status)
-[ "$eff" = "00000000002015c3" ] && pass "executor: effective capability set of PID 1 is $eff (chown, dac_override, setgid, setuid, setpcap, net_bind_service, net_admin, sys_admin)" || fail "executor: effective capabilities" "$eff"
+[ "$eff" = "00000000002415c3" ] && pass "executor: effective capability set of PID 1 is $eff (chown, dac_override, setgid, setuid, setpcap, net_bind_service, net_admin, sys_chroot, sys_admin)" || fail "executor: effective capabilities" "$eff"
 net=$(curl -fsS --max-time 5 "$gateway/healthz" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("network", ""))' 2>/dev/null || true)
 [ "${net%%:*}" = namespaces ] && pass "executor: network calls get namespaces of their own (/healthz network: ${net%%:*})" || fail "executor: network namespaces" "$net"
 # A published-shaped skill's program reaches its granted host through the egress proxy,

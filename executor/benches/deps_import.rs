@@ -92,6 +92,7 @@ async fn run(sandbox: &Sandbox, deps: Option<&Path>) -> Result<Duration> {
         timeout_ms: 10_000,
         args_file: ArgsFile::None,
         network: None,
+        unix_sockets: false,
         trust_pem: None,
         deps,
     })?;

@@ -448,6 +448,7 @@ impl Bench<'_> {
             timeout_ms: 10_000,
             args_file: ArgsFile::Write(b"{}"),
             network: None,
+            unix_sockets: false,
         })?;
         let prepared = Instant::now();
         let mut child = self

@@ -18,6 +18,7 @@ use crate::sandbox::env::SANDBOX_PATH;
 pub fn sandbox_facts(
     registry: &Registry,
     network_namespaces: bool,
+    unix_sockets: bool,
     memory_limit: crate::sandbox::memcg::MemoryMode,
     deps_root: &Path,
 ) -> SandboxFacts {
@@ -34,6 +35,7 @@ pub fn sandbox_facts(
         path: SANDBOX_PATH.to_string(),
         programs,
         network_namespaces,
+        unix_sockets,
         memory_limit: memory_limit.as_str().to_string(),
         scripts: crate::script_facts::script_facts(registry, deps_root, on_sandbox_path),
     }
@@ -90,6 +92,7 @@ mod tests {
         .unwrap();
         let facts = sandbox_facts(
             &Registry::load(root.path()),
+            false,
             false,
             crate::sandbox::memcg::MemoryMode::Rlimit,
             &root.path().join(".deps"),

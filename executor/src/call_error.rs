@@ -110,7 +110,9 @@ impl From<SandboxError> for CallError {
     fn from(e: SandboxError) -> Self {
         match e {
             SandboxError::Busy(_) => CallError::Busy(e.to_string()),
-            SandboxError::NoNetworkNamespaces => CallError::Unavailable(e.to_string()),
+            SandboxError::NoNetworkNamespaces
+            | SandboxError::UnixSocketsWithoutNamespace
+            | SandboxError::MountNamespace(_) => CallError::Unavailable(e.to_string()),
             SandboxError::ProgramNotFound { .. } => CallError::NotFound(e.to_string()),
             _ => CallError::Sandbox(e.to_string()),
         }

@@ -211,7 +211,11 @@ fn main() -> ExitCode {
 }
 
 fn run_probe(json: bool) -> ExitCode {
-    let k = probe::probe();
+    let mut k = probe::probe();
+    // A call's own /tmp is probed over a folder of the system's temporary one (serve
+    // probes it over its scratch root).
+    let over = std::env::temp_dir();
+    k.probe_unix_sockets(&over);
     let problems = k.problems();
     if json {
         let mut v = serde_json::to_value(&k).unwrap_or_default();
@@ -248,6 +252,14 @@ fn run_probe(json: bool) -> ExitCode {
                 skillbox_executor::sandbox::netns::UNAVAILABLE
             ),
         }
+        println!(
+            "unix sockets:  {}",
+            if k.unix_sockets {
+                "yes (a call that may use them gets a /tmp of its own)"
+            } else {
+                skillbox_executor::sandbox::mntns::UNAVAILABLE
+            }
+        );
         println!(
             "memory limit:  {}",
             match k.memory_limit {

@@ -293,6 +293,7 @@ impl RpcHandler for ExecutorService {
                         sandbox: Some(crate::availability::sandbox_facts(
                             &self.registry(),
                             k.network_namespaces,
+                            k.unix_sockets,
                             k.memory_limit,
                             &crate::deps::deps_root(&self.sandbox),
                         )),

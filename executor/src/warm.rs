@@ -72,8 +72,11 @@ impl WarmPool {
     /// prestarted processes has its `prestart` count waiting. Needs a tokio runtime.
     pub fn fill<'a>(&self, sandbox: &Sandbox, skills: impl IntoIterator<Item = &'a Skill>) {
         for skill in skills {
-            // A network call needs a namespace made for it: its skill's calls start cold.
-            let want = match !skill.permissions.is_network() {
+            // A call in a namespace needs it made for it: its skill's calls start cold.
+            let cold = skill.permissions.is_network()
+                || skill.execution.loopback
+                || skill.execution.unix_sockets;
+            let want = match !cold {
                 true => usize::try_from(skill.execution.prestart).unwrap_or(0),
                 false => 0,
             };
@@ -115,6 +118,7 @@ impl WarmPool {
                 ArgsFile::None
             },
             network: None,
+            unix_sockets: false,
             trust_pem: None,
         })?;
         let child = match sandbox.spawn(launch) {

@@ -44,6 +44,10 @@ pub struct Envelope {
     /// (`[grants.<skill>] max_file_mb`): replaces the skill's `execution.max_file_mb`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub granted_max_file_mb: Option<u64>,
+    /// The operator lets the skill's programs use UNIX sockets (`[grants.<skill>]
+    /// unix_sockets`), as a skill's `execution.unix_sockets` does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub granted_unix_sockets: bool,
     /// Certificates (PEM) a network process's programs trust beyond the system roots: the
     /// workspace's egress CA when the skill binds secrets, and `[egress] extra_roots`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

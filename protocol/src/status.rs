@@ -95,6 +95,11 @@ pub struct SandboxFacts {
     /// such skills unavailable, saying why. Absent (false) from executors that predate it.
     #[serde(default)]
     pub network_namespaces: bool,
+    /// Whether the executor can give a call a `/tmp` of its own (a mount namespace), which
+    /// a skill with UNIX sockets needs (`execution.unix_sockets`). Absent (false) from
+    /// executors that predate it.
+    #[serde(default)]
+    pub unix_sockets: bool,
     /// How the executor limits a call's memory: `cgroup_v2` or `cgroup_v1` (a memory
     /// cgroup per call: what its processes use), or `rlimit` (per process, with room for
     /// the address space runtimes reserve). Empty from executors that predate it.
@@ -105,6 +110,31 @@ pub struct SandboxFacts {
     /// for `skillbox doctor` and `skill info`, never a reason to hold a skill unavailable.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub scripts: std::collections::BTreeMap<String, ScriptFacts>,
+}
+
+impl SandboxFacts {
+    /// Adds another executor's facts: a call may go to any of them, so a program or a
+    /// kind of namespace counts only when every one has it, and what a skill's scripts
+    /// miss on any of them is missing.
+    pub fn merge(&mut self, other: &SandboxFacts) {
+        self.network_namespaces &= other.network_namespaces;
+        self.unix_sockets &= other.unix_sockets;
+        for (program, present) in &other.programs {
+            let entry = self.programs.entry(program.clone()).or_insert(*present);
+            *entry &= *present;
+        }
+        for (skill, missing) in &other.scripts {
+            let entry = self.scripts.entry(skill.clone()).or_default();
+            for (into, from) in [
+                (&mut entry.missing_programs, &missing.missing_programs),
+                (&mut entry.unprovided_imports, &missing.unprovided_imports),
+            ] {
+                into.extend(from.iter().cloned());
+                into.sort();
+                into.dedup();
+            }
+        }
+    }
 }
 
 /// What one skill's scripts use that the sandbox lacks.

@@ -55,6 +55,8 @@ impl CallEnvelope {
                 granted_max_file_mb: loaded
                     .grant_of(&skill.name)
                     .and_then(|(_, g)| g.max_file_mb),
+                granted_unix_sockets: (loaded.grant_of(&skill.name))
+                    .is_some_and(|(_, g)| g.unix_sockets),
                 trust_pem: match (network, trust) {
                     (true, Some(trust)) => trust.sandbox_pem(!secrets.is_empty()),
                     _ => None,

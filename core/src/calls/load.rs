@@ -42,6 +42,9 @@ impl Loaded {
             if let Some(grant) = grant.filter(|g| !g.is_empty()) {
                 declared.insert(skill.name.clone(), skill.permissions.clone());
                 grant.apply(&mut skill.permissions);
+                // What the executor gets as `granted_unix_sockets`, in the core's copy of
+                // the skill too, for its availability.
+                skill.execution.unix_sockets |= grant.unix_sockets;
             }
             let (granted, allow_source) = match grant {
                 Some(g) => (g.requirements.as_slice(), g.allow_source_builds),

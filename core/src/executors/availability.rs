@@ -122,6 +122,9 @@ impl Readiness for SandboxReadiness<'_> {
     fn network_namespaces(&self) -> bool {
         self.facts.as_ref().is_none_or(|f| f.network_namespaces)
     }
+    fn unix_sockets(&self) -> bool {
+        self.facts.as_ref().is_none_or(|f| f.unix_sockets)
+    }
 }
 
 #[cfg(test)]

@@ -51,6 +51,11 @@ pub trait Readiness: std::fmt::Debug + Send + Sync {
     fn network_namespaces(&self) -> bool {
         true
     }
+    /// Whether a call can have a `/tmp` of its own, for UNIX sockets
+    /// (`execution.unix_sockets`). Assumed unless told.
+    fn unix_sockets(&self) -> bool {
+        true
+    }
     /// Why the skill's dependencies keep it from running (`None`: none needed, or built).
     /// Assumed built unless told.
     fn deps_problem(&self, _skill: &Skill) -> Option<String> {
@@ -131,6 +136,48 @@ impl Readiness for AssumeReady {
     }
 }
 
+/// The namespaces `skill`'s calls need and `host` cannot make, pushed on `missing`; how
+/// many needs it has (each counts one in the readiness share).
+fn namespace_needs(skill: &Skill, host: &dyn Readiness, missing: &mut Vec<String>) -> u32 {
+    let mut counted = 0;
+    // A call of a skill with network (declared or granted) reaches it only from a network
+    // namespace of its own, behind the egress proxy; a skill without network that asks
+    // for a loopback of its own listens only in one. Without namespaces neither runs as
+    // it should: unavailable, saying why, never silently offline.
+    let network = skill.permissions.is_network();
+    if network || skill.execution.loopback {
+        counted += 1;
+        if !host.network_namespaces() {
+            let what = if network {
+                "its programs reach the network (permissions.network) only from a network \
+                 namespace of the call's own, behind the egress proxy, and the executor \
+                 cannot make network namespaces"
+            } else {
+                "it asks for a loopback of its own (execution.loopback) and the executor \
+                 cannot make network namespaces"
+            };
+            missing.push(format!(
+                "{what} (run it as root, or give its container CAP_SYS_ADMIN and \
+                 CAP_NET_ADMIN as the shipped compose.yaml does; `skillbox doctor` says which \
+                 it lacks)"
+            ));
+        }
+    }
+    if skill.execution.unix_sockets {
+        counted += 1;
+        if !host.unix_sockets() {
+            missing.push(
+                "it uses UNIX sockets (execution.unix_sockets, or [grants] unix_sockets), which \
+                 a call gets only with a /tmp of its own, and the executor cannot make one (run \
+                 it as root, or give its container CAP_SYS_ADMIN and CAP_SYS_CHROOT as the \
+                 shipped compose.yaml does, with no AppArmor profile that forbids mount)"
+                    .into(),
+            );
+        }
+    }
+    counted
+}
+
 /// The share of a skill's prerequisites that hold (the router's `context_readiness`) and
 /// its [`Availability`]: the one verdict (routing, `/v1/skills`, the catalogue and every
 /// call use it, with [`super::availability::SandboxReadiness`] in the running core). Counted:
@@ -184,29 +231,7 @@ pub fn context_readiness(skill: &Skill, host: &dyn Readiness) -> (f64, Availabil
             ));
         }
     }
-    // A call of a skill with network (declared or granted) reaches it only from a network
-    // namespace of its own, behind the egress proxy; a skill without network that asks
-    // for a loopback of its own listens only in one. Without namespaces neither runs as
-    // it should: unavailable, saying why, never silently offline.
-    let network = skill.permissions.is_network();
-    if network || skill.execution.loopback {
-        total += 1;
-        if !host.network_namespaces() {
-            let what = if network {
-                "its programs reach the network (permissions.network) only from a network \
-                 namespace of the call's own, behind the egress proxy, and the executor \
-                 cannot make network namespaces"
-            } else {
-                "it asks for a loopback of its own (execution.loopback) and the executor \
-                 cannot make network namespaces"
-            };
-            missing.push(format!(
-                "{what} (run it as root, or give its container CAP_SYS_ADMIN and \
-                 CAP_NET_ADMIN as the shipped compose.yaml does; `skillbox doctor` says which \
-                 it lacks)"
-            ));
-        }
-    }
+    total += namespace_needs(skill, host, &mut missing);
     if skill.dependencies.digest.is_some() {
         total += 1;
         if let Some(problem) = host.deps_problem(skill) {

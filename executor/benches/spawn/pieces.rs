@@ -266,6 +266,7 @@ pub fn child_steps(
                         new_session: true,
                         controlling_terminal: false,
                         netns: None,
+                        mntns: None,
                         cgroup: None,
                     })
                 } else {

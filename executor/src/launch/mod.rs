@@ -68,7 +68,7 @@ pub enum LaunchError {
 }
 
 /// How a refused loopback call names its job ([`LaunchError::NoNamespace`]).
-const LOOPBACK_JOB: &str = "a skill that asks for a loopback of its own (execution.loopback)";
+const LOOPBACK_JOB: &str = "a skill that asks for a loopback of its own (execution.loopback) or for UNIX sockets (execution.unix_sockets)";
 
 /// A process started from a plan, and what its job needs to converse with it and end it.
 #[derive(Debug)]
@@ -129,6 +129,7 @@ pub async fn launch<B: CapabilityBroker>(
             None => sandbox::ArgsFile::None,
         },
         network: namespace,
+        unix_sockets: plan.unix_sockets,
         trust_pem: plan.trust_pem.as_deref(),
     })?;
     let made = async {

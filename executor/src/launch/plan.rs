@@ -56,6 +56,10 @@ pub struct Plan {
     pub env: Vec<(String, String)>,
     /// Its network.
     pub network: Network,
+    /// UNIX sockets, with a `/tmp` of the call's own ([`crate::sandbox::mntns`]): the
+    /// skill's `execution.unix_sockets` or the operator's grant. Such a call has a
+    /// namespace of its own (a loopback at least), so abstract sockets are its own too.
+    pub unix_sockets: bool,
     /// The ports its skill's hosts name (declared, bound secrets', granted): the
     /// namespace of a network call takes connections made to them without the proxy too.
     pub ports: Vec<u16>,
@@ -83,14 +87,19 @@ pub struct Plan {
 /// it some (a namespace behind the egress proxy, whose loopback is the call's own too);
 /// else a loopback of their own when the skill asks for one. The core judges the hosts;
 /// here only the namespace is decided.
-fn skill_network(skill: Option<&Skill>, granted: &[String]) -> Network {
+fn skill_network(skill: Option<&Skill>, granted: &[String], unix_sockets: bool) -> Network {
     if skill.is_some_and(|s| s.permissions.is_network()) || !granted.is_empty() {
         Network::IfAvailable
-    } else if skill.is_some_and(|s| s.execution.loopback) {
+    } else if unix_sockets || skill.is_some_and(|s| s.execution.loopback) {
         Network::Loopback
     } else {
         Network::None
     }
+}
+
+/// Whether `skill`'s programs get UNIX sockets: it declares them, or the operator grants.
+fn unix_sockets(skill: Option<&Skill>, envelope: &skillbox_protocol::envelope::Envelope) -> bool {
+    skill.is_some_and(|s| s.execution.unix_sockets || envelope.granted_unix_sockets)
 }
 
 /// The ports of the hosts `skill` may reach (its own patterns and the operator's grants);
@@ -143,7 +152,12 @@ impl Plan {
             skill_dir: Some(skill.dir.clone()),
             argv,
             env: vars,
-            network: skill_network(Some(skill), &p.envelope.granted_network),
+            network: skill_network(
+                Some(skill),
+                &p.envelope.granted_network,
+                unix_sockets(Some(skill), &p.envelope),
+            ),
+            unix_sockets: unix_sockets(Some(skill), &p.envelope),
             ports: host_ports(Some(skill), &p.envelope.granted_network),
             deps,
             memory_mb: skill.execution.memory_mb,
@@ -197,7 +211,12 @@ impl Plan {
             skill_dir: skill.map(|s| s.dir.clone()),
             argv,
             env: vars,
-            network: skill_network(skill, &p.envelope.granted_network),
+            network: skill_network(
+                skill,
+                &p.envelope.granted_network,
+                unix_sockets(skill, &p.envelope),
+            ),
+            unix_sockets: unix_sockets(skill, &p.envelope),
             ports: host_ports(skill, &p.envelope.granted_network),
             deps,
             memory_mb: p.limits.memory_mb,
@@ -231,6 +250,7 @@ impl Plan {
             argv,
             env: env::installer_env(),
             network: Network::Required("a dependency build"),
+            unix_sockets: false,
             // The installer honours the proxy variables.
             ports: Vec::new(),
             deps: None,
@@ -361,18 +381,39 @@ mod tests {
     #[test]
     fn a_skill_asking_for_a_loopback_gets_one_and_a_network_skill_has_one_always() {
         let (mut skill, _root) = skill();
-        assert_eq!(skill_network(Some(&skill), &[]), Network::IfAvailable);
-        skill.execution.loopback = true;
-        assert_eq!(skill_network(Some(&skill), &[]), Network::IfAvailable);
-        skill.permissions.network.clear();
-        assert_eq!(skill_network(Some(&skill), &[]), Network::Loopback);
         assert_eq!(
-            skill_network(Some(&skill), &["api.test".into()]),
+            skill_network(Some(&skill), &[], false),
+            Network::IfAvailable
+        );
+        skill.execution.loopback = true;
+        assert_eq!(
+            skill_network(Some(&skill), &[], false),
+            Network::IfAvailable
+        );
+        skill.permissions.network.clear();
+        assert_eq!(skill_network(Some(&skill), &[], false), Network::Loopback);
+        assert_eq!(
+            skill_network(Some(&skill), &["api.test".into()], false),
             Network::IfAvailable
         );
         skill.execution.loopback = false;
-        assert_eq!(skill_network(Some(&skill), &[]), Network::None);
-        assert_eq!(skill_network(None, &[]), Network::None);
+        assert_eq!(skill_network(Some(&skill), &[], false), Network::None);
+        assert_eq!(skill_network(None, &[], false), Network::None);
+        // UNIX sockets come with a namespace of the call's own: its abstract sockets too.
+        assert_eq!(skill_network(Some(&skill), &[], true), Network::Loopback);
+    }
+
+    #[test]
+    fn unix_sockets_are_the_skills_or_the_operators_and_never_a_sessions_without_skill() {
+        let (mut skill, _root) = skill();
+        let mut envelope = skillbox_protocol::envelope::Envelope::default();
+        assert!(!unix_sockets(Some(&skill), &envelope));
+        envelope.granted_unix_sockets = true;
+        assert!(unix_sockets(Some(&skill), &envelope));
+        assert!(!unix_sockets(None, &envelope));
+        envelope.granted_unix_sockets = false;
+        skill.execution.unix_sockets = true;
+        assert!(unix_sockets(Some(&skill), &envelope));
     }
 
     #[test]

@@ -58,6 +58,10 @@ pub struct ChildSetup {
     /// joined first. `None`: the process stays in the executor's namespace, where its
     /// seccomp filter leaves it no way to make a socket.
     pub netns: Option<OwnedFd>,
+    /// The mount namespace of a call with UNIX sockets ([`super::mntns`]): its own `/tmp`,
+    /// an empty `/run`. Joined before the child enters its working directory (joining
+    /// moves it to the namespace's root). `None`: the executor's mounts.
+    pub mntns: Option<OwnedFd>,
     /// The `cgroup.procs` of the call's memory cgroup ([`super::memcg::CallCgroup`]),
     /// joined first, before anything of the tool can allocate. `None`: rlimits limit
     /// memory.

@@ -85,6 +85,16 @@ pub enum SandboxError {
     /// A network call on an executor that cannot make network namespaces (fail closed).
     #[error("{}", super::netns::UNAVAILABLE)]
     NoNetworkNamespaces,
+    /// UNIX sockets asked for a call without a network namespace of its own (fail closed:
+    /// abstract socket names would be the executor's).
+    #[error(
+        "UNIX sockets need a namespace of the call's own, and this executor cannot make one; {}",
+        super::mntns::UNAVAILABLE
+    )]
+    UnixSocketsWithoutNamespace,
+    /// The call's mount namespace could not be made.
+    #[error("the call's /tmp of its own could not be made: {0}; {unavailable}", unavailable = super::mntns::UNAVAILABLE)]
+    MountNamespace(super::mntns::MntnsError),
     /// The kernel refused one call's network namespace.
     #[error("the call's network namespace could not be made: {0}")]
     Network(super::netns::NetnsError),

@@ -7,14 +7,19 @@ use std::path::Path;
 /// `PATH` inside the sandbox.
 pub const SANDBOX_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
-/// The base variables: PATH, LANG, HOME and TMPDIR (both the scratch dir).
+/// The base variables: PATH, LANG, and HOME, TMPDIR and XDG_CONFIG_HOME (all three the
+/// scratch dir). XDG_CONFIG_HOME because the password database is not readable in the
+/// sandbox (and the call's user id has no entry in it): a program that looks its home up
+/// there instead of reading HOME finds its configuration folder through it (LibreOffice
+/// stops with "User installation could not be completed" otherwise).
 pub fn base(scratch: &Path) -> Vec<(String, String)> {
     let scratch = scratch.to_string_lossy().into_owned();
     vec![
         ("PATH".into(), SANDBOX_PATH.into()),
         ("LANG".into(), "C.UTF-8".into()),
         ("HOME".into(), scratch.clone()),
-        ("TMPDIR".into(), scratch),
+        ("TMPDIR".into(), scratch.clone()),
+        ("XDG_CONFIG_HOME".into(), scratch),
     ]
 }
 

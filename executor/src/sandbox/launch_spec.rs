@@ -40,6 +40,10 @@ pub struct LaunchSpec<'a> {
     /// with [`Proxy::Egress`] it gets the proxy environment too. `None`: no network at
     /// all (no socket can be made).
     pub network: Option<(OwnedFd, Proxy)>,
+    /// UNIX sockets ([`super::mntns`]): the process joins a mount namespace where its
+    /// scratch dir is `/tmp` and the host's socket folders are empty, and runs under the
+    /// UNIX variant of the seccomp filters. Needs `network` (its own namespace).
+    pub unix_sockets: bool,
     /// Certificates (PEM) a network call's programs trust beyond the system roots
     /// ([`super::trust`]).
     pub trust_pem: Option<&'a str>,

@@ -17,6 +17,7 @@ pub mod landlock;
 mod launch_spec;
 pub mod limits;
 pub mod memcg;
+pub mod mntns;
 pub mod netns;
 pub mod orphans;
 mod prepare;
@@ -79,6 +80,8 @@ pub struct Sandbox {
     spawner: Option<Arc<Spawner>>,
     /// The filters of a network call (`tool_network_allow`), installed by the process.
     network_filters: Option<Arc<ToolFilters>>,
+    /// The filters of a call with UNIX sockets (the network list plus `AF_UNIX`).
+    unix_filters: Option<Arc<ToolFilters>>,
     /// Threads without filters that network calls are cloned from, started with the first
     /// network call (an executor that never runs one keeps no descriptors for them).
     network_spawner: Arc<OnceLock<Option<Spawner>>>,
@@ -141,6 +144,10 @@ impl Sandbox {
             Some(_) => Some(Arc::new(seccomp::compile_network()?)),
             None => None,
         };
+        let unix_filters = match filters {
+            Some(_) => Some(Arc::new(seccomp::compile_unix()?)),
+            None => None,
+        };
         let users = if kernel.user_switch {
             let lock_dir = config.uid_lock_dir.clone();
             Some(
@@ -170,6 +177,9 @@ impl Sandbox {
                     source,
                 }
             })?;
+        if filters.is_some() {
+            kernel.probe_unix_sockets(&config.scratch_root);
+        }
         let mut runtime_paths = landlock::runtime_paths();
         runtime_paths.extend(node_runner.parent().map(Path::to_path_buf));
         let runtime_rules = Arc::new(landlock::RuntimeRules::open(&runtime_paths)?);
@@ -182,6 +192,7 @@ impl Sandbox {
         Ok(Self {
             spawner,
             network_filters,
+            unix_filters,
             network_spawner: Arc::default(),
             runtime_rules,
             node_runner,

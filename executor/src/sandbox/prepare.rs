@@ -14,7 +14,7 @@ use super::limits::{Limits, MemoryLimit};
 use super::memcg::CallCgroup;
 use super::reaper::{CallUser, Releaser, UserPool};
 use super::scratch::{self, Scratch};
-use super::{env, landlock, netns, trust};
+use super::{env, landlock, mntns, netns, trust};
 use super::{ArgsFile, CallGuard, Launch, LaunchSpec, PrepareTimings, PreparedCall, Sandbox};
 use super::{SandboxError, ARGS_FILE_NAME, WORK_DIR};
 
@@ -66,11 +66,24 @@ impl Sandbox {
             cap_last: self.cap_last,
             user: user.as_ref().map(|u| (u.uid, u.gid())),
             landlock,
-            seccomp: self.seccomp(network)?,
+            seccomp: self.seccomp(network, spec.unix_sockets)?,
             new_session: self.new_session,
             controlling_terminal: false,
             netns: None,
+            mntns: None,
         };
+        if spec.unix_sockets {
+            if !network {
+                return Err(SandboxError::UnixSocketsWithoutNamespace);
+            }
+            let root = &self.config.scratch_root;
+            let needed: Vec<&Path> = [spec.skill_dir, spec.deps, Some(root.as_path())]
+                .into_iter()
+                .flatten()
+                .collect();
+            let made = mntns::create(scratch.path(), &mntns::empty_dir(root), &needed);
+            setup.mntns = Some(made.map_err(SandboxError::MountNamespace)?);
+        }
         if let Some((namespace, proxy)) = spec.network {
             if proxy == netns::Proxy::Egress {
                 self.proxy_env(&scratch, spec.trust_pem, uid, &mut env)?;
@@ -233,13 +246,16 @@ impl Sandbox {
 
     /// How the child gets its seccomp filters: none without the sandbox, inherited from a
     /// spawner thread, or installed by a `network` call's process itself.
-    fn seccomp(&self, network: bool) -> Result<Seccomp, SandboxError> {
+    fn seccomp(&self, network: bool, unix: bool) -> Result<Seccomp, SandboxError> {
         // A network call's process joins its namespace between clone and exec, which
         // takes `setns`: under the tool filters (inherited from a spawner thread) it
         // would need `setns` on every tool's allow list. So it is cloned from a thread
         // without filters and installs its own after the `setns` (the kernel converts
         // and JIT-compiles them for that process: ~0.12 ms, docs/hot-path.md, next to
         // ~1 ms for the namespace itself).
+        if let (Some(_), true, Some(unix_filters)) = (&self.filters, unix, &self.unix_filters) {
+            return Ok(Seccomp::Install(Arc::clone(unix_filters)));
+        }
         Ok(match (&self.filters, network, &self.network_filters) {
             (None, _, _) => Seccomp::Off,
             (Some(_), false, _) => Seccomp::Inherit,

@@ -29,6 +29,10 @@ pub struct KernelSupport {
     /// ignore the proxy variables (its name server and listeners need ports below 1024:
     /// root or `CAP_NET_BIND_SERVICE`); without it such programs get no network.
     pub transparent_egress: bool,
+    /// Whether a call can have a `/tmp` of its own ([`super::mntns`]), which UNIX sockets
+    /// need (`execution.unix_sockets`); probed with the scratch root at startup
+    /// ([`KernelSupport::probe_unix_sockets`]), false until then.
+    pub unix_sockets: bool,
     /// How a call's memory is limited ([`super::memcg`]): a cgroup per call where the
     /// executor can have a subtree, rlimits otherwise. The probe judges whether the
     /// executor's cgroup offers the memory controller and is writable; a sandbox that then
@@ -57,6 +61,19 @@ impl KernelSupport {
         out
     }
 
+    /// Sets [`KernelSupport::unix_sockets`]: a call's mount namespace made and joined with
+    /// `scratch_root` as its `/tmp` (it needs a network namespace too); logs why not.
+    pub fn probe_unix_sockets(&mut self, scratch_root: &std::path::Path) {
+        self.unix_sockets = self.network_namespaces
+            && match super::mntns::probe(scratch_root) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "{}", super::mntns::UNAVAILABLE);
+                    false
+                }
+            };
+    }
+
     /// Whether the full sandbox can be applied.
     pub fn is_enforceable(&self) -> bool {
         self.problems().is_empty()
@@ -72,6 +89,7 @@ pub fn probe() -> KernelSupport {
         user_switch: nix::unistd::geteuid().is_root(),
         network_namespaces: namespaces.is_some(),
         transparent_egress: namespaces == Some(true),
+        unix_sockets: false,
         memory_limit: super::memcg::probe_mode(),
         kernel: nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
@@ -133,6 +151,7 @@ mod tests {
             user_switch: false,
             network_namespaces: false,
             transparent_egress: false,
+            unix_sockets: false,
             memory_limit: crate::sandbox::memcg::MemoryMode::Rlimit,
             kernel: "x".into(),
         };

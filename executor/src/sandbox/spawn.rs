@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::child::{ChildSetup, Seccomp};
 use super::child_process::SandboxChild;
+use own_fds::OwnFds;
 use stack::{ChildStack, STACK};
 
 /// Bytes of the child's stack (it runs `ChildSetup::apply`: a few frames of system calls).
@@ -87,6 +88,7 @@ enum Step {
     Chdir = 2,
     Setup = 3,
     Exec = 4,
+    MountNamespace = 5,
 }
 
 impl Step {
@@ -95,6 +97,7 @@ impl Step {
             1 => "connecting stdio",
             2 => "entering the working directory",
             3 => "confining the process",
+            5 => "joining the call's mount namespace",
             _ => "executing the program",
         }
     }
@@ -109,6 +112,8 @@ struct ChildContext<'a> {
     ruleset: Option<RawFd>,
     /// The network namespace as numbered in the child's table, when the spawn moved it.
     netns: Option<RawFd>,
+    /// The mount namespace as numbered in the child's table, when the spawn moved it.
+    mntns: Option<RawFd>,
     /// The memory cgroup's `cgroup.procs` as numbered in the child's table, when moved.
     cgroup: Option<RawFd>,
     /// The child shares the executor's table at clone and unshares it first thing,
@@ -232,6 +237,7 @@ impl Launch {
                 stdio: [own.fds[0], own.fds[1], own.fds[2]],
                 ruleset: None,
                 netns: None,
+                mntns: None,
                 cgroup: None,
                 unshare_below: None,
                 failure: &failure,
@@ -242,6 +248,7 @@ impl Launch {
                 context.stdio = [placed.number(0), placed.number(1), placed.number(2)];
                 context.ruleset = own.ruleset_at.map(|i| placed.number(i));
                 context.netns = own.netns_at.map(|i| placed.number(i));
+                context.mntns = own.mntns_at.map(|i| placed.number(i));
                 context.cgroup = own.cgroup_at.map(|i| placed.number(i));
                 context.unshare_below = Some(*end);
                 flags |= libc::CLONE_FILES;
@@ -289,58 +296,6 @@ fn stdio_ends(stdio: ChildStdio) -> io::Result<(Vec<OwnedFd>, [Option<OwnedFd>; 
         }
         ChildStdio::Terminal(slave) => (vec![slave], [None, None, None]),
     })
-}
-
-/// The descriptors the child needs, as numbered in the executor's table, gathered before
-/// the clone.
-struct OwnFds {
-    /// In order: stdio, then the ruleset, the namespace and the cgroup when it has them.
-    fds: [RawFd; 6],
-    /// How many of `fds` are in use.
-    needed: usize,
-    /// The index of the Landlock ruleset in `fds`.
-    ruleset_at: Option<usize>,
-    /// The index of the network namespace in `fds`.
-    netns_at: Option<usize>,
-    /// The index of the memory cgroup's `cgroup.procs` in `fds`.
-    cgroup_at: Option<usize>,
-}
-
-impl OwnFds {
-    /// The descriptors of `setup` and the child's stdio ends (`child_ends`: three, two
-    /// with stdout and stderr on the same pipe, or one terminal on all three).
-    fn of(setup: &ChildSetup, child_ends: &[OwnedFd]) -> Self {
-        let end = |i: usize| child_ends[i.min(child_ends.len() - 1)].as_raw_fd();
-        let ruleset = setup.landlock.as_ref().map(|l| l.as_raw_fd());
-        let netns = setup.netns.as_ref().map(|n| n.as_raw_fd());
-        let cgroup = setup.cgroup.as_ref().map(|c| c.as_raw_fd());
-        // The child's descriptors in order: stdio, then the ruleset, the namespace and
-        // the cgroup when it has them (`ruleset_at`, `netns_at`, `cgroup_at`: indices).
-        let mut fds = [end(0), end(1), end(2), -1, -1, -1];
-        let mut needed = 3;
-        let mut add = |fd: Option<RawFd>| {
-            fd.map(|fd| {
-                fds[needed] = fd;
-                needed += 1;
-                needed - 1
-            })
-        };
-        let ruleset_at = add(ruleset);
-        let netns_at = add(netns);
-        let cgroup_at = add(cgroup);
-        Self {
-            fds,
-            needed,
-            ruleset_at,
-            netns_at,
-            cgroup_at,
-        }
-    }
-
-    /// The descriptors in use.
-    fn all(&self) -> &[RawFd] {
-        &self.fds[..self.needed]
-    }
 }
 
 /// Clones the child with `flags` to run [`in_child::child_main`] on this thread's child
@@ -471,6 +426,7 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
 
 pub mod child_fds;
 mod in_child;
+mod own_fds;
 mod stack;
 
 thread_local! {

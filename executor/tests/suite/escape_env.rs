@@ -71,7 +71,8 @@ fn sandbox_hides_executor_environment_from_tool_as(start: Start) {
             "SKILLBOX_SKILL",
             "SKILLBOX_SKILL_DIR",
             "SKILLBOX_TOOL",
-            "TMPDIR"
+            "TMPDIR",
+            "XDG_CONFIG_HOME"
         ],
         "{env:?}"
     );
@@ -79,6 +80,7 @@ fn sandbox_hides_executor_environment_from_tool_as(start: Start) {
     assert_eq!(env["PATH"], "/usr/local/bin:/usr/bin:/bin");
     assert_eq!(env["LANG"], "C.UTF-8");
     assert_eq!(env["HOME"], env["TMPDIR"]);
+    assert_eq!(env["HOME"], env["XDG_CONFIG_HOME"]);
     assert!(
         env["HOME"].starts_with(&*scratch_root().to_string_lossy()),
         "HOME {} is not a scratch dir",
@@ -123,7 +125,8 @@ fn sandbox_passes_declared_env_and_drops_undeclared() {
             "SKILLBOX_SKILL",
             "SKILLBOX_SKILL_DIR",
             "SKILLBOX_TOOL",
-            "TMPDIR"
+            "TMPDIR",
+            "XDG_CONFIG_HOME"
         ],
         "{env:?}"
     );

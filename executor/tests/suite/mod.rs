@@ -34,4 +34,5 @@ mod scratch_cleanup;
 mod sessions;
 mod spawn;
 mod transparent_egress;
+mod unix_sockets;
 mod warm;

@@ -138,6 +138,7 @@ fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::Prepa
             timeout_ms: 5000,
             args_file: ArgsFile::None,
             network: None,
+            unix_sockets: false,
         })
         .unwrap()
 }

@@ -334,6 +334,7 @@ fn ready_slots_give_every_call_a_fresh_user_and_scratch_dir() {
             timeout_ms: 1000,
             args_file: ArgsFile::None,
             network: None,
+            unix_sockets: false,
         })
         .unwrap();
     assert!(

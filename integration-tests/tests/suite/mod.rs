@@ -30,6 +30,7 @@ mod resilience;
 mod roles;
 mod runtimes;
 mod scratch_tmpfs;
+mod script_diagnostics;
 mod secrets;
 mod sessions;
 mod signing;

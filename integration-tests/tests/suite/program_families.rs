@@ -2,7 +2,9 @@
 //! "Program families"): headless Chromium renders a page its command serves on the call's
 //! own loopback and runs the page's JavaScript (the web-app testing skill), from
 //! `exec_command` in a context, as an agent runs it, under the skill's default memory
-//! limit. A program the machine lacks is reported SKIPPED by name.
+//! limit. LibreOffice recalculates a spreadsheet for a published-shaped office skill the
+//! operator granted UNIX sockets, and cannot start without the grant. A program the
+//! machine lacks is reported SKIPPED by name.
 
 use std::path::Path;
 
@@ -99,15 +101,92 @@ fn chromium_without_its_own_sandbox_cannot_read_host_files() {
     );
 }
 
+/// A spreadsheet whose third cell is a formula with no cached value: `438` only when
+/// LibreOffice recalculated it.
+const SHEET: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:of="urn:oasis:names:tc:opendocument:xmlns:of:1.2" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:body><office:spreadsheet><table:table table:name="S"><table:table-row>
+  <table:table-cell office:value-type="float" office:value="19"/><table:table-cell office:value-type="float" office:value="23"/><table:table-cell table:formula="of:=[.A1]*[.B1]+1"/>
+ </table:table-row></table:table></office:spreadsheet></office:body></office:document>
+"#;
+
+/// The script of a skill shaped like the published spreadsheet skill: recalculates the
+/// workbook it is given with LibreOffice and prints the values.
+const RECALC: &str = r#"import os, subprocess, sys, tempfile
+out = tempfile.mkdtemp()
+run = subprocess.run(["soffice", "--headless", "--convert-to", "csv", "--outdir", out, sys.argv[1]],
+                     capture_output=True, text=True, timeout=90)
+if run.returncode != 0:
+    sys.exit("soffice failed (%d): %s" % (run.returncode, run.stderr.strip()))
+name = os.path.splitext(os.path.basename(sys.argv[1]))[0] + ".csv"
+print(open(os.path.join(out, name)).read().strip())
+"#;
+
+/// A published-shaped office skill: a SKILL.md with name and description only (no
+/// skillbox keys), a script and a sample workbook.
+fn sheets_skill(ws: &Path) {
+    let dir = ws.join("skills/sheets");
+    write(
+        &dir.join("SKILL.md"),
+        "---\nname: sheets\ndescription: Recalculates spreadsheet formulas with LibreOffice\n---\n\
+         Run `python3 scripts/recalc.py FILE` to recalculate a workbook.\n",
+    );
+    write(&dir.join("scripts/recalc.py"), RECALC);
+    write(&dir.join("samples/sheet.fods"), SHEET);
+    open_up(&dir);
+}
+
+/// LibreOffice recalculates a workbook for the published-shaped `sheets` skill once the
+/// operator grants it UNIX sockets (its single-instance pipe needs one, in a `/tmp` of
+/// the call's own: docs/sandbox.md, "UNIX sockets"); without the grant it cannot start.
+#[test]
+fn libreoffice_recalculates_a_workbook_for_an_office_skill_granted_unix_sockets() {
+    if !on_sandbox_path("soffice") {
+        eprintln!("SKIPPED soffice: not installed on this machine");
+        return;
+    }
+    let cmd = "cp \"$SKILLBOX_SKILL_DIR/samples/sheet.fods\" . && \
+               python3 \"$SKILLBOX_SKILL_DIR/scripts/recalc.py\" sheet.fods";
+    for granted in [true, false] {
+        let sb = Skillbox::start(Options {
+            prepare: Some(sheets_skill),
+            extra_toml: if granted {
+                "[grants.sheets]\nunix_sockets = true\n".into()
+            } else {
+                String::new()
+            },
+            ..Options::default()
+        });
+        let r = exec_as(&sb, "sheets", cmd);
+        assert_eq!(r["success"], true, "{r}\n{}", sb.logs());
+        let output = r["data"]["output"].as_str().unwrap_or_default();
+        if granted {
+            assert_eq!(r["data"]["exit_code"], 0, "{r}");
+            assert_eq!(output.trim(), "19,23,438", "{r}");
+        } else {
+            assert_ne!(
+                r["data"]["exit_code"], 0,
+                "soffice started without UNIX sockets: {r}"
+            );
+            assert!(!output.contains("438"), "{r}");
+        }
+    }
+}
+
 /// `exec_command` of `cmd` under the `browser` skill in context `families`.
 fn exec(sb: &Skillbox, cmd: &str) -> Value {
+    exec_as(sb, "browser", cmd)
+}
+
+/// `exec_command` of `cmd` under `skill` in context `families`.
+fn exec_as(sb: &Skillbox, skill: &str, cmd: &str) -> Value {
     sb.request(
         "POST",
         "/v1/tools/call",
         Some(&json!({
             "tool": "exec_command",
             "context_id": "families",
-            "args": {"cmd": cmd, "skill": "browser", "yield_ms": 30000},
+            "args": {"cmd": cmd, "skill": skill, "yield_ms": 30000},
         })),
     )
     .json()

@@ -185,6 +185,7 @@ fn build_skill(
             prestart: merged.execution.prestart.unwrap_or(defaults.prestart),
             max_file_mb: merged.execution.max_file_mb.unwrap_or(defaults.max_file_mb),
             loopback: merged.execution.loopback.unwrap_or(defaults.loopback),
+            unix_sockets: (merged.execution.unix_sockets).unwrap_or(defaults.unix_sockets),
         },
         tools: merged.tools.unwrap_or_default(),
         body,

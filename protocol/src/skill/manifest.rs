@@ -15,6 +15,7 @@ pub(crate) struct PartialExecution {
     pub prestart: Option<u64>,
     pub max_file_mb: Option<u64>,
     pub loopback: Option<bool>,
+    pub unix_sockets: Option<bool>,
 }
 
 /// Permissions as one manifest gives them.
@@ -98,6 +99,7 @@ impl Manifests {
                 prestart: first!(ms, execution.prestart),
                 max_file_mb: first!(ms, execution.max_file_mb),
                 loopback: first!(ms, execution.loopback),
+                unix_sockets: first!(ms, execution.unix_sockets),
             },
             tools: first!(ms, tools),
         }

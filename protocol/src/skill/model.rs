@@ -324,6 +324,12 @@ pub struct Execution {
     /// network has one always.
     #[serde(default)]
     pub loopback: bool,
+    /// UNIX sockets for the call's programs (LibreOffice's single-instance pipe, local
+    /// daemons a skill starts), in a call that gets its own `/tmp` and a loopback of its
+    /// own (docs/sandbox.md, "UNIX sockets"); the operator's `[grants.<skill>]
+    /// unix_sockets` gives it to a skill that does not declare it.
+    #[serde(default)]
+    pub unix_sockets: bool,
 }
 
 fn default_max_file_mb() -> u64 {
@@ -353,6 +359,7 @@ impl Default for Execution {
             prestart: 0,
             max_file_mb: DEFAULT_MAX_FILE_MB,
             loopback: false,
+            unix_sockets: false,
         }
     }
 }

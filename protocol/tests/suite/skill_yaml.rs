@@ -129,7 +129,7 @@ fn skill_yaml_version_not_semver_is_refused() {
 #[test]
 fn skill_yaml_limits_in_range_load() {
     let root = tempdir().unwrap();
-    let extra = "execution: { timeout_ms: 1, memory_mb: 16, max_output_bytes: 1024, max_file_mb: 1, loopback: true }\n";
+    let extra = "execution: { timeout_ms: 1, memory_mb: 16, max_output_bytes: 1024, max_file_mb: 1, loopback: true, unix_sockets: true }\n";
     let dir = write_skill(root.path(), "l", &[("skill.yaml", &skill_yaml("l", extra))]);
     let skill = clean(&dir);
     assert_eq!(
@@ -142,6 +142,7 @@ fn skill_yaml_limits_in_range_load() {
             prestart: 0,
             max_file_mb: 1,
             loopback: true,
+            unix_sockets: true,
         }
     );
     let extra = "execution: { timeout_ms: 3600000, memory_mb: 65536, max_output_bytes: 268435456, max_file_mb: 16384 }\n";

@@ -445,27 +445,7 @@ impl ExecutorPool {
             };
             match &mut merged {
                 None => merged = Some(facts),
-                Some(all) => {
-                    let all = Arc::make_mut(all);
-                    // A call may go to any of them: namespaces only when every one has them.
-                    all.network_namespaces &= facts.network_namespaces;
-                    for (program, present) in &facts.programs {
-                        let entry = all.programs.entry(program.clone()).or_insert(*present);
-                        *entry &= *present;
-                    }
-                    // What a skill's scripts miss on any of them.
-                    for (skill, missing) in &facts.scripts {
-                        let entry = all.scripts.entry(skill.clone()).or_default();
-                        for (into, from) in [
-                            (&mut entry.missing_programs, &missing.missing_programs),
-                            (&mut entry.unprovided_imports, &missing.unprovided_imports),
-                        ] {
-                            into.extend(from.iter().cloned());
-                            into.sort();
-                            into.dedup();
-                        }
-                    }
-                }
+                Some(all) => Arc::make_mut(all).merge(&facts),
             }
         }
         merged

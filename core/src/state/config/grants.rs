@@ -10,6 +10,7 @@
 //! env = ["WEATHER_API_KEY"]
 //! workspace = { read = ["data/**"] }
 //! max_file_mb = 4096          # largest file its programs may write (replaces the skill's)
+//! unix_sockets = true         # UNIX sockets, with a /tmp of the call's own (LibreOffice)
 //! ```
 
 use std::collections::BTreeMap;
@@ -52,6 +53,9 @@ pub struct Grant {
     /// The largest file the skill's programs may write, in MiB (`RLIMIT_FSIZE`): replaces
     /// the skill's `execution.max_file_mb` (1024 by default), up or down.
     pub max_file_mb: Option<u64>,
+    /// UNIX sockets for the skill's programs, in a call with a `/tmp` and a loopback of
+    /// its own (what LibreOffice needs to start): as the skill's `execution.unix_sockets`.
+    pub unix_sockets: bool,
 }
 
 /// What `[grants.<skill>] max_file_mb` may be: 1 MiB to 1 TiB.
@@ -71,6 +75,7 @@ impl Grant {
             && self.constraints.is_empty()
             && !self.allow_source_builds
             && self.max_file_mb.is_none()
+            && !self.unix_sockets
     }
 
     /// What is wrong with it, in the words of its keys (`network[0]: ...`), if anything.
@@ -202,6 +207,7 @@ mod tests {
             constraints: vec!["https://evil.test/x.whl".into()],
             allow_source_builds: false,
             max_file_mb: Some(0),
+            unix_sockets: false,
         };
         let p = grant.problems();
         assert_eq!(p.len(), 7, "{p:?}");

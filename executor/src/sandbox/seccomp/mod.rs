@@ -51,6 +51,11 @@ pub const POLICY_JSON: &str = include_str!("../../../../policies/seccomp/tool.js
 pub const NETWORK_POLICY_JSON: &str =
     include_str!("../../../../policies/seccomp/tool-network.json");
 
+/// The rules a call with UNIX sockets adds to the network call's list:
+/// `policies/seccomp/tool-unix.json` (`socket` for `AF_UNIX`; such a call always has a
+/// network namespace and a mount namespace of its own).
+pub const UNIX_POLICY_JSON: &str = include_str!("../../../../policies/seccomp/tool-unix.json");
+
 /// Name in [`NETWORK_POLICY_JSON`] of the added rules, and of the network call's allow list
 /// made of `tool_allow` and them.
 pub const NETWORK_FILTER: &str = "tool_network_allow";
@@ -94,7 +99,7 @@ pub enum SeccompError {
     /// `policies/seccomp/tool-network.json` is not one filter [`NETWORK_FILTER`] with the
     /// actions of `tool_allow` and a list of rules.
     #[error(
-        "policies/seccomp/tool-network.json must hold exactly one filter `{NETWORK_FILTER}` with the actions of `{ALLOW_FILTER}` and a `filter` list of rules; fix the file"
+        "policies/seccomp/tool-network.json and tool-unix.json must each hold exactly one filter with the actions of `{ALLOW_FILTER}` and a `filter` list of rules; fix the file"
     )]
     NetworkRules,
     /// A filter the executor installs is absent from the policy.
@@ -166,34 +171,46 @@ pub fn compile() -> Result<ToolFilters, SeccompError> {
 /// The policy of a network call: [`POLICY_JSON`] with `tool_allow` replaced by
 /// [`NETWORK_FILTER`], its rules followed by those of [`NETWORK_POLICY_JSON`].
 pub fn network_policy() -> Result<serde_json::Value, SeccompError> {
+    policy_with(&[NETWORK_POLICY_JSON])
+}
+
+/// The policy of a call with UNIX sockets: [`network_policy`] plus the rules of
+/// [`UNIX_POLICY_JSON`], under the name [`NETWORK_FILTER`].
+pub fn unix_policy() -> Result<serde_json::Value, SeccompError> {
+    policy_with(&[NETWORK_POLICY_JSON, UNIX_POLICY_JSON])
+}
+
+/// [`POLICY_JSON`] with `tool_allow` renamed [`NETWORK_FILTER`] and the rules of each of
+/// `additions` (a file of one filter with `tool_allow`'s actions) appended to it.
+fn policy_with(additions: &[&str]) -> Result<serde_json::Value, SeccompError> {
     use serde_json::Value;
     let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
-    let (Some(mut policy), Some(mut added)) = (parse(POLICY_JSON), parse(NETWORK_POLICY_JSON))
-    else {
-        return Err(SeccompError::NetworkRules);
-    };
-    let added_filters = added.as_object_mut().ok_or(SeccompError::NetworkRules)?;
-    if added_filters.len() != 1 {
-        return Err(SeccompError::NetworkRules);
-    }
-    let mut extra = added_filters
-        .remove(NETWORK_FILTER)
-        .ok_or(SeccompError::NetworkRules)?;
+    let mut policy = parse(POLICY_JSON).ok_or(SeccompError::NetworkRules)?;
     let filters = policy.as_object_mut().ok_or(SeccompError::NetworkRules)?;
     let mut allow = filters
         .remove(ALLOW_FILTER)
         .ok_or(SeccompError::MissingFilter { name: ALLOW_FILTER })?;
-    for action in ["mismatch_action", "match_action"] {
-        if allow.get(action) != extra.get(action) {
+    for addition in additions {
+        let mut added = parse(addition).ok_or(SeccompError::NetworkRules)?;
+        let added_filters = added.as_object_mut().ok_or(SeccompError::NetworkRules)?;
+        if added_filters.len() != 1 {
             return Err(SeccompError::NetworkRules);
         }
+        let Some((_, mut extra)) = std::mem::take(added_filters).into_iter().next() else {
+            return Err(SeccompError::NetworkRules);
+        };
+        for action in ["mismatch_action", "match_action"] {
+            if allow.get(action) != extra.get(action) {
+                return Err(SeccompError::NetworkRules);
+            }
+        }
+        let rules = (extra.get_mut("filter").and_then(Value::as_array_mut))
+            .ok_or(SeccompError::NetworkRules)?;
+        let rules = std::mem::take(rules);
+        (allow.get_mut("filter").and_then(Value::as_array_mut))
+            .ok_or(SeccompError::MissingFilter { name: ALLOW_FILTER })?
+            .extend(rules);
     }
-    let rules = (extra.get_mut("filter").and_then(Value::as_array_mut))
-        .ok_or(SeccompError::NetworkRules)?;
-    let rules = std::mem::take(rules);
-    (allow.get_mut("filter").and_then(Value::as_array_mut))
-        .ok_or(SeccompError::MissingFilter { name: ALLOW_FILTER })?
-        .extend(rules);
     filters.insert(NETWORK_FILTER.to_string(), allow);
     Ok(policy)
 }
@@ -201,12 +218,21 @@ pub fn network_policy() -> Result<serde_json::Value, SeccompError> {
 /// Compiles the filters of a network call ([`network_policy`]), checked by seccompiler as
 /// [`compile`] checks the tool policy. Call once at startup.
 pub fn compile_network() -> Result<ToolFilters, SeccompError> {
+    compile_variant(network_policy()?)
+}
+
+/// Compiles the filters of a call with UNIX sockets ([`unix_policy`]). Call once at
+/// startup.
+pub fn compile_unix() -> Result<ToolFilters, SeccompError> {
+    compile_variant(unix_policy()?)
+}
+
+fn compile_variant(policy: serde_json::Value) -> Result<ToolFilters, SeccompError> {
     if !cfg!(target_arch = "x86_64") {
         return Err(SeccompError::UnsupportedArch {
             arch: std::env::consts::ARCH,
         });
     }
-    let policy = network_policy()?;
     let text = policy.to_string();
     let mut programs = seccompiler::compile_from_json(text.as_bytes(), TargetArch::x86_64)
         .map_err(|source| SeccompError::CompilePolicy { source })?;
@@ -254,7 +280,7 @@ impl ToolFilters {
 }
 
 #[cfg(test)]
-mod bpf_eval;
+pub(crate) mod bpf_eval;
 #[cfg(test)]
 mod network_tests;
 #[cfg(test)]

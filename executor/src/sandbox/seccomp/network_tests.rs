@@ -55,6 +55,30 @@ fn network_rules_name_only_sockets_of_the_calls_own_loopback() {
 }
 
 #[test]
+fn only_the_unix_variant_allows_unix_sockets_and_still_no_netlink_or_raw() {
+    let network = compile_network().unwrap();
+    let unix = compile_unix().unwrap();
+    let cloexec = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
+    for kind in [libc::SOCK_STREAM, libc::SOCK_DGRAM, libc::SOCK_SEQPACKET] {
+        assert!(socket(&unix, libc::AF_UNIX, kind, 0), "unix {kind}");
+        assert!(
+            socket(&unix, libc::AF_UNIX, kind | cloexec, 0),
+            "unix {kind}"
+        );
+        assert!(!socket(&network, libc::AF_UNIX, kind, 0), "network {kind}");
+    }
+    // What the network variant allows, the unix one too; nothing else is added.
+    assert!(socket(&unix, libc::AF_INET, libc::SOCK_STREAM, 0));
+    assert!(!socket(&unix, libc::AF_NETLINK, libc::SOCK_RAW, 0));
+    assert!(!socket(&unix, libc::AF_PACKET, libc::SOCK_RAW, 0));
+    assert!(!socket(&unix, libc::AF_INET, libc::SOCK_RAW, 1));
+    assert!(
+        !socket(&unix, libc::AF_UNIX, libc::SOCK_STREAM, 1),
+        "a protocol"
+    );
+}
+
+#[test]
 fn network_filter_allows_only_tcp_and_udp_sockets_over_ip() {
     let filters = compile_network().unwrap();
     let cloexec = libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK;
@@ -111,5 +135,38 @@ fn network_search_tree_decides_as_the_linear_chain() {
                 assert_eq!(run(&tree, &data), run(&linear, &data), "{nr} {args:x?}");
             }
         }
+    }
+}
+
+#[test]
+fn mount_is_refused_but_for_a_plain_bind_and_a_propagation_change() {
+    use super::bpf_eval::{run, Data};
+    const ALLOW: u32 = 0x7fff_0000;
+    // The executor's own filter (`serve`'s, compiled as self_filter.rs does).
+    let json = include_str!("../../../../policies/seccomp/executor.json");
+    let mut programs =
+        seccompiler::compile_from_json(json.as_bytes(), seccompiler::TargetArch::x86_64).unwrap();
+    let program = programs.remove("executor_deny").unwrap();
+    let mount = |flags: libc::c_ulong| {
+        let data = Data {
+            nr: u32::try_from(libc::SYS_mount).unwrap(),
+            arch: 0xc000_003e,
+            args: [0, 0, 0, flags, 0, 0],
+        };
+        run(&program, &data) == ALLOW
+    };
+    assert!(mount(libc::MS_BIND), "the call's /tmp and the empty /run");
+    assert!(mount(libc::MS_REC | libc::MS_PRIVATE), "no propagation");
+    for refused in [
+        0,                                                  // a new file system
+        libc::MS_REMOUNT,                                   // the root made writable
+        libc::MS_REMOUNT | libc::MS_BIND,                   // a bind made writable
+        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY, // any remount
+        libc::MS_BIND | libc::MS_REC,                       // a whole tree
+        libc::MS_MOVE,                                      // a mount moved away
+        libc::MS_BIND | (1 << 32),                          // high bits are flags too
+        libc::MS_REC | libc::MS_SHARED,                     // propagation to the host
+    ] {
+        assert!(!mount(refused), "flags {refused:#x}");
     }
 }

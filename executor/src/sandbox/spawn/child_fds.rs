@@ -22,7 +22,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// Descriptors a child may need: stdin, stdout, stderr, the Landlock ruleset, the
 /// network namespace of a network call and the `cgroup.procs` of its memory cgroup.
-pub const SLOTS: usize = 6;
+pub const SLOTS: usize = 7;
 
 /// This thread's kept numbers and the placeholder they return to.
 #[derive(Debug)]

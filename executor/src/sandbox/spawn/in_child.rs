@@ -2,6 +2,7 @@
 //! prepared before the clone, no allocation, no lock (see the parent module's doc).
 
 use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
 
 use super::{ChildContext, Step, CLOSE_RANGE_UNSHARE, MAX_SIGNAL};
@@ -92,6 +93,15 @@ fn run_child(context: &mut ChildContext) -> Result<std::convert::Infallible, (St
             };
             if ret < 0 {
                 return Err((Step::Stdio, errno()));
+            }
+        }
+        // The call's mount namespace (UNIX sockets: its own /tmp), while the process is
+        // still root with CAP_SYS_ADMIN and CAP_SYS_CHROOT; it moves the process to the
+        // namespace's root, so before the working directory is entered.
+        let own = context.launch.setup.mntns.as_ref();
+        if let Some(mntns) = context.mntns.or(own.map(|fd| fd.as_raw_fd())) {
+            if libc::setns(mntns, libc::CLONE_NEWNS) != 0 {
+                return Err((Step::MountNamespace, errno()));
             }
         }
         if libc::chdir(context.launch.cwd.as_ptr()) < 0 {

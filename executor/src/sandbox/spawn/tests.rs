@@ -21,6 +21,7 @@ fn open_setup() -> ChildSetup {
         controlling_terminal: false,
         cgroup: None,
         netns: None,
+        mntns: None,
     }
 }
 

@@ -24,6 +24,7 @@ fn cat_own_status(seccomp: Seccomp) -> Launch {
         controlling_terminal: false,
         cgroup: None,
         netns: None,
+        mntns: None,
     };
     let args = vec!["/proc/self/status".to_string()];
     Launch::new(

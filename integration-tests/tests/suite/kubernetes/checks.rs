@@ -11,8 +11,9 @@ pub const EXECUTOR: &str = "skillbox-executor";
 pub const CORE: &str = "skillbox-core";
 /// The only capabilities an executor keeps (docker/README.md, "What the executor
 /// container gets"): SYS_ADMIN and NET_ADMIN make each network call's namespace,
-/// NET_BIND_SERVICE its name server and listeners below 1024.
-pub const EXECUTOR_CAPS: [&str; 8] = [
+/// NET_BIND_SERVICE its name server and listeners below 1024, SYS_CHROOT joins a call's
+/// mount namespace.
+pub const EXECUTOR_CAPS: [&str; 9] = [
     "SETUID",
     "SETGID",
     "SETPCAP",
@@ -21,6 +22,7 @@ pub const EXECUTOR_CAPS: [&str; 8] = [
     "SYS_ADMIN",
     "NET_ADMIN",
     "NET_BIND_SERVICE",
+    "SYS_CHROOT",
 ];
 /// The core's user id (docker/core.Dockerfile).
 pub const CORE_UID: i64 = 10001;
@@ -81,7 +83,7 @@ fn strings(v: &Value) -> BTreeSet<String> {
 }
 
 /// Every container of every Deployment drops ALL capabilities; only the executor adds
-/// any, exactly the eight it needs.
+/// any, exactly the nine it needs.
 pub fn capabilities(objects: &[Value]) -> Vec<String> {
     let mut bad = Vec::new();
     for d in deployments(objects) {

@@ -92,6 +92,7 @@ struct ExecutionYaml {
     prestart: Option<u64>,
     max_file_mb: Option<u64>,
     loopback: Option<bool>,
+    unix_sockets: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -185,6 +186,7 @@ pub(crate) fn load(path: &Path) -> Result<Manifest, Diagnostic> {
                 prestart: e.prestart,
                 max_file_mb: e.max_file_mb,
                 loopback: e.loopback,
+                unix_sockets: e.unix_sockets,
             })
             .unwrap_or_default(),
         tools: y.tools.map(|tools| {

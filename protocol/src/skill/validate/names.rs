@@ -4,10 +4,11 @@ use super::{MAX_NAME_LEN, MAX_TOOL_NAME_LEN};
 
 /// Env names skills may not declare: the contract sets them, or they change how the
 /// dynamic loader or an interpreter starts.
-const RESERVED_ENV: [&str; 28] = [
+const RESERVED_ENV: [&str; 29] = [
     "PATH",
     "HOME",
     "TMPDIR",
+    "XDG_CONFIG_HOME",
     "LANG",
     "NODE_OPTIONS",
     "NODE_PATH",
