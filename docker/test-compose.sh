@@ -650,18 +650,29 @@ jobs_direct
 
 # --- extending the executor image ----------------------------------------------------------
 # docker/README.md's way: SKILLBOX_EXTRA_DEBIAN_PACKAGES for docker/build.sh (the build
-# argument EXTRA_DEBIAN_PACKAGES), never an edit of the shipped files.
-echo "test-compose: extending the executor image (EXTRA_DEBIAN_PACKAGES=jq)"
+# argument EXTRA_DEBIAN_PACKAGES), never an edit of the shipped files. LibreOffice, as an
+# operator adds it for the office skills, then runs the gallery's office skill in that
+# image as compose runs the executor (its capabilities, read-only root, no network).
+extra_packages="jq libreoffice-calc-nogui libreoffice-writer-nogui"
+echo "test-compose: extending the executor image (EXTRA_DEBIAN_PACKAGES=$extra_packages)"
 extra_started=$(date +%s)
-if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES=jq SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
+if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
   SKILLBOX_CORE_IMAGE="$extra_core" SKILLBOX_BASE_IMAGE="${SKILLBOX_BASE_IMAGE:-skillbox-base:bookworm}" \
   docker/build.sh >"$work/extra.log" 2>&1; then
   out=$(docker run --rm --entrypoint bash "$extra_executor" -c 'jq --version; python3 -m pip --version; node --version; git --version; curl --version | head -n1' 2>&1)
-  expect "the image built with EXTRA_DEBIAN_PACKAGES=jq has jq beside python3-pip, node, git and curl ($(($(date +%s) - extra_started)) s)" \
+  expect "the image built with EXTRA_DEBIAN_PACKAGES has jq beside python3-pip, node, git and curl ($(($(date +%s) - extra_started)) s)" \
     "$(printf '%s' "$out" | as_json)" \
     'r.startswith("jq-") and "pip " in r and r.count("\n") >= 4 and "git version" in r and "curl " in r'
+  caps=()
+  for c in "${all_caps[@]}"; do caps+=(--cap-add "$c"); done
+  out=$(docker run --rm --user 0:0 --cap-drop ALL "${caps[@]}" --security-opt no-new-privileges:true \
+    --read-only --tmpfs /tmp:size=128m,mode=1777 --tmpfs /run:size=1m,mode=0755 --network none \
+    -v "$PWD/integration-tests/gallery:/gallery:ro" --entrypoint skillbox-executor "$extra_executor" \
+    exec --skills /gallery --tool office:convert 2>/dev/null || echo '{}')
+  expect "LibreOffice in the executor container as compose runs it (UNIX sockets, a /tmp of the call's own): a workbook recalculated and a letter converted to PDF" \
+    "$out" 'r["success"] is True and json.loads(r["data"]["stdout"])["csv"]["head"] == "19,23,438\n" and json.loads(r["data"]["stdout"])["pdf"]["head"].startswith("%PDF-")'
 else
-  fail "docker/build.sh with SKILLBOX_EXTRA_DEBIAN_PACKAGES=jq builds" "$(tail -n 20 "$work/extra.log")"
+  fail "docker/build.sh with SKILLBOX_EXTRA_DEBIAN_PACKAGES=$extra_packages builds" "$(tail -n 20 "$work/extra.log")"
 fi
 
 # --- teardown is checked by the EXIT trap ----------------------------------------------------

@@ -45,7 +45,10 @@ impl Sandbox {
             None => Scratch::create(&self.config.scratch_root, uid)
                 .map_err(|source| self.scratch_error(source))?,
         };
-        let cwd = self.working_dir(&spec, &scratch, uid)?;
+        // Absolute: joining a call's mount namespace moves the process to its root before
+        // it enters this folder.
+        let cwd = std::path::absolute(self.working_dir(&spec, &scratch, uid)?)
+            .map_err(SandboxError::Spawn)?;
         let program = resolve_program(spec.skill_dir.unwrap_or(&cwd), program)?;
         lap(&mut timings.scratch);
         let mut env = spec.env;
@@ -77,10 +80,12 @@ impl Sandbox {
                 return Err(SandboxError::UnixSocketsWithoutNamespace);
             }
             let root = &self.config.scratch_root;
-            let needed: Vec<&Path> = [spec.skill_dir, spec.deps, Some(root.as_path())]
+            let needed: Vec<PathBuf> = [spec.skill_dir, spec.deps, Some(root.as_path())]
                 .into_iter()
                 .flatten()
+                .filter_map(|p| std::path::absolute(p).ok())
                 .collect();
+            let needed: Vec<&Path> = needed.iter().map(PathBuf::as_path).collect();
             let made = mntns::create(scratch.path(), &mntns::empty_dir(root), &needed);
             setup.mntns = Some(made.map_err(SandboxError::MountNamespace)?);
         }

@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{json, Value};
 
-use crate::harness::skills::{open_up, write};
+use crate::harness::skills::{copy_dir, open_up, write};
 use crate::harness::{free_port, on_sandbox_path, Options, Skillbox};
 
 /// The page Chromium renders: its script replaces the static text, so the marker is in
@@ -171,6 +171,44 @@ fn libreoffice_recalculates_a_workbook_for_an_office_skill_granted_unix_sockets(
             assert!(!output.contains("438"), "{r}");
         }
     }
+}
+
+/// The gallery's office skill (`integration-tests/gallery/office`, which declares
+/// `execution.unix_sockets`), called through the gateway as a bot calls it: LibreOffice
+/// recalculates its workbook and converts its letter to PDF. The compose suite runs the
+/// same skill in the executor's container.
+#[test]
+fn the_gallerys_office_skill_does_its_job_under_up() {
+    if !on_sandbox_path("soffice") {
+        eprintln!("SKIPPED soffice: not installed on this machine");
+        return;
+    }
+    fn gallery_office(ws: &Path) {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery/office");
+        let to = ws.join("skills/office");
+        copy_dir(&from, &to);
+        open_up(&to);
+    }
+    let sb = Skillbox::start(Options {
+        prepare: Some(gallery_office),
+        ..Options::default()
+    });
+    let r: Value = sb
+        .request(
+            "POST",
+            "/v1/tools/call",
+            Some(&json!({"tool": "office:convert", "args": {}})),
+        )
+        .json();
+    assert_eq!(r["success"], true, "{r}\n{}", sb.logs());
+    let out: Value = serde_json::from_str(r["data"]["stdout"].as_str().unwrap_or("{}")).unwrap();
+    assert_eq!(out["csv"]["head"], "19,23,438\n", "{r}");
+    assert!(
+        out["pdf"]["head"]
+            .as_str()
+            .is_some_and(|h| h.starts_with("%PDF-")),
+        "{r}"
+    );
 }
 
 /// `exec_command` of `cmd` under the `browser` skill in context `families`.
