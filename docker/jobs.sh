@@ -12,8 +12,8 @@
 #   jobs_https        # Python to a granted HTTPS host through the egress proxy (the suite's
 #                     # CA), refused (403) elsewhere
 #   jobs_secret       # a bound secret: a placeholder in the sandbox, the value at the target
-#   jobs_direct       # programs that ignore the proxy (http.client, Node fetch) reach the
-#                     # granted host, refused (403) elsewhere
+#   jobs_direct       # programs that ignore the proxy (http.client, Node fetch, a Go
+#                     # binary) reach the granted host, refused (403) elsewhere
 #   jobs_deps         # thumbnail (numpy, pillow from the suite's index) built on load, runs
 #   jobs_quota        # a context at its quota beside the built environment
 #   jobs_restart      # the executor restarted as an operator does; thumbnail runs again
@@ -221,6 +221,52 @@ print(r.status, r.read().decode().strip())' >/dev/null
     'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "200 hello from the fetch target"'
   r=$(ctx_call job-n exec_command "$(cmd_args 'python3 direct.py example.com 80 /' form-filler 10000)")
   expect "a program that ignores the proxy is refused a host it was not granted (403)" "$r" \
+    'r["data"]["output"].startswith("403")'
+  jobs_direct_go
+}
+
+# A Go program built with no proxy support (its Transport has no Proxy), static, put in the
+# context as a user's upload: it reaches the granted host and is refused elsewhere.
+jobs_direct_go() {
+  local src=$work/direct-go r
+  if ! command -v go >/dev/null; then
+    echo "SKIPPED a Go binary without proxy support: no go toolchain on this machine"
+    return
+  fi
+  mkdir -p "$src"
+  cat >"$src/main.go" <<'GO'
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+)
+
+func main() {
+	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
+	r, err := client.Get(os.Args[1])
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(1)
+	}
+	body, _ := io.ReadAll(r.Body)
+	fmt.Println(r.StatusCode, strings.TrimSpace(string(body)))
+}
+GO
+  if ! (cd "$src" && CGO_ENABLED=0 GO111MODULE=off GOCACHE="$src/cache" HOME="$src" go build -o direct-go main.go) >"$src/build.log" 2>&1; then
+    fail "the Go program without proxy support builds" "$(tail -n 5 "$src/build.log")"
+    return
+  fi
+  curl -sS --max-time 30 -X PUT --data-binary @"$src/direct-go" -H "Authorization: Bearer $token" \
+    "$gateway/v1/contexts/job-n/files/direct-go" >/dev/null
+  r=$(ctx_call job-n exec_command "$(cmd_args 'chmod +x direct-go && ./direct-go http://fetchtarget:8080/hello.txt' form-filler 10000)")
+  expect "a Go binary without proxy support reaches the granted host" "$r" \
+    'r["data"]["exit_code"] == 0 and r["data"]["output"].strip() == "200 hello from the fetch target"'
+  r=$(ctx_call job-n exec_command "$(cmd_args './direct-go http://example.com/' form-filler 10000)")
+  expect "a Go binary without proxy support is refused a host it was not granted (403)" "$r" \
     'r["data"]["output"].startswith("403")'
 }
 

@@ -665,12 +665,21 @@ if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLB
     'r.startswith("jq-") and "pip " in r and r.count("\n") >= 4 and "git version" in r and "curl " in r'
   caps=()
   for c in "${all_caps[@]}"; do caps+=(--cap-add "$c"); done
-  out=$(docker run --rm --user 0:0 --cap-drop ALL "${caps[@]}" --security-opt no-new-privileges:true \
-    --read-only --tmpfs /tmp:size=128m,mode=1777 --tmpfs /run:size=1m,mode=0755 --network none \
-    -v "$PWD/integration-tests/gallery:/gallery:ro" --entrypoint skillbox-executor "$extra_executor" \
-    exec --skills /gallery --tool office:convert 2>/dev/null || echo '{}')
-  expect "LibreOffice in the executor container as compose runs it (UNIX sockets, a /tmp of the call's own): a workbook recalculated and a letter converted to PDF" \
-    "$out" 'r["success"] is True and json.loads(r["data"]["stdout"])["csv"]["head"] == "19,23,438\n" and json.loads(r["data"]["stdout"])["pdf"]["head"].startswith("%PDF-")'
+  gallery() { # SKILL:TOOL: a call of the gallery's skill in that image, as compose runs the executor
+    docker run --rm --user 0:0 --cap-drop ALL "${caps[@]}" --security-opt no-new-privileges:true \
+      --read-only --tmpfs /tmp:size=16m,mode=1777 --tmpfs /run:size=1m,mode=0755 --network none \
+      --tmpfs /var/lib/skillbox-executor:size=512m,exec,mode=0755 \
+      -v "$PWD/integration-tests/gallery:/gallery:ro" --entrypoint skillbox-executor "$extra_executor" \
+      exec --skills /gallery --scratch-root /var/lib/skillbox-executor --tool "$1" 2>/dev/null || echo '{}'
+  }
+  expect "gallery office: LibreOffice in the executor container as compose runs it (UNIX sockets, a /tmp of the call's own) recalculates a workbook and converts a letter to PDF" \
+    "$(gallery office:convert)" 'r["success"] is True and json.loads(r["data"]["stdout"])["csv"]["head"] == "19,23,438\n" and json.loads(r["data"]["stdout"])["pdf"]["head"].startswith("%PDF-")'
+  expect "gallery media: a 200 MiB file written and read back whole" \
+    "$(gallery media:roundtrip)" 'r["success"] is True and json.loads(r["data"]["stdout"]) == {"size": 200 * 1024 * 1024, "same": True}'
+  expect "gallery node-report: a Node script builds its report under the default 256 MiB" \
+    "$(gallery node-report:build)" 'r["success"] is True and json.loads(r["data"]["stdout"])["rows"] == 20000'
+  expect "gallery node-report: a Node script allocating past 256 MiB is stopped as resource_limit" \
+    "$(gallery node-report:hog)" 'r["success"] is False and r["error_kind"] == "resource_limit" and "memory limit of 256 MiB" in r["error"]'
 else
   fail "docker/build.sh with SKILLBOX_EXTRA_DEBIAN_PACKAGES=$extra_packages builds" "$(tail -n 20 "$work/extra.log")"
 fi

@@ -173,40 +173,62 @@ fn libreoffice_recalculates_a_workbook_for_an_office_skill_granted_unix_sockets(
     }
 }
 
-/// The gallery's office skill (`integration-tests/gallery/office`, which declares
-/// `execution.unix_sockets`), called through the gateway as a bot calls it: LibreOffice
-/// recalculates its workbook and converts its letter to PDF. The compose suite runs the
-/// same skill in the executor's container.
+/// The gallery's skills (`integration-tests/gallery`), called through the gateway as a bot
+/// calls them: LibreOffice recalculates a workbook and converts a letter to PDF (`office`,
+/// which declares `execution.unix_sockets`), a 200 MiB file is written and read back
+/// (`media`), a Node script builds a report under the default 256 MiB and one allocating
+/// past it is stopped as `resource_limit` (`node-report`). The compose suite runs the same
+/// skills in the executor's container.
 #[test]
-fn the_gallerys_office_skill_does_its_job_under_up() {
-    if !on_sandbox_path("soffice") {
-        eprintln!("SKIPPED soffice: not installed on this machine");
-        return;
-    }
-    fn gallery_office(ws: &Path) {
-        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery/office");
-        let to = ws.join("skills/office");
-        copy_dir(&from, &to);
-        open_up(&to);
+fn the_gallerys_skills_do_their_jobs_under_up() {
+    fn gallery(ws: &Path) {
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery");
+        for skill in ["office", "media", "node-report"] {
+            let to = ws.join("skills").join(skill);
+            copy_dir(&from.join(skill), &to);
+            open_up(&to);
+        }
     }
     let sb = Skillbox::start(Options {
-        prepare: Some(gallery_office),
+        prepare: Some(gallery),
         ..Options::default()
     });
-    let r: Value = sb
-        .request(
+    let call = |tool: &str| -> Value {
+        sb.request(
             "POST",
             "/v1/tools/call",
-            Some(&json!({"tool": "office:convert", "args": {}})),
+            Some(&json!({"tool": tool, "args": {}})),
         )
-        .json();
-    assert_eq!(r["success"], true, "{r}\n{}", sb.logs());
-    let out: Value = serde_json::from_str(r["data"]["stdout"].as_str().unwrap_or("{}")).unwrap();
-    assert_eq!(out["csv"]["head"], "19,23,438\n", "{r}");
+        .json()
+    };
+    let printed = |r: &Value| -> Value {
+        assert_eq!(r["success"], true, "{r}\n{}", sb.logs());
+        serde_json::from_str(r["data"]["stdout"].as_str().unwrap_or("{}")).unwrap()
+    };
+    if on_sandbox_path("soffice") {
+        let out = printed(&call("office:convert"));
+        assert_eq!(out["csv"]["head"], "19,23,438\n", "{out}");
+        assert!(
+            out["pdf"]["head"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("%PDF-")),
+            "{out}"
+        );
+    } else {
+        eprintln!("SKIPPED office:convert: soffice not installed on this machine");
+    }
+    let out = printed(&call("media:roundtrip"));
+    assert_eq!(out, json!({"size": 200 * 1024 * 1024, "same": true}));
+    let out = printed(&call("node-report:build"));
+    assert_eq!(out["rows"], 20000, "{out}");
+    let r = call("node-report:hog");
+    assert_eq!(r["success"], false, "{r}");
+    assert_eq!(r["error_kind"], "resource_limit", "{r}");
     assert!(
-        out["pdf"]["head"]
+        r["error"]
             .as_str()
-            .is_some_and(|h| h.starts_with("%PDF-")),
+            .unwrap_or_default()
+            .contains("memory limit of 256 MiB"),
         "{r}"
     );
 }
