@@ -311,6 +311,9 @@ fn info(a: InfoArgs) -> anyhow::Result<u8> {
     for r in &skill.dependencies.requirements {
         println!("requires:    {} (from {})", r.spec, r.source);
     }
+    for (name, range) in (skill.dependencies.node.iter()).flat_map(|n| &n.dependencies) {
+        println!("requires:    {name}@{range} (from package.json)");
+    }
     for p in &skill.dependencies.problems {
         println!("not taken:   {p}");
     }

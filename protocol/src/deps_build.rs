@@ -1,13 +1,14 @@
-//! `deps.build` (core → executor): install a skill's Python requirements into an
-//! environment of its own, in the tools' sandbox (docs/sandbox.md, "Dependencies").
+//! `deps.build` (core → executor): install a skill's Python requirements and Node
+//! dependencies into an environment of its own, in the tools' sandbox (docs/sandbox.md,
+//! "Dependencies").
 
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::SecretValue;
 
-/// `deps.build`: install a skill's Python requirements into an environment of its own,
-/// in the tools' sandbox, whose only network is the package index through the egress
-/// proxy (docs/sandbox.md, "Dependencies").
+/// `deps.build`: install a skill's Python requirements and Node dependencies into an
+/// environment of its own, in the tools' sandbox, whose only network is the package index
+/// and the npm registry through the egress proxy (docs/sandbox.md, "Dependencies").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DepsBuildParams {
@@ -17,9 +18,10 @@ pub struct DepsBuildParams {
     pub capability_token: SecretValue,
     /// The skill.
     pub skill: String,
-    /// The environment's name: a digest of the requirements, index and source policy.
+    /// The environment's name: a digest of the requirements, index and source policy,
+    /// and of the Node manifest, lock, registry and scripts policy.
     pub digest: String,
-    /// Requirement specifiers (pinned with hashes when built from a lock).
+    /// Requirement specifiers (pinned with hashes when built from a lock); none: no pip.
     pub requirements: Vec<String>,
     /// The operator's constraints (pip `-c`): pins of what the requirements leave open.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -34,28 +36,69 @@ pub struct DepsBuildParams {
     /// Certificates (PEM) the build trusts beyond the system roots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust_pem: Option<String>,
-    /// Wall-clock limit.
+    /// The Node dependencies to install with npm, when the skill has some.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeBuild>,
+    /// Wall-clock limit of the whole build (pip and npm together).
     pub timeout_ms: u64,
     /// Memory limit.
     pub memory_mb: u64,
 }
 
-/// One wheel (or source distribution) a build installed.
+/// The Node part of a build: `npm ci` with a lock, `npm install` without.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeBuild {
+    /// The `package.json` to install (the skill's, cut to its dependency fields).
+    pub manifest: String,
+    /// The skill's `package-lock.json`: installed exactly, integrity checked by npm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
+    /// The npm registry (`[deps] npm_registry`).
+    pub registry: String,
+    /// Whether the packages' install scripts run (`--ignore-scripts` otherwise).
+    pub allow_scripts: bool,
+}
+
+/// Which installer a locked package came from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ecosystem {
+    /// pip, from the package index.
+    #[default]
+    Python,
+    /// npm, from the registry.
+    Npm,
+}
+
+impl Ecosystem {
+    fn is_python(&self) -> bool {
+        *self == Self::Python
+    }
+}
+
+/// One wheel (or source distribution, or npm package) a build installed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LockedPackage {
+    /// Which installer took it (absent: pip).
+    #[serde(default, skip_serializing_if = "Ecosystem::is_python")]
+    pub ecosystem: Ecosystem,
     /// The distribution's name.
     pub name: String,
     /// Its version.
     pub version: String,
     /// Where it was downloaded from.
     pub url: String,
-    /// The SHA-256 of the file.
+    /// The SHA-256 of the file (a Python package's).
     pub sha256: String,
+    /// npm's Subresource Integrity of the tarball (`sha512-...`: an npm package's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrity: Option<String>,
 }
 
 impl LockedPackage {
-    /// The pinned requirement a build from the lock installs.
+    /// The pinned requirement a build from the lock installs (a Python package's).
     pub fn pin(&self) -> String {
         format!(
             "{}=={} --hash=sha256:{}",

@@ -15,7 +15,9 @@ pub use crate::capability::{
     CoreSignParams, FetchParams, FetchResult, ParamsBoundError, ReadFileParams, ReadFileResult,
     RunSkillParams, SignParams, SignResult, SignType, ToolInvokeParams, MAX_HEADERS, MAX_URL_LEN,
 };
-pub use crate::deps_build::{DepsBuildParams, DepsBuildResult, LockedPackage};
+pub use crate::deps_build::{
+    DepsBuildParams, DepsBuildResult, Ecosystem, LockedPackage, NodeBuild,
+};
 pub use crate::envelope::{Envelope, SecretValue};
 pub use crate::execute::{ScriptRun, ToolExecuteParams, ToolExecuteResult};
 pub use crate::status::{

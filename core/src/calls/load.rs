@@ -5,6 +5,7 @@
 
 use std::sync::{Arc, PoisonError, RwLock};
 
+use skillbox_protocol::skill::dependencies::DepsPolicy;
 use skillbox_protocol::skill::{Catalog, Permissions, Skill};
 
 use crate::router::Router;
@@ -46,18 +47,16 @@ impl Loaded {
                 // the skill too, for its availability.
                 skill.execution.unix_sockets |= grant.unix_sockets;
             }
-            let (granted, allow_source) = match grant {
-                Some(g) => (g.requirements.as_slice(), g.allow_source_builds),
-                None => (&[][..], false),
-            };
             let mut constraints = config.deps.constraints.clone();
             constraints.extend(grant.iter().flat_map(|g| g.constraints.iter().cloned()));
-            (skill.dependencies).complete(
-                granted,
-                constraints,
-                allow_source,
-                &config.deps.index_url,
-            );
+            let policy = DepsPolicy {
+                granted: grant.map_or(&[][..], |g| g.requirements.as_slice()),
+                allow_source: grant.is_some_and(|g| g.allow_source_builds),
+                index_url: &config.deps.index_url,
+                allow_scripts: grant.is_some_and(|g| g.allow_install_scripts),
+                npm_registry: &config.deps.npm_registry,
+            };
+            (skill.dependencies).complete(policy, constraints);
         }
         for name in config.grants.keys() {
             if catalog.get(name).is_none() {

@@ -5,7 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use skillbox_protocol::methods::{DepsBuildParams, LockedPackage, SecretValue};
+use skillbox_protocol::methods::{
+    DepsBuildParams, Ecosystem, LockedPackage, NodeBuild, SecretValue,
+};
 use skillbox_protocol::skill::{Security, Skill};
 
 use super::DepsBuilder;
@@ -57,14 +59,15 @@ impl DepsBuilder {
         // The build's identity at the egress proxy: a skill that reaches the index only.
         let mut builder = (**skill).clone();
         builder.permissions = Default::default();
-        builder.permissions.network = config.build_network();
+        builder.permissions.network = config.build_network(skill.dependencies.node.is_some());
         let builder = Arc::new(builder);
         let mut built_on = Vec::new();
         let mut tail = String::new();
         let mut egress_refused = Vec::new();
         for addr in addrs {
             let (requirements, no_deps) = match &lock {
-                Some(packages) => (packages.iter().map(LockedPackage::pin).collect(), true),
+                // npm installs its part from the skill's own lock, or resolves again.
+                Some(packages) => (python_pins(packages), true),
                 None => (skill.dependencies.specs(), false),
             };
             let step = self
@@ -151,6 +154,12 @@ impl DepsBuilder {
             index_url: config.index_url.clone(),
             allow_source: skill.dependencies.allow_source,
             no_deps,
+            node: skill.dependencies.node.as_ref().map(|n| NodeBuild {
+                manifest: n.manifest.clone(),
+                lock: n.lock.clone(),
+                registry: n.registry.clone(),
+                allow_scripts: n.allow_scripts,
+            }),
             trust_pem: self
                 .egress_trust
                 .as_ref()
@@ -176,6 +185,14 @@ impl DepsBuilder {
         };
         Ok((step, refused))
     }
+}
+
+/// The Python packages of a lock, each pinned with its hash (pip `--no-deps`).
+fn python_pins(packages: &[LockedPackage]) -> Vec<String> {
+    (packages.iter())
+        .filter(|p| p.ecosystem == Ecosystem::Python)
+        .map(LockedPackage::pin)
+        .collect()
 }
 
 /// The connections of a build's identity that the egress proxy refused, as

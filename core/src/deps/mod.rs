@@ -1,4 +1,4 @@
-//! Building a skill's Python dependencies (docs/sandbox.md, "Dependencies"): on install,
+//! Building a skill's Python and Node dependencies (docs/sandbox.md, "Dependencies"): on install,
 //! on `skillbox skill deps NAME` (`POST /v1/skills/{name}/deps`), on load when missing,
 //! and again from the lock when an executor joins; never during a call.
 //!
@@ -90,8 +90,9 @@ impl DepsBuilder {
             return Err(CallError::Builtin {
                 kind: skillbox_protocol::result::ErrorKind::InvalidArgs,
                 message: format!(
-                    "skill {name:?} declares no Python dependencies (requirements.txt, \
-                     pyproject.toml, PEP 723, [grants.{name}] requirements)"
+                    "skill {name:?} declares no dependencies (requirements.txt, \
+                     pyproject.toml, PEP 723, [grants.{name}] requirements, package.json \
+                     dependencies)"
                 ),
             });
         };

@@ -236,9 +236,41 @@ impl Plan {
         }
     }
 
-    /// A dependency build running the installer `argv` on the requirements of `p`: no
-    /// skill folder, no value from the core, its index reached through a namespace only.
+    /// A dependency build running pip as `argv` on the requirements of `p`: no skill
+    /// folder, no value from the core, its index reached through a namespace only.
     pub fn deps_build(p: &DepsBuildParams, argv: Vec<String>) -> Self {
+        let files = vec![
+            (
+                "requirements.txt".into(),
+                p.requirements.join("\n").into_bytes(),
+            ),
+            // Empty when the operator pins nothing: pip then takes no pin from it.
+            (
+                "constraints.txt".into(),
+                p.constraints.join("\n").into_bytes(),
+            ),
+        ];
+        Self::installer(p, argv, env::installer_env(), files)
+    }
+
+    /// The Node part of the build `p`: npm run as `argv` with its environment `vars` on
+    /// the `files` it starts from, under the same rules as pip.
+    pub fn node_build(
+        p: &DepsBuildParams,
+        argv: Vec<String>,
+        vars: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Self {
+        Self::installer(p, argv, vars, files)
+    }
+
+    /// One installer of the build `p`.
+    fn installer(
+        p: &DepsBuildParams,
+        argv: Vec<String>,
+        vars: Vec<(String, String)>,
+        files: Vec<(String, Vec<u8>)>,
+    ) -> Self {
         Self {
             call: CallInfo {
                 call_id: p.call_id.clone(),
@@ -248,7 +280,7 @@ impl Plan {
             },
             skill_dir: None,
             argv,
-            env: env::installer_env(),
+            env: vars,
             network: Network::Required("a dependency build"),
             unix_sockets: false,
             // The installer honours the proxy variables.
@@ -261,17 +293,7 @@ impl Plan {
             stdio: ChildStdio::Merged,
             trust_pem: p.trust_pem.clone(),
             work: None,
-            scratch_files: vec![
-                (
-                    "requirements.txt".into(),
-                    p.requirements.join("\n").into_bytes(),
-                ),
-                // Empty when the operator pins nothing: pip then takes no pin from it.
-                (
-                    "constraints.txt".into(),
-                    p.constraints.join("\n").into_bytes(),
-                ),
-            ],
+            scratch_files: files,
         }
     }
 }

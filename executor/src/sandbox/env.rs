@@ -24,17 +24,29 @@ pub fn base(scratch: &Path) -> Vec<(String, String)> {
 }
 
 /// [`base`], for a call of a skill with built dependencies in `deps`: their `bin/` first on
-/// `PATH`, the folder on `PYTHONPATH` (`crate::deps`).
+/// `PATH`, the folder on `PYTHONPATH`; with Node packages, its `node_modules` on
+/// `NODE_PATH` (what `require()` searches) and `node_modules/.bin` on `PATH` after
+/// `bin/` (`crate::deps`).
 pub fn base_with_deps(scratch: &Path, deps: Option<&Path>) -> Vec<(String, String)> {
     let mut vars = base(scratch);
     if let Some(deps) = deps {
         let dir = deps.to_string_lossy();
+        let modules = deps.join("node_modules");
+        let node = modules
+            .is_dir()
+            .then(|| modules.to_string_lossy().into_owned());
         for (name, value) in vars.iter_mut() {
             if name == "PATH" {
-                *value = format!("{dir}/bin:{SANDBOX_PATH}");
+                *value = match &node {
+                    Some(m) => format!("{dir}/bin:{m}/.bin:{SANDBOX_PATH}"),
+                    None => format!("{dir}/bin:{SANDBOX_PATH}"),
+                };
             }
         }
         vars.push(("PYTHONPATH".into(), dir.into_owned()));
+        if let Some(m) = node {
+            vars.push(("NODE_PATH".into(), m));
+        }
     }
     vars
 }

@@ -5,6 +5,7 @@
 
 pub mod gateway;
 pub mod http;
+pub mod npm_registry;
 pub mod python;
 pub mod server;
 pub mod skills;

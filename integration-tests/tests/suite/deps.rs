@@ -22,14 +22,15 @@ use serde_json::{json, Value};
 use crate::harness::skills::{open_up, write};
 use crate::harness::{Options, Skillbox};
 
-/// The index process and its port, for the whole test process.
-struct Index {
-    port: u16,
+/// The index process and its port, for the whole test process (`node_deps.rs` uses it
+/// too).
+pub(super) struct Index {
+    pub(super) port: u16,
     _child: Child,
     _root: tempfile::TempDir,
 }
 
-fn index() -> &'static Index {
+pub(super) fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
         let root = tempfile::tempdir().unwrap();

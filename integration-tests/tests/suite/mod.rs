@@ -22,6 +22,7 @@ mod getting_skills;
 mod install;
 mod kubernetes;
 mod mcp;
+mod node_deps;
 mod program_families;
 mod protocols;
 mod read_file;

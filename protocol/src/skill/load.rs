@@ -189,7 +189,10 @@ fn build_skill(
         },
         tools: merged.tools.unwrap_or_default(),
         body,
-        dependencies: super::model::Dependencies::declared(super::deps::read_requirements(dir)),
+        dependencies: super::model::Dependencies::declared(
+            super::deps::read_requirements(dir),
+            super::node_deps::read_node_deps(dir),
+        ),
         warnings: diags,
     }
 }

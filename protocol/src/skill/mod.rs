@@ -4,6 +4,7 @@
 //! [`digest`] and the install [`lock`] live here too, so the executor can check installed
 //! skills without linking the code-signing crate.
 
+pub mod dependencies;
 pub mod deps;
 mod diagnostics;
 pub mod digest;
@@ -16,6 +17,7 @@ mod manifest;
 mod model;
 pub mod nesting;
 pub mod network;
+pub mod node_deps;
 pub mod script_uses;
 pub mod validate;
 

@@ -161,8 +161,9 @@ pub struct SkillDetail {
     pub effective_permissions: Permissions,
     /// Its routing triggers.
     pub triggers: Vec<String>,
-    /// Its Python dependencies: the requirements (with where each came from), the
-    /// environment's digest, and the last build (`POST /v1/skills/{name}/deps`).
+    /// Its dependencies: the Python requirements (with where each came from), the Node
+    /// packages of its `package.json`, the environment's digest, and the last build
+    /// (`POST /v1/skills/{name}/deps`).
     pub dependencies: SkillDependencies,
 }
 

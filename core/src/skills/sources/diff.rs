@@ -109,11 +109,12 @@ impl UpdateDiff {
             &old.permissions.workspace.read,
             &new.permissions.workspace.read,
         );
+        // Python requirements as written, Node packages as `name@range (package.json)`.
         let reqs = |s: &Skill| {
-            s.dependencies
-                .requirements
-                .iter()
+            let node = (s.dependencies.node.iter()).flat_map(|n| n.dependencies.iter());
+            (s.dependencies.requirements.iter())
                 .map(|r| r.spec.clone())
+                .chain(node.map(|(name, range)| format!("{name}@{range} (package.json)")))
                 .collect::<Vec<_>>()
         };
         d.dependencies_added = added(&reqs(old), &reqs(new));

@@ -151,9 +151,10 @@ fn check_permissions(skill: &Skill, max: &MaxPermissions) -> Result<(), PolicyRe
         skill.permissions.secret_names().map(String::from).collect(),
         &max.secrets,
     )?;
-    if max.dependencies == Some(false) && !skill.dependencies.requirements.is_empty() {
+    if max.dependencies == Some(false) && !skill.dependencies.is_empty() {
         return Err(refuse(format!(
-            "{} declares Python dependencies and max_permissions.dependencies = false",
+            "{} declares dependencies (Python requirements or package.json dependencies) \
+             and max_permissions.dependencies = false",
             skill.name
         )));
     }

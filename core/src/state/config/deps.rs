@@ -1,4 +1,4 @@
-//! `[deps]`: how skills' Python dependencies are built (docs/sandbox.md, "Dependencies";
+//! `[deps]`: how skills' Python and Node dependencies are built (docs/sandbox.md, "Dependencies";
 //! the builds are [`crate::state::deps`]'s records, run by the executors).
 
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,10 @@ pub struct DepsConfig {
     /// Pins every build applies to what skills leave open, as pip constraints
     /// (`["mcp<2"]`); a skill's `[grants.<skill>] constraints` come after these.
     pub constraints: Vec<String>,
+    /// The npm registry skills' `package.json` dependencies are installed from (default
+    /// `https://registry.npmjs.org/`, which serves its tarballs itself), reached as the
+    /// index is.
+    pub npm_registry: String,
 }
 
 impl Default for DepsConfig {
@@ -36,6 +40,7 @@ impl Default for DepsConfig {
             build_on_load: true,
             file_hosts: None,
             constraints: Vec::new(),
+            npm_registry: "https://registry.npmjs.org/".into(),
         }
     }
 }
@@ -43,27 +48,16 @@ impl Default for DepsConfig {
 impl DepsConfig {
     /// What is wrong with it, if anything.
     pub fn problems(&self) -> Vec<String> {
-        let url = &self.index_url;
-        let ok = (url.starts_with("https://") || url.starts_with("http://"))
-            && url.len() > "https://".len()
-            && !url.contains(char::is_whitespace);
-        let mut out = Vec::new();
-        if !ok {
-            out.push(format!(
-                "index_url {url:?} is not an http(s) URL of a package index (PEP 503 simple)"
-            ));
-        }
-        let host = self.index_host();
-        let bare = host.trim_start_matches('[').trim_end_matches(']');
-        if ok && bare.parse::<std::net::IpAddr>().is_ok() {
-            out.push(format!(
-                "index_url {url:?} names the index by its address {host}; the egress proxy \
-                 reaches names only: give it one with [egress] resolve = {{ \"index.internal\" = \
-                 \"{bare}\" }}, use index_url = \"{}\", and allow that name's port in [fetch] \
-                 allow_private",
-                url.replacen(&host, "index.internal", 1)
-            ));
-        }
+        let mut out = url_problems(
+            "index_url",
+            &self.index_url,
+            "a package index (PEP 503 simple)",
+        );
+        out.extend(url_problems(
+            "npm_registry",
+            &self.npm_registry,
+            "an npm registry",
+        ));
         for (i, c) in self.constraints.iter().enumerate() {
             if let Some(why) = skillbox_protocol::skill::deps::spec_problem(c) {
                 out.push(format!("constraints[{i}]: {c:?}: {why}"));
@@ -77,24 +71,17 @@ impl DepsConfig {
         out
     }
 
-    /// The index's host as written in `index_url` (no port).
-    fn index_host(&self) -> String {
-        let rest = self.index_url.split_once("://").map_or("", |(_, r)| r);
-        let authority = rest.split('/').next().unwrap_or_default();
-        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
-        match authority.strip_prefix('[') {
-            Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or_default()),
-            None => authority.split(':').next().unwrap_or_default().to_string(),
-        }
-    }
-
-    /// Everything a build may reach, as `permissions.network` writes it: the index and the
-    /// hosts of its files ([`Self::file_hosts`]).
-    pub fn build_network(&self) -> Vec<String> {
+    /// Everything a build may reach, as `permissions.network` writes it: the index, the
+    /// npm registry when the build installs Node dependencies (`node`), and the hosts of
+    /// their files ([`Self::file_hosts`]).
+    pub fn build_network(&self, node: bool) -> Vec<String> {
         let mut hosts = vec![self.index_pattern()];
+        if node {
+            hosts.push(pattern_of(&self.npm_registry));
+        }
         match &self.file_hosts {
             Some(listed) => hosts.extend(listed.iter().cloned()),
-            None if self.index_host().eq_ignore_ascii_case("pypi.org") => {
+            None if host_of(&self.index_url).eq_ignore_ascii_case("pypi.org") => {
                 hosts.push("files.pythonhosted.org".into());
             }
             None => {}
@@ -105,15 +92,58 @@ impl DepsConfig {
     /// The index's host pattern, as `permissions.network` writes it: what a build may
     /// reach.
     pub fn index_pattern(&self) -> String {
-        let (scheme, rest) = match self.index_url.split_once("://") {
-            Some((s, r)) => (s, r),
-            None => ("https", self.index_url.as_str()),
-        };
-        let authority = rest.split('/').next().unwrap_or_default();
-        match scheme {
-            "http" => format!("http://{authority}"),
-            _ => authority.to_string(),
-        }
+        pattern_of(&self.index_url)
+    }
+}
+
+/// What is wrong with `url`, the value of `key` naming `what`, if anything: not an
+/// http(s) URL, or a host given by its address (the egress proxy reaches names only).
+fn url_problems(key: &str, url: &str, what: &str) -> Vec<String> {
+    let ok = (url.starts_with("https://") || url.starts_with("http://"))
+        && url.len() > "https://".len()
+        && !url.contains(char::is_whitespace);
+    let mut out = Vec::new();
+    if !ok {
+        out.push(format!("{key} {url:?} is not an http(s) URL of {what}"));
+    }
+    let host = host_of(url);
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    let name = match key {
+        "npm_registry" => "registry.internal",
+        _ => "index.internal",
+    };
+    if ok && bare.parse::<std::net::IpAddr>().is_ok() {
+        out.push(format!(
+            "{key} {url:?} names its host by the address {host}; the egress proxy reaches \
+             names only: give it one with [egress] resolve = {{ \"{name}\" = \"{bare}\" }}, \
+             use {key} = \"{}\", and allow that name's port in [fetch] allow_private",
+            url.replacen(&host, name, 1)
+        ));
+    }
+    out
+}
+
+/// The host of `url` as written (no port).
+fn host_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or("", |(_, r)| r);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+    match authority.strip_prefix('[') {
+        Some(v6) => format!("[{}]", v6.split(']').next().unwrap_or_default()),
+        None => authority.split(':').next().unwrap_or_default().to_string(),
+    }
+}
+
+/// The host pattern of `url`, as `permissions.network` writes it.
+fn pattern_of(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((s, r)) => (s, r),
+        None => ("https", url),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    match scheme {
+        "http" => format!("http://{authority}"),
+        _ => authority.to_string(),
     }
 }
 
@@ -124,20 +154,24 @@ mod tests {
     #[test]
     fn pypis_index_brings_its_file_host_and_others_what_they_list() {
         assert_eq!(
-            DepsConfig::default().build_network(),
+            DepsConfig::default().build_network(false),
             ["pypi.org", "files.pythonhosted.org"]
         );
         let mirror = DepsConfig {
             index_url: "http://index.test:8080/simple/".into(),
             ..DepsConfig::default()
         };
-        assert_eq!(mirror.build_network(), ["http://index.test:8080"]);
+        assert_eq!(mirror.build_network(false), ["http://index.test:8080"]);
+        assert_eq!(
+            mirror.build_network(true),
+            ["http://index.test:8080", "registry.npmjs.org"]
+        );
         let split = DepsConfig {
             file_hosts: Some(vec!["http://files.test:8081".into()]),
             ..mirror
         };
         assert_eq!(
-            split.build_network(),
+            split.build_network(false),
             ["http://index.test:8080", "http://files.test:8081"]
         );
     }
@@ -154,6 +188,13 @@ mod tests {
             assert!(p[0].contains("[egress] resolve"), "{p:?}");
             assert!(p[0].contains("index.internal:8080/simple/"), "{p:?}");
         }
+        let npm = DepsConfig {
+            npm_registry: "http://10.0.0.5:4873/".into(),
+            ..DepsConfig::default()
+        };
+        let p = npm.problems();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("registry.internal:4873/"), "{p:?}");
         let bad = DepsConfig {
             constraints: vec!["--index-url=https://evil.test".into(), "mcp<2".into()],
             ..DepsConfig::default()

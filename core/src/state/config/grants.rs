@@ -50,6 +50,10 @@ pub struct Grant {
     /// Whether the skill's dependency build may build source distributions (their build
     /// code runs, in the sandbox); wheels only otherwise.
     pub allow_source_builds: bool,
+    /// Whether the install scripts of the skill's Node packages (`preinstall`, `install`,
+    /// `postinstall`) run in its dependency build (in the sandbox); `npm --ignore-scripts`
+    /// otherwise.
+    pub allow_install_scripts: bool,
     /// The largest file the skill's programs may write, in MiB (`RLIMIT_FSIZE`): replaces
     /// the skill's `execution.max_file_mb` (1024 by default), up or down.
     pub max_file_mb: Option<u64>,
@@ -74,6 +78,7 @@ impl Grant {
             && self.requirements.is_empty()
             && self.constraints.is_empty()
             && !self.allow_source_builds
+            && !self.allow_install_scripts
             && self.max_file_mb.is_none()
             && !self.unix_sockets
     }
@@ -206,6 +211,7 @@ mod tests {
             requirements: vec!["--index-url=https://evil.test".into()],
             constraints: vec!["https://evil.test/x.whl".into()],
             allow_source_builds: false,
+            allow_install_scripts: false,
             max_file_mb: Some(0),
             unix_sockets: false,
         };

@@ -74,7 +74,8 @@ pub struct MaxPermissions {
     pub env: Option<Vec<String>>,
     /// Secret names a skill may bind.
     pub secrets: Option<Vec<String>>,
-    /// Whether a skill may declare Python dependencies.
+    /// Whether a skill may declare dependencies (Python requirements, `package.json`
+    /// dependencies).
     pub dependencies: Option<bool>,
     /// Skills or tools a skill may declare in `permissions.delegate`.
     pub delegate: Option<Vec<String>>,
