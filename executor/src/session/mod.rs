@@ -16,9 +16,11 @@
 mod output;
 mod process;
 mod start;
+mod waiting;
 
 use crate::launch::LaunchError;
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,6 +45,10 @@ pub const MAX_YIELD_MS: u64 = 30_000;
 const SETTLE: Duration = Duration::from_millis(2);
 /// Longest an answer after a write waits for quiet once output came.
 const SETTLE_MAX: Duration = Duration::from_millis(50);
+/// How many times an answer after a write looks, once output came, for the session
+/// waiting with its output all read ([`Session::waits_with_output_read`]) before it falls
+/// back to the quiet gap: a few tens of microseconds each.
+const QUICK_LOOKS: usize = 16;
 /// Most ended sessions whose end is remembered for a later write.
 const REMEMBERED_ENDS: usize = 1024;
 
@@ -136,8 +142,33 @@ struct Files {
 struct Session {
     shared: Arc<Shared>,
     input: Input,
+    /// The session's first process, whose tree [`waiting::all_waiting`] looks at.
+    leader: Option<u32>,
+    /// The output's read side, for the bytes not read yet ([`process::pending_bytes`]).
+    watcher: Option<OwnedFd>,
     files: Arc<Files>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Session {
+    /// Whether, within [`QUICK_LOOKS`] looks, every process of the session waits and its
+    /// output is all read: then the answer after a write can go now. Looked twice in a
+    /// row, a task switch apart, so that the reader has pushed what it read.
+    async fn quickly_waiting(&self) -> bool {
+        let (Some(leader), Some(watcher)) = (self.leader, self.watcher.as_ref()) else {
+            return false;
+        };
+        let settled = || process::pending_bytes(watcher) == Some(0) && waiting::all_waiting(leader);
+        let mut in_a_row = 0;
+        for _ in 0..QUICK_LOOKS {
+            in_a_row = if settled() { in_a_row + 1 } else { 0 };
+            if in_a_row == 2 {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        false
+    }
 }
 
 /// The sessions of an executor, by id.
@@ -331,10 +362,11 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                 break;
             }
         }
-        if after_write && shared.ended().is_none() {
+        if after_write && shared.ended().is_none() && !session.quickly_waiting().await {
             // Let the rest of a burst of output (and an exit right after it) join this
             // answer: it goes once the output has been quiet for SETTLE, at most
-            // SETTLE_MAX after it came. Each echo pays about SETTLE (docs/hot-path.md).
+            // SETTLE_MAX after it came. An echo the session answered and then waits
+            // for more input skips this ([`Session::quickly_waiting`]).
             let settle = (tokio::time::Instant::now() + SETTLE_MAX).min(deadline);
             let _ = tokio::time::timeout_at(settle, async {
                 while shared.ended().is_none() {

@@ -168,6 +168,16 @@ pub enum Output {
 }
 
 impl Output {
+    /// A second descriptor of the output's read side, for [`pending_bytes`] (it keeps
+    /// nothing open that the end of the output depends on: only writers do).
+    pub fn watcher(&self) -> Option<OwnedFd> {
+        use std::os::fd::AsFd;
+        match self {
+            Output::Pipe(p) => p.as_fd().try_clone_to_owned().ok(),
+            Output::Terminal(fd) => fd.get_ref().try_clone().ok(),
+        }
+    }
+
     /// Reads some output; 0 at its end (a terminal whose every slave closed reads EIO).
     async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
@@ -185,6 +195,16 @@ impl Output {
             },
         }
     }
+}
+
+/// Bytes written to the output and not read yet (`FIONREAD` on `watcher`); `None` when
+/// the kernel does not say.
+pub fn pending_bytes(watcher: &OwnedFd) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int into the live local.
+    let r = unsafe { libc::ioctl(watcher.as_raw_fd(), libc::FIONREAD, &mut n) };
+    (r == 0).then(|| usize::try_from(n).unwrap_or(0))
 }
 
 /// How long output is still read after the command exited (a process it left running

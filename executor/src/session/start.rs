@@ -74,6 +74,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         } = launch::launch(&self.sandbox, &*self.broker, plan).await?;
         let (baseline, work) = (baseline.unwrap_or_default(), work.unwrap_or_default());
         let (input, output) = session_io(terminal, &mut child)?;
+        let (leader, watcher) = (child.id(), output.watcher());
         let shared = Arc::new(Shared::new(p.limits.output_kept_bytes));
         let files = Arc::new(Files {
             call,
@@ -111,6 +112,8 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         Ok(Arc::new(Session {
             shared,
             input,
+            leader,
+            watcher,
             files,
             task: Mutex::new(Some(task)),
         }))
