@@ -10,7 +10,8 @@
 //! - a skill with Python requirements too gets both in one environment (the test index
 //!   of `deps.rs`);
 //! - a lock is installed exactly: its integrity is recorded, and a lock whose integrity
-//!   differs from the tarball's fails the build with npm's reason.
+//!   differs from the tarball's fails the build with npm's reason;
+//! - the gallery's doc-builder builds a letter with its package in a context.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -43,8 +44,25 @@ fn packages() -> Vec<Package> {
             )],
             scripts: json!({"postinstall": "node -e \"require('fs').writeFileSync('ran', 'yes')\""}),
         },
+        // What the gallery's doc-builder builds its letter with.
+        Package {
+            name: "skbdoc".into(),
+            version: "1.2.0".into(),
+            files: vec![("index.js".into(), SKBDOC.into())],
+            scripts: json!({}),
+        },
     ]
 }
+
+/// `skbdoc`: a letter as an OpenDocument text file (flat XML).
+const SKBDOC: &str = r#"const escape = (t) => t.replace(/&/g, "&amp;").replace(/</g, "&lt;");
+exports.version = "1.2.0";
+exports.letter = (text) => '<?xml version="1.0" encoding="UTF-8"?>\n' +
+  '<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" ' +
+  'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" ' +
+  'office:mimetype="application/vnd.oasis.opendocument.text"><office:body><office:text>' +
+  "<text:p>" + escape(text) + "</text:p></office:text></office:body></office:document>\n";
+"#;
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
@@ -234,5 +252,58 @@ fn a_lock_is_installed_exactly_and_a_wrong_integrity_is_refused() {
     assert!(
         show(&sb, "lock-bad").contains("failed to build"),
         "the skill stays unavailable"
+    );
+}
+
+/// The gallery's doc-builder (`integration-tests/gallery/doc-builder`, published-shaped: a
+/// SKILL.md and a `package.json`), its package built from the registry as on load, then
+/// its Node script builds a letter with it in a context, as an agent runs it; the letter
+/// comes back as a file of the context.
+#[test]
+fn the_gallerys_doc_builder_builds_a_letter_with_its_npm_package() {
+    fn prepare_gallery(ws: &Path) {
+        let port = registry().port;
+        let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery/doc-builder");
+        let to = ws.join("skills/doc-builder");
+        crate::harness::skills::copy_dir(&from, &to);
+        open_up(&to);
+        let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+        toml = toml.replacen(
+            "allow_private = [",
+            &format!("allow_private = [\"registry.test:{port}\", "),
+            1,
+        );
+        toml.push_str(&format!(
+            "\n[deps]\nnpm_registry = \"http://registry.test:{port}/\"\nbuild_on_load = false\n\n\
+             [egress]\nresolve = {{ \"registry.test\" = \"127.0.0.1\" }}\n"
+        ));
+        std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+    }
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare_gallery),
+        ..Options::default()
+    });
+    let built = build(&sb, "doc-builder");
+    assert_eq!(built["ok"], true, "{built}");
+    assert_eq!(built["packages"][0]["name"], "skbdoc", "{built}");
+    let r = sb
+        .request(
+            "POST",
+            "/v1/tools/call",
+            Some(&json!({"tool": "run_skill_script", "context_id": "letters",
+                         "args": {"name": "doc-builder", "script": "build.js",
+                                  "args": ["Dear reader & friends"]}})),
+        )
+        .json();
+    assert_eq!(r["success"], true, "{r}\n{}", sb.logs());
+    let said: Value = serde_json::from_str(r["data"]["stdout"].as_str().unwrap().trim()).unwrap();
+    assert_eq!(said["builder"], "1.2.0", "{said}");
+    let letter = sb
+        .request("GET", "/v1/contexts/letters/files/letter.fodt", None)
+        .body;
+    assert!(letter.starts_with("<?xml"), "{letter}");
+    assert!(
+        letter.contains("<text:p>Dear reader &amp; friends</text:p>"),
+        "{letter}"
     );
 }
