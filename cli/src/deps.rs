@@ -40,7 +40,11 @@ pub fn deps(a: DepsArgs) -> anyhow::Result<u8> {
     };
     let path = format!("/v1/skills/{}/deps", a.name);
     let body = json!({"rebuild": a.rebuild});
+    let ticker = (!a.json).then(|| {
+        super::progress::Ticker::start(format!("building the dependencies of {}", a.name))
+    });
     let (status, answer) = client::runtime()?.block_on(core.send("POST", &path, Some(&body)))?;
+    drop(ticker);
     if a.json {
         println!("{}", serde_json::to_string_pretty(&answer)?);
     } else if !status.is_success() {

@@ -48,6 +48,10 @@ pub struct AddArgs {
     /// Print JSON for scripts.
     #[arg(long)]
     json: bool,
+    /// Wait until the added skills' dependencies are built (the running core builds them
+    /// on load), with a progress line, and say how each build ended.
+    #[arg(long)]
+    wait: bool,
 }
 
 /// `skill outdated` arguments.
@@ -189,14 +193,23 @@ fn add_through(core: &CoreClient, a: AddArgs) -> anyhow::Result<u8> {
         }
         return Ok(EXIT_FAILED);
     }
+    // A git source answers what it added; a local folder or package, the one installed.
+    let added = match &answer["added"] {
+        serde_json::Value::Object(_) => answer["added"].clone(),
+        _ => json!({"url": source, "installed": [answer["installed"]]}),
+    };
     if a.json {
-        let out = json!({"ok": true, "added": answer["added"], "reload": answer["reload"]});
+        let out = json!({"ok": true, "added": added, "reload": answer["reload"]});
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(0);
     }
-    print_added(&answer["added"]);
+    print_added(&added);
     if answer["reload"] == "ok" {
         println!("the running core at {} reloaded its skills", core.addr());
+        let names: Vec<String> = (added["installed"].as_array().into_iter().flatten())
+            .filter_map(|i| i["name"].as_str().map(str::to_string))
+            .collect();
+        return super::deps_wait::after_add(core, &names, a.wait);
     } else {
         println!(
             "the running core at {} did not reload: {}",

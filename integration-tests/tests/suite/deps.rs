@@ -282,3 +282,52 @@ fn files_on_the_indexs_file_host_build_and_an_operator_constraint_wins() {
         "{detail}"
     );
 }
+
+/// The index settings of [`prepare`] with builds on load (the default), no skill yet.
+fn prepare_build_on_load(ws: &Path) {
+    let port = index().port;
+    let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+    toml = toml.replacen(
+        "allow_private = [",
+        &format!("allow_private = [\"index.test:{port}\", "),
+        1,
+    );
+    toml.push_str(&format!(
+        "\n[deps]\nindex_url = \"http://index.test:{port}/simple\"\n\n\
+         [egress]\nresolve = {{ \"index.test\" = \"127.0.0.1\" }}\n"
+    ));
+    std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+}
+
+/// `skill add` through the running core says which added skill has its dependencies
+/// being built and how to watch them; with `--wait` it waits for the build (a progress
+/// line on stderr, plain lines when it is not a terminal) and says how it ended.
+#[test]
+fn skill_add_says_dependencies_are_being_built_and_waits_for_them_with_wait() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare_build_on_load),
+        ..Options::default()
+    });
+    let source = tempfile::tempdir().unwrap();
+    let dir = source.path().join("demo-wait");
+    write_show_skill(&dir, "demo-wait", "skbdemo==1.0\n", "skbdemo");
+    let out = sb.cli(&["skill", "add", dir.to_str().unwrap(), "--wait"]);
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{said}\n{err}\n{}", sb.logs());
+    assert!(said.contains("installed demo-wait"), "{said}");
+    assert!(
+        said.contains("demo-wait: dependencies built (") && said.contains("the skill is available"),
+        "{said}\n{err}"
+    );
+    assert!(
+        err.contains("demo-wait: building its dependencies…"),
+        "{err}"
+    );
+    assert_eq!(
+        script(&sb, "demo-wait")["data"]["stdout"]
+            .as_str()
+            .map(str::trim),
+        Some("1.0")
+    );
+}

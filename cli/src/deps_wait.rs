@@ -1,0 +1,68 @@
+//! What `skill add` says about the added skills' dependencies, which the running core
+//! builds on load: which skills have some being built and how to watch them, and with
+//! `--wait` a progress line until each build ended, then how it ended.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::client::{self, CoreClient};
+use super::progress::Ticker;
+use super::EXIT_FAILED;
+
+/// How often the skill's state is asked while waiting.
+const POLL: Duration = Duration::from_secs(1);
+/// The longest `--wait` waits for one skill (a build has its own time limit, shorter).
+const MAX_WAIT: Duration = Duration::from_secs(3600);
+
+/// Says, for each of `names`, whether its dependencies are being built; with `wait`,
+/// waits for each build to end. Exit 1 when a waited-for build failed.
+pub fn after_add(core: &CoreClient, names: &[String], wait: bool) -> anyhow::Result<u8> {
+    let rt = client::runtime()?;
+    let mut failed = false;
+    for name in names {
+        let Some(problem) = deps_problem(&rt.block_on(skill(core, name))) else {
+            continue;
+        };
+        if !wait {
+            println!(
+                "{name}: {problem}; `skillbox skill add ... --wait` waits for it, \
+                 `skillbox skill deps {name}` shows the build"
+            );
+            continue;
+        }
+        let started = Instant::now();
+        let ticker = Ticker::start(format!("{name}: building its dependencies"));
+        let mut last = Some(problem);
+        while last.as_deref().is_some_and(|p| p.contains("being built"))
+            && started.elapsed() < MAX_WAIT
+        {
+            std::thread::sleep(POLL);
+            last = deps_problem(&rt.block_on(skill(core, name)));
+        }
+        drop(ticker);
+        let took = started.elapsed().as_secs();
+        match last {
+            None => println!("{name}: dependencies built ({took} s); the skill is available"),
+            Some(p) => {
+                failed = true;
+                println!("{name}: after {took} s, {p}");
+            }
+        }
+    }
+    Ok(if failed { EXIT_FAILED } else { 0 })
+}
+
+/// The skill's entry (`Null` when the core does not answer).
+async fn skill(core: &CoreClient, name: &str) -> Value {
+    core.json("GET", &format!("/v1/skills/{name}"), None)
+        .await
+        .unwrap_or(Value::Null)
+}
+
+/// Why its dependencies keep it from running, when they do.
+fn deps_problem(entry: &Value) -> Option<String> {
+    entry["dependencies"]["problem"]
+        .as_str()
+        .map(str::to_string)
+}
