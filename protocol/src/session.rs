@@ -32,6 +32,18 @@ pub struct SessionLimits {
     pub output_kept_bytes: u64,
     /// Memory of the session's processes, in MiB.
     pub memory_mb: u64,
+    /// After a write, once output came: how long it must stay quiet before the answer
+    /// goes, when the session is not seen waiting for input sooner (the executor answers
+    /// as soon as every process of it waits). Absent from cores that predate it: 2 ms.
+    #[serde(default = "default_quiet_ms")]
+    pub quiet_ms: u64,
+}
+
+/// [`SessionLimits::quiet_ms`] when the core does not say.
+pub const DEFAULT_QUIET_MS: u64 = 2;
+
+fn default_quiet_ms() -> u64 {
+    DEFAULT_QUIET_MS
 }
 
 /// `session.exec` params.

@@ -427,6 +427,7 @@ fn limits_of(exec: &ExecSection, skill: Option<&Skill>) -> SessionLimits {
         lifetime_ms: exec.lifetime_ms,
         output_kept_bytes: exec.output_kept_bytes,
         memory_mb: skill.map_or(exec.memory_mb, |s| s.execution.memory_mb),
+        quiet_ms: exec.quiet_ms,
     }
 }
 

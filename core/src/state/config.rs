@@ -95,6 +95,8 @@
 //! output_kept_bytes = 1048576      # output kept between answers (head and tail)
 //! max_output_bytes = 65536         # output in one answer unless the call asks for less
 //! memory_mb = 512                  # memory of a session without a skill (a skill's own otherwise)
+//! quiet_ms = 2                     # after write_stdin: quiet output before the answer, unless
+//!                                  # the session is seen waiting for input sooner
 //!
 //! [grants.SKILL]                    # permissions granted to a skill beyond what it declares
 //! network = []                     # as permissions.network, e.g. ["wttr.in"]
@@ -352,6 +354,7 @@ impl Config {
             self.gateway.ranges(),
             self.executor.ranges(),
             self.docker.ranges(),
+            self.exec.ranges(),
         ]
         .concat();
         match ranges

@@ -41,8 +41,6 @@ use crate::workdir::{self, Baseline, WorkDirError};
 
 /// Longest `yield_ms` honoured.
 pub const MAX_YIELD_MS: u64 = 30_000;
-/// How long output must be quiet before an answer after a write goes.
-const SETTLE: Duration = Duration::from_millis(2);
 /// Longest an answer after a write waits for quiet once output came.
 const SETTLE_MAX: Duration = Duration::from_millis(50);
 /// How many times an answer after a write looks, once output came, for the session
@@ -146,6 +144,9 @@ struct Session {
     leader: Option<u32>,
     /// The output's read side, for the bytes not read yet ([`process::pending_bytes`]).
     watcher: Option<OwnedFd>,
+    /// How long output must be quiet before an answer after a write goes, when the
+    /// session is not seen waiting sooner (`SessionLimits::quiet_ms`).
+    quiet: Duration,
     files: Arc<Files>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
@@ -364,14 +365,14 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         }
         if after_write && shared.ended().is_none() && !session.quickly_waiting().await {
             // Let the rest of a burst of output (and an exit right after it) join this
-            // answer: it goes once the output has been quiet for SETTLE, at most
-            // SETTLE_MAX after it came. An echo the session answered and then waits
+            // answer: it goes once the output has been quiet for the session's quiet_ms,
+            // at most SETTLE_MAX after it came. An echo the session answered and then waits
             // for more input skips this ([`Session::quickly_waiting`]).
             let settle = (tokio::time::Instant::now() + SETTLE_MAX).min(deadline);
             let _ = tokio::time::timeout_at(settle, async {
                 while shared.ended().is_none() {
                     let notified = shared.changed.notified();
-                    if tokio::time::timeout(SETTLE, notified).await.is_err() {
+                    if tokio::time::timeout(session.quiet, notified).await.is_err() {
                         break;
                     }
                 }

@@ -114,6 +114,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             input,
             leader,
             watcher,
+            quiet: Duration::from_millis(p.limits.quiet_ms.clamp(1, 1000)),
             files,
             task: Mutex::new(Some(task)),
         }))

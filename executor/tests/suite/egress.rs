@@ -269,6 +269,7 @@ fn a_session_under_a_network_skill_reaches_the_test_server_through_the_proxy() {
             lifetime_ms: 60_000,
             output_kept_bytes: 1 << 20,
             memory_mb: 512,
+            quiet_ms: skillbox_protocol::session::DEFAULT_QUIET_MS,
         },
         traceparent: None,
     };

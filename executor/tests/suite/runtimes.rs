@@ -247,6 +247,7 @@ fn session_params(core: &FakeCore, argv: Vec<String>) -> SessionExecParams {
             lifetime_ms: 60_000,
             output_kept_bytes: 1 << 20,
             memory_mb: 256,
+            quiet_ms: skillbox_protocol::session::DEFAULT_QUIET_MS,
         },
         traceparent: None,
     }

@@ -57,6 +57,7 @@ impl Fixture {
                 lifetime_ms: 60_000,
                 output_kept_bytes: 1 << 20,
                 memory_mb: 512,
+                quiet_ms: skillbox_protocol::session::DEFAULT_QUIET_MS,
             },
             traceparent: None,
         }

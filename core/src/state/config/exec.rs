@@ -34,6 +34,20 @@ pub struct ExecSection {
     pub max_output_bytes: u64,
     /// Memory of a session's processes in MiB when its skill does not say (default 512).
     pub memory_mb: u64,
+    /// After a `write_stdin`, how long output must stay quiet before the answer goes when
+    /// the session is not seen waiting for input sooner (default 2 ms; 1 - 1000).
+    pub quiet_ms: u64,
+}
+
+/// What `[exec] quiet_ms` may be.
+pub const QUIET_MS_RANGE: (u64, u64) = (1, 1000);
+
+impl ExecSection {
+    /// The keys with a range, as the load checks them.
+    pub(crate) fn ranges(&self) -> Vec<super::KeyRange> {
+        let (lo, hi) = QUIET_MS_RANGE;
+        vec![("exec.quiet_ms", self.quiet_ms as f64, lo as f64, hi as f64)]
+    }
 }
 
 impl Default for ExecSection {
@@ -47,6 +61,7 @@ impl Default for ExecSection {
             output_kept_bytes: 1024 * 1024,
             max_output_bytes: 64 * 1024,
             memory_mb: 512,
+            quiet_ms: skillbox_protocol::session::DEFAULT_QUIET_MS,
         }
     }
 }
