@@ -16,6 +16,9 @@ pub enum Target {
     Tool(ToolRef),
     /// `load_skill {name}`: a skill's instructions and file list.
     LoadSkill,
+    /// `run_skill {name, task}`: a child context with the skill pinned and its
+    /// instructions, for the agent's sub-agent (seed 001's delegation entry).
+    RunSkill,
     /// `run_skill_script {name, script, args?}`: a file under a skill's `scripts/`, run by
     /// its shebang or extension with those arguments.
     RunSkillScript,
@@ -38,6 +41,8 @@ impl Target {
     pub const WRITE_STDIN: &'static str = "write_stdin";
     /// The name of [`Target::CloseContext`].
     pub const CLOSE_CONTEXT: &'static str = "close_context";
+    /// The name of [`Target::RunSkill`].
+    pub const RUN_SKILL: &'static str = "run_skill";
 
     /// The built-ins every context has (seed 004's execution tools).
     pub const SESSION_TOOLS: [Target; 3] = [
@@ -57,6 +62,7 @@ impl Target {
             Self::EXEC_COMMAND => Ok(Target::ExecCommand),
             Self::WRITE_STDIN => Ok(Target::WriteStdin),
             Self::CLOSE_CONTEXT => Ok(Target::CloseContext),
+            Self::RUN_SKILL => Ok(Target::RunSkill),
             _ => ToolRef::parse(s).map(Target::Tool),
         }
     }
@@ -95,6 +101,7 @@ impl fmt::Display for Target {
             Target::ExecCommand => f.write_str(Self::EXEC_COMMAND),
             Target::WriteStdin => f.write_str(Self::WRITE_STDIN),
             Target::CloseContext => f.write_str(Self::CLOSE_CONTEXT),
+            Target::RunSkill => f.write_str(Self::RUN_SKILL),
         }
     }
 }
@@ -132,6 +139,7 @@ mod tests {
             ("exec_command", Target::ExecCommand),
             ("write_stdin", Target::WriteStdin),
             ("close_context", Target::CloseContext),
+            ("run_skill", Target::RunSkill),
             ("echo:echo", Target::Tool(ToolRef::new("echo", "echo"))),
         ] {
             let t = Target::parse(name).unwrap();

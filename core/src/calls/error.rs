@@ -107,6 +107,17 @@ pub enum CallError {
     MayHaveRun(ClientError),
 }
 
+impl From<crate::contexts::delegation::DelegationError> for CallError {
+    fn from(e: crate::contexts::delegation::DelegationError) -> Self {
+        use crate::contexts::delegation::DelegationError;
+        match e {
+            DelegationError::Skill(e) => CallError::Disclosure(e),
+            DelegationError::Context(e) => CallError::Context(e),
+            other => CallError::NotPermitted(other.to_string()),
+        }
+    }
+}
+
 impl CallError {
     /// The `error_kind` a caller sees.
     pub fn kind(&self) -> ErrorKind {

@@ -209,6 +209,14 @@ impl Dispatcher {
                 let data = disclosure::load_skill(&loaded.catalog, &args)?;
                 return Ok(ToolResult::ok(call_id, data, 0));
             }
+            Target::RunSkill => {
+                let named = builtins::of(&target).and_then(|b| b.reach.named(&args));
+                super::envelope::in_context(context.as_ref(), &Target::RunSkill, named)?;
+                let data = self
+                    .run_skill(loaded, origin.context_id.clone(), args)
+                    .await?;
+                return Ok(ToolResult::ok(call_id, data, 0));
+            }
             Target::RunSkillScript => {
                 let named = builtins::of(&target).and_then(|b| b.reach.named(&args));
                 super::envelope::in_context(context.as_ref(), &Target::RunSkillScript, named)?;
@@ -271,6 +279,25 @@ impl Dispatcher {
     /// The gate: the caller may use the skill the call names (before anything about it is
     /// looked up), may enter the call's context, and the context's active tools hold the
     /// target. Returns the context's tools when the call names a context.
+    /// `run_skill` ([`contexts::delegation`]): the child context, or why not, as the
+    /// caller sees it (a loop, the depth, no task: not permitted; an unknown skill).
+    async fn run_skill(
+        &self,
+        loaded: &Loaded,
+        context_id: Option<String>,
+        args: Value,
+    ) -> Result<Value, CallError> {
+        let (store, catalog) = (self.store.clone(), Arc::clone(&loaded.catalog));
+        let max_depth = loaded.config.routing.max_delegate_depth;
+        tokio::task::spawn_blocking(move || {
+            let id = context_id.as_deref();
+            contexts::delegation::run_skill(&store, &catalog, id, &args, max_depth)
+        })
+        .await
+        .map_err(|e| CallError::Task(e.to_string()))?
+        .map_err(CallError::from)
+    }
+
     async fn gate(
         &self,
         loaded: &Loaded,

@@ -11,6 +11,7 @@
 //! whose skill no longer exists is dropped from the store and reported.
 
 pub mod builtins;
+pub mod delegation;
 pub mod disclosure;
 pub mod files;
 

@@ -72,6 +72,7 @@ fn active_tools_union_of_allowed_and_base_intersected_with_existing() {
             "mail:send",
             "notes:search",
             "load_skill",
+            "run_skill",
             "run_skill_script",
             "exec_command",
             "write_stdin",
@@ -207,12 +208,16 @@ fn load_skill_returns_the_body_and_builtins_list_available_names() {
             .map(|t| t["name"].as_str().unwrap().to_string())
             .collect()
     };
-    assert_eq!(names(&tools), ["load_skill", "run_skill_script"]);
+    assert_eq!(
+        names(&tools),
+        ["load_skill", "run_skill", "run_skill_script"]
+    );
     let with_exec = crate::contexts::builtins::listed(&["guide".into()], true);
     assert_eq!(
         names(&with_exec),
         [
             "load_skill",
+            "run_skill",
             "run_skill_script",
             "exec_command",
             "write_stdin",

@@ -27,6 +27,7 @@ fn context_pin_limits_tool_calls_to_its_active_tools() {
         json!([
             "echo:echo",
             "load_skill",
+            "run_skill",
             "run_skill_script",
             "exec_command",
             "write_stdin",

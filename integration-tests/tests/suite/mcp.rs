@@ -244,6 +244,7 @@ fn mcp_context_endpoint_lists_and_allows_only_the_context_tools() {
                 "echo.echo",
                 "exec_command",
                 "load_skill",
+                "run_skill",
                 "run_skill_script",
                 "write_stdin"
             ]),

@@ -29,6 +29,7 @@ mod read_file;
 mod repairs;
 mod resilience;
 mod roles;
+mod run_skill;
 mod runtimes;
 mod scratch_tmpfs;
 mod script_diagnostics;

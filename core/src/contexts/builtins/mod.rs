@@ -8,6 +8,7 @@
 mod close_context;
 mod exec_command;
 mod load_skill;
+mod run_skill;
 mod run_skill_script;
 mod write_stdin;
 
@@ -21,7 +22,7 @@ pub use write_stdin::WriteArgs;
 /// Whose envelope (env, secrets, network, limits) a built-in's work runs under.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reach {
-    /// None: it reads a skill (`load_skill`), runs nothing.
+    /// None: it reads a skill (`load_skill`, `run_skill`), runs nothing.
     Reads,
     /// The skill its `name` argument names (`run_skill_script`).
     NamedSkill,
@@ -102,8 +103,9 @@ impl Builtin {
 }
 
 /// Every built-in, in the order they are listed.
-pub static ALL: [&Builtin; 5] = [
+pub static ALL: [&Builtin; 6] = [
     &load_skill::BUILTIN,
+    &run_skill::BUILTIN,
     &run_skill_script::BUILTIN,
     &exec_command::BUILTIN,
     &write_stdin::BUILTIN,

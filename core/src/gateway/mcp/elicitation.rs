@@ -135,7 +135,7 @@ fn watched_for(
                 .map(str::to_string),
             Target::EXEC_COMMAND.to_string(),
         )),
-        Target::LoadSkill | Target::WriteStdin | Target::CloseContext => None,
+        Target::LoadSkill | Target::RunSkill | Target::WriteStdin | Target::CloseContext => None,
     }
 }
 

@@ -41,6 +41,7 @@ async fn tools_are_skill_dot_tool_with_annotations_from_security_and_network() {
                 "notes.search",
                 "web.get",
                 "load_skill",
+                "run_skill",
                 "run_skill_script"
             ]
         );
@@ -166,6 +167,7 @@ async fn context_endpoint_lists_and_allows_only_the_active_tools() {
         [
             "web.get",
             "load_skill",
+            "run_skill",
             "run_skill_script",
             "exec_command",
             "write_stdin",

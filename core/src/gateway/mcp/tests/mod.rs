@@ -7,6 +7,7 @@
 mod content;
 mod files;
 mod protocol;
+mod run_skill;
 
 use std::path::Path;
 
