@@ -113,6 +113,12 @@ pub struct SessionAnswer {
     /// Bytes of output elided between the head and the tail kept.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub elided_bytes: u64,
+    /// Where the executor's time went, for the core's stage metrics (never shown to the
+    /// caller): `start_us` the command's start (or the write of its input), `tool_us` the
+    /// wait for its output, `end_us` the files synced and the output taken. Absent from
+    /// executors that predate it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stages: Option<crate::result::ExecutorStages>,
 }
 
 fn is_zero(n: &u64) -> bool {

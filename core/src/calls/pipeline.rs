@@ -440,7 +440,7 @@ impl Dispatcher {
     }
 
     /// The executor's stages of a call, and the channel's: the round trip less them.
-    fn observe_executor_stages(&self, round_trip: Duration, stages: ExecutorStages) {
+    pub(super) fn observe_executor_stages(&self, round_trip: Duration, stages: ExecutorStages) {
         let us = Duration::from_micros;
         let m = &self.metrics;
         m.observe_stage("executor_queue", us(stages.queue_us));

@@ -365,6 +365,12 @@ impl transport::ExecutorTransport for OneDoor {
             exit_code: None,
             running: true,
             elided_bytes: 0,
+            stages: Some(skillbox_protocol::result::ExecutorStages {
+                queue_us: 0,
+                start_us: 700,
+                tool_us: 2_000,
+                end_us: 30,
+            }),
         };
         Box::pin(async move {
             Ok((
@@ -389,6 +395,12 @@ impl transport::ExecutorTransport for OneDoor {
             exit_code: Some(0),
             running: false,
             elided_bytes: 0,
+            stages: Some(skillbox_protocol::result::ExecutorStages {
+                queue_us: 0,
+                start_us: 10,
+                tool_us: 400,
+                end_us: 20,
+            }),
         };
         Box::pin(async move { Ok(answer) })
     }
@@ -414,6 +426,19 @@ async fn one_transport_serves_a_sessions_start_and_input_at_its_executor() {
     .await;
     assert!(r.success, "{r:?}");
     assert_eq!(r.data.as_ref().unwrap()["output"], "echo hi", "{r:?}");
+    // The executor's stages of both went to the stage metrics, never into the answers.
+    assert!(!format!("{r:?}").contains("stages: Some"), "{r:?}");
+    let text = d.metrics().encode(&crate::observe::Scrape::default());
+    for (stage, sum) in [
+        ("executor_start", "0.00071"),
+        ("tool", "0.0024"),
+        ("executor_end", "0.00005"),
+    ] {
+        let line = format!("skillbox_call_stage_seconds_sum{{stage=\"{stage}\"}} {sum}");
+        assert!(text.contains(&line), "{line} missing: {text}");
+    }
+    let line = "skillbox_call_stage_seconds_count{stage=\"channel\"} 2";
+    assert!(text.contains(line), "{line} missing: {text}");
     let seen = door.seen.lock().unwrap().clone();
     assert_eq!(seen.len(), 2, "{seen:?}");
     assert!(seen[0].starts_with("session.exec"), "{seen:?}");

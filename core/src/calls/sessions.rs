@@ -224,7 +224,10 @@ impl Dispatcher {
         self.in_flight.insert(run.call_id, active);
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
         let sent = Instant::now();
-        let answer = transport.session_exec(skill, params, timeout).await;
+        let mut answer = transport.session_exec(skill, params, timeout).await;
+        if let Some(stages) = answer.as_mut().ok().and_then(|(a, _)| a.stages.take()) {
+            self.observe_executor_stages(sent.elapsed(), stages);
+        }
         super::pipeline::Waits::add(&run.waits.transport_us, sent);
         answer.map_err(|e| {
             self.in_flight.remove(run.call_id);
@@ -312,7 +315,11 @@ impl Dispatcher {
             max_output_bytes: args.max_output_bytes.unwrap_or(exec.max_output_bytes),
         };
         let timeout = Duration::from_millis(params.yield_ms) + ANSWER_SLACK;
-        let answer = transport.session_write(at.clone(), params, timeout).await;
+        let sent = Instant::now();
+        let mut answer = transport.session_write(at.clone(), params, timeout).await;
+        if let Some(stages) = answer.as_mut().ok().and_then(|a| a.stages.take()) {
+            self.observe_executor_stages(sent.elapsed(), stages);
+        }
         let answer = match answer {
             Ok(a) => a,
             Err(e @ ClientError::Rpc(_)) => {

@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
-use skillbox_protocol::result::ErrorKind;
+use skillbox_protocol::result::{ErrorKind, ExecutorStages};
 use skillbox_protocol::session::{
     SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
 };
@@ -172,6 +172,11 @@ impl Session {
     }
 }
 
+/// Microseconds of `d`, saturating.
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
 /// The sessions of an executor, by id.
 #[derive(Debug)]
 pub struct Sessions<B> {
@@ -232,7 +237,12 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         if self.get(&p.session_id).is_some() {
             return Err(SessionError::Duplicate(p.session_id));
         }
+        let arrived = std::time::Instant::now();
         let session = self.start(registry, &p).await?;
+        let started = ExecutorStages {
+            start_us: micros(arrived.elapsed()),
+            ..ExecutorStages::default()
+        };
         self.table
             .lock()
             .map_err(|_| SessionError::Invalid("the session table is unusable".into()))?
@@ -241,7 +251,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             .answer(
                 &p.session_id,
                 &session,
-                false,
+                (false, started),
                 p.yield_ms,
                 p.max_output_bytes,
             )
@@ -269,6 +279,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                 });
             }
         }
+        let arrived = std::time::Instant::now();
         if !p.chars.is_empty() && session.shared.ended().is_none() {
             let limit = Duration::from_millis(p.yield_ms.clamp(100, MAX_YIELD_MS));
             if let Err(e) = session.input.write(p.chars.as_bytes(), limit).await {
@@ -279,7 +290,13 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             .answer(
                 &p.session_id,
                 &session,
-                true,
+                (
+                    true,
+                    ExecutorStages {
+                        start_us: micros(arrived.elapsed()),
+                        ..ExecutorStages::default()
+                    },
+                ),
                 p.yield_ms,
                 p.max_output_bytes,
             )
@@ -339,15 +356,17 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             .map(|(_, w)| w.clone())
     }
 
-    /// Waits as the answer rule says, takes the output, syncs, answers.
+    /// Waits as the answer rule says, takes the output, syncs, answers; `stages` so far
+    /// (its start) are completed with the wait and the end.
     async fn answer(
         &self,
         id: &str,
         session: &Arc<Session>,
-        after_write: bool,
+        (after_write, mut stages): (bool, ExecutorStages),
         yield_ms: u64,
         max_output_bytes: u64,
     ) -> SessionAnswer {
+        let waiting = std::time::Instant::now();
         let shared = &session.shared;
         let deadline =
             tokio::time::Instant::now() + Duration::from_millis(yield_ms.min(MAX_YIELD_MS));
@@ -379,6 +398,8 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             })
             .await;
         }
+        stages.tool_us = micros(waiting.elapsed());
+        let ending = std::time::Instant::now();
         shared.touch();
         let ended = shared.ended();
         let mut note = None;
@@ -393,6 +414,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         if let Some(note) = note {
             output.push_str(&note);
         }
+        stages.end_us = micros(ending.elapsed());
         match ended {
             Some(ended) => {
                 self.forget(id, format!("it ended: {}", ended.why));
@@ -401,6 +423,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                     exit_code: Some(ended.exit_code),
                     running: false,
                     elided_bytes,
+                    stages: Some(stages),
                 }
             }
             None => SessionAnswer {
@@ -408,6 +431,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                 exit_code: None,
                 running: true,
                 elided_bytes,
+                stages: Some(stages),
             },
         }
     }

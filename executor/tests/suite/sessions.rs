@@ -114,9 +114,15 @@ fn session_cat_echoes_what_is_written() {
     let id = p.session_id.clone();
     let a = f.exec(p);
     assert!(a.running && a.exit_code.is_none(), "{a:?}");
+    // Each answer says where the executor's time went, for the core's stage metrics: the
+    // command's start (a process spawned) and, after a write, the wait for the echo.
+    let started = a.stages.expect("stages of the start");
+    assert!(started.start_us > 0, "{started:?}");
     let a = f.write(&id, "hello\n", 5000).unwrap();
     assert_eq!(a.output, "hello\n", "{a:?}");
     assert!(a.running);
+    let written = a.stages.expect("stages of the write");
+    assert!(written.tool_us > 0, "{written:?}");
     assert_eq!(f.close(&id), 1);
 }
 
