@@ -76,7 +76,7 @@ pub(crate) fn exit_failure(
     protocol: bool,
 ) -> CallError {
     use std::os::unix::process::ExitStatusExt;
-    let stderr = log.lock().map(|l| l.tail()).unwrap_or_default();
+    let (head, stderr) = log.lock().map(|l| (l.head(), l.tail())).unwrap_or_default();
     let tail = if stderr.trim().is_empty() {
         String::new()
     } else {
@@ -85,11 +85,11 @@ pub(crate) fn exit_failure(
     if stderr.contains(FILE_TOO_LARGE) {
         return CallError::FileSize(limits.max_file_mb);
     }
-    if memory_exhausted(&stderr) {
-        return CallError::Memory(
-            limits.memory_mb,
-            format!("; stderr: {}", memory_line(&stderr)),
-        );
+    // The head too: a runtime's words can come before a trace longer than the tail.
+    for said in [&stderr, &head] {
+        if memory_exhausted(said) {
+            return CallError::Memory(limits.memory_mb, format!("; stderr: {}", memory_line(said)));
+        }
     }
     match status.and_then(|s| s.signal()) {
         Some(libc::SIGXCPU) => CallError::Cpu,
@@ -121,6 +121,42 @@ pub(crate) fn last_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn v8_out_of_memory_is_recognised_when_its_trace_pushed_it_out_of_the_tail() {
+        use std::os::unix::process::ExitStatusExt;
+        use std::sync::Arc;
+        // What Node 18 printed in the container: the words first, then a native stack
+        // trace longer than the kept tail, then SIGTRAP.
+        let mut stderr = String::from(
+            "\n<--- Last few GCs --->\n\n#\n# Fatal process out of memory: Zone\n#\n\
+             ==== C stack trace ===============================\n\n",
+        );
+        for i in 0..400 {
+            stderr.push_str(&format!(
+                "  {i}: 0x7fd442f23a79  [/lib/x86_64-linux-gnu/libnode.so.108]\n"
+            ));
+        }
+        let log = Arc::new(Mutex::new(StderrLog::default()));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(crate::stdio::output::drain_stderr(
+            stderr.as_bytes(),
+            crate::stdio::output::Budget::new(u64::MAX),
+            Arc::clone(&log),
+        ));
+        assert!(!log.lock().unwrap().tail().contains("out of memory"));
+        let limits = CallLimits {
+            memory_mb: 256,
+            max_file_mb: 1024,
+        };
+        let status = ExitStatus::from_raw(libc::SIGTRAP);
+        match exit_failure(Some(status), &log, limits, false) {
+            CallError::Memory(256, said) => assert!(said.contains("Fatal process out of memory")),
+            other => panic!("not the memory limit: {other:?}"),
+        }
+    }
 
     #[test]
     fn memory_exhaustion_is_recognised_in_each_runtime_s_words() {

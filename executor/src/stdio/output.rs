@@ -50,14 +50,23 @@ impl Budget {
     }
 }
 
-/// The stderr log of a call: total bytes seen and the last [`STDERR_TAIL_BYTES`].
+/// The stderr log of a call: its first [`STDERR_HEAD_BYTES`] and its last
+/// [`STDERR_TAIL_BYTES`]. The head keeps what a runtime says before a long trace: V8's
+/// "Fatal process out of memory" comes before a native stack trace that can push it out of
+/// the tail, and a call stopped by its memory limit then looked like any other crash.
 #[derive(Debug, Default)]
 pub struct StderrLog {
+    head: Vec<u8>,
     tail: Vec<u8>,
 }
 
+/// How much of the start of a call's stderr is kept.
+pub const STDERR_HEAD_BYTES: usize = 4096;
+
 impl StderrLog {
     fn push(&mut self, bytes: &[u8]) {
+        let room = STDERR_HEAD_BYTES.saturating_sub(self.head.len());
+        self.head.extend_from_slice(&bytes[..room.min(bytes.len())]);
         self.tail.extend_from_slice(bytes);
         if self.tail.len() > STDERR_TAIL_BYTES {
             let cut = self.tail.len() - STDERR_TAIL_BYTES;
@@ -68,6 +77,11 @@ impl StderrLog {
     /// The kept tail as text.
     pub fn tail(&self) -> String {
         String::from_utf8_lossy(&self.tail).into_owned()
+    }
+
+    /// The kept head as text.
+    pub fn head(&self) -> String {
+        String::from_utf8_lossy(&self.head).into_owned()
     }
 }
 
