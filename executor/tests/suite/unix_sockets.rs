@@ -163,19 +163,6 @@ fn host_sockets_in_tmp_and_run_and_abstract_ones_are_out_of_reach() {
     }
 }
 
-/// A spreadsheet whose formula has no cached value (`438` only if recalculated) and a
-/// text document, in LibreOffice's flat XML formats.
-const SHEET: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:of="urn:oasis:names:tc:opendocument:xmlns:of:1.2" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
- <office:body><office:spreadsheet><table:table table:name="S"><table:table-row>
-  <table:table-cell office:value-type="float" office:value="19"/><table:table-cell office:value-type="float" office:value="23"/><table:table-cell table:formula="of:=[.A1]*[.B1]+1"/>
- </table:table-row></table:table></office:spreadsheet></office:body></office:document>
-"#;
-const TEXT: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.text">
- <office:body><office:text><text:p>Converted inside the sandbox.</text:p></office:text></office:body></office:document>
-"#;
-
 /// Copies the documents to the scratch folder and runs `soffice --headless --convert-to`
 /// on each, as published office skills do.
 const OFFICE: &str = r#"
@@ -208,8 +195,12 @@ fn libreoffice_recalculates_a_spreadsheet_and_converts_a_document_to_pdf() {
         ..Manifest::default()
     };
     let dir = root.python_skill_with("office", OFFICE, manifest);
-    std::fs::write(dir.join("sheet.fods"), SHEET).unwrap();
-    std::fs::write(dir.join("text.fodt"), TEXT).unwrap();
+    // The gallery's samples: a workbook whose formula has no cached value (`438` only
+    // when recalculated) and a letter.
+    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../integration-tests/gallery/office/samples");
+    std::fs::copy(samples.join("budget.fods"), dir.join("sheet.fods")).unwrap();
+    std::fs::copy(samples.join("letter.fodt"), dir.join("text.fodt")).unwrap();
     for file in ["sheet.fods", "text.fodt"] {
         std::fs::set_permissions(dir.join(file), std::fs::Permissions::from_mode(0o644)).unwrap();
     }

@@ -101,15 +101,6 @@ fn chromium_without_its_own_sandbox_cannot_read_host_files() {
     );
 }
 
-/// A spreadsheet whose third cell is a formula with no cached value: `438` only when
-/// LibreOffice recalculated it.
-const SHEET: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" xmlns:of="urn:oasis:names:tc:opendocument:xmlns:of:1.2" office:version="1.2" office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
- <office:body><office:spreadsheet><table:table table:name="S"><table:table-row>
-  <table:table-cell office:value-type="float" office:value="19"/><table:table-cell office:value-type="float" office:value="23"/><table:table-cell table:formula="of:=[.A1]*[.B1]+1"/>
- </table:table-row></table:table></office:spreadsheet></office:body></office:document>
-"#;
-
 /// The script of a skill shaped like the published spreadsheet skill: recalculates the
 /// workbook it is given with LibreOffice and prints the values.
 const RECALC: &str = r#"import os, subprocess, sys, tempfile
@@ -132,7 +123,12 @@ fn sheets_skill(ws: &Path) {
          Run `python3 scripts/recalc.py FILE` to recalculate a workbook.\n",
     );
     write(&dir.join("scripts/recalc.py"), RECALC);
-    write(&dir.join("samples/sheet.fods"), SHEET);
+    // The gallery's workbook: a formula with no cached value, `438` only when recalculated.
+    let workbook = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery/office/samples/budget.fods");
+    write(
+        &dir.join("samples/sheet.fods"),
+        &std::fs::read_to_string(workbook).unwrap(),
+    );
     open_up(&dir);
 }
 

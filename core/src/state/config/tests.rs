@@ -57,6 +57,8 @@ fn executor_and_docker_limits_out_of_range_are_refused_with_the_key() {
             "docker.container_memory_overhead_mb",
         ),
         ("[docker]\nmax_containers = 0\n", "docker.max_containers"),
+        ("[exec]\nquiet_ms = 0\n", "exec.quiet_ms"),
+        ("[exec]\nquiet_ms = 1001\n", "exec.quiet_ms"),
     ] {
         std::fs::write(dir.path().join(CONFIG_FILE), toml).unwrap();
         let err = Config::load(dir.path()).unwrap_err().to_string();
