@@ -12,6 +12,9 @@
 //! out of memory", Node's "JavaScript heap out of memory" or V8's "Fatal process OOM",
 //! the JVM's "insufficient memory", C++'s `std::bad_alloc`), or catches it and reports it
 //! as its error. [`memory_exhausted`] recognises those words wherever the tool says them.
+//! A runtime can also crash outright where an allocation failed (V8's `CHECK`s end in a
+//! trap, SIGTRAP), saying nothing [`memory_exhausted`] knows: a crash by signal whose
+//! peak resident set reached [`CRASH_AT_LIMIT`] of the limit is the limit too.
 
 use std::process::ExitStatus;
 use std::sync::Mutex;
@@ -59,6 +62,22 @@ pub(crate) fn memory_line(text: &str) -> String {
     }
 }
 
+/// The share of the memory limit (numerator, denominator) a process that crashed by a
+/// signal must have had resident at its peak for its crash to be blamed on the limit:
+/// Node 20 allocating past 256 MiB under the rlimits dies with 248 MiB resident (97 %);
+/// a program crashing for another reason with that much in use is rarely that close.
+pub(crate) const CRASH_AT_LIMIT: (u64, u64) = (3, 4);
+
+/// Signals a runtime raises on itself when it gives up (abort, a failed check's trap) or
+/// that a failed allocation's null pointer brings.
+const CRASH_SIGNALS: [i32; 5] = [
+    libc::SIGTRAP,
+    libc::SIGABRT,
+    libc::SIGSEGV,
+    libc::SIGBUS,
+    libc::SIGILL,
+];
+
 /// The limits a call's end is judged against.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct CallLimits {
@@ -68,9 +87,11 @@ pub(crate) struct CallLimits {
     pub max_file_mb: u64,
 }
 
-/// Says why a process ended without a final answer.
+/// Says why a process ended without a final answer. `peak_rss_bytes`: the largest
+/// resident set it had ([`crate::sandbox::SandboxChild::peak_rss_bytes`]).
 pub(crate) fn exit_failure(
     status: Option<ExitStatus>,
+    peak_rss_bytes: Option<u64>,
     log: &Mutex<StderrLog>,
     limits: CallLimits,
     protocol: bool,
@@ -91,7 +112,21 @@ pub(crate) fn exit_failure(
             return CallError::Memory(limits.memory_mb, format!("; stderr: {}", memory_line(said)));
         }
     }
-    match status.and_then(|s| s.signal()) {
+    let signal = status.and_then(|s| s.signal());
+    if let (Some(sig), Some(peak)) = (signal, peak_rss_bytes) {
+        let limit = limits.memory_mb.saturating_mul(1024 * 1024);
+        let (num, den) = CRASH_AT_LIMIT;
+        if CRASH_SIGNALS.contains(&sig) && peak.saturating_mul(den) >= limit.saturating_mul(num) {
+            return CallError::Memory(
+                limits.memory_mb,
+                format!(
+                    "; it crashed (signal {sig}) with {} MiB resident{tail}",
+                    peak / (1024 * 1024)
+                ),
+            );
+        }
+    }
+    match signal {
         Some(libc::SIGXCPU) => CallError::Cpu,
         Some(libc::SIGXFSZ) => CallError::FileSize(limits.max_file_mb),
         Some(libc::SIGSYS) => CallError::Forbidden(tail),
@@ -152,7 +187,7 @@ mod tests {
             max_file_mb: 1024,
         };
         let status = ExitStatus::from_raw(libc::SIGTRAP);
-        match exit_failure(Some(status), &log, limits, false) {
+        match exit_failure(Some(status), None, &log, limits, false) {
             CallError::Memory(256, said) => assert!(said.contains("Fatal process out of memory")),
             other => panic!("not the memory limit: {other:?}"),
         }

@@ -135,7 +135,14 @@ impl Talk<'_> {
             Err(StdioFailure::Eof) => {
                 let status = self.child.wait().await.ok();
                 wait_for_stderr(self.stderr.task.as_mut(), budget).await;
-                Err(exit_failure(status, &self.stderr.log, self.limits, true))
+                let peak = self.child.peak_rss_bytes();
+                Err(exit_failure(
+                    status,
+                    peak,
+                    &self.stderr.log,
+                    self.limits,
+                    true,
+                ))
             }
         }
     }
@@ -175,7 +182,14 @@ impl Talk<'_> {
             return Err(CallError::Output(budget.max()));
         }
         let Some(code) = status.and_then(|s| s.code()) else {
-            return Err(exit_failure(status, &self.stderr.log, self.limits, false));
+            let peak = self.child.peak_rss_bytes();
+            return Err(exit_failure(
+                status,
+                peak,
+                &self.stderr.log,
+                self.limits,
+                false,
+            ));
         };
         let stderr = (self.stderr.log.lock())
             .map(|l| l.tail())

@@ -21,6 +21,9 @@ pub struct SandboxChild {
     pidfd: Option<AsyncFd<OwnedFd>>,
     /// The exit, once observed.
     status: Option<ExitStatus>,
+    /// The largest resident set of the process (or of a child it waited for), in KiB,
+    /// read with the exit.
+    peak_rss_kib: Option<u64>,
     /// Whether the exited process was reaped (its pid free for reuse).
     reaped: bool,
     /// The tool's stdin.
@@ -44,6 +47,7 @@ impl SandboxChild {
             pid,
             pidfd: None,
             status: None,
+            peak_rss_kib: None,
             reaped: false,
             stdin: None,
             stdout: None,
@@ -80,6 +84,13 @@ impl SandboxChild {
         send_kill(pidfd.get_ref())
     }
 
+    /// The largest resident set the process had (or a child of it that it waited for), in
+    /// bytes, once its exit was observed: how a crash under the memory rlimits is told
+    /// from any other crash ([`crate::exit_cause`]).
+    pub fn peak_rss_bytes(&self) -> Option<u64> {
+        self.peak_rss_kib.map(|k| k.saturating_mul(1024))
+    }
+
     /// The exit status if the process has ended, without waiting and without reaping it.
     pub fn try_wait(&mut self) -> io::Result<Option<ExitStatus>> {
         if let Some(status) = self.status {
@@ -89,13 +100,21 @@ impl SandboxChild {
             .map_err(|_| io::Error::from_raw_os_error(libc::ESRCH))?;
         // SAFETY: all zeroes is a valid siginfo_t.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid fills `info` for our own child and leaves it waitable (WNOWAIT).
+        // SAFETY: all zeroes is a valid rusage.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // The system call rather than libc's wrapper, which has no rusage argument: with
+        // WNOWAIT the kernel still fills it for the exited child (its own and its waited-for
+        // children's peak resident set).
+        // SAFETY: waitid fills `info` and `usage` for our own child and leaves it waitable
+        // (WNOWAIT).
         let r = unsafe {
-            libc::waitid(
+            libc::syscall(
+                libc::SYS_waitid,
                 libc::P_PID,
                 id,
-                &mut info,
+                &mut info as *mut libc::siginfo_t,
                 libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+                &mut usage as *mut libc::rusage,
             )
         };
         if r < 0 {
@@ -113,6 +132,7 @@ impl SandboxChild {
         };
         let status = ExitStatus::from_raw(raw);
         self.status = Some(status);
+        self.peak_rss_kib = u64::try_from(usage.ru_maxrss).ok();
         Ok(Some(status))
     }
 

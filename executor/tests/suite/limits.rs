@@ -553,3 +553,46 @@ fn plain_tool_exiting_on_efbig_is_reported_as_the_file_size_limit() {
     let error = outcome.failure("resource_limit");
     assert_mentions(error, "file size limit of 8 MiB");
 }
+
+/// A runtime that crashes where an allocation failed without saying so (V8's failed
+/// checks end in a trap: Node 18 in the container died by SIGTRAP with only a native
+/// stack trace on stderr) was stopped by the memory limit: a crash by signal with its peak
+/// resident set near the limit is `resource_limit`, naming the limit and what was resident.
+/// The same crash with little memory in use stays the tool's own failure.
+#[test]
+fn a_silent_crash_at_the_memory_limit_is_the_memory_limit_and_one_far_below_it_is_not() {
+    let root = SkillRoot::new();
+    // Touches 220 MiB of the 256 MiB limit (or 8 MiB), then traps itself, printing nothing.
+    let crash = |mib: u32| {
+        format!(
+            "[\"python3\", \"-c\", \"import os, signal; b = bytearray({mib} * 1024 * 1024); \
+             b[::4096] = b'x' * len(b[::4096]); os.kill(os.getpid(), signal.SIGTRAP)\"]"
+        )
+    };
+    let manifest = format!(
+        "name: crashing\n\
+         description: crashes by SIGTRAP\n\
+         tools:\n  \
+           - name: near\n    \
+             description: crashes with most of its memory limit in use\n    \
+             command: {near}\n    \
+             protocol: plain\n    \
+             parameters: {{type: object}}\n  \
+           - name: far\n    \
+             description: crashes with little memory in use\n    \
+             command: {far}\n    \
+             protocol: plain\n    \
+             parameters: {{type: object}}\n",
+        near = crash(220),
+        far = crash(8),
+    );
+    root.skill("crashing", &manifest, &[]);
+    let outcome = root.call("crashing:near").flag("--no-memory-cgroups").run();
+    let error = outcome.failure("resource_limit");
+    assert_mentions(error, "memory limit of 256 MiB");
+    assert_mentions(error, "crashed (signal 5)");
+    assert_mentions(error, "MiB resident");
+    let outcome = root.call("crashing:far").flag("--no-memory-cgroups").run();
+    let error = outcome.failure("tool_error");
+    assert_mentions(error, "killed by signal 5");
+}
