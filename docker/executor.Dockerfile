@@ -9,21 +9,30 @@ ARG BASE_IMAGE=debian:bookworm-slim
 FROM ${BASE_IMAGE}
 
 # What the programs of published skills run: sh (in the base), python3 with pip (dependency
-# builds: `python3 -m pip install --target`), node, curl, git and the CA certificates their
-# TLS clients trust. EXTRA_DEBIAN_PACKAGES adds more from the Debian mirror, e.g.
-#   docker compose build --build-arg EXTRA_DEBIAN_PACKAGES="libreoffice-writer-nogui chromium" executor
-# or SKILLBOX_EXTRA_DEBIAN_PACKAGES in the environment of docker/build.sh and compose
-# (docker/README.md, "Extending the executor image"). Packages the base already has are
-# skipped by apt itself.
-ARG EXTRA_DEBIAN_PACKAGES=""
+# builds: `python3 -m pip install --target`), node with npm (the Node dependency builds:
+# `npm ci`/`npm install` of a skill's package.json; Debian's nodejs does not include npm),
+# curl, git and the CA certificates their TLS clients trust.
 RUN set -eu; \
     apt-get update -qq; \
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-      python3 python3-pip nodejs curl git ca-certificates \
-      $EXTRA_DEBIAN_PACKAGES >/dev/null; \
+      python3 python3-pip nodejs npm curl git ca-certificates >/dev/null; \
     rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
-    python3 --version; python3 -m pip --version; node --version; curl --version | head -n1; \
-    git --version; test -s /etc/ssl/certs/ca-certificates.crt
+    python3 --version; python3 -m pip --version; node --version; npm --version; \
+    curl --version | head -n1; git --version; test -s /etc/ssl/certs/ca-certificates.crt
+
+# EXTRA_DEBIAN_PACKAGES adds more from the Debian mirror, e.g.
+#   docker compose build --build-arg EXTRA_DEBIAN_PACKAGES="libreoffice-writer-nogui chromium-headless-shell" executor
+# or SKILLBOX_EXTRA_DEBIAN_PACKAGES in the environment of docker/build.sh and compose
+# (docker/README.md, "Extending the executor image"). A layer of its own: the layer above
+# is the same for every image, so an extended build reuses it from the cache.
+ARG EXTRA_DEBIAN_PACKAGES=""
+RUN set -eu; \
+    if [ -n "$EXTRA_DEBIAN_PACKAGES" ]; then \
+      apt-get update -qq; \
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        $EXTRA_DEBIAN_PACKAGES >/dev/null; \
+      rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin; \
+    fi
 
 ARG SKILLBOX_UID=10001
 # /skills, /local-skills: the skills the core installed (the `skills` volume, which the

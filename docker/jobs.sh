@@ -18,6 +18,7 @@
 #   jobs_quota        # a context at its quota beside the built environment
 #   jobs_restart      # the executor restarted as an operator does; thumbnail runs again
 #   jobs_skill_add    # `skill add` / `skill remove` from the git server, against the running core
+#   jobs_doc_builder  # a Node skill's npm package built from the suite's registry, then used
 #
 # The sourcing suite defines pass NAME and fail NAME [DETAIL], sets token and gateway once
 # the deployment answers, work (its temporary folder), and these hooks:
@@ -114,6 +115,31 @@ for name, files in projects.items():
     with open(os.path.join(out, "simple", name, "index.html"), "w") as page:
         page.write("".join(f'<a href="../../files/{f}#sha256={h}">{f}</a>\n' for f, h in files))
 PY
+  # An npm registry beside the index, on the same server (static files): the document of
+  # the gallery's doc-builder's package skbdoc (integration-tests/packages/skbdoc) at
+  # /npm/skbdoc, its tarball at /npm/tarballs/ ([deps] npm_registry of the suite's config).
+  python3 - integration-tests/packages/skbdoc "$work/pyindex/npm" <<'PY'
+import base64, hashlib, io, json, os, sys, tarfile
+src, out = sys.argv[1:]
+version = "1.2.0"
+manifest = json.dumps({"name": "skbdoc", "version": version, "main": "index.js"}).encode()
+raw = io.BytesIO()
+with tarfile.open(fileobj=raw, mode="w:gz", format=tarfile.USTAR_FORMAT) as tar:
+    for name, data in [("package.json", manifest), ("index.js", open(os.path.join(src, "index.js"), "rb").read())]:
+        info = tarfile.TarInfo("package/" + name)
+        info.size, info.mode = len(data), 0o644
+        tar.addfile(info, io.BytesIO(data))
+tgz = raw.getvalue()
+os.makedirs(os.path.join(out, "tarballs"))
+with open(os.path.join(out, "tarballs", f"skbdoc-{version}.tgz"), "wb") as f:
+    f.write(tgz)
+integrity = "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()
+doc = {"name": "skbdoc", "dist-tags": {"latest": version}, "versions": {version: {
+    "name": "skbdoc", "version": version, "main": "index.js",
+    "dist": {"tarball": f"http://pyindex:8080/npm/tarballs/skbdoc-{version}.tgz", "integrity": integrity}}}}
+with open(os.path.join(out, "skbdoc"), "w") as f:
+    json.dump(doc, f)
+PY
   chmod -R a+rX "$work/pyindex"
   export SKILLBOX_TEST_PYINDEX=$work/pyindex
   # greeter, a published-shaped skill (SKILL.md and a script) in a git repository the
@@ -130,6 +156,14 @@ PY
   git -C "$gitsrc" add -A
   git -C "$gitsrc" -c user.name=suite -c user.email=suite@skillbox.invalid commit -q -m "greeter 1"
   git clone -q --bare "$gitsrc" "$work/gitsrv/greeter.git"
+  # The gallery's doc-builder (a SKILL.md, a package.json, a Node script), published the
+  # same way.
+  local docsrc=$work/doc-builder-src
+  cp -r integration-tests/gallery/doc-builder "$docsrc"
+  git -C "$docsrc" init -q -b main
+  git -C "$docsrc" add -A
+  git -C "$docsrc" -c user.name=suite -c user.email=suite@skillbox.invalid commit -q -m "doc-builder 1"
+  git clone -q --bare "$docsrc" "$work/gitsrv/doc-builder.git"
   chmod -R a+rX "$work/gitsrv"
   export SKILLBOX_TEST_GITSRV=$work/gitsrv
   have_wheels=no
@@ -272,16 +306,17 @@ GO
 
 # --- dependencies ---------------------------------------------------------------------------
 # A skill needing numpy and pillow, from the suite's index: built on load, no operator step.
-thumbnail_ready() { # seconds -> the skill's entry once it is available (else its last)
+skill_ready() { # name seconds -> the skill's entry once it is available (else its last)
   local entry=""
-  for _ in $(seq 1 $(($1 * 2))); do
+  for _ in $(seq 1 $(($2 * 2))); do
     entry=$(curl -sS --max-time 5 -H "Authorization: Bearer $token" "$gateway/v1/skills" |
-      python3 -c 'import json,sys; print(json.dumps([s for s in json.load(sys.stdin)["skills"] if s["name"] == "thumbnail"][0]))' 2>/dev/null || echo '{}')
+      python3 -c 'import json,sys; print(json.dumps([s for s in json.load(sys.stdin)["skills"] if s["name"] == sys.argv[1]][0]))' "$1" 2>/dev/null || echo '{}')
     grep -q '"available": true' <<<"$entry" && break
     sleep 0.5
   done
   echo "$entry"
 }
+thumbnail_ready() { skill_ready thumbnail "$1"; }
 thumb_ok='r["success"] is True and any(f["path"] == "thumb.png" for f in r["files"]) and "numpy" in json.dumps(r) and ".deps" in json.dumps(r)'
 thumb_args='{"name":"thumbnail","script":"thumbnail.py","args":["thumb.png","64"]}'
 
@@ -355,4 +390,25 @@ jobs_skill_add() {
     'r["removed"]["name"] == "greeter" and "reloaded" in r["reload"]'
   skills=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$gateway/v1/skills")
   expect "the removed skill is gone from the list" "$skills" 'not any(s["name"] == "greeter" for s in r["skills"])'
+}
+
+# --- a Node skill's npm package ---------------------------------------------------------------
+# The gallery's doc-builder, published-shaped (a SKILL.md and a package.json asking for
+# skbdoc), added from the git server: the executor builds its package with npm through the
+# egress proxy from the suite's registry ([deps] npm_registry), then its Node script builds
+# a letter with it in a context, as an agent runs it, and the letter comes back as a file.
+jobs_doc_builder() {
+  local out entry r
+  out=$(core_cli skillbox skill add http://gitserver:8080/doc-builder.git --json 2>&1 || true)
+  expect "skill add of the gallery's doc-builder (a package.json) installs it from the git server" \
+    "$out" 'r["ok"] is True and [i["name"] for i in r["added"]["installed"]] == ["doc-builder"]'
+  entry=$(skill_ready doc-builder 180)
+  expect "doc-builder is available once npm built its package from the registry (npm in the shipped executor image)" \
+    "$entry" 'r["available"] is True'
+  r=$(ctx_call job-n run_skill_script '{"name":"doc-builder","script":"build.js","args":["Dear reader & friends"]}')
+  expect "doc-builder's Node script builds a letter with its npm package, and the letter is a file of the context" "$r" \
+    'r["success"] is True and json.loads(r["data"]["stdout"])["builder"] == "1.2.0" and any(f["path"] == "letter.fodt" for f in r["files"])'
+  r=$(curl -sS --max-time 10 -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-n/files/letter.fodt")
+  expect "the letter holds the text, escaped" "$(printf '%s' "$r" | as_json)" '"<text:p>Dear reader &amp; friends</text:p>" in r'
+  core_cli skillbox skill remove doc-builder --json >/dev/null 2>&1 || true
 }

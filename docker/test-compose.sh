@@ -356,6 +356,7 @@ expect "the executor's stop grace period (30 s) is longer than its drain (25 s)"
 # --- skill add against the running deployment -----------------------------------------------
 echo "test-compose: skill add against the running core"
 jobs_skill_add
+jobs_doc_builder
 
 # --- each capability of the executor container, taken away ---------------------------------
 # docker/README.md's table: the executor image run as compose.yaml runs it, less one
@@ -650,19 +651,20 @@ jobs_direct
 
 # --- extending the executor image ----------------------------------------------------------
 # docker/README.md's way: SKILLBOX_EXTRA_DEBIAN_PACKAGES for docker/build.sh (the build
-# argument EXTRA_DEBIAN_PACKAGES), never an edit of the shipped files. LibreOffice, as an
-# operator adds it for the office skills, then runs the gallery's office skill in that
-# image as compose runs the executor (its capabilities, read-only root, no network).
-extra_packages="jq libreoffice-calc-nogui libreoffice-writer-nogui"
+# argument EXTRA_DEBIAN_PACKAGES), never an edit of the shipped files. LibreOffice, headless
+# Chromium and a JDK, as an operator adds them for the office, web-app testing and Java
+# skills, then runs the gallery's skills in that image as compose runs the executor (its
+# capabilities, read-only root, no network).
+extra_packages="jq libreoffice-calc-nogui libreoffice-writer-nogui chromium-headless-shell default-jdk-headless"
 echo "test-compose: extending the executor image (EXTRA_DEBIAN_PACKAGES=$extra_packages)"
 extra_started=$(date +%s)
 if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
   SKILLBOX_CORE_IMAGE="$extra_core" SKILLBOX_BASE_IMAGE="${SKILLBOX_BASE_IMAGE:-skillbox-base:bookworm}" \
   docker/build.sh >"$work/extra.log" 2>&1; then
-  out=$(docker run --rm --entrypoint bash "$extra_executor" -c 'jq --version; python3 -m pip --version; node --version; git --version; curl --version | head -n1' 2>&1)
-  expect "the image built with EXTRA_DEBIAN_PACKAGES has jq beside python3-pip, node, git and curl ($(($(date +%s) - extra_started)) s)" \
+  out=$(docker run --rm --entrypoint bash "$extra_executor" -c 'jq --version; python3 -m pip --version; node --version; npm --version; git --version; curl --version | head -n1' 2>&1)
+  expect "the image built with EXTRA_DEBIAN_PACKAGES has jq beside python3-pip, node, npm, git and curl ($(($(date +%s) - extra_started)) s)" \
     "$(printf '%s' "$out" | as_json)" \
-    'r.startswith("jq-") and "pip " in r and r.count("\n") >= 4 and "git version" in r and "curl " in r'
+    'r.startswith("jq-") and "pip " in r and r.count("\n") >= 5 and "git version" in r and "curl " in r'
   caps=()
   for c in "${all_caps[@]}"; do caps+=(--cap-add "$c"); done
   gallery() { # SKILL:TOOL: a call of the gallery's skill in that image, as compose runs the executor
@@ -680,6 +682,12 @@ if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLB
     "$(gallery node-report:build)" 'r["success"] is True and json.loads(r["data"]["stdout"])["rows"] == 20000'
   expect "gallery node-report: a Node script allocating past 256 MiB is stopped as resource_limit" \
     "$(gallery node-report:hog)" 'r["success"] is False and r["error_kind"] == "resource_limit" and "memory limit of 256 MiB" in r["error"]'
+  expect "gallery jvm-report: a Java program run from its source builds its report under the default 256 MiB" \
+    "$(gallery jvm-report:build)" 'r["success"] is True and json.loads(r["data"]["stdout"])["rows"] == 20000'
+  expect "gallery jvm-report: a Java program allocating past 256 MiB is stopped as resource_limit" \
+    "$(gallery jvm-report:hog)" 'r["success"] is False and r["error_kind"] == "resource_limit" and "memory limit of 256 MiB" in r["error"]'
+  expect "gallery webapp: headless Chromium checks the app its script serves on the call's own loopback (the page's script ran, its button clicked twice)" \
+    "$(gallery webapp:check)" 'r["success"] is True and json.loads(r["data"]["stdout"]) | {"port": 0} == {"port": 0, "rendered": True, "static_left": False, "clicks": "2"}'
 else
   fail "docker/build.sh with SKILLBOX_EXTRA_DEBIAN_PACKAGES=$extra_packages builds" "$(tail -n 20 "$work/extra.log")"
 fi

@@ -8,8 +8,11 @@
 
 use nix::sys::resource::{setrlimit, Resource, RLIM_INFINITY};
 
-/// Default cap on processes (and threads) of one call's user.
-pub const DEFAULT_MAX_PROCESSES: u64 = 64;
+/// Default cap on processes (and threads: RLIMIT_NPROC counts tasks) of one call's user.
+/// Headless Chromium runs about 60 threads idle and more under load (it failed to load
+/// pages, or hung, under 64 when three ran at once); the JVM's GC and compiler threads grow
+/// with the machine's cores. A fork flood still stops here, and the memory limit below it.
+pub const DEFAULT_MAX_PROCESSES: u64 = 256;
 /// Default cap on the size of any file a skill's program writes (`execution.max_file_mb`).
 pub const DEFAULT_MAX_FILE_MB: u64 = skillbox_protocol::skill::DEFAULT_MAX_FILE_MB;
 /// Cap on the size of any file a dependency build writes: a wheel and what it unpacks

@@ -54,15 +54,9 @@ fn packages() -> Vec<Package> {
     ]
 }
 
-/// `skbdoc`: a letter as an OpenDocument text file (flat XML).
-const SKBDOC: &str = r#"const escape = (t) => t.replace(/&/g, "&amp;").replace(/</g, "&lt;");
-exports.version = "1.2.0";
-exports.letter = (text) => '<?xml version="1.0" encoding="UTF-8"?>\n' +
-  '<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" ' +
-  'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" ' +
-  'office:mimetype="application/vnd.oasis.opendocument.text"><office:body><office:text>' +
-  "<text:p>" + escape(text) + "</text:p></office:text></office:body></office:document>\n";
-"#;
+/// `skbdoc`: a letter as an OpenDocument text file (flat XML); the compose suite serves the
+/// same file.
+const SKBDOC: &str = include_str!("../../packages/skbdoc/index.js");
 
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();

@@ -173,13 +173,16 @@ fn libreoffice_recalculates_a_workbook_for_an_office_skill_granted_unix_sockets(
 /// calls them: LibreOffice recalculates a workbook and converts a letter to PDF (`office`,
 /// which declares `execution.unix_sockets`), a 200 MiB file is written and read back
 /// (`media`), a Node script builds a report under the default 256 MiB and one allocating
-/// past it is stopped as `resource_limit` (`node-report`). The compose suite runs the same
-/// skills in the executor's container.
+/// past it is stopped as `resource_limit` (`node-report`), a Java program run from its
+/// source builds a report under the same limit and one allocating past it is stopped the
+/// same way (`jvm-report`), and headless Chromium checks an app its script serves on the
+/// call's own loopback (`webapp`). The compose suite runs the same skills in the executor's
+/// container. A program the machine lacks is reported SKIPPED by name.
 #[test]
 fn the_gallerys_skills_do_their_jobs_under_up() {
     fn gallery(ws: &Path) {
         let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("gallery");
-        for skill in ["office", "media", "node-report"] {
+        for skill in ["office", "media", "node-report", "jvm-report", "webapp"] {
             let to = ws.join("skills").join(skill);
             copy_dir(&from.join(skill), &to);
             open_up(&to);
@@ -217,16 +220,35 @@ fn the_gallerys_skills_do_their_jobs_under_up() {
     assert_eq!(out, json!({"size": 200 * 1024 * 1024, "same": true}));
     let out = printed(&call("node-report:build"));
     assert_eq!(out["rows"], 20000, "{out}");
-    let r = call("node-report:hog");
-    assert_eq!(r["success"], false, "{r}");
-    assert_eq!(r["error_kind"], "resource_limit", "{r}");
-    assert!(
-        r["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("memory limit of 256 MiB"),
-        "{r}"
-    );
+    let stopped_at_the_limit = |tool: &str| {
+        let r = call(tool);
+        assert_eq!(r["success"], false, "{tool}: {r}");
+        assert_eq!(r["error_kind"], "resource_limit", "{tool}: {r}");
+        assert!(
+            r["error"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("memory limit of 256 MiB"),
+            "{tool}: {r}"
+        );
+    };
+    stopped_at_the_limit("node-report:hog");
+    // The source launcher is the JDK's (javac's module): a JRE alone cannot run it.
+    if on_sandbox_path("javac") {
+        let out = printed(&call("jvm-report:build"));
+        assert_eq!(out["rows"], 20000, "{out}");
+        stopped_at_the_limit("jvm-report:hog");
+    } else {
+        eprintln!("SKIPPED jvm-report: no JDK (javac) on this machine");
+    }
+    if on_sandbox_path("chromium-headless-shell") {
+        let out = printed(&call("webapp:check"));
+        assert_eq!(out["rendered"], true, "{out}");
+        assert_eq!(out["static_left"], false, "{out}");
+        assert_eq!(out["clicks"], "2", "{out}");
+    } else {
+        eprintln!("SKIPPED webapp:check: chromium-headless-shell not installed on this machine");
+    }
 }
 
 /// `exec_command` of `cmd` under the `browser` skill in context `families`.
