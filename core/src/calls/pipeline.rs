@@ -212,9 +212,7 @@ impl Dispatcher {
             Target::RunSkill => {
                 let named = builtins::of(&target).and_then(|b| b.reach.named(&args));
                 super::envelope::in_context(context.as_ref(), &Target::RunSkill, named)?;
-                let data = self
-                    .run_skill(loaded, origin.context_id.clone(), args)
-                    .await?;
+                let data = self.run_skill(loaded, &origin, args).await?;
                 return Ok(ToolResult::ok(call_id, data, 0));
             }
             Target::RunSkillScript => {
@@ -281,21 +279,31 @@ impl Dispatcher {
     /// target. Returns the context's tools when the call names a context.
     /// `run_skill` ([`contexts::delegation`]): the child context, or why not, as the
     /// caller sees it (a loop, the depth, no task: not permitted; an unknown skill).
+    /// A delegation made is recorded beside the routing decisions (its `route_id` in the
+    /// answer); a record that cannot be written is logged, and the delegation stands.
     async fn run_skill(
         &self,
         loaded: &Loaded,
-        context_id: Option<String>,
+        origin: &CallOrigin,
         args: Value,
     ) -> Result<Value, CallError> {
         let (store, catalog) = (self.store.clone(), Arc::clone(&loaded.catalog));
         let max_depth = loaded.config.routing.max_delegate_depth;
+        let keep = loaded.config.observe.routes_kept;
+        let (context_id, caller) = (origin.context_id.clone(), origin.caller.name().to_owned());
         tokio::task::spawn_blocking(move || {
             let id = context_id.as_deref();
-            contexts::delegation::run_skill(&store, &catalog, id, &args, max_depth)
+            let mut answer =
+                contexts::delegation::run_skill(&store, &catalog, id, &args, max_depth)?;
+            match contexts::delegation::record(&store, &caller, id, &answer, keep) {
+                Ok(route_id) => answer["route_id"] = Value::String(route_id),
+                Err(e) => tracing::error!(error = %e, "cannot record the delegation"),
+            }
+            Ok(answer)
         })
         .await
         .map_err(|e| CallError::Task(e.to_string()))?
-        .map_err(CallError::from)
+        .map_err(|e: contexts::delegation::DelegationError| CallError::from(e))
     }
 
     async fn gate(

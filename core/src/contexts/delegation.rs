@@ -15,7 +15,8 @@ use skillbox_protocol::skill::Catalog;
 
 use super::disclosure::{self, DisclosureError};
 use super::{pin, validate_id, ContextError, MAX_CONTEXT_ID};
-use crate::state::store::Store;
+use crate::random::SystemSource;
+use crate::state::store::{unix_ms_now, RouteRecord, Store};
 
 /// Between the parts of a child context's id.
 pub const SEPARATOR: &str = "::";
@@ -113,6 +114,41 @@ pub fn run_skill(
         "files": loaded["files"],
         "base_dir": loaded["base_dir"],
     }))
+}
+
+/// Records a delegation `run_skill` answered (`answer`) in the route records (`GET
+/// /v1/routes`, kept to `keep` newest) beside the routing decisions: the task as the
+/// query, the context it was delegated from, the skill as the primary, and a plan of kind
+/// `delegation` with the child context and the chain. Returns its route id.
+pub fn record(
+    store: &Store,
+    caller: &str,
+    from_context: Option<&str>,
+    answer: &Value,
+    keep: usize,
+) -> Result<String, String> {
+    let route_id = crate::router::route_id(&SystemSource::default()).map_err(|e| e.to_string())?;
+    let record = RouteRecord {
+        route_id: route_id.clone(),
+        at: unix_ms_now(),
+        query: answer["task"].as_str().unwrap_or_default().to_string(),
+        context_id: from_context.map(str::to_string),
+        primary: answer["target_skill"].as_str().map(str::to_string),
+        plan: json!({
+            "kind": "delegation",
+            "route_id": route_id,
+            "from_context": from_context,
+            "context_id": answer["context_id"],
+            "target_skill": answer["target_skill"],
+            "call_chain": answer["call_chain"],
+            "depth": answer["depth"],
+        }),
+        caller: caller.to_string(),
+    };
+    store
+        .record_route(&record, keep)
+        .map_err(|e| e.to_string())?;
+    Ok(route_id)
 }
 
 #[cfg(test)]

@@ -368,7 +368,8 @@ impl Router {
     }
 }
 
-fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
+/// A new route id (`rt_` and 16 hex digits): a plan's, or a delegation's record.
+pub fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
     random::hex(source, 8, "route id").map(|hex| format!("rt_{hex}"))
 }
 

@@ -2,7 +2,8 @@
 //! delegates a task to a skill and gets a child context for its sub-agent, with the skill
 //! pinned, its instructions and the call chain; the chain continues from that context and
 //! every refusal says why: a loop, a chain past `[routing] max_delegate_depth` (2), an
-//! unknown skill, a skill the caller's token may not use, a missing task. The MCP side is
+//! unknown skill, a skill the caller's token may not use, a missing task; each delegation is
+//! a route record of kind `delegation` (`GET /v1/routes`). The MCP side is
 //! in core's gateway tests (`gateway/mcp/tests/run_skill.rs`).
 
 use serde_json::{json, Value};
@@ -53,6 +54,47 @@ fn run_skill_delegates_into_a_child_context_and_refuses_loops_depth_and_stranger
         "{r}"
     );
     assert_eq!(r["data"]["context_id"], "chat-7::echo::word-count", "{r}");
+
+    // Each delegation is a route record of kind `delegation` beside the routing decisions:
+    // the task as the query, the context it came from, the skill as the primary.
+    let route_id = r["data"]["route_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(route_id.starts_with("rt_"), "{r}");
+    let rec = sb
+        .request("GET", &format!("/v1/routes/{route_id}"), None)
+        .json();
+    let rec = if rec.get("route").is_some() {
+        rec["route"].clone()
+    } else {
+        rec
+    };
+    assert_eq!(rec["query"], "say hello", "{rec}");
+    assert_eq!(rec["context_id"], "chat-7::echo", "{rec}");
+    assert_eq!(rec["primary"], "word-count", "{rec}");
+    assert_eq!(rec["plan"]["kind"], "delegation", "{rec}");
+    assert_eq!(
+        rec["plan"]["context_id"], "chat-7::echo::word-count",
+        "{rec}"
+    );
+    assert_eq!(
+        rec["plan"]["call_chain"],
+        json!(["echo", "word-count"]),
+        "{rec}"
+    );
+    let listed = sb.request("GET", "/v1/routes?limit=10", None).json();
+    let delegations = (listed["routes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter())
+    .filter(|r| r["plan"]["kind"] == "delegation")
+    .count();
+    assert_eq!(
+        delegations, 2,
+        "both delegations so far are listed: {listed}"
+    );
 
     // A loop, and a third level past max_delegate_depth = 2.
     let r = run_skill(&sb, None, Some("chat-7::echo::word-count"), "echo");
