@@ -60,12 +60,15 @@ pub fn deps(a: DepsArgs) -> anyhow::Result<u8> {
             a.name,
             answer["digest"].as_str().unwrap_or("-")
         );
+        let cached = answer["from_cache"].as_array().cloned().unwrap_or_default();
         for p in answer["packages"].as_array().into_iter().flatten() {
+            let from_cache = cached.iter().any(|u| *u == p["url"]);
             println!(
-                "  {}=={}  sha256:{}",
+                "  {}=={}  sha256:{}{}",
                 p["name"].as_str().unwrap_or("?"),
                 p["version"].as_str().unwrap_or("?"),
-                p["sha256"].as_str().unwrap_or("?")
+                p["sha256"].as_str().unwrap_or("?"),
+                if from_cache { "  (from the cache)" } else { "" }
             );
         }
         for line in answer["not_taken"].as_array().into_iter().flatten() {

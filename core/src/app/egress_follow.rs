@@ -1,6 +1,6 @@
 //! The egress proxy of the current configuration: a reload's `[egress]` (limits, names
-//! pinned by `resolve`) and `[fetch] allow_private` apply from the next connection on,
-//! with no restart. Connections already open keep the proxy they started with. Lives in
+//! pinned by `resolve`), `[fetch] allow_private` and `[deps] cache_mb` (the download
+//! cache's limit) apply from the next connection on, with no restart. Connections already open keep the proxy they started with. Lives in
 //! `app/` because it joins the proxy (which knows no load) to the load the reload swaps.
 
 use std::sync::{Arc, OnceLock, PoisonError, RwLock};
@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use skillbox_channel::stream::{BoxedStream, StreamFuture, StreamHandler};
 
 use crate::calls::LoadCell;
-use crate::proxy::egress::{EgressCalls, EgressConfig, EgressProxy, EgressTrust};
+use crate::proxy::egress::{DepsCache, EgressCalls, EgressConfig, EgressProxy, EgressTrust};
 
 /// What a proxy was built from.
 type Settings = (EgressConfig, Vec<String>);
@@ -17,6 +17,8 @@ type Settings = (EgressConfig, Vec<String>);
 pub(super) struct FollowedEgress {
     calls: Arc<dyn EgressCalls>,
     trust: Arc<EgressTrust>,
+    /// The dependency builds' download cache, one for every proxy built.
+    cache: Arc<DepsCache>,
     load: OnceLock<Arc<LoadCell>>,
     built: RwLock<(Settings, Arc<EgressProxy>)>,
 }
@@ -28,16 +30,19 @@ impl std::fmt::Debug for FollowedEgress {
 }
 
 impl FollowedEgress {
-    /// A proxy of `settings` (the start-up configuration) until [`Self::follow`].
+    /// A proxy of `settings` (the start-up configuration), answering builds from `cache`,
+    /// until [`Self::follow`].
     pub(super) fn new(
         calls: Arc<dyn EgressCalls>,
         trust: Arc<EgressTrust>,
+        cache: Arc<DepsCache>,
         settings: Settings,
     ) -> Self {
-        let proxy = build(&calls, &trust, &settings);
+        let proxy = build(&calls, &trust, &cache, &settings);
         Self {
             calls,
             trust,
+            cache,
             load: OnceLock::new(),
             built: RwLock::new((settings, proxy)),
         }
@@ -54,6 +59,7 @@ impl FollowedEgress {
             return Arc::clone(&self.built.read().unwrap_or_else(PoisonError::into_inner).1);
         };
         let loaded = load.current();
+        self.cache.set_limit(loaded.config.deps.cache_bytes());
         let wanted = (
             loaded.config.egress.clone(),
             loaded.config.fetch.allow_private.clone(),
@@ -64,7 +70,7 @@ impl FollowedEgress {
                 return Arc::clone(&built.1);
             }
         }
-        let proxy = build(&self.calls, &self.trust, &wanted);
+        let proxy = build(&self.calls, &self.trust, &self.cache, &wanted);
         tracing::info!("egress settings changed by a reload: new connections use them");
         *self.built.write().unwrap_or_else(PoisonError::into_inner) = (wanted, Arc::clone(&proxy));
         proxy
@@ -74,14 +80,18 @@ impl FollowedEgress {
 fn build(
     calls: &Arc<dyn EgressCalls>,
     trust: &Arc<EgressTrust>,
+    cache: &Arc<DepsCache>,
     (config, allow_private): &Settings,
 ) -> Arc<EgressProxy> {
-    Arc::new(EgressProxy::new(
-        Arc::clone(calls),
-        config.clone(),
-        allow_private.clone(),
-        Arc::clone(trust),
-    ))
+    Arc::new(
+        EgressProxy::new(
+            Arc::clone(calls),
+            config.clone(),
+            allow_private.clone(),
+            Arc::clone(trust),
+        )
+        .with_cache(Arc::clone(cache)),
+    )
 }
 
 impl StreamHandler for FollowedEgress {

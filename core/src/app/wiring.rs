@@ -35,7 +35,7 @@ use crate::executors::ExecutorPool;
 use crate::gateway::CoreParts;
 use crate::observe::log::LogFormat;
 use crate::observe::Metrics;
-use crate::proxy::egress::{EgressCalls, EgressTrust};
+use crate::proxy::egress::{DepsCache, EgressCalls, EgressTrust};
 use crate::proxy::fetch::FetchProxy;
 use crate::proxy::readfile::ReadFileProxy;
 use crate::proxy::roots::{resolve_path, ExtraRoots};
@@ -105,6 +105,7 @@ pub(super) fn serve_callbacks(
     let egress = Arc::new(FollowedEgress::new(
         Arc::clone(&in_flight) as Arc<dyn EgressCalls>,
         Arc::clone(&egress_trust),
+        DepsCache::open(state_dir, config.deps.cache_bytes()),
         (config.egress.clone(), config.fetch.allow_private.clone()),
     ));
     let tls = Arc::new(ReloadingServerConfig::new(core_files)?);

@@ -223,6 +223,7 @@ impl EgressCalls for InFlight {
             skill: Arc::clone(&call.skill),
             secrets: Arc::clone(&call.secrets),
             egress: call.egress.clone(),
+            deps_build: call.tool == crate::proxy::egress::DEPS_BUILD_TOOL,
         })
     }
 }

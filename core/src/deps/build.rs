@@ -64,6 +64,7 @@ impl DepsBuilder {
         let mut built_on = Vec::new();
         let mut tail = String::new();
         let mut egress_refused = Vec::new();
+        let mut from_cache = Vec::new();
         for addr in addrs {
             let (requirements, no_deps) = match &lock {
                 // npm installs its part from the skill's own lock, or resolves again.
@@ -80,7 +81,8 @@ impl DepsBuilder {
                     no_deps,
                 )
                 .await?;
-            egress_refused.extend(step.1);
+            egress_refused.extend(step.1.refused);
+            from_cache.extend(step.1.from_cache);
             match step.0 {
                 Step::Built { log_tail, packages } => {
                     tail = log_tail;
@@ -102,6 +104,7 @@ impl DepsBuilder {
                         finished_ms: unix_ms_now(),
                         egress_refused,
                         not_taken: skill.dependencies.problems.clone(),
+                        from_cache,
                     });
                 }
             }
@@ -117,12 +120,13 @@ impl DepsBuilder {
             finished_ms: unix_ms_now(),
             egress_refused,
             not_taken: skill.dependencies.problems.clone(),
+            from_cache,
         })
     }
 
     /// Builds `skill`'s `requirements` on the executor `addr` under a fresh identity of
     /// `builder` (registered in the calls in flight while it runs): what it came to, and
-    /// the connections the egress proxy refused it.
+    /// what the egress proxy saw of it.
     async fn build_at(
         &self,
         addr: crate::calls::transport::Placement,
@@ -131,14 +135,14 @@ impl DepsBuilder {
         digest: &str,
         requirements: Vec<String>,
         no_deps: bool,
-    ) -> Result<(Step, Vec<String>), CallError> {
+    ) -> Result<(Step, Seen), CallError> {
         let loaded = self.load.current();
         let config = &loaded.config.deps;
         let call_id = format!("deps_{}", random::hex(self.rng.as_ref(), 12, "build id")?);
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
         let active = Arc::new(ActiveCall::new(
             Arc::clone(builder),
-            "deps.build",
+            crate::proxy::egress::DEPS_BUILD_TOOL,
             Security::Read,
             CallOrigin::operator(),
             token.clone(),
@@ -160,10 +164,12 @@ impl DepsBuilder {
                 registry: n.registry.clone(),
                 allow_scripts: n.allow_scripts,
             }),
+            // The egress CA too: with the download cache on, the proxy reads the build's
+            // connections to answer package files from the cache.
             trust_pem: self
                 .egress_trust
                 .as_ref()
-                .and_then(|t| t.sandbox_pem(false)),
+                .and_then(|t| t.sandbox_pem(true)),
             timeout_ms: config.build_timeout_ms,
             memory_mb: config.memory_mb,
         };
@@ -172,7 +178,10 @@ impl DepsBuilder {
             .transport
             .deps_build(addr.clone(), params, timeout)
             .await;
-        let refused = refusals(&active);
+        let seen = Seen {
+            refused: refusals(&active),
+            from_cache: active.egress.from_cache(),
+        };
         let step = match answer {
             Ok(result) => Step::Built {
                 log_tail: result.log_tail,
@@ -183,8 +192,16 @@ impl DepsBuilder {
                 Step::Failed(e.to_string())
             }
         };
-        Ok((step, refused))
+        Ok((step, seen))
     }
+}
+
+/// What the egress proxy saw of one executor's build.
+struct Seen {
+    /// The connections it refused, as `host:port: reason`.
+    refused: Vec<String>,
+    /// The URLs the download cache answered.
+    from_cache: Vec<String>,
 }
 
 /// The Python packages of a lock, each pinned with its hash (pip `--no-deps`).

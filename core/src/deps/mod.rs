@@ -249,6 +249,7 @@ mod tests {
             finished_ms: 1,
             egress_refused: Vec::new(),
             not_taken: Vec::new(),
+            from_cache: Vec::new(),
         };
         assert!(!joined_since(&record, &["10.0.0.1:7071".into()]));
         assert!(!joined_since(&record, &[]), "one that left is no reason");

@@ -43,6 +43,10 @@ pub struct DepsRecord {
     /// option, a URL, a path): never dropped silently.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_taken: Vec<String>,
+    /// The URLs of the files the core's download cache served the build instead of the
+    /// index (`[deps] cache_mb`): a package whose `url` is here was not downloaded again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_cache: Vec<String>,
 }
 
 /// Every skill's last build, on disk and in memory, and which builds run now.
@@ -152,6 +156,7 @@ mod tests {
     fn record(skill: &str, digest: &str, ok: bool) -> DepsRecord {
         DepsRecord {
             egress_refused: Vec::new(),
+            from_cache: Vec::new(),
             not_taken: Vec::new(),
             skill: skill.into(),
             digest: digest.into(),

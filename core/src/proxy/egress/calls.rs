@@ -22,7 +22,13 @@ pub struct EgressCall {
     pub secrets: Arc<CallSecrets>,
     /// Its connections: the limits' counters and the record stored with the call.
     pub egress: EgressLog,
+    /// Whether it is a dependency build (its tool is [`DEPS_BUILD_TOOL`]): its package
+    /// downloads go through the download cache (`cache/`).
+    pub deps_build: bool,
 }
+
+/// The tool name of a dependency build's identity in the calls in flight.
+pub const DEPS_BUILD_TOOL: &str = "deps.build";
 
 /// The calls in flight, as the egress proxy asks about them.
 pub trait EgressCalls: Send + Sync + std::fmt::Debug {

@@ -16,9 +16,14 @@
 //!
 //! Bodies are read whole, up to `[egress] max_inspected_body_bytes`. HTTP/1.1 only (the
 //! proxy offers no other ALPN), so no request escapes the reading.
+//!
+//! A dependency build's connections are read the same way while the download cache is on
+//! (`cache/`): it binds no secrets, so nothing is replaced nor masked; its package files
+//! are answered from the cache or streamed from the server and kept.
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{ready, Context, Poll};
 
@@ -29,9 +34,10 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::cache::{self, serve::CacheUse};
 use super::forward::HOP_BY_HOP;
 use super::host;
-use super::masking::{self, ProxyBody};
+use super::masking::{self, BodyError, ProxyBody};
 use super::relay::{Ended, Meter, Way};
 use super::Outcome;
 use crate::proxy::secrets::{CallSecrets, Leak};
@@ -49,6 +55,8 @@ pub struct Reading {
     pub in_body: bool,
     /// The largest body read (`[egress] max_inspected_body_bytes`).
     pub max_body: usize,
+    /// The download cache, for a dependency build's connection while it is on.
+    pub cache: Option<CacheUse>,
 }
 
 /// Serves the program's requests on `program` by sending them on `server` (connected,
@@ -73,6 +81,7 @@ where
         reading,
         sender: tokio::sync::Mutex::new(sender),
         refused: Mutex::new(None),
+        hits: AtomicU64::new(0),
     });
     let service = {
         let state = Arc::clone(&state);
@@ -94,11 +103,13 @@ where
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .take();
-    match (refused, limit.or(end)) {
+    let mut outcome = match (refused, limit.or(end)) {
         (Some(reason), _) => Outcome::refused(reason),
         (None, Some(ended)) => Outcome::allowed(ended.reason()),
         (None, None) => Outcome::allowed(None),
-    }
+    };
+    outcome.cache_hits = state.hits.load(Ordering::Acquire);
+    outcome
 }
 
 /// One connection's reading state.
@@ -107,6 +118,8 @@ struct State {
     sender: tokio::sync::Mutex<hyper::client::conn::http1::SendRequest<Full<Bytes>>>,
     /// The first refusal, which the connection's record keeps.
     refused: Mutex<Option<String>>,
+    /// Requests the download cache answered.
+    hits: AtomicU64,
 }
 
 /// A request refused: its status and reason.
@@ -130,16 +143,48 @@ fn hop_only(lower: &str) -> bool {
 
 impl State {
     async fn handle(&self, req: Request<Incoming>) -> Response<ProxyBody> {
+        let mut resp = self.answer(req).await;
+        // A build's plain connection carries one request, as plain forwarding does: its
+        // client may send the next one for another host on the same connection.
+        if self.reading.plain && self.reading.cache.is_some() {
+            resp.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+        }
+        resp
+    }
+
+    /// The answer to `req`: from the download cache, or from the server (kept by the
+    /// cache, or masked for a call with secrets).
+    async fn answer(&self, req: Request<Incoming>) -> Response<ProxyBody> {
         let secrets = Arc::clone(&self.reading.secrets);
         let sent = match self.rewrite(req).await {
             Ok(sent) => sent,
             Err(Refused(status, reason)) => return self.refuse(status, reason),
         };
+        let cached = self.reading.cache.as_ref().and_then(|c| {
+            let line = sent.uri().path_and_query().map_or("/", |p| p.as_str());
+            let key = c.key(&self.reading.target, sent.method(), line, sent.headers())?;
+            Some((c, key))
+        });
+        if let Some((c, key)) = &cached {
+            if let Some(hit) = c.hit(key).await {
+                self.hits.fetch_add(1, Ordering::AcqRel);
+                return hit;
+            }
+        }
         let answer = self.sender.lock().await.send_request(sent).await;
         let resp = match answer {
             Ok(resp) => resp,
             Err(e) => return plain(502, "failed", &format!("the server's answer failed: {e}")),
         };
+        if let Some((c, key)) = cached {
+            return cache::body::kept_answer(resp, &c.cache, &key);
+        }
+        if secrets.is_empty() {
+            return resp.map(|b| b.map_err(BodyError::from).boxed());
+        }
         match masking::masked_answer(resp, secrets, self.reading.max_body).await {
             Ok(resp) => resp,
             Err(e) => self.refuse(502, e.to_string()),

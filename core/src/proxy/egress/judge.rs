@@ -100,6 +100,7 @@ async fn read(bytes: Vec<u8>, in_body: bool) -> Judged {
         plain: true,
         in_body,
         max_body: 64 * 1024,
+        cache: None,
     };
     let (program, proxy_side) = tokio::io::duplex(256 * 1024);
     let (server_side, server) = tokio::io::duplex(256 * 1024);

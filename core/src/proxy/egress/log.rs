@@ -25,7 +25,13 @@ struct Inner {
     settled: tokio::sync::Notify,
     /// The record of the connections that ended.
     record: Mutex<CallEgress>,
+    /// The URLs the dependency cache answered (a build's), in order, at most
+    /// [`MAX_FROM_CACHE`].
+    from_cache: Mutex<Vec<String>>,
 }
+
+/// The most URLs served from the cache a call's log keeps.
+const MAX_FROM_CACHE: usize = 10_000;
 
 impl EgressLog {
     /// The connections so far, as stored with the call.
@@ -33,6 +39,21 @@ impl EgressLog {
         self.0
             .record
             .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Notes that the dependency cache answered `url` (a build's request).
+    pub(super) fn served_from_cache(&self, url: &str) {
+        let mut urls = (self.0.from_cache.lock()).unwrap_or_else(PoisonError::into_inner);
+        if urls.len() < MAX_FROM_CACHE {
+            urls.push(url.to_string());
+        }
+    }
+
+    /// The URLs the dependency cache answered, in order.
+    pub fn from_cache(&self) -> Vec<String> {
+        (self.0.from_cache.lock())
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
@@ -134,6 +155,7 @@ mod tests {
             bytes_in: 0,
             started_ms: 0,
             duration_ms: 0,
+            cache_hits: 0,
         });
         drop(serving);
         assert_eq!(

@@ -27,8 +27,11 @@ use hyper::Response;
 
 use crate::proxy::secrets::CallSecrets;
 
+/// Why a body the proxy hands the program broke off.
+pub type BodyError = Box<dyn std::error::Error + Send + Sync>;
+
 /// The body the proxy hands the program.
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+pub type ProxyBody = BoxBody<Bytes, BodyError>;
 
 /// Why an answer is withheld from the program.
 #[derive(Debug, thiserror::Error)]
@@ -92,7 +95,10 @@ pub async fn masked_answer(
             keep,
             done: false,
         };
-        return Ok(Response::from_parts(parts, body.boxed()));
+        return Ok(Response::from_parts(
+            parts,
+            body.map_err(BodyError::from).boxed(),
+        ));
     }
     let coded = Limited::new(body, max_body)
         .collect()

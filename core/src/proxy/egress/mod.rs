@@ -26,6 +26,7 @@
 //! in flight, allowed or refused, is a record in its [`EgressLog`], which the pipeline
 //! stores with the call (`GET /v1/calls/{id}` → `"egress"`).
 
+mod cache;
 mod calls;
 mod forward;
 mod head;
@@ -51,13 +52,15 @@ use skillbox_protocol::skill::network::Scheme;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 
+use self::cache::serve::CacheUse;
 use self::head::{answer, is_ip_literal, read_head, Asked, HeadError, Mark};
 use self::relay::Meter;
 use crate::proxy::policy::{check_declared, parse_patterns, NetPolicy, PolicyError};
 use crate::proxy::target::Target;
 use crate::state::store::{unix_ms_now, EgressEntry, EgressVerdict};
 
-pub use self::calls::{EgressCall, EgressCalls};
+pub use self::cache::DepsCache;
+pub use self::calls::{EgressCall, EgressCalls, DEPS_BUILD_TOOL};
 pub use self::judge::{judge_reading, Judged, JUDGE_VALUE_ELSEWHERE, JUDGE_VALUE_HERE};
 pub use self::log::EgressLog;
 pub use self::trust::EgressTrust;
@@ -69,6 +72,8 @@ pub use crate::state::config::egress::EgressConfig;
 pub struct Outcome {
     allowed: bool,
     reason: Option<String>,
+    /// Requests the dependency cache answered on the connection.
+    cache_hits: u64,
 }
 
 impl Outcome {
@@ -76,6 +81,7 @@ impl Outcome {
         Self {
             allowed: true,
             reason,
+            cache_hits: 0,
         }
     }
 
@@ -83,6 +89,7 @@ impl Outcome {
         Self {
             allowed: false,
             reason: Some(reason),
+            cache_hits: 0,
         }
     }
 }
@@ -111,6 +118,8 @@ pub struct EgressProxy {
     policy: NetPolicy,
     config: EgressConfig,
     trust: Arc<EgressTrust>,
+    /// The dependency builds' download cache (`cache/`).
+    cache: Option<Arc<DepsCache>>,
 }
 
 impl EgressProxy {
@@ -128,7 +137,15 @@ impl EgressProxy {
             policy: NetPolicy::new(allow_private, &config.resolve),
             config,
             trust,
+            cache: None,
         }
+    }
+
+    /// The same proxy, answering dependency builds' package downloads from `cache` while
+    /// it is on.
+    pub fn with_cache(mut self, cache: Arc<DepsCache>) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// Serves one program connection of call `call_id`, which presented `token`, until
@@ -191,6 +208,7 @@ impl EgressProxy {
             bytes_in,
             started_ms,
             duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            cache_hits: outcome.cache_hits,
         });
     }
 
@@ -265,9 +283,17 @@ impl EgressProxy {
             self.config.max_bytes_per_call,
             Duration::from_millis(self.config.idle_timeout_ms),
         );
-        if !call.secrets.is_empty() {
+        // A build's connections are read when the cache is on, to answer from it.
+        let cache = (self.cache.as_ref())
+            .filter(|c| call.deps_build && c.enabled())
+            .map(|c| CacheUse {
+                cache: Arc::clone(c),
+                log: call.egress.clone(),
+            });
+        if !call.secrets.is_empty() || cache.is_some() {
             let meter = Arc::new(meter);
-            let outcome = self.read(call, target, head, buf, io, server, &meter).await;
+            let how = (target, head, buf, cache);
+            let outcome = self.read(call, how, io, server, &meter).await;
             return (host, port, outcome, meter.counts());
         }
         let early = buf.split_off(head.len.min(buf.len()));
@@ -278,16 +304,14 @@ impl EgressProxy {
         (host, port, outcome, meter.counts())
     }
 
-    /// Serves a connection of a call with bound secrets by reading its requests
-    /// (`intercept.rs`): TLS ended with a certificate of the egress CA after the
-    /// ClientHello's check, and opened again to the real server.
-    #[allow(clippy::too_many_arguments)]
+    /// Serves a connection of a call with bound secrets, or of a dependency build while
+    /// the cache is on (`cache`), by reading its requests (`intercept.rs`): TLS ended with
+    /// a certificate of the egress CA after the ClientHello's check, and opened again to
+    /// the real server.
     async fn read<S>(
         &self,
         call: &EgressCall,
-        target: Target,
-        head: head::Head,
-        mut buf: Vec<u8>,
+        (target, head, mut buf, cache): (Target, head::Head, Vec<u8>, Option<CacheUse>),
         mut io: S,
         server: TcpStream,
         meter: &Arc<Meter>,
@@ -301,6 +325,7 @@ impl EgressProxy {
             plain,
             in_body: self.config.secrets_in_body,
             max_body: usize::try_from(self.config.max_inspected_body_bytes).unwrap_or(usize::MAX),
+            cache: cache.clone(),
         };
         let host = target.host.clone();
         if target.scheme == Scheme::Http {

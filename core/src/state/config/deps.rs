@@ -29,7 +29,14 @@ pub struct DepsConfig {
     /// `https://registry.npmjs.org/`, which serves its tarballs itself), reached as the
     /// index is.
     pub npm_registry: String,
+    /// The most MiB of package files the builds' download cache keeps (default 2048; 0
+    /// turns it off): a file one build downloaded is served to the next build asking for
+    /// the same URL, least recently used files evicted past this.
+    pub cache_mb: u64,
 }
+
+/// The largest `cache_mb` taken (16 TiB): more is a typo, and its bytes would overflow.
+pub const MAX_CACHE_MB: u64 = 16 * 1024 * 1024;
 
 impl Default for DepsConfig {
     fn default() -> Self {
@@ -41,6 +48,7 @@ impl Default for DepsConfig {
             file_hosts: None,
             constraints: Vec::new(),
             npm_registry: "https://registry.npmjs.org/".into(),
+            cache_mb: 2048,
         }
     }
 }
@@ -63,12 +71,24 @@ impl DepsConfig {
                 out.push(format!("constraints[{i}]: {c:?}: {why}"));
             }
         }
+        if self.cache_mb > MAX_CACHE_MB {
+            out.push(format!(
+                "cache_mb {} is more than {MAX_CACHE_MB} (16 TiB); give the MiB of package files \
+                 the download cache keeps, or 0 to turn it off",
+                self.cache_mb
+            ));
+        }
         for (i, h) in self.file_hosts.iter().flatten().enumerate() {
             if let Err(e) = skillbox_protocol::skill::network::NetworkPattern::parse(h) {
                 out.push(format!("file_hosts[{i}]: {e}"));
             }
         }
         out
+    }
+
+    /// The bytes the download cache keeps (`cache_mb` in MiB; 0: off).
+    pub fn cache_bytes(&self) -> u64 {
+        self.cache_mb.min(MAX_CACHE_MB) * 1024 * 1024
     }
 
     /// Everything a build may reach, as `permissions.network` writes it: the index, the
@@ -218,5 +238,24 @@ mod tests {
             ..d
         };
         assert_eq!(bad.problems().len(), 1);
+    }
+
+    #[test]
+    fn cache_mb_past_its_bound_is_refused_naming_the_key() {
+        let d = DepsConfig::default();
+        assert_eq!(d.cache_bytes(), 2048 * 1024 * 1024);
+        let off = DepsConfig {
+            cache_mb: 0,
+            ..d.clone()
+        };
+        assert!(off.problems().is_empty());
+        assert_eq!(off.cache_bytes(), 0);
+        let huge = DepsConfig {
+            cache_mb: u64::MAX,
+            ..d
+        };
+        let p = huge.problems();
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("cache_mb "), "{p:?}");
     }
 }

@@ -40,6 +40,14 @@ pub struct EgressEntry {
     pub started_ms: i64,
     /// How long it lasted.
     pub duration_ms: u64,
+    /// Requests of a dependency build on it that the download cache answered, upstream
+    /// not asked (docs/sandbox.md, "Dependencies").
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cache_hits: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A call's connections as stored: the first [`MAX_LISTED`], and how many more there were.
@@ -95,6 +103,7 @@ mod tests {
             bytes_in: 2,
             started_ms: 3,
             duration_ms: 4,
+            cache_hits: 0,
         }
     }
 
