@@ -166,10 +166,7 @@ impl DepsBuilder {
             }),
             // The egress CA too: with the download cache on, the proxy reads the build's
             // connections to answer package files from the cache.
-            trust_pem: self
-                .egress_trust
-                .as_ref()
-                .and_then(|t| t.sandbox_pem(true)),
+            trust_pem: self.egress_trust.as_ref().and_then(|t| t.sandbox_pem(true)),
             timeout_ms: config.build_timeout_ms,
             memory_mb: config.memory_mb,
         };

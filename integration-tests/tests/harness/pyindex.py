@@ -2,13 +2,17 @@
 """A PEP 503 package index on 127.0.0.1 for the dependency tests, with wheels it builds
 itself (a wheel is a zip with metadata). Prints its port, then serves until killed.
 
-    pyindex.py ROOT SPEC_JSON
+    pyindex.py ROOT SPEC_JSON [RATE]
 
-SPEC_JSON: [{"name", "version", "kind": "wheel"|"sdist"|"offsite"|"split"}, ...]. A wheel
-holds module `name` whose VALUE is its version; "sdist" offers only a source archive;
+SPEC_JSON: [{"name", "version", "kind": "wheel"|"sdist"|"offsite"|"split", "pad_mb"}, ...].
+A wheel holds module `name` whose VALUE is its version (and, with "pad_mb", a file of that
+many MiB of random bytes, stored: a big wheel that does not compress); "sdist" offers only a source archive;
 "offsite" links its wheel on another host (files.other.test), which a build must not reach;
 "split" links its wheel on files.split.test at this server's port (PyPI's layout: pages on
 one host, files on another), which a build reaches when `[deps] file_hosts` names it.
+
+The server counts the GETs of each path; `GET /_counts` answers them as JSON. RATE, when
+given, is the most bytes per second a file is sent at (a download from a remote index).
 """
 import base64
 import hashlib
@@ -23,17 +27,19 @@ import time
 import zipfile
 
 
-def wheel_bytes(name, version):
+def wheel_bytes(name, version, pad_mb=0):
     dist = f"{name}-{version}.dist-info"
     files = {
         f"{name}/__init__.py": f"VALUE = {version!r}\n",
+        **({f"{name}/pad.bin": os.urandom(pad_mb << 20)} if pad_mb else {}),
         f"{dist}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
         f"{dist}/WHEEL": "Wheel-Version: 1.0\nGenerator: skillbox-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = []
     for path, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b"=")
-        record.append(f"{path},sha256={digest.decode()},{len(text.encode())}")
+        data = text if isinstance(text, bytes) else text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+        record.append(f"{path},sha256={digest.decode()},{len(data)}")
     record.append(f"{dist}/RECORD,,")
     files[f"{dist}/RECORD"] = "\n".join(record) + "\n"
     out = io.BytesIO()
@@ -53,10 +59,51 @@ def sdist_bytes(name, version):
     return out.getvalue()
 
 
+class Handler(http.server.SimpleHTTPRequestHandler):
+    """Files of the folder, each GET counted, sent at most at RATE bytes per second."""
+
+    counts = {}
+    lock = threading.Lock()
+    rate = 0
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/_counts":
+            with Handler.lock:
+                body = json.dumps(Handler.counts).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        with Handler.lock:
+            Handler.counts[path] = Handler.counts.get(path, 0) + 1
+        super().do_GET()
+
+    def copyfile(self, source, outputfile):
+        if not Handler.rate:
+            return super().copyfile(source, outputfile)
+        start, sent = time.monotonic(), 0
+        while True:
+            data = source.read(64 * 1024)
+            if not data:
+                return
+            outputfile.write(data)
+            sent += len(data)
+            ahead = sent / Handler.rate - (time.monotonic() - start)
+            if ahead > 0:
+                time.sleep(ahead)
+
+
 def main():
     root, spec = sys.argv[1], json.loads(sys.argv[2])
+    Handler.rate = int(sys.argv[3]) if len(sys.argv) > 3 else 0
     os.makedirs(f"{root}/files", exist_ok=True)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     port = server.server_address[1]
     links = {}
     for p in spec:
@@ -64,7 +111,8 @@ def main():
         if kind == "sdist":
             file, data = f"{name}-{version}.tar.gz", sdist_bytes(name, version)
         else:
-            file, data = f"{name}-{version}-py3-none-any.whl", wheel_bytes(name, version)
+            file = f"{name}-{version}-py3-none-any.whl"
+            data = wheel_bytes(name, version, p.get("pad_mb", 0))
         with open(f"{root}/files/{file}", "wb") as f:
             f.write(data)
         sha = hashlib.sha256(data).hexdigest()

@@ -33,37 +33,60 @@ pub(super) struct Index {
 pub(super) fn index() -> &'static Index {
     static INDEX: OnceLock<Index> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let root = tempfile::tempdir().unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/pyindex.py");
-        let spec = json!([
-            {"name": "skbdemo", "version": "1.0"},
-            {"name": "skbdemo", "version": "2.0"},
-            {"name": "skbsrc", "version": "1.0", "kind": "sdist"},
-            {"name": "skboff", "version": "1.0", "kind": "offsite"},
-            {"name": "skbsplit", "version": "1.0", "kind": "split"},
-        ]);
-        let mut child = Command::new("python3")
-            .arg(&script)
-            .arg(root.path())
-            .arg(spec.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the test index");
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-            &mut line,
+        start_index(
+            &json!([
+                {"name": "skbdemo", "version": "1.0"},
+                {"name": "skbdemo", "version": "2.0"},
+                {"name": "skbsrc", "version": "1.0", "kind": "sdist"},
+                {"name": "skboff", "version": "1.0", "kind": "offsite"},
+                {"name": "skbsplit", "version": "1.0", "kind": "split"},
+            ]),
+            None,
         )
-        .unwrap();
-        let port = line.trim().parse().expect("the index prints its port");
-        Index {
-            port,
-            _child: child,
-            _root: root,
-        }
     })
+}
+
+/// An index of its own serving `spec` (`harness/pyindex.py`), sending files at most at
+/// `rate` bytes per second.
+pub(super) fn start_index(spec: &Value, rate: Option<u64>) -> Index {
+    let root = tempfile::tempdir().unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/pyindex.py");
+    let mut command = Command::new("python3");
+    command.arg(&script).arg(root.path()).arg(spec.to_string());
+    if let Some(rate) = rate {
+        command.arg(rate.to_string());
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the test index");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port = line.trim().parse().expect("the index prints its port");
+    Index {
+        port,
+        _child: child,
+        _root: root,
+    }
+}
+
+impl Index {
+    /// How many GETs the index answered for each path.
+    pub(super) fn counts(&self) -> Value {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(s, "GET /_counts HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        let body = out.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap()
+    }
 }
 
 /// `(skill, requirements.txt)`: each a SKILL.md and `scripts/show.py`, which prints the
@@ -83,7 +106,7 @@ const SKILLS: [(&str, &str); 6] = [
 
 /// A published-shaped skill in `dir`: a SKILL.md, `scripts/requirements.txt` and
 /// `scripts/show.py`, which prints the version of `module`.
-fn write_show_skill(dir: &Path, name: &str, requirements: &str, module: &str) {
+pub(super) fn write_show_skill(dir: &Path, name: &str, requirements: &str, module: &str) {
     write(
         &dir.join("SKILL.md"),
         &format!("---\nname: {name}\ndescription: Shows a package's version.\n---\nRun `python3 scripts/show.py`.\n"),
@@ -116,12 +139,12 @@ fn prepare(ws: &Path) {
     std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
 }
 
-fn build(sb: &Skillbox, skill: &str) -> Value {
+pub(super) fn build(sb: &Skillbox, skill: &str) -> Value {
     sb.request("POST", &format!("/v1/skills/{skill}/deps"), None)
         .json()
 }
 
-fn script(sb: &Skillbox, skill: &str) -> Value {
+pub(super) fn script(sb: &Skillbox, skill: &str) -> Value {
     sb.request(
         "POST",
         "/v1/tools/call",

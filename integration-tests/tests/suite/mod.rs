@@ -12,6 +12,7 @@ mod context_files;
 mod contexts;
 mod delegation;
 mod deps;
+mod deps_cache;
 mod drain;
 mod egress;
 mod egress_secrets;

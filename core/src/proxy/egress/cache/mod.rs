@@ -246,13 +246,11 @@ impl std::fmt::Debug for Writer {
 impl Writer {
     /// Appends `bytes` of the body.
     pub fn write(&mut self, bytes: &[u8]) -> Result<(), CacheError> {
-        self.tmp
-            .write_all(bytes)
-            .map_err(|source| CacheError::Io {
-                step: "writing",
-                path: self.tmp.path().to_path_buf(),
-                source,
-            })?;
+        self.tmp.write_all(bytes).map_err(|source| CacheError::Io {
+            step: "writing",
+            path: self.tmp.path().to_path_buf(),
+            source,
+        })?;
         self.hasher.update(bytes);
         self.written += bytes.len() as u64;
         Ok(())
@@ -278,8 +276,13 @@ impl Writer {
             path: path.clone(),
             source,
         };
-        self.tmp.as_file().sync_all().map_err(|e| io("syncing", e))?;
-        self.tmp.persist(&path).map_err(|e| io("renaming", e.error))?;
+        self.tmp
+            .as_file()
+            .sync_all()
+            .map_err(|e| io("syncing", e))?;
+        self.tmp
+            .persist(&path)
+            .map_err(|e| io("renaming", e.error))?;
         if let Ok(folder) = std::fs::File::open(path.parent().unwrap_or(Path::new("."))) {
             let _ = folder.sync_all();
         }

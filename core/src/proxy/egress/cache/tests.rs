@@ -11,7 +11,11 @@ const C: &str = "https://files.test/c-1.0.tar.gz";
 /// Keeps `bytes` as `url`'s answer, written in two pieces.
 fn keep(cache: &Arc<DepsCache>, url: &str, bytes: &[u8]) {
     let mut w = cache
-        .writer(url, Some(bytes.len() as u64), Some("application/zip".into()))
+        .writer(
+            url,
+            Some(bytes.len() as u64),
+            Some("application/zip".into()),
+        )
         .unwrap();
     let (one, two) = bytes.split_at(bytes.len() / 2);
     w.write(one).unwrap();
@@ -69,7 +73,13 @@ fn a_truncated_or_abandoned_body_is_never_kept() {
     w.write(b"12345").unwrap();
     let err = w.commit().unwrap_err();
     assert!(
-        matches!(err, CacheError::Length { expected: 10, got: 5 }),
+        matches!(
+            err,
+            CacheError::Length {
+                expected: 10,
+                got: 5
+            }
+        ),
         "{err}"
     );
     assert!(cache.hit(A).is_none());
@@ -135,7 +145,12 @@ fn only_whole_answers_to_gets_of_package_files_are_cached() {
     ] {
         assert!(wants(&Method::GET, path, &none), "{path}");
     }
-    for path in ["/simple/skbdemo/", "/npm/docx", "/f/a.whl.metadata", "/x?f=a.whl"] {
+    for path in [
+        "/simple/skbdemo/",
+        "/npm/docx",
+        "/f/a.whl.metadata",
+        "/x?f=a.whl",
+    ] {
         assert!(!wants(&Method::GET, path, &none), "{path}");
     }
     assert!(!wants(&Method::HEAD, "/f/a.whl", &none));
