@@ -70,6 +70,10 @@ APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/a
 Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";
 EOF
 echo 'APT::Install-Recommends "false";' >"$rootfs/etc/apt/apt.conf.d/docker-no-recommends"
+# dpkg without an fsync per file, as the official image has it: an image layer is written
+# whole or not at all, and the images' installs (npm's hundreds of small packages) spent
+# most of their time in fsync.
+echo 'force-unsafe-io' >"$rootfs/etc/dpkg/dpkg.cfg.d/docker-apt-speedup"
 cat >"$rootfs/etc/apt/sources.list" <<EOF
 deb $mirror $suite main
 deb $mirror $suite-updates main

@@ -24,10 +24,13 @@ RUN set -eu; \
 #   docker compose build --build-arg EXTRA_DEBIAN_PACKAGES="libreoffice-writer-nogui chromium-headless-shell" executor
 # or SKILLBOX_EXTRA_DEBIAN_PACKAGES in the environment of docker/build.sh and compose
 # (docker/README.md, "Extending the executor image"). A layer of its own: the layer above
-# is the same for every image, so an extended build reuses it from the cache.
+# is the same for every image, so an extended build reuses it from the cache. The man
+# folder the base leaves out is made first: the JDK's packages link their man pages there
+# and fail to configure without it.
 ARG EXTRA_DEBIAN_PACKAGES=""
 RUN set -eu; \
     if [ -n "$EXTRA_DEBIAN_PACKAGES" ]; then \
+      mkdir -p /usr/share/man/man1; \
       apt-get update -qq; \
       DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         $EXTRA_DEBIAN_PACKAGES >/dev/null; \

@@ -48,6 +48,11 @@ pub fn hex(source: &dyn RandomSource, n: usize, what: &'static str) -> Result<St
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
+/// A new route id (`rt_` and 16 hex digits): a routing plan's, or a delegation's record.
+pub fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
+    hex(source, 8, "route id").map(|hex| format!("rt_{hex}"))
+}
+
 /// A 256-bit token, base64url without padding; `what` names it in the error.
 pub fn token(source: &dyn RandomSource, what: &'static str) -> Result<String, RandomError> {
     let mut bytes = [0u8; 32];

@@ -30,6 +30,7 @@ struct Held {
 /// The cache (see the module docs).
 #[derive(Debug)]
 pub struct BlobCache {
+    id: u64,
     dir: PathBuf,
     cap_bytes: u64,
     held: Mutex<HashMap<String, Held>>,
@@ -53,12 +54,25 @@ impl BlobCache {
             Err(e) => return Err(e),
         }
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
         Ok(Self {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             dir,
             cap_bytes,
             held: Mutex::default(),
             clock: AtomicU64::new(0),
         })
+    }
+
+    /// The cache's folder (this executor's, removed at its next start).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// This cache among the caches the process opened (the folder of one opened later
+    /// may be the same).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Most bytes held.

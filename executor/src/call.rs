@@ -142,7 +142,8 @@ async fn run<B: CapabilityBroker>(
     };
     clock.answered = Some(Instant::now());
     let sync = (params.workdir.as_ref()).map(|limits| (broker, &call, limits));
-    finish(started, stderr, outcome, limits.memory_mb, sync).await
+    let shelf = workdir::WorkShelf::of(sandbox.blobs());
+    finish(started, stderr, outcome, limits.memory_mb, sync, shelf).await
 }
 
 /// The registered skill `name`, or why there is none: the install lock kept it out, or no
@@ -232,13 +233,16 @@ async fn start<B: CapabilityBroker>(
 /// Ends the call whose conversation came to `outcome`: the tool and everything it left
 /// killed and reaped, a kill by the OOM killer said as the memory limit ([`oom_as_memory_limit`]),
 /// the work folder of a call in a context synced back (`sync`: the broker, the call, the
-/// context's limits), then the user id and the scratch folder released.
+/// context's limits), then the user id and the scratch folder released; a work folder
+/// synced whole goes on the `shelf` for the context's next call, once every process of
+/// the call's user is gone.
 async fn finish<B: CapabilityBroker>(
     started: Launched,
     stderr: Stderr,
     outcome: Result<Value, CallError>,
     memory_mb: u64,
     sync: Option<(&B, &CallInfo, &WorkDir)>,
+    shelf: Option<Arc<workdir::WorkShelf>>,
 ) -> Result<Value, CallError> {
     let Launched {
         mut child,
@@ -255,10 +259,14 @@ async fn finish<B: CapabilityBroker>(
     // helper there (the tool itself would still count as a process of the call's user).
     child.reap();
     let outcome = oom_as_memory_limit(outcome, &guard, memory_mb);
+    let mut keep = None;
     let outcome = match (sync, &mut baseline) {
         (Some((broker, call, limits)), Some(baseline)) => {
             let work = guard.scratch().join(sandbox::WORK_DIR);
             let report = workdir::sync_back(broker, call, &work, limits, baseline).await;
+            if report.failure().is_none() && guard.uid().is_some() {
+                keep = limits.context_id.clone();
+            }
             match (outcome, report.failure()) {
                 (Ok(_), Some((kind, message))) => Err(CallError::Files(kind, message)),
                 (outcome, _) => outcome,
@@ -266,7 +274,14 @@ async fn finish<B: CapabilityBroker>(
         }
         _ => outcome,
     };
-    guard.release();
+    match (keep, baseline, shelf) {
+        (Some(context), Some(baseline), Some(shelf)) => {
+            guard.release_then(move |scratch| {
+                shelf.put(&context, &scratch.join(sandbox::WORK_DIR), baseline);
+            });
+        }
+        _ => guard.release(),
+    }
     if let Some(task) = stderr.task {
         task.abort();
     }

@@ -45,6 +45,11 @@ pub struct WorkDir {
     pub max_total_bytes: u64,
     /// Most files the folder may hold (`[files] max_files`).
     pub max_files: usize,
+    /// The context the folder is: an executor keeps a call's folder after its end and lays
+    /// out the next call of the same context from it, moving only what changed. Absent:
+    /// laid out anew.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
 }
 
 /// `core.contextFileRead` request: a chunk of a file the call's [`WorkDir`] named, by its
@@ -134,6 +139,7 @@ mod tests {
             max_file_bytes: 10,
             max_total_bytes: 20,
             max_files: 2,
+            context_id: Some("c1".into()),
         };
         let v = serde_json::to_value(&w).unwrap();
         assert_eq!(serde_json::from_value::<WorkDir>(v.clone()).unwrap(), w);

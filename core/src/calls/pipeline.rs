@@ -279,8 +279,7 @@ impl Dispatcher {
     /// target. Returns the context's tools when the call names a context.
     /// `run_skill` ([`contexts::delegation`]): the child context, or why not, as the
     /// caller sees it (a loop, the depth, no task: not permitted; an unknown skill).
-    /// A delegation made is recorded beside the routing decisions (its `route_id` in the
-    /// answer); a record that cannot be written is logged, and the delegation stands.
+    /// A delegation made is recorded beside the routing decisions.
     async fn run_skill(
         &self,
         loaded: &Loaded,
@@ -288,22 +287,16 @@ impl Dispatcher {
         args: Value,
     ) -> Result<Value, CallError> {
         let (store, catalog) = (self.store.clone(), Arc::clone(&loaded.catalog));
-        let max_depth = loaded.config.routing.max_delegate_depth;
-        let keep = loaded.config.observe.routes_kept;
+        let (routing, keep) = (&loaded.config.routing, loaded.config.observe.routes_kept);
+        let limits = (routing.max_delegate_depth, keep);
         let (context_id, caller) = (origin.context_id.clone(), origin.caller.name().to_owned());
         tokio::task::spawn_blocking(move || {
             let id = context_id.as_deref();
-            let mut answer =
-                contexts::delegation::run_skill(&store, &catalog, id, &args, max_depth)?;
-            match contexts::delegation::record(&store, &caller, id, &answer, keep) {
-                Ok(route_id) => answer["route_id"] = Value::String(route_id),
-                Err(e) => tracing::error!(error = %e, "cannot record the delegation"),
-            }
-            Ok(answer)
+            contexts::delegation::run_and_record(&store, &catalog, id, &caller, &args, limits)
         })
         .await
         .map_err(|e| CallError::Task(e.to_string()))?
-        .map_err(|e: contexts::delegation::DelegationError| CallError::from(e))
+        .map_err(CallError::from)
     }
 
     async fn gate(

@@ -116,6 +116,25 @@ pub fn run_skill(
     }))
 }
 
+/// [`run_skill`] for `caller`, the delegation then [`record`]ed (its `route_id` in the
+/// answer; a record that cannot be written is logged, and the delegation stands).
+/// `limits`: `[routing] max_delegate_depth` and `[observe] routes_kept`.
+pub fn run_and_record(
+    store: &Store,
+    catalog: &Catalog,
+    context_id: Option<&str>,
+    caller: &str,
+    args: &Value,
+    limits: (u32, usize),
+) -> Result<Value, DelegationError> {
+    let mut answer = run_skill(store, catalog, context_id, args, limits.0)?;
+    match record(store, caller, context_id, &answer, limits.1) {
+        Ok(route_id) => answer["route_id"] = Value::String(route_id),
+        Err(e) => tracing::error!(error = %e, "cannot record the delegation"),
+    }
+    Ok(answer)
+}
+
 /// Records a delegation `run_skill` answered (`answer`) in the route records (`GET
 /// /v1/routes`, kept to `keep` newest) beside the routing decisions: the task as the
 /// query, the context it was delegated from, the skill as the primary, and a plan of kind
@@ -127,7 +146,7 @@ pub fn record(
     answer: &Value,
     keep: usize,
 ) -> Result<String, String> {
-    let route_id = crate::router::route_id(&SystemSource::default()).map_err(|e| e.to_string())?;
+    let route_id = crate::random::route_id(&SystemSource::default()).map_err(|e| e.to_string())?;
     let record = RouteRecord {
         route_id: route_id.clone(),
         at: unix_ms_now(),

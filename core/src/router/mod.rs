@@ -368,9 +368,8 @@ impl Router {
     }
 }
 
-/// A new route id (`rt_` and 16 hex digits): a plan's, or a delegation's record.
-pub fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
-    random::hex(source, 8, "route id").map(|hex| format!("rt_{hex}"))
+fn route_id(source: &dyn RandomSource) -> Result<String, RandomError> {
+    random::route_id(source)
 }
 
 #[cfg(test)]

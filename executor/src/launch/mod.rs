@@ -142,14 +142,7 @@ pub async fn launch<B: CapabilityBroker>(
         }
         let (work, baseline) = match &plan.work {
             Some(w) => {
-                let work = guard.scratch().join(sandbox::WORK_DIR);
-                let blobs = sandbox.blobs();
-                let laid =
-                    workdir::lay_out(broker, &plan.call, blobs, &work, guard.uid(), &w.files)
-                        .await?;
-                if !work.join(&w.sub).is_dir() {
-                    return Err(LaunchError::NotAFolder(w.sub.clone()));
-                }
+                let (work, laid) = lay_out_work(sandbox, broker, &plan.call, &guard, w).await?;
                 (Some(work), Some(laid))
             }
             None => (None, None),
@@ -173,6 +166,40 @@ pub async fn launch<B: CapabilityBroker>(
             Err(e)
         }
     }
+}
+
+/// Lays the context's files out in the call's work folder: from the folder an earlier
+/// call of the context left on this executor where there is one (kept only for calls with
+/// a user of their own, whose end kills every process that could still write it), else
+/// anew. Returns the folder and what was laid out.
+async fn lay_out_work<B: CapabilityBroker>(
+    sandbox: &Sandbox,
+    broker: &B,
+    call: &CallInfo,
+    guard: &sandbox::CallGuard,
+    w: &Work,
+) -> Result<(PathBuf, workdir::Baseline), LaunchError> {
+    let work = guard.scratch().join(sandbox::WORK_DIR);
+    let blobs = sandbox.blobs();
+    let kept = (w.context_id.as_deref())
+        .filter(|_| guard.uid().is_some())
+        .and_then(|c| workdir::WorkShelf::of(blobs)?.take(c));
+    let from_kept = kept.is_some();
+    let laid = workdir::lay_out(broker, call, blobs, &work, guard.uid(), &w.files, kept).await?;
+    if from_kept {
+        // The kept folder replaced the one the preparation made, with the working folder.
+        let cwd = work.join(&w.sub);
+        sandbox::scratch::make_owned_dirs(guard.scratch(), &cwd, guard.uid()).map_err(
+            |source| workdir::WorkDirError::Write {
+                path: w.sub.display().to_string(),
+                source,
+            },
+        )?;
+    }
+    if !work.join(&w.sub).is_dir() {
+        return Err(LaunchError::NotAFolder(w.sub.clone()));
+    }
+    Ok((work, laid))
 }
 
 /// Runs `job` while the connections of `listener` (a launched process's namespace) are

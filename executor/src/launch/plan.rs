@@ -41,6 +41,9 @@ pub struct Work {
     pub sub: PathBuf,
     /// The context's files.
     pub files: Vec<WorkFile>,
+    /// The context, when the core named it: its folder may be kept between calls
+    /// ([`crate::workdir::shelf`]).
+    pub context_id: Option<String>,
 }
 
 /// One process to launch.
@@ -171,6 +174,7 @@ impl Plan {
             work: p.workdir.as_ref().map(|w| Work {
                 sub: PathBuf::new(),
                 files: w.files.clone(),
+                context_id: w.context_id.clone(),
             }),
             scratch_files: Vec::new(),
         }
@@ -231,6 +235,7 @@ impl Plan {
             work: Some(Work {
                 sub,
                 files: p.files.files.clone(),
+                context_id: p.files.context_id.clone(),
             }),
             scratch_files: Vec::new(),
         }

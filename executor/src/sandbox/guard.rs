@@ -74,6 +74,13 @@ impl CallGuard {
     /// critical path: kill every process left under the call's user (nothing is started
     /// when none is left), unlock the user id, remove the scratch dir.
     pub fn release(self) {
+        self.release_then(|_| {});
+    }
+
+    /// [`CallGuard::release`], running `before_removal` with the scratch dir once no
+    /// process of the call's user is left (and its cgroup is gone), before the dir is
+    /// removed: what it moves out of the dir is out of every reach of the call.
+    pub fn release_then(self, before_removal: impl FnOnce(&Path) + Send + 'static) {
         let CallGuard {
             user,
             scratch,
@@ -84,6 +91,7 @@ impl CallGuard {
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
             }
+            before_removal(scratch.path());
             drop(scratch);
         });
     }

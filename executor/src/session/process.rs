@@ -211,10 +211,15 @@ pub fn pending_bytes(watcher: &OwnedFd) -> Option<usize> {
 /// may hold the pipe open; it dies with the session).
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(100);
 
+/// What a session's end does with its scratch dir once every process of its user is gone,
+/// before the dir is removed (the work folder kept for the context's next call).
+pub type Keep = Box<dyn FnOnce(&std::path::Path) + Send + 'static>;
+
 /// The session's task: reads output, waits for the end (exit, kill, idle, lifetime), then
-/// kills everything and, unless closed, calls `finish` (the final sync) before marking
-/// the session ended. Releases the user id and scratch dir last. When the kernel killed a
-/// process of the session for passing its memory limit, `oom_note` ends the output.
+/// kills everything and, unless closed, calls `finish` (the final sync, which may answer
+/// a [`Keep`]) before marking the session ended. Releases the user id and scratch dir
+/// last. When the kernel killed a process of the session for passing its memory limit,
+/// `oom_note` ends the output.
 #[allow(clippy::too_many_arguments)]
 pub async fn run<F, Fut>(
     mut child: SandboxChild,
@@ -227,7 +232,7 @@ pub async fn run<F, Fut>(
     finish: F,
 ) where
     F: FnOnce(EndReason) -> Fut,
-    Fut: std::future::Future<Output = ()>,
+    Fut: std::future::Future<Output = Option<Keep>>,
 {
     let started = Instant::now();
     let mut buf = vec![0u8; 16 * 1024];
@@ -280,10 +285,14 @@ pub async fn run<F, Fut>(
             out.push(oom_note.as_bytes());
         }
     }
-    if why != EndReason::Closed {
-        finish(why.clone()).await;
+    let keep = match why {
+        EndReason::Closed => None,
+        _ => finish(why.clone()).await,
+    };
+    match keep {
+        Some(keep) => guard.release_then(keep),
+        None => guard.release(),
     }
-    guard.release();
     if let Ok(mut ended) = shared.ended.lock() {
         *ended = Some(Ended { exit_code, why });
     }

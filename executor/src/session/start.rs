@@ -87,12 +87,24 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             Arc::clone(&files),
             Arc::clone(&shared),
         );
+        // A folder synced whole at the end is kept for the context's next call, when the
+        // session had a user of its own (its end kills every process of that user first).
+        let has_user = guard.uid().is_some();
+        let shelf = workdir::WorkShelf::of(self.sandbox.blobs());
         let finish = move |_why: EndReason| async move {
-            if let Some(note) = sync(&*broker, &task_files).await {
+            let note = sync(&*broker, &task_files).await;
+            let synced = note.is_none();
+            if let Some(note) = note {
                 if let Ok(mut out) = task_shared.out.lock() {
                     out.push(note.as_bytes());
                 }
             }
+            let context = (task_files.limits.context_id.clone()).filter(|_| has_user && synced);
+            let (context, shelf) = (context?, shelf?);
+            let baseline = task_files.baseline.lock().await.clone();
+            let work = task_files.work.clone();
+            let keep: process::Keep = Box::new(move |_| shelf.put(&context, &work, baseline));
+            Some(keep)
         };
         let running = process::run(
             child,

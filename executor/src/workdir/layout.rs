@@ -15,13 +15,15 @@ use ring::digest;
 use skillbox_protocol::rpc::CoreContextFileRead;
 use skillbox_protocol::workdir::{ContextFileReadParams, WorkFile, MAX_CHUNK_BYTES};
 
-use super::{hex, path, Baseline, Known, Stamp, WorkDirError};
+use super::{hex, path, Baseline, Known, Shelved, Stamp, WorkDirError};
 use crate::blobs::BlobCache;
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
 use crate::sandbox::scratch::make_owned_dirs;
 
 /// Writes every file of `files` under `work` (which exists), owned by `uid` when given,
-/// and returns what was written, for the sync after the call.
+/// and returns what was written, for the sync after the call. With `kept` (the context's
+/// folder an earlier call on this executor left, [`super::shelf`]) the files it holds
+/// unchanged stay as they are and only the others are written.
 pub async fn lay_out<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
@@ -29,9 +31,18 @@ pub async fn lay_out<B: CapabilityBroker>(
     work: &Path,
     uid: Option<u32>,
     files: &[WorkFile],
+    kept: Option<Shelved>,
 ) -> Result<Baseline, WorkDirError> {
+    let mut kept = match kept {
+        Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
+        None => Default::default(),
+    };
     let mut baseline = Baseline::default();
     for file in files {
+        if let Some(known) = kept.remove(&file.path) {
+            baseline.files.insert(file.path.clone(), known);
+            continue;
+        }
         let parts = path::segments(&file.path).map_err(|reason| WorkDirError::BadPath {
             path: file.path.clone(),
             reason,

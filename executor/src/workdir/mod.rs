@@ -9,11 +9,13 @@
 
 mod layout;
 mod path;
+pub mod shelf;
 mod sync;
 
 pub use crate::blobs::{BlobCache, BLOBS_DIR, DEFAULT_CAP_BYTES};
 pub use layout::lay_out;
 pub use path::segments as path_segments;
+pub use shelf::{Shelved, WorkShelf};
 pub use sync::{sync_back, SyncReport};
 
 use std::collections::BTreeMap;
@@ -44,6 +46,16 @@ impl Stamp {
             size: u64::try_from(st.st_size).unwrap_or(0),
             mtime: (st.st_mtime, st.st_mtime_nsec),
             ctime: (st.st_ctime, st.st_ctime_nsec),
+        }
+    }
+
+    fn of_meta(m: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            ino: m.ino(),
+            size: m.size(),
+            mtime: (m.mtime(), m.mtime_nsec()),
+            ctime: (m.ctime(), m.ctime_nsec()),
         }
     }
 }

@@ -16,6 +16,7 @@
 
 mod calls;
 mod context_files;
+mod context_shelf;
 mod egress;
 mod egress_attacks;
 mod escape_env;

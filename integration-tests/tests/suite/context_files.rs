@@ -140,3 +140,72 @@ fn percent_escaped_file_names_round_trip_through_rest_and_the_cli() {
     assert_eq!(r.status, 400, "{}", r.body);
     assert!(r.body.contains("not UTF-8"), "{}", r.body);
 }
+
+/// The executor keeps a context's folder between its calls (docs/sessions.md): a second
+/// command finds the unchanged files in place (the same inodes: nothing laid out again),
+/// and still sees every change the bot made in between, a file replaced or removed.
+#[test]
+fn a_contexts_next_command_finds_unchanged_files_in_place_and_the_bots_changes() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("SKIPPED: not root, so calls have no users of their own and no folder is kept");
+        return;
+    }
+    let sb = Skillbox::start(Options::default());
+    let put = |path: &str, text: &str| {
+        let r = sb.request(
+            "PUT",
+            &format!("/v1/contexts/kept-1/files/{path}"),
+            Some(&serde_json::json!(text)),
+        );
+        assert!(r.status == 201 || r.status == 200, "{}", r.body);
+    };
+    let run = || {
+        let cmd = "for f in *.txt; do echo \"$f $(stat -c %i \"$f\") $(cat \"$f\")\"; done";
+        let r = sb
+            .request(
+                "POST",
+                "/v1/tools/call",
+                Some(
+                    &serde_json::json!({"tool": "exec_command", "context_id": "kept-1",
+                                         "args": {"cmd": cmd, "yield_ms": 10000}}),
+                ),
+            )
+            .json();
+        assert_eq!(r["data"]["exit_code"], 0, "{r}");
+        r["data"]["output"].as_str().unwrap_or_default().to_string()
+    };
+    put("kept.txt", "one");
+    put("changed.txt", "old");
+    let first = run();
+    // The first command's end keeps the folder off its critical path: give it a moment.
+    let second = crate::harness::poll(
+        "a command finding the files in place (the same inodes)",
+        std::time::Duration::from_secs(10),
+        || {
+            let out = run();
+            (out == first).then_some(out)
+        },
+    );
+    assert_eq!(second, first);
+    let inode = |out: &str, name: &str| {
+        (out.lines().find(|l| l.starts_with(name)))
+            .and_then(|l| l.split(' ').nth(1))
+            .map(str::to_string)
+    };
+    put("changed.txt", "new");
+    let third = run();
+    assert_eq!(
+        inode(&third, "kept.txt"),
+        inode(&first, "kept.txt"),
+        "{third}"
+    );
+    // (A JSON body is stored as its text, quotes and all.)
+    assert!(third.contains("\"new\""), "{third}");
+    let r = sb.request("DELETE", "/v1/contexts/kept-1/files/kept.txt", None);
+    assert!(r.status < 300, "{}", r.body);
+    let fourth = run();
+    assert!(
+        !fourth.contains("kept.txt"),
+        "a removed file is gone: {fourth}"
+    );
+}

@@ -28,6 +28,7 @@ impl ContextFiles {
             max_file_bytes: self.limits.max_file_bytes,
             max_total_bytes: self.limits.max_total_bytes,
             max_files: self.limits.max_files,
+            context_id: Some(context_id.to_string()),
         })
     }
 

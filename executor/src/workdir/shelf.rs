@@ -1,0 +1,277 @@
+//! Work folders kept between calls of a context, so that a call moves only what changed
+//! since the last one on this executor rather than every file of its context (issue: a
+//! call in a context holding one 100 MiB file paid a 100 MiB copy every time).
+//!
+//! After a call in a context ends, its files synced back and every process of its user
+//! killed, its work folder is moved here (a rename, in the cache's folder) with what the
+//! sync left as the context's state ([`Baseline`]: each file's digest and stamp). The next
+//! call of that context on this executor takes it ([`WorkShelf::take`]) and [`adopt`]s it:
+//! a file is kept only when the context still holds it with the same digest and mode and
+//! its stamp (inode, size, modification and change times, one link) is the one the sync
+//! recorded, so nothing written after the sync, by anyone, survives; everything else
+//! (other files, links, devices, sockets, empty folders) is removed, and what is kept is
+//! given to the new call's user. Two calls of one context at once: the second lays out
+//! anew. Only calls with a user of their own are kept (their end kills every process of
+//! that user before the folder moves); bounded by [`MAX_SHELVED`] folders and as many bytes
+//! as the blob cache may hold (`serve --blob-cache-mb`: both live in the scratch root,
+//! which may be a bounded tmpfs), the longest unused going first.
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use skillbox_protocol::workdir::WorkFile;
+
+use super::{Baseline, Known, Stamp};
+use crate::blobs::BlobCache;
+use crate::sandbox::remove_tree::Sweeper;
+
+/// Most work folders kept at once.
+pub const MAX_SHELVED: usize = 64;
+
+/// A kept folder and the state its context had when it was kept.
+#[derive(Debug)]
+pub struct Shelved {
+    dir: PathBuf,
+    baseline: Baseline,
+    bytes: u64,
+    used: u64,
+}
+
+/// The kept folders of this executor, by context (see the module docs).
+#[derive(Debug)]
+pub struct WorkShelf {
+    dir: PathBuf,
+    cap_bytes: u64,
+    held: Mutex<HashMap<String, Shelved>>,
+    clock: AtomicU64,
+}
+
+impl WorkShelf {
+    /// The shelf of the executor whose blob cache is `blobs`: in the cache's folder (both
+    /// are caches of the context's files, removed together when an executor starts or is
+    /// gone), holding as many bytes as the cache. Made on first use.
+    pub fn of(blobs: &BlobCache) -> Option<Arc<WorkShelf>> {
+        static SHELVES: OnceLock<Mutex<HashMap<u64, Arc<WorkShelf>>>> = OnceLock::new();
+        let mut shelves = SHELVES.get_or_init(Mutex::default).lock().ok()?;
+        if let Some(shelf) = shelves.get(&blobs.id()) {
+            return Some(Arc::clone(shelf));
+        }
+        let made = WorkShelf::new(blobs.dir().join("shelf"), blobs.cap_bytes());
+        let shelf = Arc::new(made.inspect_err(|e| tracing::warn!(error = %e, "cannot make the work shelf; every call lays its folder out anew")).ok()?);
+        shelves.insert(blobs.id(), Arc::clone(&shelf));
+        Some(shelf)
+    }
+
+    /// A shelf in `dir` (made 0700 when missing; the caller's cache folder, which is
+    /// removed with what it holds when an executor starts or is gone) holding at most
+    /// `cap_bytes` of files.
+    pub fn new(dir: PathBuf, cap_bytes: u64) -> std::io::Result<Self> {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
+        Ok(Self {
+            dir,
+            cap_bytes,
+            held: Mutex::default(),
+            clock: AtomicU64::new(0),
+        })
+    }
+
+    /// Keeps `work` (a call's folder, every process that could write it dead) as the
+    /// folder of `context`, in the state `baseline` says. A folder it replaces, and the
+    /// longest unused beyond the bounds, are removed. Nothing is kept when the move fails.
+    pub fn put(&self, context: &str, work: &Path, baseline: Baseline) {
+        let bytes = baseline.files.values().map(|k| k.stamp.size).sum::<u64>();
+        if bytes > self.cap_bytes {
+            return;
+        }
+        let used = self.clock.fetch_add(1, Ordering::Relaxed);
+        let dir = self.dir.join(used.to_string());
+        if let Err(e) = std::fs::rename(work, &dir) {
+            tracing::debug!(error = %e, "cannot keep the work folder; the next call lays it out anew");
+            return;
+        }
+        let Ok(mut held) = self.held.lock() else {
+            Sweeper::global().remove(dir);
+            return;
+        };
+        let entry = Shelved {
+            dir,
+            baseline,
+            bytes,
+            used,
+        };
+        if let Some(old) = held.insert(context.to_string(), entry) {
+            Sweeper::global().remove(old.dir);
+        }
+        while held.len() > MAX_SHELVED
+            || held.values().map(|s| s.bytes).sum::<u64>() > self.cap_bytes
+        {
+            let Some(oldest) = (held.iter())
+                .min_by_key(|(_, s)| s.used)
+                .map(|(c, _)| c.clone())
+            else {
+                break;
+            };
+            if let Some(gone) = held.remove(&oldest) {
+                Sweeper::global().remove(gone.dir);
+            }
+        }
+    }
+
+    /// The folder kept for `context`, taken off the shelf.
+    pub fn take(&self, context: &str) -> Option<Shelved> {
+        self.held.lock().ok()?.remove(context)
+    }
+
+    /// How many folders are kept.
+    pub fn len(&self) -> usize {
+        self.held.lock().map(|h| h.len()).unwrap_or(0)
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Moves `shelved` into place as `work` (a folder holding only the empty folders the
+/// call's preparation made, which go) and keeps of it what `files` still holds unchanged
+/// (see the module docs), given to `uid`; everything else is removed. The caller makes
+/// the call's working folder again. Returns what was kept, by path. On any failure the
+/// folder is removed whole and nothing is kept: the call lays every file out anew.
+pub fn adopt(
+    shelved: Shelved,
+    work: &Path,
+    uid: Option<u32>,
+    files: &[WorkFile],
+) -> BTreeMap<String, Known> {
+    let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let fresh = |work: &Path| {
+        let _ = std::fs::create_dir(work);
+        if let Some(uid) = uid {
+            let _ = std::os::unix::fs::lchown(work, Some(uid), Some(uid));
+        }
+    };
+    let moved = crate::sandbox::remove_tree::remove_tree(work)
+        .and_then(|()| std::fs::rename(&shelved.dir, work))
+        .and_then(|()| std::fs::set_permissions(work, std::fs::Permissions::from_mode(0o700)))
+        .and_then(|()| match uid {
+            Some(uid) => std::os::unix::fs::lchown(work, Some(uid), Some(uid)),
+            None => Ok(()),
+        });
+    if let Err(e) = moved {
+        tracing::debug!(error = %e, "cannot take the kept work folder; laying it out anew");
+        Sweeper::global().remove(shelved.dir);
+        fresh(work);
+        return BTreeMap::new();
+    }
+    let mut kept = BTreeMap::new();
+    let walked = walk(
+        work,
+        "",
+        0,
+        &mut |rel, path, meta| {
+            let keep = (wanted.get(rel), shelved.baseline.files.get(rel));
+            let (Some(want), Some(known)) = keep else {
+                return Ok(false);
+            };
+            let unchanged = meta.is_file()
+                && meta.nlink() == 1
+                && known.sha256 == want.sha256
+                && known.executable == want.executable
+                && Stamp::of_meta(meta) == known.stamp;
+            if !unchanged {
+                return Ok(false);
+            }
+            let mode = if want.executable { 0o755 } else { 0o644 };
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+            if let Some(uid) = uid {
+                std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+            }
+            let meta = std::fs::symlink_metadata(path)?;
+            kept.insert(
+                rel.to_string(),
+                Known {
+                    stamp: Stamp::of_meta(&meta),
+                    sha256: want.sha256.clone(),
+                    executable: want.executable,
+                },
+            );
+            Ok(true)
+        },
+        uid,
+    );
+    match walked {
+        Ok(_) => kept,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reuse the kept work folder; laying it out anew");
+            let aside = work.with_extension("discarded");
+            if std::fs::rename(work, &aside).is_ok() {
+                Sweeper::global().remove(aside);
+            }
+            fresh(work);
+            BTreeMap::new()
+        }
+    }
+}
+
+/// Walks `dir` (at `rel`, `depth` deep) without following a link: `keep` decides for each
+/// entry that is not a folder (false: removed); a folder is given to `uid` (0700) and
+/// removed when nothing under it was kept. Returns whether anything under `dir` was kept.
+fn walk(
+    dir: &Path,
+    rel: &str,
+    depth: usize,
+    keep: &mut dyn FnMut(&str, &Path, &std::fs::Metadata) -> std::io::Result<bool>,
+    uid: Option<u32>,
+) -> std::io::Result<bool> {
+    if depth > super::MAX_DEPTH {
+        return Err(std::io::Error::other("the kept folder is nested too deep"));
+    }
+    let mut any = false;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            remove_entry(&entry.path())?;
+            continue;
+        };
+        let child_rel = if rel.is_empty() {
+            name.to_string()
+        } else {
+            format!("{rel}/{name}")
+        };
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path)?;
+        if meta.is_dir() {
+            if walk(&path, &child_rel, depth + 1, keep, uid)? {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700))?;
+                if let Some(uid) = uid {
+                    std::os::unix::fs::lchown(&path, Some(uid), Some(uid))?;
+                }
+                any = true;
+            } else {
+                std::fs::remove_dir(&path)?;
+            }
+        } else if keep(&child_rel, &path, &meta)? {
+            any = true;
+        } else {
+            std::fs::remove_file(&path)?;
+        }
+    }
+    Ok(any)
+}
+
+/// Removes one entry a walk cannot name (not UTF-8): a folder with all it holds.
+fn remove_entry(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path)?.is_dir() {
+        true => crate::sandbox::remove_tree::remove_tree(path),
+        false => std::fs::remove_file(path),
+    }
+}

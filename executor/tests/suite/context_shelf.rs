@@ -1,0 +1,162 @@
+//! A context's work folder kept between its calls on one executor (`workdir::shelf`): the
+//! next call finds its unchanged files in place (the same inodes: nothing copied), sees
+//! what the core changed or removed since, and never anything that changed on the
+//! executor after the sync: not a file a process left running tried to rewrite (the call's
+//! end killed it first), not a kept file altered on disk, not a link the tool made.
+
+use std::time::Instant;
+
+use serde_json::json;
+use skillbox_executor::call;
+use skillbox_executor::registry::Registry;
+use skillbox_executor::sandbox::reaper::Releaser;
+use skillbox_executor::sandbox::Sandbox;
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::workdir::WorkDir;
+
+use super::context_files::{runtime, sandbox};
+use super::harness::fake_core::FakeCore;
+use super::harness::{running_as_root, scratch_root, shell_skill, SkillRoot};
+
+/// Runs the shell skill in context `c1`, as the core names it, on `sandbox`; returns its
+/// stdout once the call's end (and the folder's move to the shelf) is done.
+fn run(sandbox: &Sandbox, root: &SkillRoot, core: &FakeCore) -> String {
+    let params = ToolExecuteParams {
+        call_id: "shelf-call".into(),
+        capability_token: SecretValue("tok".into()),
+        skill: "shell".into(),
+        tool: "run".into(),
+        args: json!({}),
+        envelope: Envelope::default(),
+        traceparent: None,
+        workdir: Some(WorkDir {
+            context_id: Some("c1".into()),
+            ..core.workdir()
+        }),
+        script: None,
+    };
+    let registry = Registry::load(root.skills());
+    let r: ToolResult = runtime().block_on(call::execute(
+        sandbox,
+        &registry,
+        core,
+        params,
+        Instant::now(),
+    ));
+    Releaser::global().wait_idle();
+    assert!(r.success, "{r:?}");
+    r.data.as_ref().unwrap()["stdout"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Whether this machine gives calls users of their own (only those folders are kept).
+fn kept_here() -> bool {
+    if !running_as_root() {
+        eprintln!(
+            "SKIPPED: not root, so calls run without users of their own and no folder is kept"
+        );
+        return false;
+    }
+    true
+}
+
+#[test]
+fn the_next_call_keeps_unchanged_files_in_place_and_sees_what_the_core_changed() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "for f in *.txt; do printf '%s %s %s\\n' \"$f\" \"$(stat -c %i \"$f\")\" \"$(cat \"$f\")\"; done\n",
+    );
+    let core = FakeCore::with(&[("a.txt", b"one"), ("b.txt", b"two"), ("c.txt", b"three")]);
+    let sandbox = sandbox();
+    let first = run(&sandbox, &root, &core);
+    let second = run(&sandbox, &root, &core);
+    assert_eq!(
+        first, second,
+        "the same files, the same inodes: nothing was copied again"
+    );
+    let shelf = skillbox_executor::workdir::WorkShelf::of(sandbox.blobs()).unwrap();
+    assert_eq!(shelf.len(), 1);
+
+    // The core changes b.txt and removes c.txt between the calls.
+    core.files
+        .lock()
+        .unwrap()
+        .insert("b.txt".into(), b"TWO".to_vec());
+    core.files.lock().unwrap().remove("c.txt");
+    let third = run(&sandbox, &root, &core);
+    let inode = |out: &str, name: &str| {
+        out.lines()
+            .find(|l| l.starts_with(name))
+            .map(|l| l.split(' ').nth(1).unwrap().to_string())
+    };
+    assert_eq!(inode(&third, "a.txt"), inode(&first, "a.txt"), "{third}");
+    assert!(
+        third.contains("b.txt") && third.contains(" TWO\n"),
+        "{third}"
+    );
+    assert!(
+        !third.contains("c.txt"),
+        "a file the core removed is gone: {third}"
+    );
+}
+
+#[test]
+fn a_process_left_running_cannot_change_the_kept_folder() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    // The first call leaves a process (a session of its own: out of the tool's group; its
+    // output elsewhere, so the call does not wait for it) that rewrites a.txt 1.5 s later,
+    // long after the call ended and its folder was kept.
+    shell_skill(
+        &root,
+        "if [ ! -e started ]; then : > started; (setsid sh -c 'sleep 1.5; printf evil > a.txt' </dev/null >/dev/null 2>&1 &) ; fi; sleep 0.1; cat a.txt\n",
+    );
+    let core = FakeCore::with(&[("a.txt", b"good")]);
+    let sandbox = sandbox();
+    assert_eq!(run(&sandbox, &root, &core), "good");
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(run(&sandbox, &root, &core), "good");
+    assert_eq!(core.file("a.txt").as_deref(), Some(&b"good"[..]));
+}
+
+#[test]
+fn a_kept_file_altered_on_disk_or_a_link_the_tool_made_is_never_served() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "cat a.txt; echo; ls -A | tr '\\n' ' '; ln -sf /etc/passwd link; mkfifo pipe 2>/dev/null; true\n",
+    );
+    let core = FakeCore::with(&[("a.txt", b"core's")]);
+    let sandbox = sandbox();
+    let first = run(&sandbox, &root, &core);
+    assert!(first.starts_with("core's\na.txt "), "{first}");
+    // Something alters the kept copy on disk (the shelf is root's, under the cache).
+    let shelf = scratch_root()
+        .join(".blobs")
+        .join(std::process::id().to_string())
+        .join("shelf");
+    let kept: Vec<_> = std::fs::read_dir(&shelf).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "{shelf:?}");
+    std::fs::write(kept[0].path().join("a.txt"), "tampered").unwrap();
+    let second = run(&sandbox, &root, &core);
+    assert!(
+        second.starts_with("core's\na.txt "),
+        "the core's bytes, not the altered ones: {second}"
+    );
+    assert!(
+        !second.contains("link") && !second.contains("pipe"),
+        "{second}"
+    );
+}
