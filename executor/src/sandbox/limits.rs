@@ -25,9 +25,12 @@ pub const DEFAULT_MAX_OPEN_FILES: u64 = 256;
 /// code cache, Go its arenas' index, gigabytes they never touch (measured: the JVM 17
 /// needs about 3.5 GiB on a 24 GiB machine, Node 20 and Go 1.19 less than 1 GiB), and V8
 /// about 10 GiB for each WebAssembly memory (its guard region): Node's `fetch` parses HTTP
-/// with one, and failed under 8 GiB ("fetch failed", measured with Node 18 and 20).
-/// `RLIMIT_DATA` still limits what is used.
-pub const RUNTIME_RESERVE_MB: u64 = 32 * 1024;
+/// with one, and failed under 8 GiB ("fetch failed", measured with Node 18 and 20), and
+/// headless Chromium its allocator's pools and V8's sandbox cage: it trapped at start
+/// under 34 and 66 GiB and started every time from 130 GiB (Chromium 156). Not a bound on
+/// memory in use: `RLIMIT_DATA` limits that, and shared mappings, which only this one
+/// counts, were never bounded by it on a machine with less memory than the reserve.
+pub const RUNTIME_RESERVE_MB: u64 = 256 * 1024;
 
 const MIB: u64 = 1024 * 1024;
 

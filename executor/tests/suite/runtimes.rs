@@ -400,3 +400,34 @@ fn session_killed_at_its_memory_limit_says_so_in_its_output() {
     );
     assert_mentions(&answer.output, "raise [exec] memory_mb");
 }
+
+/// Headless Chromium under rlimits (the shipped containers, where the executor has no
+/// cgroup of its own): its allocator's pools and V8's sandbox cage need more address
+/// space than the old 32 GiB reserve (it trapped at start), and `RLIMIT_DATA` counts what
+/// it reserves writable, so a browser skill declares 1024 MiB. The page's script runs.
+#[test]
+fn headless_chromium_starts_under_rlimits_with_a_browser_skills_memory() {
+    if !have("chromium-headless-shell") {
+        eprintln!("SKIPPED: chromium-headless-shell is not installed here");
+        return;
+    }
+    let root = SkillRoot::new();
+    root.skill(
+        "browser",
+        "name: browser\n\
+         description: renders a page\n\
+         execution: { memory_mb: 1024, timeout_ms: 60000 }\n\
+         tools:\n  \
+           - name: run\n    \
+             description: dumps the DOM of a page whose script writes its text\n    \
+             command: [\"chromium-headless-shell\", \"--no-sandbox\", \"--no-zygote\", \"--in-process-gpu\", \"--disable-gpu\", \"--disable-dev-shm-usage\", \"--dump-dom\", \"data:text/html,<p id=m>static</p><script>m.textContent='ran '+6*7</script>\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[],
+    );
+    for _ in 0..3 {
+        let outcome = root.call("browser:run").flag("--no-memory-cgroups").run();
+        let stdout = outcome.data()["stdout"].as_str().unwrap_or_default().to_string();
+        assert!(stdout.contains("ran 42"), "{stdout}");
+    }
+}
