@@ -90,6 +90,7 @@ teardown() {
     compose logs --no-color --tail=60 >&2 2>&1
   fi
   compose down -v --remove-orphans --timeout 5 >/dev/null 2>&1
+  [ -z "${extra_build:-}" ] || { kill "$extra_build" 2>/dev/null; wait "$extra_build" 2>/dev/null; }
   docker rmi -f "$extra_executor" "$extra_core" >/dev/null 2>&1
   local left
   left=$(docker ps -aq --filter "label=com.docker.compose.project=$project"
@@ -105,6 +106,20 @@ teardown() {
 }
 trap teardown EXIT
 trap 'exit 130' INT TERM
+
+# The executor image extended with the gallery's programs (checked at the end): built in
+# the background while the deployment is tested, since most of its time is apt's
+# downloads and unpacking, and the suite mostly waits on the deployment.
+extra_packages="jq libreoffice-calc-nogui libreoffice-writer-nogui chromium-headless-shell default-jdk-headless"
+(
+  extra_started=$(date +%s)
+  SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
+    SKILLBOX_CORE_IMAGE="$extra_core" SKILLBOX_BASE_IMAGE="${SKILLBOX_BASE_IMAGE:-skillbox-base:bookworm}" \
+    docker/build.sh >"$work/extra.log" 2>&1
+  echo $? >"$work/extra.rc"
+  echo $(($(date +%s) - extra_started)) >"$work/extra.secs"
+) &
+extra_build=$!
 
 # --- up to healthy -----------------------------------------------------------------------
 echo "test-compose: project $project (${compose_cmd[*]})"
@@ -655,14 +670,13 @@ jobs_direct
 # Chromium and a JDK, as an operator adds them for the office, web-app testing and Java
 # skills, then runs the gallery's skills in that image as compose runs the executor (its
 # capabilities, read-only root, no network).
-extra_packages="jq libreoffice-calc-nogui libreoffice-writer-nogui chromium-headless-shell default-jdk-headless"
+# (Built in the background since the start: extra_build.)
 echo "test-compose: extending the executor image (EXTRA_DEBIAN_PACKAGES=$extra_packages)"
-extra_started=$(date +%s)
-if SKILLBOX_SKIP_CARGO=1 SKILLBOX_EXTRA_DEBIAN_PACKAGES="$extra_packages" SKILLBOX_EXECUTOR_IMAGE="$extra_executor" \
-  SKILLBOX_CORE_IMAGE="$extra_core" SKILLBOX_BASE_IMAGE="${SKILLBOX_BASE_IMAGE:-skillbox-base:bookworm}" \
-  docker/build.sh >"$work/extra.log" 2>&1; then
+wait "$extra_build" 2>/dev/null || true
+extra_build=""
+if [ "$(cat "$work/extra.rc" 2>/dev/null)" = 0 ]; then
   out=$(docker run --rm --entrypoint bash "$extra_executor" -c 'jq --version; python3 -m pip --version; node --version; npm --version; git --version; curl --version | head -n1' 2>&1)
-  expect "the image built with EXTRA_DEBIAN_PACKAGES has jq beside python3-pip, node, npm, git and curl ($(($(date +%s) - extra_started)) s)" \
+  expect "the image built with EXTRA_DEBIAN_PACKAGES has jq beside python3-pip, node, npm, git and curl (built in $(cat "$work/extra.secs") s, beside the suite)" \
     "$(printf '%s' "$out" | as_json)" \
     'r.startswith("jq-") and "pip " in r and r.count("\n") >= 5 and "git version" in r and "curl " in r'
   caps=()

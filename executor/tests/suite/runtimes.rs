@@ -427,7 +427,10 @@ fn headless_chromium_starts_under_rlimits_with_a_browser_skills_memory() {
     );
     for _ in 0..3 {
         let outcome = root.call("browser:run").flag("--no-memory-cgroups").run();
-        let stdout = outcome.data()["stdout"].as_str().unwrap_or_default().to_string();
+        let stdout = outcome.data()["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         assert!(stdout.contains("ran 42"), "{stdout}");
     }
 }

@@ -126,6 +126,12 @@ fn prepare(ws: &Path) {
         let module = requirements.split("==").next().unwrap();
         write_show_skill(&dir, name, requirements, module);
     }
+    use_index(ws, port);
+}
+
+/// The workspace's configuration building from the index on `port` (`index.test`, its
+/// files also on `files.other.test`, both pinned to 127.0.0.1), on demand.
+pub fn use_index(ws: &Path, port: u16) {
     let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
     toml = toml.replacen(
         "allow_private = [",

@@ -24,17 +24,7 @@ fn use_index(ws: &Path, port: u16, skills: &[(&str, &str)]) {
         let dir = ws.join("skills").join(name);
         write_show_skill(&dir, name, &format!("{requirement}\n"), module);
     }
-    let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
-    toml = toml.replacen(
-        "allow_private = [",
-        &format!("allow_private = [\"index.test:{port}\", "),
-        1,
-    );
-    toml.push_str(&format!(
-        "\n[deps]\nindex_url = \"http://index.test:{port}/simple\"\nbuild_on_load = false\n\n\
-         [egress]\nresolve = {{ \"index.test\" = \"127.0.0.1\" }}\n"
-    ));
-    std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+    super::deps::use_index(ws, port);
 }
 
 fn wheel(name: &str) -> String {
