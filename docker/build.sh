@@ -6,6 +6,10 @@
 #   SKILLBOX_SKIP_CARGO=1 docker/build.sh    # images from the binaries already built
 #   SKILLBOX_PROFILE=debug docker/build.sh   # target/debug binaries (CI: already built by
 #                                            # the test run; saves the release compile)
+#   SKILLBOX_PACKAGES_ONLY=1 docker/build.sh # only the base and the images' layers before
+#                                            # the binaries (their Debian packages), into the
+#                                            # build cache; needs no binary (CI: while the
+#                                            # tests compile and run)
 #
 # The binaries are taken from $CARGO_TARGET_DIR/<profile> when CARGO_TARGET_DIR is set (else
 # target/<profile>); from outside the repository they are copied to target/docker-bin/ first,
@@ -36,12 +40,14 @@ esac
 built=$target_dir/$profile
 
 skip_cargo=${SKILLBOX_SKIP_CARGO:-0}
+packages_only=${SKILLBOX_PACKAGES_ONLY:-0}
+[ "$packages_only" != 1 ] || skip_cargo=1
 if [ "$skip_cargo" != 1 ]; then
   echo "build: cargo build ${cargo_args[*]} -p skillbox-cli -p skillbox-executor"
   cargo build "${cargo_args[@]}" --locked -p skillbox-cli -p skillbox-executor
 fi
 for bin in skillbox skillbox-executor; do
-  if [ ! -x "$built/$bin" ]; then
+  if [ "$packages_only" != 1 ] && [ ! -x "$built/$bin" ]; then
     if [ "$skip_cargo" = 1 ]; then
       echo "build: $built/$bin is missing; SKILLBOX_SKIP_CARGO=1 packs binaries already built:" \
         "build them first (cargo build ${cargo_args[*]} -p skillbox-cli -p skillbox-executor)" \
@@ -55,7 +61,7 @@ for bin in skillbox skillbox-executor; do
 done
 # The build context is the repository (.dockerignore admits target/<profile>/ and
 # target/docker-bin/<profile>/ binaries only).
-if [ "$built" = "$repo/target/$profile" ]; then
+if [ "$built" = "$repo/target/$profile" ] || [ "$packages_only" = 1 ]; then
   bin_dir=target/$profile
 else
   bin_dir=target/docker-bin/$profile
@@ -79,18 +85,27 @@ fi
 echo "build: base image $base"
 
 build() { # image dockerfile [docker build arguments...]
-  local image=$1 dockerfile=$2 started
+  local image=$1 dockerfile=$2 started context=.
   shift 2
   started=$(date +%s)
   local log
   log=$(mktemp)
-  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BIN_DIR=$bin_dir" "$@" -f "$dockerfile" -t "$image" . >"$log" 2>&1; then
+  if [ "$packages_only" = 1 ]; then
+    # The Dockerfile up to its binaries, the same instructions with the same arguments:
+    # the full build later finds these layers in the cache.
+    context=$(mktemp -d)
+    sed '/^ARG BIN_DIR/,$d' "$dockerfile" >"$context/Dockerfile"
+    dockerfile=$context/Dockerfile
+    image=$image-packages
+  fi
+  if ! docker build --build-arg "BASE_IMAGE=$base" --build-arg "BIN_DIR=$bin_dir" "$@" -f "$dockerfile" -t "$image" "$context" >"$log" 2>&1; then
     cat "$log" >&2
     rm -f "$log"
     echo "build: docker build -f $dockerfile failed" >&2
     return 1
   fi
   rm -f "$log"
+  [ "$context" = . ] || rm -rf "$context"
   echo "build: $image in $(($(date +%s) - started)) s ($(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%d MB", $1/1e6}'))"
 }
 build "$core_image" docker/core.Dockerfile
