@@ -41,7 +41,10 @@ pub fn deps(a: DepsArgs) -> anyhow::Result<u8> {
     let path = format!("/v1/skills/{}/deps", a.name);
     let body = json!({"rebuild": a.rebuild});
     let ticker = (!a.json).then(|| {
-        super::progress::Ticker::start(format!("building the dependencies of {}", a.name))
+        super::progress::Ticker::start_with(
+            format!("building the dependencies of {}", a.name),
+            super::deps_wait::watch(core.clone(), a.name.clone()),
+        )
     });
     let (status, answer) = client::runtime()?.block_on(core.send("POST", &path, Some(&body)))?;
     drop(ticker);

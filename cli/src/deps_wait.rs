@@ -32,7 +32,10 @@ pub fn after_add(core: &CoreClient, names: &[String], wait: bool) -> anyhow::Res
             continue;
         }
         let started = Instant::now();
-        let ticker = Ticker::start(format!("{name}: building its dependencies"));
+        let ticker = Ticker::start_with(
+            format!("{name}: building its dependencies"),
+            watch(core.clone(), name.clone()),
+        );
         let mut last = Some(problem);
         while last.as_deref().is_some_and(|p| p.contains("being built"))
             && started.elapsed() < MAX_WAIT
@@ -53,6 +56,32 @@ pub fn after_add(core: &CoreClient, names: &[String], wait: bool) -> anyhow::Res
     Ok(if failed { EXIT_FAILED } else { 0 })
 }
 
+/// What a build of `name` has downloaded so far, asked of the core at each call
+/// (`dependencies.progress`): `3 downloads, 48.2 MB (1 from the cache)`.
+pub fn watch(core: CoreClient, name: String) -> impl FnMut() -> Option<String> + Send {
+    let rt = client::runtime().ok();
+    move || {
+        let entry = rt.as_ref()?.block_on(skill(&core, &name));
+        progress_line(&entry["dependencies"]["progress"])
+    }
+}
+
+/// `progress` as the line says it, when a build runs.
+fn progress_line(progress: &Value) -> Option<String> {
+    let bytes = progress["bytes"].as_u64()?;
+    let downloads = progress["connections"].as_u64().unwrap_or(0);
+    let cached = progress["from_cache"].as_u64().unwrap_or(0);
+    let mut line = format!(
+        "{downloads} download{}, {:.1} MB",
+        if downloads == 1 { "" } else { "s" },
+        bytes as f64 / 1e6
+    );
+    if cached > 0 {
+        line.push_str(&format!(" ({cached} from the cache)"));
+    }
+    Some(line)
+}
+
 /// The skill's entry (`Null` when the core does not answer).
 async fn skill(core: &CoreClient, name: &str) -> Value {
     core.json("GET", &format!("/v1/skills/{name}"), None)
@@ -65,4 +94,21 @@ fn deps_problem(entry: &Value) -> Option<String> {
     entry["dependencies"]["problem"]
         .as_str()
         .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_says_downloads_megabytes_and_cache_hits() {
+        let p = serde_json::json!({"bytes": 48_200_000, "connections": 3, "from_cache": 1, "elapsed_s": 4});
+        assert_eq!(
+            progress_line(&p).as_deref(),
+            Some("3 downloads, 48.2 MB (1 from the cache)")
+        );
+        let p = serde_json::json!({"bytes": 0, "connections": 1, "from_cache": 0});
+        assert_eq!(progress_line(&p).as_deref(), Some("1 download, 0.0 MB"));
+        assert_eq!(progress_line(&Value::Null), None);
+    }
 }

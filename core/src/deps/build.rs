@@ -14,7 +14,7 @@ use super::DepsBuilder;
 use crate::auth::CallOrigin;
 use crate::calls::{ActiveCall, CallError};
 use crate::random;
-use crate::state::deps::DepsRecord;
+use crate::state::deps::{BuildProgress, DepsRecord};
 use crate::state::store::unix_ms_now;
 
 /// Slack on top of `[deps] build_timeout_ms` for the executor's answer.
@@ -171,10 +171,14 @@ impl DepsBuilder {
             memory_mb: config.memory_mb,
         };
         let timeout = Duration::from_millis(config.build_timeout_ms) + ANSWER_SLACK;
+        let reporter = self.report_progress(&skill.name, &active);
         let answer = self
             .transport
             .deps_build(addr.clone(), params, timeout)
             .await;
+        if let Some(reporter) = reporter {
+            reporter.abort();
+        }
         let seen = Seen {
             refused: refusals(&active),
             from_cache: active.egress.from_cache(),
@@ -190,6 +194,37 @@ impl DepsBuilder {
             }
         };
         Ok((step, seen))
+    }
+}
+
+impl DepsBuilder {
+    /// Notes in the records, every half second while the build runs, what its egress
+    /// proxy has seen of it (`GET /v1/skills/{name}`'s `dependencies.progress`, which
+    /// `skill deps` and `skill add --wait` draw).
+    fn report_progress(
+        &self,
+        name: &str,
+        active: &Arc<ActiveCall>,
+    ) -> Option<tokio::task::JoinHandle<()>> {
+        let records = self.records.clone()?;
+        let (name, active) = (name.to_string(), Arc::clone(active));
+        let started = std::time::Instant::now();
+        Some(tokio::spawn(async move {
+            loop {
+                let egress = &active.egress;
+                let ended = egress.snapshot();
+                records.set_progress(
+                    &name,
+                    BuildProgress {
+                        bytes: egress.bytes_so_far(),
+                        connections: ended.connections.len() as u64 + ended.unlisted,
+                        from_cache: egress.from_cache_count() as u64,
+                        elapsed_s: started.elapsed().as_secs(),
+                    },
+                );
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        }))
     }
 }
 

@@ -55,6 +55,20 @@ pub struct DepsRecords {
     dir: PathBuf,
     records: RwLock<BTreeMap<String, DepsRecord>>,
     building: Mutex<BTreeSet<String>>,
+    progress: Mutex<BTreeMap<String, BuildProgress>>,
+}
+
+/// What a build in progress has downloaded so far, as its egress proxy saw it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct BuildProgress {
+    /// Bytes moved over its connections (both ways), live.
+    pub bytes: u64,
+    /// Its connections that ended (a download each, on an index that closes them).
+    pub connections: u64,
+    /// Package files the download cache answered.
+    pub from_cache: u64,
+    /// Seconds since it started.
+    pub elapsed_s: u64,
 }
 
 impl DepsRecords {
@@ -84,6 +98,7 @@ impl DepsRecords {
             dir,
             records: RwLock::new(records),
             building: Mutex::new(BTreeSet::new()),
+            progress: Mutex::default(),
         }
     }
 
@@ -120,6 +135,23 @@ impl DepsRecords {
     pub fn finish(&self, name: &str) {
         let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
         building.remove(name);
+        (self.progress.lock().unwrap_or_else(PoisonError::into_inner)).remove(name);
+    }
+
+    /// Notes how far `name`'s build has come (while it is building).
+    pub fn set_progress(&self, name: &str, progress: BuildProgress) {
+        let building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
+        if building.contains(name) {
+            let mut all = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+            all.insert(name.to_string(), progress);
+        }
+    }
+
+    /// How far `name`'s build has come, while it runs.
+    pub fn progress(&self, name: &str) -> Option<BuildProgress> {
+        (self.progress.lock().unwrap_or_else(PoisonError::into_inner))
+            .get(name)
+            .copied()
     }
 
     /// Why `skill` cannot run for want of its dependencies (`None`: it has none, or they

@@ -13,6 +13,7 @@ mod contexts;
 mod delegation;
 mod deps;
 mod deps_cache;
+mod deps_progress;
 mod drain;
 mod egress;
 mod egress_secrets;

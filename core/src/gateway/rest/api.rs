@@ -177,6 +177,9 @@ pub struct SkillDependencies {
     pub build: Option<crate::state::deps::DepsRecord>,
     /// Why the skill cannot run for want of them, if it cannot.
     pub problem: Option<String>,
+    /// How far the build that runs now has come.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<crate::state::deps::BuildProgress>,
 }
 
 /// `GET /v1/approvals`.

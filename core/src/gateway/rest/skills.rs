@@ -51,6 +51,7 @@ pub async fn get(gw: &Gateway, req: Req) -> Reply {
             declared: s.dependencies.clone(),
             build: gw.skills.availability.deps().and_then(|d| d.get(name)),
             problem: gw.skills.availability.deps().and_then(|d| d.problem(s)),
+            progress: gw.skills.availability.deps().and_then(|d| d.progress(name)),
         },
     }))
 }

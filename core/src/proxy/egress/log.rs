@@ -43,6 +43,19 @@ impl EgressLog {
             .clone()
     }
 
+    /// Bytes moved both ways over all the call's connections so far (live, not only those
+    /// that ended).
+    pub fn bytes_so_far(&self) -> u64 {
+        self.0.bytes.load(Ordering::Acquire)
+    }
+
+    /// How many URLs the dependency cache answered so far.
+    pub fn from_cache_count(&self) -> usize {
+        (self.0.from_cache.lock())
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
     /// Notes that the dependency cache answered `url` (a build's request).
     pub(super) fn served_from_cache(&self, url: &str) {
         let mut urls = (self.0.from_cache.lock()).unwrap_or_else(PoisonError::into_inner);
