@@ -17,7 +17,8 @@ use std::sync::Mutex;
 /// The folder of the scratch root that holds the caches.
 pub const BLOBS_DIR: &str = ".blobs";
 
-/// Default most bytes the cache holds (`serve --blob-cache-mb`).
+/// Default most bytes the cache holds (`SandboxConfig::blob_cache_bytes`); the work
+/// folders kept between calls (`workdir::shelf`) hold as many again at most.
 pub const DEFAULT_CAP_BYTES: u64 = 512 * 1024 * 1024;
 
 /// One blob held: its size and when it was last used (a counter).

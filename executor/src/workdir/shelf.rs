@@ -13,7 +13,7 @@
 //! given to the new call's user. Two calls of one context at once: the second lays out
 //! anew. Only calls with a user of their own are kept (their end kills every process of
 //! that user before the folder moves); bounded by [`MAX_SHELVED`] folders and as many bytes
-//! as the blob cache may hold (`serve --blob-cache-mb`: both live in the scratch root,
+//! as the blob cache may hold (512 MiB by default; both live in the scratch root,
 //! which may be a bounded tmpfs), the longest unused going first.
 
 use std::collections::{BTreeMap, HashMap};
@@ -280,6 +280,58 @@ fn remove_entry(path: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A baseline of one file of `size` bytes.
+    fn baseline(size: u64) -> Baseline {
+        let known = Known {
+            stamp: Stamp {
+                ino: 1,
+                size,
+                mtime: (0, 0),
+                ctime: (0, 0),
+            },
+            sha256: "00".repeat(32),
+            executable: false,
+        };
+        Baseline {
+            files: BTreeMap::from([("f".to_string(), known)]),
+        }
+    }
+
+    /// The shelf's bounds: its bytes (the blob cache's) and [`MAX_SHELVED`] folders, the
+    /// longest unused going first; a folder larger than the whole bound is not kept; a
+    /// context's newer folder replaces its older one.
+    #[test]
+    fn the_shelf_keeps_within_its_bytes_and_folders_evicting_the_longest_unused() {
+        let root = tempfile::tempdir().unwrap();
+        let shelf = WorkShelf::new(root.path().join("shelf"), 100).unwrap();
+        let work = |n: &str| {
+            let dir = root.path().join(n);
+            std::fs::create_dir(&dir).unwrap();
+            dir
+        };
+        shelf.put("a", &work("wa"), baseline(40));
+        shelf.put("b", &work("wb"), baseline(40));
+        shelf.put("c", &work("wc"), baseline(40));
+        assert_eq!(shelf.len(), 2, "120 bytes past the 100 allowed: one goes");
+        assert!(shelf.take("a").is_none(), "the longest unused went first");
+        assert!(shelf.take("b").is_some() && shelf.take("c").is_some());
+        shelf.put("big", &work("wbig"), baseline(101));
+        assert!(
+            shelf.is_empty(),
+            "a folder larger than the whole bound is not kept"
+        );
+        assert!(root.path().join("wbig").exists(), "and stays where it was");
+        shelf.put("d", &work("wd1"), baseline(10));
+        shelf.put("d", &work("wd2"), baseline(10));
+        assert_eq!(shelf.len(), 1, "a context keeps one folder");
+        let many = WorkShelf::new(root.path().join("many"), u64::MAX).unwrap();
+        for i in 0..=MAX_SHELVED {
+            many.put(&format!("ctx{i}"), &work(&format!("m{i}")), baseline(1));
+        }
+        assert_eq!(many.len(), MAX_SHELVED);
+        assert!(many.take("ctx0").is_none());
+    }
 
     /// The shipped containers give the executor `CAP_CHOWN` but not `CAP_FOWNER`: a kept
     /// file the last call's user owns, in a mode other than the one it is laid out in,
