@@ -13,6 +13,11 @@ one host, files on another), which a build reaches when `[deps] file_hosts` name
 
 The server counts the GETs of each path; `GET /_counts` answers them as JSON. RATE, when
 given, is the most bytes per second a file is sent at (a download from a remote index).
+
+With PYINDEX_TLS=CERT_PEM:KEY_PEM in the environment the index speaks HTTPS with that
+certificate (PyPI's scheme; "split" links are https too), and a second, plain listener
+answers `/_counts` (and the same files) for the test: the server prints both ports on its
+first line, the HTTPS one first.
 """
 import base64
 import hashlib
@@ -20,6 +25,7 @@ import http.server
 import io
 import json
 import os
+import ssl
 import sys
 import tarfile
 import threading
@@ -105,6 +111,15 @@ def main():
     os.makedirs(f"{root}/files", exist_ok=True)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     port = server.server_address[1]
+    tls = os.environ.get("PYINDEX_TLS")
+    scheme, plain = "http", None
+    if tls:
+        cert, key = tls.split(":", 1)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
+        plain = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     links = {}
     for p in spec:
         name, version, kind = p["name"], p["version"], p.get("kind", "wheel")
@@ -118,7 +133,7 @@ def main():
         sha = hashlib.sha256(data).hexdigest()
         base = {
             "offsite": "http://files.other.test:9/files",
-            "split": f"http://files.split.test:{port}/files",
+            "split": f"{scheme}://files.split.test:{port}/files",
         }.get(kind, "/files")
         links.setdefault(name, []).append(f'<a href="{base}/{file}#sha256={sha}">{file}</a>')
     for name, items in links.items():
@@ -135,7 +150,11 @@ def main():
 
     threading.Thread(target=watch, daemon=True).start()
     os.chdir(root)
-    print(port, flush=True)
+    if plain:
+        threading.Thread(target=plain.serve_forever, daemon=True).start()
+        print(port, plain.server_address[1], flush=True)
+    else:
+        print(port, flush=True)
     server.serve_forever()
 
 

@@ -62,7 +62,18 @@ impl TlsServer {
     }
 }
 
-fn server_config(host: &str) -> (Arc<rustls::ServerConfig>, String) {
+/// A certificate for `hosts` and its key, issued by a CA made for it.
+pub struct Issued {
+    /// The PEM of the CA that issued it.
+    pub ca_pem: String,
+    /// The certificate.
+    pub cert: rcgen::Certificate,
+    /// Its key.
+    pub key: KeyPair,
+}
+
+/// Makes a CA of the test's own and a server certificate for `hosts` issued by it.
+pub fn issue(hosts: &[&str]) -> Issued {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
@@ -71,10 +82,20 @@ fn server_config(host: &str) -> (Arc<rustls::ServerConfig>, String) {
     let ca_cert = ca.self_signed(&ca_key).expect("CA certificate");
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().expect("leaf key");
-    let mut leaf = CertificateParams::new(vec![host.to_string()]).expect("leaf params");
-    leaf.distinguished_name = name(host);
+    let names: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+    let mut leaf = CertificateParams::new(names).expect("leaf params");
+    leaf.distinguished_name = name(hosts.first().copied().unwrap_or("localhost"));
     leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let cert = leaf.signed_by(&key, &issuer).expect("sign the leaf");
+    Issued {
+        ca_pem: ca_cert.pem(),
+        cert,
+        key,
+    }
+}
+
+fn server_config(host: &str) -> (Arc<rustls::ServerConfig>, String) {
+    let Issued { ca_pem, cert, key } = issue(&[host]);
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -85,7 +106,7 @@ fn server_config(host: &str) -> (Arc<rustls::ServerConfig>, String) {
             PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
         )
         .expect("server config");
-    (Arc::new(config), ca_cert.pem())
+    (Arc::new(config), ca_pem)
 }
 
 fn name(cn: &str) -> DistinguishedName {

@@ -26,6 +26,9 @@ use crate::harness::{Options, Skillbox};
 /// too).
 pub(super) struct Index {
     pub(super) port: u16,
+    /// The plain port `/_counts` is asked on (the same as `port` unless the index speaks
+    /// HTTPS).
+    counts_port: u16,
     _child: Child,
     _root: tempfile::TempDir,
 }
@@ -49,12 +52,28 @@ pub(super) fn index() -> &'static Index {
 /// An index of its own serving `spec` (`harness/pyindex.py`), sending files at most at
 /// `rate` bytes per second.
 pub(super) fn start_index(spec: &Value, rate: Option<u64>) -> Index {
+    spawn_index(spec, rate, None)
+}
+
+/// An index of its own serving `spec` over HTTPS with the certificate and key of the PEM
+/// files `tls` names.
+pub(super) fn start_tls_index(spec: &Value, tls: (&Path, &Path)) -> Index {
+    spawn_index(spec, None, Some(tls))
+}
+
+fn spawn_index(spec: &Value, rate: Option<u64>, tls: Option<(&Path, &Path)>) -> Index {
     let root = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/harness/pyindex.py");
     let mut command = Command::new("python3");
     command.arg(&script).arg(root.path()).arg(spec.to_string());
     if let Some(rate) = rate {
         command.arg(rate.to_string());
+    }
+    if let Some((cert, key)) = tls {
+        command.env(
+            "PYINDEX_TLS",
+            format!("{}:{}", cert.display(), key.display()),
+        );
     }
     let mut child = command
         .stdin(Stdio::null())
@@ -68,9 +87,13 @@ pub(super) fn start_index(spec: &Value, rate: Option<u64>) -> Index {
         &mut line,
     )
     .unwrap();
-    let port = line.trim().parse().expect("the index prints its port");
+    let ports: Vec<u16> = (line.split_whitespace())
+        .map(|p| p.parse().expect("the index prints its port"))
+        .collect();
+    let port = *ports.first().expect("the index prints its port");
     Index {
         port,
+        counts_port: ports.get(1).copied().unwrap_or(port),
         _child: child,
         _root: root,
     }
@@ -80,7 +103,7 @@ impl Index {
     /// How many GETs the index answered for each path.
     pub(super) fn counts(&self) -> Value {
         use std::io::{Read, Write};
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.counts_port)).unwrap();
         write!(s, "GET /_counts HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
         let mut out = String::new();
         s.read_to_string(&mut out).unwrap();

@@ -7,14 +7,18 @@
 //!   nothing for it, its record says the file came from the cache, and both skills import
 //!   it;
 //! - no false hit: a file never downloaded is fetched; a kept file altered on disk is
-//!   found out by its SHA-256, never served, and fetched again.
+//!   found out by its SHA-256, never served, and fetched again;
+//! - PyPI's shape over HTTPS: an index speaking TLS with a certificate of a CA the
+//!   operator trusts (`[egress] extra_roots`), its files on a second host (`[deps]
+//!   file_hosts`): the proxy ends the build's TLS with the workspace's egress CA, which
+//!   the build trusts, so the second skill's wheel still comes from the cache.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use serde_json::{json, Value};
 
-use super::deps::{build, script, start_index, write_show_skill, Index};
+use super::deps::{build, script, start_index, start_tls_index, write_show_skill, Index};
 use crate::harness::{Options, Skillbox};
 
 /// The configuration of a workspace building from the index on `port`.
@@ -199,6 +203,102 @@ fn a_new_url_is_fetched_and_a_kept_file_altered_on_disk_is_fetched_again() {
             "the file kept again",
             std::time::Duration::from_secs(10),
             || (kept(&sb).iter().any(|p| p.ends_with(&sha))).then_some(()),
+        );
+    }
+}
+
+/// The HTTPS index (pages on `index.test`, files on `files.split.test`), the PEM of the
+/// CA that issued its certificate, and the folder of its certificate and key.
+struct TlsIndex {
+    index: Index,
+    ca_pem: String,
+    _files: tempfile::TempDir,
+}
+
+fn tls_index() -> &'static TlsIndex {
+    static INDEX: OnceLock<TlsIndex> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let issued = crate::harness::tls_server::issue(&["index.test", "files.split.test"]);
+        let files = tempfile::tempdir().unwrap();
+        let (cert, key) = (files.path().join("cert.pem"), files.path().join("key.pem"));
+        std::fs::write(&cert, issued.cert.pem()).unwrap();
+        std::fs::write(&key, issued.key.serialize_pem()).unwrap();
+        let index = start_tls_index(
+            &json!([
+                {"name": "skbtls", "version": "1.0", "kind": "split", "pad_mb": 1},
+                {"name": "skbtlsextra", "version": "1.0", "kind": "split"},
+            ]),
+            (&cert, &key),
+        );
+        TlsIndex {
+            index,
+            ca_pem: issued.ca_pem,
+            _files: files,
+        }
+    })
+}
+
+/// Two skills sharing `skbtls`, building from the HTTPS index, its CA trusted by the
+/// operator.
+fn prepare_tls(ws: &Path) {
+    let TlsIndex { index, ca_pem, .. } = tls_index();
+    let port = index.port;
+    for (name, requirements) in [
+        ("tls-one", "skbtls==1.0\n"),
+        ("tls-two", "skbtls==1.0\nskbtlsextra==1.0\n"),
+    ] {
+        write_show_skill(&ws.join("skills").join(name), name, requirements, "skbtls");
+    }
+    std::fs::write(ws.join("index-test-ca.pem"), ca_pem).unwrap();
+    let mut toml = std::fs::read_to_string(ws.join("skillbox.toml")).unwrap();
+    toml = toml.replacen(
+        "allow_private = [",
+        &format!("allow_private = [\"index.test:{port}\", \"files.split.test:{port}\", "),
+        1,
+    );
+    toml.push_str(&format!(
+        "\n[deps]\nindex_url = \"https://index.test:{port}/simple\"\nbuild_on_load = false\n\
+         file_hosts = [\"https://files.split.test:{port}\"]\n\n\
+         [egress]\nresolve = {{ \"index.test\" = \"127.0.0.1\", \"files.split.test\" = \"127.0.0.1\" }}\n\
+         extra_roots = [\"index-test-ca.pem\"]\n"
+    ));
+    std::fs::write(ws.join("skillbox.toml"), toml).unwrap();
+}
+
+#[test]
+fn an_https_index_with_its_files_on_another_host_builds_and_its_wheels_are_cached() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare_tls),
+        ..Options::default()
+    });
+    let index = &tls_index().index;
+    let first = build(&sb, "tls-one");
+    assert_eq!(first["ok"], true, "{first}\n{}", sb.logs());
+    assert_eq!(index.counts()[wheel("skbtls")], 1, "{}", index.counts());
+    wait_kept(&sb, 1);
+
+    let second = build(&sb, "tls-two");
+    assert_eq!(second["ok"], true, "{second}\n{}", sb.logs());
+    assert_eq!(
+        index.counts()[wheel("skbtls")],
+        1,
+        "the second build asked the HTTPS file host for the wheel again: {}",
+        index.counts()
+    );
+    assert_eq!(
+        index.counts()[wheel("skbtlsextra")],
+        1,
+        "{}",
+        index.counts()
+    );
+    let url = format!("https://files.split.test:{}{}", index.port, wheel("skbtls"));
+    assert_eq!(second["from_cache"], json!([url]), "{second}");
+    for skill in ["tls-one", "tls-two"] {
+        let r = script(&sb, skill);
+        assert_eq!(
+            r["data"]["stdout"].as_str().map(str::trim),
+            Some("1.0"),
+            "{skill}: {r}"
         );
     }
 }
