@@ -66,16 +66,28 @@ pub fn watch(core: CoreClient, name: String) -> impl FnMut() -> Option<String> +
     }
 }
 
-/// `progress` as the line says it, when a build runs.
+/// `progress` as the line says it, when a build runs: the index pages read (about one per
+/// package resolved) and the package files asked for when the core read the build's
+/// requests, else the connections that ended.
 fn progress_line(progress: &Value) -> Option<String> {
     let bytes = progress["bytes"].as_u64()?;
-    let downloads = progress["connections"].as_u64().unwrap_or(0);
-    let cached = progress["from_cache"].as_u64().unwrap_or(0);
-    let mut line = format!(
-        "{downloads} download{}, {:.1} MB",
-        if downloads == 1 { "" } else { "s" },
-        bytes as f64 / 1e6
-    );
+    let count = |key: &str| progress[key].as_u64().unwrap_or(0);
+    let plural = |n: u64, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let (pages, files) = (count("pages"), count("files"));
+    let mut line = if pages + files > 0 {
+        format!(
+            "{} looked up, {}, ",
+            plural(pages, "package", "packages"),
+            plural(files, "file", "files")
+        )
+    } else {
+        format!(
+            "{}, ",
+            plural(count("connections"), "download", "downloads")
+        )
+    };
+    line.push_str(&format!("{:.1} MB", bytes as f64 / 1e6));
+    let cached = count("from_cache");
     if cached > 0 {
         line.push_str(&format!(" ({cached} from the cache)"));
     }
@@ -101,7 +113,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_progress_line_says_downloads_megabytes_and_cache_hits() {
+    fn the_progress_line_says_packages_files_megabytes_and_cache_hits() {
         let p = serde_json::json!({"bytes": 48_200_000, "connections": 3, "from_cache": 1, "elapsed_s": 4});
         assert_eq!(
             progress_line(&p).as_deref(),
@@ -110,5 +122,11 @@ mod tests {
         let p = serde_json::json!({"bytes": 0, "connections": 1, "from_cache": 0});
         assert_eq!(progress_line(&p).as_deref(), Some("1 download, 0.0 MB"));
         assert_eq!(progress_line(&Value::Null), None);
+        let p = serde_json::json!({"bytes": 2_000_000, "connections": 1, "from_cache": 1,
+                                   "pages": 5, "files": 3});
+        assert_eq!(
+            progress_line(&p).as_deref(),
+            Some("5 packages looked up, 3 files, 2.0 MB (1 from the cache)")
+        );
     }
 }

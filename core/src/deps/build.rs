@@ -213,12 +213,15 @@ impl DepsBuilder {
             loop {
                 let egress = &active.egress;
                 let ended = egress.snapshot();
+                let asked = egress.asked_so_far();
                 records.set_progress(
                     &name,
                     BuildProgress {
                         bytes: egress.bytes_so_far(),
                         connections: ended.connections.len() as u64 + ended.unlisted,
                         from_cache: egress.from_cache_count() as u64,
+                        pages: asked.pages,
+                        files: asked.files,
                         elapsed_s: started.elapsed().as_secs(),
                     },
                 );

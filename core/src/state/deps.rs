@@ -67,6 +67,11 @@ pub struct BuildProgress {
     pub connections: u64,
     /// Package files the download cache answered.
     pub from_cache: u64,
+    /// Index pages it read, about one per package resolved (while the download cache is
+    /// on: the proxy reads a build's requests only then).
+    pub pages: u64,
+    /// Package files it asked for, from the cache or the index.
+    pub files: u64,
     /// Seconds since it started.
     pub elapsed_s: u64,
 }

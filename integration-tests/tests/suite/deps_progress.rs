@@ -1,6 +1,6 @@
 //! A dependency build's progress while it runs, under `skillbox up`: `GET
 //! /v1/skills/{name}` answers `dependencies.progress` (bytes so far, connections ended,
-//! files from the cache, seconds) during the build and nothing once it ended; `skill deps`
+//! index pages read and package files asked for, files from the cache, seconds) during the build and nothing once it ended; `skill deps`
 //! and `skill add --wait` draw it on their progress line.
 
 use std::path::Path;
@@ -50,6 +50,10 @@ fn a_build_in_progress_says_how_much_it_has_downloaded() {
         assert!(seen["connections"].is_u64(), "{seen}");
         assert!(seen["from_cache"].is_u64(), "{seen}");
         assert!(seen["elapsed_s"].is_u64(), "{seen}");
+        // The proxy reads a build's requests (the download cache is on by default): the
+        // index's page of the package was read and its wheel is on its way.
+        assert!(seen["pages"].as_u64() >= Some(1), "{seen}");
+        assert!(seen["files"].as_u64() >= Some(1), "{seen}");
         let built = building.join().unwrap();
         assert_eq!(built["ok"], true, "{built}\n{}", sb.logs());
     });

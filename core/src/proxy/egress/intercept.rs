@@ -30,7 +30,7 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::{Request, Response};
+use hyper::{Method, Request, Response};
 use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
@@ -168,6 +168,9 @@ impl State {
             let key = c.key(&self.reading.target, sent.method(), line, sent.headers())?;
             Some((c, key))
         });
+        if let Some(c) = (self.reading.cache.as_ref()).filter(|_| sent.method() == Method::GET) {
+            c.log.asked(cached.is_some());
+        }
         if let Some((c, key)) = &cached {
             if let Some(hit) = c.hit(key).await {
                 self.hits.fetch_add(1, Ordering::AcqRel);

@@ -28,6 +28,27 @@ struct Inner {
     /// The URLs the dependency cache answered (a build's), in order, at most
     /// [`MAX_FROM_CACHE`].
     from_cache: Mutex<Vec<String>>,
+    /// A build's requests the proxy read, by kind (while the download cache is on).
+    asked: Asked,
+}
+
+/// What a dependency build asked for, as the proxy read its requests.
+#[derive(Debug, Default)]
+struct Asked {
+    /// Other `GET`s: an index's pages (PEP 503's `/simple/NAME/`, npm's `/NAME`), about
+    /// one per package the build resolves.
+    pages: AtomicU64,
+    /// Package files (wheels, archives), from the cache or the server.
+    files: AtomicU64,
+}
+
+/// What a dependency build has asked for so far.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AskedSoFar {
+    /// Index pages (about one per package resolved).
+    pub pages: u64,
+    /// Package files.
+    pub files: u64,
 }
 
 /// The most URLs served from the cache a call's log keeps.
@@ -61,6 +82,25 @@ impl EgressLog {
         let mut urls = (self.0.from_cache.lock()).unwrap_or_else(PoisonError::into_inner);
         if urls.len() < MAX_FROM_CACHE {
             urls.push(url.to_string());
+        }
+    }
+
+    /// Notes a build's request read by the proxy: a package file (`file`) or a page.
+    pub(super) fn asked(&self, file: bool) {
+        let counter = if file {
+            &self.0.asked.files
+        } else {
+            &self.0.asked.pages
+        };
+        counter.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// What a dependency build has asked for so far (zero when its requests are not read:
+    /// the download cache is off).
+    pub fn asked_so_far(&self) -> AskedSoFar {
+        AskedSoFar {
+            pages: self.0.asked.pages.load(Ordering::Acquire),
+            files: self.0.asked.files.load(Ordering::Acquire),
         }
     }
 
