@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::stream::{CALL_ID_HEADER, EGRESS_PATH, EGRESS_PROTOCOL, TOKEN_HEADER};
+use super::stream::{StreamKind, CALL_ID_HEADER, TOKEN_HEADER};
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
 use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message, Request};
@@ -354,7 +354,30 @@ impl StreamClient {
         call_id: &str,
         token: &str,
     ) -> Result<ChannelStream, ClientError> {
-        let url = format!("{}{EGRESS_PATH}", self.url);
+        self.open(StreamKind::Egress, call_id, token).await
+    }
+
+    /// Opens a context file stream of call `call_id` (`POST /file`, `Upgrade:
+    /// skillbox-file`), as [`StreamClient::open_egress`] opens an egress stream. A server
+    /// that does not serve files closes it at once.
+    ///
+    /// # Errors
+    /// As [`StreamClient::open_egress`].
+    pub async fn open_file(
+        &self,
+        call_id: &str,
+        token: &str,
+    ) -> Result<ChannelStream, ClientError> {
+        self.open(StreamKind::File, call_id, token).await
+    }
+
+    async fn open(
+        &self,
+        kind: StreamKind,
+        call_id: &str,
+        token: &str,
+    ) -> Result<ChannelStream, ClientError> {
+        let url = format!("{}{}", self.url, kind.path());
         let connect_failed = |reason: String| ClientError::Connect {
             url: url.clone(),
             reason,
@@ -370,7 +393,7 @@ impl StreamClient {
                 .connect(self.name.clone(), tcp)
                 .await
                 .map_err(|e| connect_failed(format!("TLS handshake: {e}")))?;
-            self.upgrade(&url, tls, call_id, token).await
+            self.upgrade(&url, tls, kind, (call_id, token)).await
         };
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, opening)
             .await
@@ -384,8 +407,8 @@ impl StreamClient {
         &self,
         url: &str,
         tls: tokio_rustls::client::TlsStream<TcpStream>,
-        call_id: &str,
-        token: &str,
+        kind: StreamKind,
+        (call_id, token): (&str, &str),
     ) -> Result<ChannelStream, ClientError> {
         let broke = |e: hyper::Error| ClientError::Unreachable {
             url: url.to_string(),
@@ -396,13 +419,13 @@ impl StreamClient {
             .map_err(broke)?;
         tokio::spawn(async move {
             if let Err(e) = conn.with_upgrades().await {
-                tracing::debug!(error = %e, "egress stream connection ended");
+                tracing::debug!(error = %e, "channel stream connection ended");
             }
         });
-        let req = http::Request::post(EGRESS_PATH)
+        let req = http::Request::post(kind.path())
             .header(http::header::HOST, self.name.to_str().as_ref())
             .header(http::header::CONNECTION, "Upgrade")
-            .header(http::header::UPGRADE, EGRESS_PROTOCOL)
+            .header(http::header::UPGRADE, kind.protocol())
             .header(CALL_ID_HEADER, call_id)
             .header(TOKEN_HEADER, token)
             .body(Empty::<Bytes>::new())

@@ -20,7 +20,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
-use super::stream::{self, StreamHandler, EGRESS_PATH};
+use super::stream::{self, StreamHandler, StreamKind};
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
 use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Message};
@@ -153,10 +153,9 @@ pub async fn serve_with_streams(
                 let options = Arc::clone(&options);
                 let streams = streams.clone();
                 async move {
-                    let answer = match streams {
-                        Some(streams) if req.uri().path() == EGRESS_PATH => {
-                            stream::upgrade(req, streams)
-                        }
+                    let kind = StreamKind::at(req.uri().path());
+                    let answer = match (streams, kind) {
+                        (Some(streams), Some(kind)) => stream::upgrade(req, streams, kind),
                         _ => respond(req, &*handler, &options).await,
                     };
                     Ok::<_, std::convert::Infallible>(answer)

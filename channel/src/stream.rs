@@ -1,4 +1,5 @@
-//! Byte streams over the channel: `POST /egress` upgraded to a raw, two-way stream.
+//! Byte streams over the channel: `POST /egress` (and `POST /file`) upgraded to a raw,
+//! two-way stream.
 //!
 //! The executor opens one stream per connection a program in its sandbox makes to its
 //! HTTP proxy, and copies that connection's bytes into it; the core's egress proxy reads
@@ -24,6 +25,10 @@
 //! `/rpc`); without one, `/egress` is `404`. The client side is
 //! [`crate::client::StreamClient::open_egress`]. The call id and token are checked by the
 //! handler, not here: a wrong one is refused on the stream itself, as a proxy refuses.
+//!
+//! `POST /file` (`Upgrade: skillbox-file`) is the same upgrade for a call's context file
+//! coming to the executor as raw bytes rather than base64 chunks inside JSON-RPC
+//! ([`StreamHandler::serve_file`]; what travels on it is `skillbox_protocol::workdir`'s).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -40,6 +45,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub const EGRESS_PATH: &str = "/egress";
 /// The `Upgrade` protocol token of an egress stream.
 pub const EGRESS_PROTOCOL: &str = "skillbox-egress";
+/// The path of a context file's stream.
+pub const FILE_PATH: &str = "/file";
+/// The `Upgrade` protocol token of a context file's stream.
+pub const FILE_PROTOCOL: &str = "skillbox-file";
 /// The header naming the call a stream belongs to.
 pub const CALL_ID_HEADER: &str = "x-skillbox-call-id";
 /// The header carrying that call's capability token.
@@ -56,45 +65,93 @@ pub type BoxedStream = Box<dyn StreamIo>;
 /// A boxed future of a handler's work on one stream.
 pub type StreamFuture<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
-/// Serves the upgraded streams of a channel server (the core's egress proxy).
+/// Serves the upgraded streams of a channel server (the core's egress proxy and its
+/// context files).
 pub trait StreamHandler: Send + Sync + 'static {
-    /// Serves one stream of call `call_id`, which presented `token`, until it ends. The
-    /// handler judges the call and token; the channel only checked the peer's identity.
+    /// Serves one egress stream of call `call_id`, which presented `token`, until it ends.
+    /// The handler judges the call and token; the channel only checked the peer's identity.
     fn serve(&self, call_id: String, token: String, io: BoxedStream) -> StreamFuture<'_>;
+
+    /// Serves one context file stream of call `call_id` (see the module docs). Without
+    /// an override the stream is closed at once, and the client falls back to chunks.
+    fn serve_file(&self, call_id: String, token: String, io: BoxedStream) -> StreamFuture<'_> {
+        let _ = (call_id, token, io);
+        Box::pin(async {})
+    }
 }
 
-/// Answers an upgrade request on [`EGRESS_PATH`]: `101` and the upgraded connection handed
-/// to `handler` on its own task, or `405`/`400` saying what is wrong with the request.
+/// What an upgraded stream is for: its path and `Upgrade` protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamKind {
+    /// A connection of a call's programs ([`EGRESS_PATH`]).
+    Egress,
+    /// A call's context file coming to the executor ([`FILE_PATH`]).
+    File,
+}
+
+impl StreamKind {
+    /// The kind served at `path`, if any.
+    pub fn at(path: &str) -> Option<Self> {
+        match path {
+            EGRESS_PATH => Some(Self::Egress),
+            FILE_PATH => Some(Self::File),
+            _ => None,
+        }
+    }
+
+    /// Its path.
+    pub fn path(self) -> &'static str {
+        match self {
+            Self::Egress => EGRESS_PATH,
+            Self::File => FILE_PATH,
+        }
+    }
+
+    /// Its `Upgrade` protocol token.
+    pub fn protocol(self) -> &'static str {
+        match self {
+            Self::Egress => EGRESS_PROTOCOL,
+            Self::File => FILE_PROTOCOL,
+        }
+    }
+}
+
+/// Answers an upgrade request of `kind`: `101` and the upgraded connection handed to
+/// `handler` on its own task, or `405`/`400` saying what is wrong with the request.
 pub(crate) fn upgrade(
     mut req: Request<Incoming>,
     handler: Arc<dyn StreamHandler>,
+    kind: StreamKind,
 ) -> Response<Full<Bytes>> {
+    let (path, protocol) = (kind.path(), kind.protocol());
     if req.method() != Method::POST {
-        return plain(StatusCode::METHOD_NOT_ALLOWED, "use POST /egress".into());
+        return plain(StatusCode::METHOD_NOT_ALLOWED, format!("use POST {path}"));
     }
     let headers = req.headers();
-    if !names_upgrade(headers) {
+    if !names_upgrade(headers, protocol) {
         return plain(
             StatusCode::BAD_REQUEST,
-            format!("{EGRESS_PATH} needs Connection: Upgrade and Upgrade: {EGRESS_PROTOCOL}"),
+            format!("{path} needs Connection: Upgrade and Upgrade: {protocol}"),
         );
     }
     let (Some(call_id), Some(token)) = (text(headers, CALL_ID_HEADER), text(headers, TOKEN_HEADER))
     else {
         return plain(
             StatusCode::BAD_REQUEST,
-            format!("{EGRESS_PATH} needs the headers {CALL_ID_HEADER} and {TOKEN_HEADER}"),
+            format!("{path} needs the headers {CALL_ID_HEADER} and {TOKEN_HEADER}"),
         );
     };
     let upgraded = hyper::upgrade::on(&mut req);
     tokio::spawn(async move {
         match upgraded.await {
             Ok(io) => {
-                handler
-                    .serve(call_id, token, Box::new(TokioIo::new(io)))
-                    .await
+                let io: BoxedStream = Box::new(TokioIo::new(io));
+                match kind {
+                    StreamKind::Egress => handler.serve(call_id, token, io).await,
+                    StreamKind::File => handler.serve_file(call_id, token, io).await,
+                }
             }
-            Err(e) => tracing::debug!(error = %e, "egress stream upgrade failed"),
+            Err(e) => tracing::debug!(error = %e, %path, "stream upgrade failed"),
         }
     });
     let mut r = Response::new(Full::new(Bytes::new()));
@@ -102,12 +159,12 @@ pub(crate) fn upgrade(
     r.headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
     r.headers_mut()
-        .insert(header::UPGRADE, HeaderValue::from_static(EGRESS_PROTOCOL));
+        .insert(header::UPGRADE, HeaderValue::from_static(protocol));
     r
 }
 
-/// Whether the request asks for an upgrade to [`EGRESS_PROTOCOL`].
-fn names_upgrade(headers: &HeaderMap) -> bool {
+/// Whether the request asks for an upgrade to `protocol`.
+fn names_upgrade(headers: &HeaderMap, protocol: &str) -> bool {
     let connection = headers.get_all(header::CONNECTION).iter().any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',')
@@ -117,7 +174,7 @@ fn names_upgrade(headers: &HeaderMap) -> bool {
     let upgrade = headers
         .get(header::UPGRADE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(EGRESS_PROTOCOL));
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(protocol));
     connection && upgrade
 }
 

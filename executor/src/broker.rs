@@ -57,6 +57,14 @@ pub trait CapabilityBroker: Send + Sync {
         let _ = call;
         async { Err(EgressError::NoCore) }
     }
+
+    /// Opens a context file stream of `call` to the core (`POST /file`, raw bytes:
+    /// `workdir/fetch_stream.rs`) when a channel to the core can; `None` otherwise (the
+    /// default), and the file comes in `core.contextFileRead` chunks.
+    fn file_stream(&self, call: &CallInfo) -> impl Future<Output = Option<BoxedStream>> + Send {
+        let _ = call;
+        async { None }
+    }
 }
 
 /// Calls core method `M` for `call` with `request`, typed both ways: the params carry the

@@ -99,6 +99,18 @@ impl CapabilityBroker for CoreBroker {
         let stream = streams.open_egress(&call.call_id, token).await?;
         Ok(Box::new(stream))
     }
+
+    async fn file_stream(&self, call: &CallInfo) -> Option<BoxedStream> {
+        let streams = self.streams.as_ref()?;
+        let token = &call.capability_token.0;
+        match streams.open_file(&call.call_id, token).await {
+            Ok(stream) => Some(Box::new(stream)),
+            Err(e) => {
+                tracing::debug!(call_id = %call.call_id, error = %e, "no file stream: chunks instead");
+                None
+            }
+        }
+    }
 }
 
 /// The executor's method handler.

@@ -8,6 +8,40 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Files at least this large come to the executor over a file stream of the channel
+/// (`POST /file`) as raw bytes, when it has one to the core: a [`FileStreamRequest`]
+/// line, then a [`FileStreamHead`] line and the bytes. Smaller ones come in
+/// `core.contextFileRead` chunks, one round trip on a kept connection each.
+pub const STREAM_MIN_BYTES: u64 = 1024 * 1024;
+
+/// Longest line of JSON a file stream starts with, either way.
+pub const MAX_STREAM_LINE_BYTES: usize = 64 * 1024;
+
+/// What the executor asks on a file stream, as one line of JSON: a file the call's
+/// [`WorkDir`] named, by its path and digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileStreamRequest {
+    /// The file's path.
+    pub path: String,
+    /// Its SHA-256 as the [`WorkDir`] gave it.
+    pub sha256: String,
+}
+
+/// The core's answer on a file stream, as one line of JSON: the file's size (that many
+/// raw bytes follow, then the stream ends), or why not.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum FileStreamHead {
+    /// The bytes follow.
+    Bytes {
+        /// How many.
+        size: u64,
+    },
+    /// Refused or failed, as `core.contextFileRead` would answer it.
+    Error(crate::jsonrpc::ErrorObject),
+}
+
 /// Largest chunk of a file one `core.contextFileRead` answers or one
 /// `core.contextFileWrite` carries (before base64), well under the channel's message limit.
 pub const MAX_CHUNK_BYTES: usize = 2 * 1024 * 1024;

@@ -6,6 +6,7 @@
 //! the trust folder and the skills roots) until shutdown. `skillbox up` (with an
 //! [`executor_child`]) and `skillbox serve` (against `[executor] url`) are this.
 
+mod channel_streams;
 mod egress_follow;
 mod error;
 pub mod executor_child;

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use skillbox_channel::server::{self, ReloadingServerConfig, ServerOptions};
 use skillbox_channel::stream::StreamHandler;
+
+use super::channel_streams::ChannelStreams;
 use skillbox_channel::TlsFiles;
 use skillbox_channel::EXECUTOR_IDENTITY;
 use tokio::net::TcpListener;
@@ -117,7 +119,10 @@ pub(super) fn serve_callbacks(
             max_body_bytes: skillbox_protocol::jsonrpc::MAX_MESSAGE_BYTES,
         },
         Arc::clone(&callbacks) as Arc<dyn server::RpcHandler>,
-        Some(Arc::clone(&egress) as Arc<dyn StreamHandler>),
+        Some(Arc::new(ChannelStreams {
+            egress: Arc::clone(&egress),
+            in_flight: Arc::clone(&in_flight),
+        }) as Arc<dyn StreamHandler>),
     ));
     let side = CallbackSide {
         in_flight,

@@ -279,6 +279,28 @@ impl InFlight {
         self.insert_test_call(call_id, skill, token, Arc::new(secrets))
     }
 
+    /// [`InFlight::insert_for_test`] of a call made in a context, sent `files`.
+    pub(crate) fn insert_with_files_for_test(
+        &self,
+        call_id: &str,
+        skill: Arc<Skill>,
+        token: &str,
+        files: Arc<super::workfiles::CallFiles>,
+    ) -> Arc<ActiveCall> {
+        let call = Arc::new(
+            ActiveCall::new(
+                skill,
+                "t",
+                Security::Read,
+                crate::auth::CallOrigin::operator(),
+                SecretValue(token.to_string()),
+            )
+            .with_files(Some(files)),
+        );
+        self.insert(call_id, Arc::clone(&call));
+        call
+    }
+
     /// [`InFlight::remove`], for tests.
     pub(crate) fn remove_for_test(&self, call_id: &str) {
         self.remove(call_id);

@@ -19,6 +19,7 @@ pub mod callbacks;
 mod delegate;
 mod envelope;
 mod error;
+pub mod file_stream;
 mod inflight;
 mod load;
 mod pipeline;

@@ -114,6 +114,29 @@ impl CallFiles {
         })
     }
 
+    /// A file the call was sent (by path and digest), opened for a file stream
+    /// (`calls/file_stream.rs`), and its size: refused as [`CallFiles::read`] refuses.
+    pub async fn open_sent(
+        &self,
+        path: &str,
+        sha256: &str,
+    ) -> Result<(std::fs::File, u64), ErrorObject> {
+        if self.sent.get(path).map(String::as_str) != Some(sha256) {
+            return Err(refused(format!(
+                "file {path:?} with that digest was not sent with this call"
+            )));
+        }
+        let (files, ctx, path) = (
+            self.files.clone(),
+            self.context_id.clone(),
+            path.to_string(),
+        );
+        tokio::task::spawn_blocking(move || files.open_regular(&ctx, &path))
+            .await
+            .map_err(|e| internal(e.to_string()))?
+            .map_err(|e| file_error(&e))
+    }
+
     /// `core.contextFileWrite`: a chunk of a file the call created or changed; with the last
     /// chunk the file takes its place in the context's folder, written by the call.
     pub async fn write(

@@ -1,7 +1,8 @@
 //! Lays a context's files out in a call's work folder before the spawn: parent folders
 //! made (0700), each file written new (0644, or 0755 when the context holds it
 //! executable), all owned by the call's user; the bytes
-//! come from the [`BlobCache`] or from the core in chunks of
+//! come from the [`BlobCache`] or from the core, over a file stream as raw bytes when the
+//! file is large (`fetch_stream.rs`) or in chunks of
 //! [`MAX_CHUNK_BYTES`](skillbox_protocol::workdir::MAX_CHUNK_BYTES), checked against the
 //! file's size and SHA-256 before use.
 
@@ -13,8 +14,11 @@ use std::path::Path;
 use base64::Engine;
 use ring::digest;
 use skillbox_protocol::rpc::CoreContextFileRead;
-use skillbox_protocol::workdir::{ContextFileReadParams, WorkFile, MAX_CHUNK_BYTES};
+use skillbox_protocol::workdir::{
+    ContextFileReadParams, WorkFile, MAX_CHUNK_BYTES, STREAM_MIN_BYTES,
+};
 
+use super::fetch_stream::fetch_streamed;
 use super::{hex, path, Baseline, Known, Shelved, Stamp, WorkDirError};
 use crate::blobs::BlobCache;
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
@@ -57,7 +61,7 @@ pub async fn lay_out<B: CapabilityBroker>(
         }
         let mut source = match cache.open(&file.sha256) {
             Some(f) => f,
-            None => fetch(broker, call, cache, file).await?,
+            None => fetch_either(broker, call, cache, file).await?,
         };
         let mut out = std::fs::OpenOptions::new()
             .write(true)
@@ -92,7 +96,23 @@ pub async fn lay_out<B: CapabilityBroker>(
     Ok(baseline)
 }
 
-/// Fetches `file` from the core into the cache, checks it, and returns it open.
+/// Fetches `file` from the core into the cache, over a file stream when it is large
+/// enough and the broker has one (`fetch_stream.rs`), else in chunks.
+async fn fetch_either<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    cache: &BlobCache,
+    file: &WorkFile,
+) -> Result<File, WorkDirError> {
+    if file.size >= STREAM_MIN_BYTES {
+        if let Some(fetched) = fetch_streamed(broker, call, cache, file).await? {
+            return Ok(fetched);
+        }
+    }
+    fetch(broker, call, cache, file).await
+}
+
+/// Fetches `file` from the core into the cache in chunks, checks it, and returns it open.
 async fn fetch<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,

@@ -7,6 +7,7 @@
 //! The walk never follows a link and keeps regular files only; the core judges each file
 //! by the call's context, never by what the tool left.
 
+mod fetch_stream;
 mod layout;
 mod path;
 pub mod shelf;

@@ -134,6 +134,9 @@ pub struct Options {
     pub gateway_toml: String,
     /// Run on the workspace folder after the test skills are written, before the start.
     pub prepare: Option<fn(&Path)>,
+    /// `RUST_LOG` of the instance (`warn` when `None`): a test that reads an info line
+    /// of one module names it.
+    pub rust_log: Option<&'static str>,
 }
 
 impl Default for Options {
@@ -153,6 +156,7 @@ impl Default for Options {
             executor_toml: String::new(),
             gateway_toml: String::new(),
             prepare: None,
+            rust_log: None,
         }
     }
 }
@@ -249,7 +253,7 @@ impl Skillbox {
             .args(["--listen", "127.0.0.1:0"])
             .env_clear()
             .env("PATH", path)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", options.rust_log.unwrap_or("warn"))
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(fs::File::create(&stdout).expect("stdout file"))

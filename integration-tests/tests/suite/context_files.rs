@@ -209,3 +209,45 @@ fn a_contexts_next_command_finds_unchanged_files_in_place_and_the_bots_changes()
         "a removed file is gone: {fourth}"
     );
 }
+
+/// A large file of a context (3 MiB, past the stream's 1 MiB threshold) comes to the
+/// executor over a file stream of the channel, as raw bytes: the command sees it whole,
+/// by its SHA-256, and the core says it streamed it.
+#[test]
+fn a_large_context_file_comes_to_the_executor_over_a_file_stream() {
+    let sb = Skillbox::start(Options {
+        rust_log: Some("warn,skillbox_core::calls::file_stream=info"),
+        ..Options::default()
+    });
+    let text: String = (0u32..400_000)
+        .map(|i| format!("{:08x}", i.wrapping_mul(2_654_435_761)))
+        .collect();
+    let r = sb.request(
+        "PUT",
+        "/v1/contexts/streamed-1/files/big.txt",
+        Some(&serde_json::json!(text)),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let sha = r.json()["sha256"].as_str().unwrap().to_string();
+    let r = sb
+        .request(
+            "POST",
+            "/v1/tools/call",
+            Some(
+                &serde_json::json!({"tool": "exec_command", "context_id": "streamed-1",
+                                     "args": {"cmd": "sha256sum big.txt", "yield_ms": 10000}}),
+            ),
+        )
+        .json();
+    assert_eq!(r["data"]["exit_code"], 0, "{r}");
+    let out = r["data"]["output"].as_str().unwrap_or_default();
+    assert!(
+        out.starts_with(&sha),
+        "the command saw other bytes: {out} (want {sha})"
+    );
+    assert!(
+        sb.logs().contains("context file streamed to the executor"),
+        "the file did not come over a file stream:\n{}",
+        sb.logs()
+    );
+}

@@ -32,15 +32,13 @@ impl ContextFiles {
         })
     }
 
-    /// Up to `len` bytes (at most [`MAX_CHUNK_BYTES`]) of `path` of `context_id` from
-    /// `offset`, and whether they reach its end. Blocking.
-    pub fn read_chunk(
+    /// `path` of `context_id`, opened for reading (a regular file beneath the context's
+    /// folder, never through a link), and its size. Blocking.
+    pub fn open_regular(
         &self,
         context_id: &str,
         path: &str,
-        offset: u64,
-        len: u64,
-    ) -> Result<(Vec<u8>, bool), FileError> {
+    ) -> Result<(std::fs::File, u64), FileError> {
         let segments = check_path(path)?;
         let not_found = || FileError::NotFound {
             context: context_id.to_string(),
@@ -64,10 +62,22 @@ impl ContextFiles {
             });
         }
         let size = u64::try_from(stat.st_size).unwrap_or(0);
+        Ok((std::fs::File::from(fd), size))
+    }
+
+    /// Up to `len` bytes (at most [`MAX_CHUNK_BYTES`]) of `path` of `context_id` from
+    /// `offset`, and whether they reach its end. Blocking.
+    pub fn read_chunk(
+        &self,
+        context_id: &str,
+        path: &str,
+        offset: u64,
+        len: u64,
+    ) -> Result<(Vec<u8>, bool), FileError> {
+        let (file, size) = self.open_regular(context_id, path)?;
         let want = len.min(MAX_CHUNK_BYTES as u64);
         let end = offset.saturating_add(want).min(size);
         let mut buf = vec![0u8; usize::try_from(end.saturating_sub(offset)).unwrap_or(0)];
-        let file = std::fs::File::from(fd);
         let mut filled = 0;
         while filled < buf.len() {
             let at = offset + filled as u64;
