@@ -145,6 +145,12 @@ struct ServeArgs {
     #[arg(long, value_name = "MIB", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_048_576))]
     scratch_tmpfs_mb: u64,
+    /// Most MiB of context files the executor keeps between calls, in its cache by
+    /// SHA-256 and again in the work folders it keeps (docs/sessions.md), both in the
+    /// scratch root. Default: 512, or a quarter of `--scratch-tmpfs-mb` when that is less.
+    #[arg(long, value_name = "MIB",
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    blob_cache_mb: Option<u64>,
     /// Run WITHOUT Landlock and seccomp (for kernels that lack them). Unsafe.
     #[arg(long)]
     insecure_no_sandbox: bool,

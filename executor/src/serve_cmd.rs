@@ -30,6 +30,7 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         max_concurrent_calls: a.max_concurrent,
         max_prestarted: a.max_prestarted,
         uid_base: a.uid_base,
+        blob_cache_bytes: blob_cache_mb(a.blob_cache_mb, a.scratch_tmpfs_mb) << 20,
         ..SandboxConfig::default()
     };
     if let Some(root) = a.scratch_root.clone() {
@@ -127,6 +128,17 @@ fn sweep_slot(slot: &std::path::Path) -> anyhow::Result<()> {
 }
 
 /// Serves calls until a shutdown signal.
+/// MiB the blob cache (and the kept work folders) may hold: `asked`, else 512, or a
+/// quarter of the scratch tmpfs when that is less (the cache lives on it, beside what
+/// calls write).
+fn blob_cache_mb(asked: Option<u64>, scratch_tmpfs_mb: u64) -> u64 {
+    let default = skillbox_executor::blobs::DEFAULT_CAP_BYTES >> 20;
+    asked.unwrap_or(match scratch_tmpfs_mb {
+        0 => default,
+        tmpfs => default.min((tmpfs / 4).max(1)),
+    })
+}
+
 fn serve(a: ServeArgs, files: TlsFiles, config: SandboxConfig) -> anyhow::Result<()> {
     let mut sandbox = Sandbox::new(config)?;
     sandbox.keep_ready(a.ready_slots);
@@ -216,5 +228,19 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::blob_cache_mb;
+
+    #[test]
+    fn the_blob_cache_takes_at_most_a_quarter_of_a_scratch_tmpfs_unless_asked() {
+        assert_eq!(blob_cache_mb(None, 0), 512);
+        assert_eq!(blob_cache_mb(None, 512), 128);
+        assert_eq!(blob_cache_mb(None, 8192), 512);
+        assert_eq!(blob_cache_mb(None, 2), 1);
+        assert_eq!(blob_cache_mb(Some(2048), 512), 2048);
     }
 }

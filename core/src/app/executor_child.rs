@@ -25,6 +25,8 @@ pub struct ExecutorSpec {
     pub max_concurrent: usize,
     /// `--scratch-tmpfs-mb` (0: scratch on disk).
     pub scratch_tmpfs_mb: u64,
+    /// `--blob-cache-mb` (0: the executor's default).
+    pub blob_cache_mb: u64,
     /// `--insecure-no-sandbox`.
     pub insecure: bool,
     /// `[log] format = "json"`: the executor logs JSON lines too.
@@ -90,6 +92,10 @@ pub async fn supervise(spec: ExecutorSpec) {
         if spec.scratch_tmpfs_mb > 0 {
             cmd.arg("--scratch-tmpfs-mb")
                 .arg(spec.scratch_tmpfs_mb.to_string());
+        }
+        if spec.blob_cache_mb > 0 {
+            cmd.arg("--blob-cache-mb")
+                .arg(spec.blob_cache_mb.to_string());
         }
         if spec.log_json {
             cmd.env("SKILLBOX_LOG_FORMAT", "json");

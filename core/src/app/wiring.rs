@@ -245,6 +245,7 @@ pub(super) async fn start_executors(
                 core_url: callback_url.to_string(),
                 max_concurrent: config.executor.max_concurrent,
                 scratch_tmpfs_mb: config.executor.scratch_tmpfs_mb,
+                blob_cache_mb: config.executor.blob_cache_mb,
                 insecure: options.insecure_no_sandbox,
                 log_json: config.log.format == LogFormat::Json,
             };

@@ -56,6 +56,10 @@ pub struct ExecutorConfig {
     pub max_concurrent: usize,
     /// `up`: MiB of the private tmpfs the executor puts its scratch root on; 0: on disk.
     pub scratch_tmpfs_mb: u64,
+    /// `up`: most MiB of context files the executor keeps between calls (its blob cache,
+    /// and as much again in kept work folders); 0: its default (512, or a quarter of the
+    /// scratch tmpfs when that is less).
+    pub blob_cache_mb: u64,
     /// Executor binary for `up`.
     pub binary: String,
     /// A folder the executor's TLS files are copied to on start (containers); empty: none.
@@ -77,6 +81,7 @@ impl Default for ExecutorConfig {
             call_timeout_ms: 300_000,
             max_concurrent: 16,
             scratch_tmpfs_mb: DEFAULT_SCRATCH_TMPFS_MB,
+            blob_cache_mb: 0,
             binary: String::new(),
             pki_export: String::new(),
             pki_dir: String::new(),
@@ -101,6 +106,12 @@ impl ExecutorConfig {
             (
                 "executor.scratch_tmpfs_mb",
                 self.scratch_tmpfs_mb as f64,
+                0.0,
+                1_048_576.0,
+            ),
+            (
+                "executor.blob_cache_mb",
+                self.blob_cache_mb as f64,
                 0.0,
                 1_048_576.0,
             ),
