@@ -15,5 +15,6 @@ mod install_trust;
 mod layers;
 mod layers_graph;
 mod routing_eval;
+mod routing_paraphrases;
 mod source_edges;
 mod sources;

@@ -20,7 +20,7 @@ use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
 use super::corpus_dir::corpus_dir;
 
-fn corpus(root: &Path) -> Arc<Catalog> {
+pub(super) fn corpus(root: &Path) -> Arc<Catalog> {
     let roots = vec![root.join("openclaw"), root.join("anthropic")];
     let catalog = discover(&roots, DiscoveryOptions::default());
     assert!(
@@ -49,7 +49,7 @@ fn queries() -> Vec<(String, Option<String>)> {
 }
 
 #[derive(Debug, Default, Clone, Copy)]
-struct Tally {
+pub(super) struct Tally {
     total: u32,
     correct: u32,
     positives: u32,
@@ -66,7 +66,13 @@ struct Tally {
 
 impl Tally {
     /// `got` is the selected skill; `top3` the first three candidates, best first.
-    fn add(&mut self, query: &str, expected: Option<&str>, got: Option<&str>, top3: &[&str]) {
+    pub(super) fn add(
+        &mut self,
+        query: &str,
+        expected: Option<&str>,
+        got: Option<&str>,
+        top3: &[&str],
+    ) {
         let ok = expected == got;
         self.total += 1;
         self.correct += u32::from(ok);
@@ -96,19 +102,31 @@ impl Tally {
             f64::from(a) / f64::from(b)
         }
     }
-    fn top1(&self) -> f64 {
+    pub(super) fn top1(&self) -> f64 {
         Self::ratio(self.correct, self.total)
     }
-    fn top3(&self) -> f64 {
+    pub(super) fn top1_en_count(&self) -> u32 {
+        self.en
+    }
+    pub(super) fn top1_zh_count(&self) -> u32 {
+        self.zh
+    }
+    pub(super) fn top1_en(&self) -> f64 {
+        Self::ratio(self.en_correct, self.en)
+    }
+    pub(super) fn top1_zh(&self) -> f64 {
+        Self::ratio(self.zh_correct, self.zh)
+    }
+    pub(super) fn top3(&self) -> f64 {
         Self::ratio(self.positives_top3, self.positives)
     }
-    fn no_skill_precision(&self) -> f64 {
+    pub(super) fn no_skill_precision(&self) -> f64 {
         Self::ratio(self.chose_none_right, self.chose_none)
     }
     fn no_skill_recall(&self) -> f64 {
         Self::ratio(self.chose_none_right, self.labelled_none)
     }
-    fn row(&self, name: &str) -> String {
+    pub(super) fn row(&self, name: &str) -> String {
         format!(
             "{name:<28} {:>6.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>10.3} {:>10.3}",
             self.top1(),
@@ -122,7 +140,7 @@ impl Tally {
     }
 }
 
-fn run_router(
+pub(super) fn run_router(
     name: &str,
     catalog: &Arc<Catalog>,
     config: RoutingConfig,
@@ -168,7 +186,7 @@ fn run_router(
     t
 }
 
-fn run_baseline(catalog: &Catalog, qs: &[(String, Option<String>)]) -> Tally {
+pub(super) fn run_baseline(catalog: &Catalog, qs: &[(String, Option<String>)]) -> Tally {
     let docs: Vec<Vec<String>> = catalog
         .skills
         .iter()
@@ -186,6 +204,21 @@ fn run_baseline(catalog: &Catalog, qs: &[(String, Option<String>)]) -> Tally {
         t.add(q, e.as_deref(), top3.first().copied(), &top3);
     }
     t
+}
+
+/// The table's header line.
+pub(super) fn header() -> String {
+    format!(
+        "{:<28} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
+        "system",
+        "top-1",
+        "top-1(+)",
+        "top-3(+)",
+        "top-1(en)",
+        "top-1(zh)",
+        "none-prec",
+        "none-rec"
+    )
 }
 
 #[test]
@@ -241,17 +274,7 @@ fn routing_eval_beats_plain_bm25_over_the_corpus() {
         skillbox.zh,
         catalog.skills.len()
     );
-    println!(
-        "{:<28} {:>6} {:>9} {:>9} {:>9} {:>9} {:>10} {:>10}",
-        "system",
-        "top-1",
-        "top-1(+)",
-        "top-3(+)",
-        "top-1(en)",
-        "top-1(zh)",
-        "none-prec",
-        "none-rec"
-    );
+    println!("{}", header());
     println!("{}", skillbox.row("skillbox"));
     println!("{}", words_only.row("skillbox, words only"));
     println!("{}", no_lexicon.row("skillbox, no zh lexicon"));
