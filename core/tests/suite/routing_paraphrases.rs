@@ -36,11 +36,20 @@ fn paraphrases() -> Vec<(String, Option<String>)> {
 }
 
 /// The recall model alone: the text the router embeds a skill by (its name in words and
-/// its description), the most similar skill past the z floor, else none.
-fn run_meaning_only(catalog: &Catalog, qs: &[(String, Option<String>)]) -> Tally {
+/// its description, and the first `body` characters of its SKILL.md body), the most
+/// similar skill past the z floor, else none.
+fn run_meaning_only(catalog: &Catalog, qs: &[(String, Option<String>)], body: usize) -> Tally {
     let floor = RoutingConfig::default().semantic_z_floor;
     let texts: Vec<String> = (catalog.skills.iter())
-        .map(|s| format!("{}. {}", s.name.replace('-', " "), s.description))
+        .map(|s| {
+            let b: String = s
+                .read_body()
+                .unwrap_or_default()
+                .chars()
+                .take(body)
+                .collect();
+            format!("{}. {} {b}", s.name.replace('-', " "), s.description)
+        })
         .collect();
     let index = SemanticIndex::build(texts.iter().map(String::as_str));
     let mut t = Tally::default();
@@ -82,7 +91,9 @@ fn routing_on_paraphrases_words_meaning_and_fusion() {
         },
         &qs,
     );
-    let meaning = run_meaning_only(&catalog, &qs);
+    let meaning = run_meaning_only(&catalog, &qs, 0);
+    // The published routers' ablation: the skill's body as well (its first 8,000 characters).
+    let meaning_body = run_meaning_only(&catalog, &qs, 8000);
     println!(
         "\nparaphrase routing: {} requests ({} English, {} Chinese) over {} skills",
         qs.len(),
@@ -93,6 +104,7 @@ fn routing_on_paraphrases_words_meaning_and_fusion() {
     println!("{}", header());
     println!("{}", words.row("words only"));
     println!("{}", meaning.row("meaning only"));
+    println!("{}", meaning_body.row("meaning only, with the body"));
     println!("{}", fusion.row("fusion (the router)"));
     // Floors under the figures measured on 2026-11-29 (README, "Routing evaluation"), so that a
     // regression of either part fails; selecting nothing scores 28/218 = 0.13.
