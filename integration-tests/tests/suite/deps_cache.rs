@@ -11,7 +11,8 @@
 //! - PyPI's shape over HTTPS: an index speaking TLS with a certificate of a CA the
 //!   operator trusts (`[egress] extra_roots`), its files on a second host (`[deps]
 //!   file_hosts`): the proxy ends the build's TLS with the workspace's egress CA, which
-//!   the build trusts, so the second skill's wheel still comes from the cache.
+//!   the build trusts, so the second skill's wheel still comes from the cache;
+//! - a wheel of 70 MiB, past a tool's 64 MiB file limit, builds under the build's own.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -301,4 +302,36 @@ fn an_https_index_with_its_files_on_another_host_builds_and_its_wheels_are_cache
             "{skill}: {r}"
         );
     }
+}
+
+fn big_index() -> &'static Index {
+    static INDEX: OnceLock<Index> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        start_index(
+            &json!([{"name": "skbbig", "version": "1.0", "pad_mb": 70}]),
+            None,
+        )
+    })
+}
+
+fn prepare_big(ws: &Path) {
+    use_index(ws, big_index().port, &[("big-wheel", "skbbig==1.0")]);
+}
+
+/// A wheel past a tool's 64 MiB file limit (70 MiB of random bytes, stored: imageio-ffmpeg
+/// is 68 MB) builds under the build's own limits (`[deps] max_file_mb`) and is imported.
+#[test]
+fn a_wheel_over_64_mib_builds_and_is_imported() {
+    let sb = Skillbox::start(Options {
+        prepare: Some(prepare_big),
+        ..Options::default()
+    });
+    let built = build(&sb, "big-wheel");
+    assert_eq!(built["ok"], true, "{built}\n{}", sb.logs());
+    let r = script(&sb, "big-wheel");
+    assert_eq!(
+        r["data"]["stdout"].as_str().map(str::trim),
+        Some("1.0"),
+        "{r}"
+    );
 }
