@@ -8,6 +8,7 @@ mod cli_verbs;
 mod compose;
 mod console;
 mod containers;
+mod context_executors;
 mod context_files;
 mod contexts;
 mod delegation;

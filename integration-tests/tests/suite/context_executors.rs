@@ -1,0 +1,120 @@
+//! A context's files with two executors (`skillbox serve`, `[executor] url` and `urls`,
+//! each executor on a scratch root of its own; the core spreads calls round robin): every
+//! executor keeps what it laid out, so the test asks both, telling them apart by the
+//! scratch root in the command's working folder. A file the bot changed between calls is
+//! seen changed by the next command on either executor, never the copy one of them kept;
+//! a file the bot removed is gone on both.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use serde_json::json;
+
+use crate::harness::{binary, free_port, poll, Options, Skillbox, POLL_TIMEOUT};
+
+/// An executor the test started, stopped with it.
+struct OwnExecutor(Child);
+
+impl Drop for OwnExecutor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_executor(sb: &Skillbox, port: u16, scratch: &Path) -> OwnExecutor {
+    std::fs::create_dir_all(scratch).unwrap();
+    let child = Command::new(binary("skillbox-executor"))
+        .arg("serve")
+        .arg("--skills")
+        .arg(sb.ws.join("skills"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--pki")
+        .arg(sb.pki())
+        .arg("--core-url")
+        .arg(format!("https://{}", sb.callback_addr.clone().unwrap()))
+        .arg("--scratch-root")
+        .arg(scratch)
+        .env_clear()
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start skillbox-executor");
+    OwnExecutor(child)
+}
+
+#[test]
+fn a_changed_or_removed_file_is_seen_by_the_next_command_on_either_executor() {
+    let (a, b) = (free_port(), free_port());
+    let mut sb = Skillbox::spawn(Options {
+        executor_url: Some(format!("https://127.0.0.1:{a}")),
+        executor_toml: format!("urls = [\"https://127.0.0.1:{b}\"]\n"),
+        fixed_callback_port: true,
+        ..Options::default()
+    });
+    let pki = sb.pki();
+    poll("the core's channel PKI", POLL_TIMEOUT, || {
+        pki.join("ca.pem").exists().then_some(())
+    });
+    let roots = [
+        sb.root.path().join("scratch-a"),
+        sb.root.path().join("scratch-b"),
+    ];
+    let _executors = [
+        start_executor(&sb, a, &roots[0]),
+        start_executor(&sb, b, &roots[1]),
+    ];
+    sb.wait_ready();
+    let put = |text: &str| {
+        let r = sb.request("PUT", "/v1/contexts/two-1/files/f.txt", Some(&json!(text)));
+        assert!(r.status == 201 || r.status == 200, "{}", r.body);
+    };
+    // What each executor's command saw, by scratch root: `pwd`, then `f.txt` or `gone`.
+    let ask = |rounds: usize| -> BTreeMap<usize, Vec<String>> {
+        let mut seen: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+        for _ in 0..rounds {
+            let r = sb
+                .request(
+                    "POST",
+                    "/v1/tools/call",
+                    Some(&json!({"tool": "exec_command", "context_id": "two-1",
+                                 "args": {"cmd": "pwd; cat f.txt 2>/dev/null || echo gone",
+                                          "yield_ms": 10000}})),
+                )
+                .json();
+            assert_eq!(r["data"]["exit_code"], 0, "{r}");
+            let out = r["data"]["output"].as_str().unwrap_or_default().to_string();
+            let (dir, text) = out.split_once('\n').unwrap_or((&out, ""));
+            let which = (roots.iter())
+                .position(|root| Path::new(dir).starts_with(root))
+                .unwrap_or_else(|| panic!("{dir} is under neither scratch root"));
+            seen.entry(which).or_default().push(text.trim().to_string());
+        }
+        seen
+    };
+    put("v1");
+    // Until the second executor is healthy too, the first serves every call.
+    let first = poll("both executors serving", POLL_TIMEOUT, || {
+        let seen = ask(2);
+        (seen.len() == 2).then_some(seen)
+    });
+    assert!(first.values().flatten().all(|t| t == "\"v1\""), "{first:?}");
+    put("v2");
+    let second = ask(4);
+    assert_eq!(second.len(), 2, "{second:?}");
+    assert!(
+        second.values().flatten().all(|t| t == "\"v2\""),
+        "a kept copy was served stale: {second:?}"
+    );
+    let r = sb.request("DELETE", "/v1/contexts/two-1/files/f.txt", None);
+    assert!(r.status < 300, "{}", r.body);
+    let third = ask(4);
+    assert_eq!(third.len(), 2, "{third:?}");
+    assert!(
+        third.values().flatten().all(|t| t == "gone"),
+        "a removed file was still there: {third:?}"
+    );
+}
