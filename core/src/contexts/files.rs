@@ -12,10 +12,11 @@
 
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use nix::errno::Errno;
 use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-use nix::sys::stat::{fstat, mkdirat, Mode, SFlag};
+use nix::sys::stat::{mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 use ring::digest::SHA256;
 
@@ -25,7 +26,11 @@ use crate::state::store::{ContextFile, Store};
 mod error;
 mod path;
 mod put;
+mod read;
+mod spool;
 mod work;
+
+pub use self::read::OpenedFile;
 
 pub use self::error::FileError;
 pub use self::path::{check_path, content_type};
@@ -42,6 +47,10 @@ pub struct ContextFiles {
     root: PathBuf,
     store: Store,
     limits: FilesSection,
+    /// Held while a file's version changes on disk and in the record (a `PUT` renames it
+    /// in and records it, a delete unlinks and forgets it) and while a reader opens a file
+    /// and reads its record: a reader's record is that of the version it opened.
+    versions: Arc<Mutex<()>>,
 }
 
 /// `openat2` that stays beneath `dir` and follows no link.
@@ -59,7 +68,14 @@ impl ContextFiles {
             root: state_dir.join("contexts"),
             store,
             limits,
+            versions: Arc::new(Mutex::new(())),
         }
+    }
+
+    /// Holds [`ContextFiles::versions`] (a panic while it was held left nothing to repair:
+    /// it guards no data).
+    fn hold_versions(&self) -> MutexGuard<'_, ()> {
+        self.versions.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The folder of `context_id` (not created).
@@ -149,58 +165,6 @@ impl ContextFiles {
         }
     }
 
-    /// The bytes of `path` of `context_id`, and its record. Blocking.
-    ///
-    /// One snapshot: the file is opened once (a `PUT` renames a new version in, so the
-    /// open file stays the version it was), and the record's size and SHA-256 (the
-    /// `ETag`) are those of the bytes read from it, not the database's, which a racing
-    /// `PUT` may have changed in between.
-    pub fn get(&self, context_id: &str, path: &str) -> Result<(ContextFile, Vec<u8>), FileError> {
-        let segments = check_path(path)?;
-        let not_found = || FileError::NotFound {
-            context: context_id.to_string(),
-            path: path.to_string(),
-        };
-        let mut record = self
-            .store
-            .context_file(context_id, path)?
-            .ok_or_else(not_found)?;
-        let folder = self.open_folder(context_id, false)?.ok_or_else(not_found)?;
-        let fd = match beneath(&folder, &segments.join("/"), OFlag::O_RDONLY) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Err(not_found()),
-            Err(Errno::ELOOP | Errno::EXDEV | Errno::ENOTDIR) => {
-                return Err(FileError::NotAFile {
-                    path: path.to_string(),
-                })
-            }
-            Err(e) => return Err(FileError::io("open the file")(e)),
-        };
-        let stat = fstat(&fd).map_err(FileError::io("read the file's type"))?;
-        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-            return Err(FileError::NotAFile {
-                path: path.to_string(),
-            });
-        }
-        let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
-        if size > self.limits.max_file_bytes {
-            return Err(FileError::FileTooLarge {
-                limit: self.limits.max_file_bytes,
-            });
-        }
-        let mut bytes = Vec::new();
-        use std::io::Read;
-        std::fs::File::from(fd)
-            .read_to_end(&mut bytes)
-            .map_err(|source| FileError::Io {
-                step: "read the file",
-                source,
-            })?;
-        record.size = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
-        record.sha256 = hex(ring::digest::digest(&SHA256, &bytes));
-        Ok((record, bytes))
-    }
-
     /// What `context_id`'s folder holds.
     pub fn list(&self, context_id: &str) -> Result<Vec<ContextFile>, FileError> {
         Ok(self.store.context_files(context_id)?)
@@ -219,6 +183,7 @@ impl ContextFiles {
             .open_parent(folder, &segments, false)?
             .ok_or_else(not_found)?;
         let name = segments.last().copied().unwrap_or_default();
+        let _versions = self.hold_versions();
         match unlinkat(&parent, name, UnlinkatFlags::NoRemoveDir) {
             Ok(()) => {}
             Err(Errno::ENOENT) if known => {}

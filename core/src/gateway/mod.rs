@@ -24,14 +24,14 @@ pub use web::server::{serve, ServerLimits};
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use skillbox_protocol::methods::SecretValue;
 use subtle::ConstantTimeEq;
 
 use crate::auth::Caller;
+use web::body::ReplyBody;
 
 /// What the gateway serves. Each family of handlers reads its own view of the core
 /// ([`parts`]).
@@ -98,7 +98,7 @@ impl Gateway {
         }
     }
 
-    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<ReplyBody> {
         let path = req.uri().path();
         // The console signs browsers in with a session cookie of its own (console/).
         if path == "/console" || path.starts_with("/console/") {
@@ -115,14 +115,15 @@ impl Gateway {
                 parts.headers,
                 body,
             )
-            .await;
+            .await
+            .map(ReplyBody::from);
         }
         let caller = if path == "/healthz" {
             None
         } else {
             match self.authenticate(req.headers()) {
                 Ok(caller) => Some(caller),
-                Err(e) => return e.into_response(),
+                Err(e) => return e.into_response().map(ReplyBody::from),
             }
         };
         let (parts, body) = req.into_parts();
@@ -138,7 +139,7 @@ impl Gateway {
         };
         match table::dispatch(&self, asked, query, parts.headers, body).await {
             Ok(r) => r,
-            Err(e) => e.into_response(),
+            Err(e) => e.into_response().map(ReplyBody::from),
         }
     }
 }

@@ -76,7 +76,7 @@ async fn send(gw: &Gateway, caller: &Caller, path: &str, body: Value) -> (Status
     };
     let r = table::dispatch(gw, asked, None, headers, body)
         .await
-        .unwrap_or_else(|e| e.into_response());
+        .unwrap_or_else(|e| e.into_response().map(Into::into));
     let status = r.status();
     let bytes = r.into_body().collect().await.unwrap().to_bytes();
     (

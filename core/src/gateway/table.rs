@@ -13,7 +13,7 @@ use super::rest::{
     tokens, tools,
 };
 use super::web::error::ApiError;
-use super::web::request::{Handled, Reply, Req};
+use super::web::request::{Answered, Handled, Req};
 use super::Gateway;
 use crate::auth::{Caller, Role};
 
@@ -40,7 +40,9 @@ macro_rules! routes {
             method: Method::$method,
             pattern: $pattern,
             role: routes!(@role $role),
-            handler: |gw, req| Box::pin($handler(gw, req)),
+            handler: |gw, req| Box::pin(async move {
+                $handler(gw, req).await.map(|r| r.map(Into::into))
+            }),
         }),*]
     };
     (@role anyone) => { None };
@@ -153,7 +155,7 @@ pub async fn dispatch(
     query: Option<String>,
     headers: http::HeaderMap,
     body: super::web::request::Body,
-) -> Reply {
+) -> Answered {
     let Asked {
         method,
         path,

@@ -44,7 +44,7 @@ async fn send(
     };
     let r = match table::dispatch(gw, asked, query, http::HeaderMap::new(), body).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_response().map(Into::into),
     };
     let status = r.status();
     let bytes = r.into_body().collect().await.unwrap().to_bytes();

@@ -19,6 +19,7 @@ mod drain;
 mod egress;
 mod egress_secrets;
 mod fetch;
+mod file_transfer;
 mod gateway_flood;
 mod gateway_limits;
 mod getting_skills;

@@ -214,3 +214,48 @@ async fn file_name_with_a_bidi_override_or_another_format_character_is_refused()
         .await
         .unwrap();
 }
+
+/// An upload whose body breaks after some batches (the connection closed mid-body)
+/// leaves the file it would have replaced as it was, and no temporary file.
+#[tokio::test]
+async fn an_upload_broken_mid_body_leaves_the_old_file_and_no_temporary_file() {
+    let (_dir, f) = files(FilesSection::default());
+    let (old, _) = f.put("c1", "a.bin", body(b"old"), T).await.unwrap();
+    let mut frames: Vec<Result<hyper::body::Frame<Bytes>, String>> = (0..100)
+        .map(|_| Ok(hyper::body::Frame::data(Bytes::from(vec![9u8; 32 * 1024]))))
+        .collect();
+    frames.push(Err("connection closed before message completed".to_string()));
+    let broken = StreamBody::new(futures_util::stream::iter(frames));
+    let err = f.put("c1", "a.bin", broken, T).await.unwrap_err();
+    assert!(matches!(err, FileError::Broken(_)), "{err}");
+    let (record, bytes) = f.get("c1", "a.bin").unwrap();
+    assert_eq!((bytes.as_slice(), record.sha256), (&b"old"[..], old.sha256));
+    let names: Vec<String> = std::fs::read_dir(f.folder("c1"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["a.bin"]);
+}
+
+/// A download reads the version it opened, whole, with that version's record (its
+/// `ETag`), even when a `PUT` of the same size replaces the file meanwhile.
+#[tokio::test]
+async fn a_file_opened_before_a_put_replaces_it_reads_as_the_version_opened() {
+    let (_dir, f) = files(FilesSection::default());
+    let v1 = vec![1u8; 3 << 20];
+    f.put("c1", "a.bin", body(&v1), T).await.unwrap();
+    let opened = f.open("c1", "a.bin").unwrap();
+    let (v2, _) = f
+        .put("c1", "a.bin", body(&[2u8; 3 << 20]), T)
+        .await
+        .unwrap();
+    let mut back = Vec::new();
+    std::io::Read::read_to_end(&mut &opened.file, &mut back).unwrap();
+    assert!(back == v1, "the open file changed");
+    assert_eq!(
+        opened.record.sha256,
+        hex(ring::digest::digest(&SHA256, &v1))
+    );
+    assert_ne!(opened.record.sha256, v2.sha256);
+    assert_eq!(f.open("c1", "a.bin").unwrap().record.sha256, v2.sha256);
+}

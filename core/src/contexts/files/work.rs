@@ -2,12 +2,10 @@
 //! ([`ContextFiles::work_dir`]) and their bytes chunk by chunk ([`ContextFiles::read_chunk`])
 //! for the executor that runs the call (docs/sessions.md).
 
-use nix::errno::Errno;
-use nix::fcntl::OFlag;
-use nix::sys::stat::{fstat, SFlag};
 use skillbox_protocol::workdir::{WorkDir, WorkFile, MAX_CHUNK_BYTES};
 
-use super::{beneath, check_path, ContextFiles, FileError};
+use super::read::open_file_beneath;
+use super::{check_path, ContextFiles, FileError};
 
 impl ContextFiles {
     /// Every file of `context_id` with the quotas a call must keep to. Blocking.
@@ -45,23 +43,7 @@ impl ContextFiles {
             path: path.to_string(),
         };
         let folder = self.open_folder(context_id, false)?.ok_or_else(not_found)?;
-        let fd = match beneath(&folder, &segments.join("/"), OFlag::O_RDONLY) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Err(not_found()),
-            Err(Errno::ELOOP | Errno::EXDEV | Errno::ENOTDIR) => {
-                return Err(FileError::NotAFile {
-                    path: path.to_string(),
-                })
-            }
-            Err(e) => return Err(FileError::io("open the file")(e)),
-        };
-        let stat = fstat(&fd).map_err(FileError::io("read the file's type"))?;
-        if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
-            return Err(FileError::NotAFile {
-                path: path.to_string(),
-            });
-        }
-        let size = u64::try_from(stat.st_size).unwrap_or(0);
+        let (fd, size) = open_file_beneath(&folder, &segments.join("/"), not_found, path)?;
         Ok((std::fs::File::from(fd), size))
     }
 

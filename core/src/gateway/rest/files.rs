@@ -1,7 +1,8 @@
 //! A context's files (docs/http-api.md, "A context's files"): `PUT`, `GET` and `DELETE
 //! /v1/contexts/{id}/files/{path}`, `GET /v1/contexts/{id}/files`, and `DELETE
 //! /v1/contexts/{id}` (the context whole). Raw bytes both ways: an upload is streamed to
-//! disk within `[files]`'s quotas, not bound by the JSON body limit. A bot reaches only the
+//! disk within `[files]`'s quotas, not bound by the JSON body limit, and a download is
+//! streamed from the open file; neither is held whole in memory. A bot reaches only the
 //! contexts it uses ([`crate::contexts::enter`]).
 
 use bytes::Bytes;
@@ -9,10 +10,11 @@ use http::{HeaderValue, Response, StatusCode};
 use http_body_util::Full;
 use serde_json::json;
 
-use crate::contexts::files::{content_type, ContextFiles, FileError};
+use crate::contexts::files::{content_type, ContextFiles, FileError, OpenedFile};
 use crate::contexts::{self, ContextError};
+use crate::gateway::web::body::{FileBody, ReplyBody};
 use crate::gateway::web::error::{json_response, ApiError};
-use crate::gateway::web::request::{ok, Reply, Req};
+use crate::gateway::web::request::{ok, Answered, Reply, Req};
 use crate::gateway::Gateway;
 
 impl From<FileError> for ApiError {
@@ -49,17 +51,23 @@ pub async fn put(gw: &Gateway, req: Req) -> Reply {
 }
 
 /// `GET /v1/contexts/{id}/files/{path}`: the bytes, typed by the name, `ETag` its SHA-256.
-pub async fn get(gw: &Gateway, req: Req) -> Reply {
+///
+/// The file is opened before the answer begins (a refusal is still a JSON error with its
+/// status), then streamed from that descriptor ([`FileBody`]): one version whole, even
+/// when a `PUT` replaces the file meanwhile ([`ContextFiles::open`]).
+pub async fn get(gw: &Gateway, req: Req) -> Answered {
     let (id, files) = enter(gw, &req).await?;
     let path = req.param("path")?.to_string();
-    let (file, bytes) = tokio::task::spawn_blocking(move || files.get(&id, &path)).await??;
-    let mut r = Response::new(Full::new(Bytes::from(bytes)));
+    let OpenedFile { record, file } =
+        tokio::task::spawn_blocking(move || files.open(&id, &path)).await??;
+    let mut r = Response::new(ReplyBody::from(FileBody::new(file, record.size)));
     let headers = r.headers_mut();
     headers.insert(
         http::header::CONTENT_TYPE,
-        HeaderValue::from_static(content_type(&file.path)),
+        HeaderValue::from_static(content_type(&record.path)),
     );
-    if let Ok(tag) = HeaderValue::from_str(&format!("\"{}\"", file.sha256)) {
+    headers.insert(http::header::CONTENT_LENGTH, HeaderValue::from(record.size));
+    if let Ok(tag) = HeaderValue::from_str(&format!("\"{}\"", record.sha256)) {
         headers.insert(http::header::ETAG, tag);
     }
     Ok(r)

@@ -117,7 +117,7 @@ impl Fixture {
                 table::dispatch(&self.gw, asked, query, headers, body).await
             }
         };
-        let r = reply.unwrap_or_else(|e| e.into_response());
+        let r = reply.unwrap_or_else(|e| e.into_response().map(Into::into));
         let status = r.status();
         let bytes = r.into_body().collect().await.unwrap().to_bytes();
         (
@@ -150,7 +150,7 @@ impl Fixture {
         };
         let r = table::dispatch(&self.gw, asked, None, headers, body)
             .await
-            .unwrap_or_else(|e| e.into_response());
+            .unwrap_or_else(|e| e.into_response().map(Into::into));
         let (parts, body) = r.into_parts();
         (
             parts.status,

@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use skillbox_protocol::result::ErrorKind;
 
+use super::body::ReplyBody;
 use super::error::{json_response, ApiError};
 
 /// A request body of any source (hyper's in the server, a buffer in tests).
@@ -87,8 +88,12 @@ impl From<BodyReadError> for ApiError {
 /// A handler's answer: a response, or the error the one mapping turns into one.
 pub type Reply = Result<Response<Full<Bytes>>, ApiError>;
 
-/// The future a handler returns.
-pub type Handled<'a> = Pin<Box<dyn Future<Output = Reply> + Send + 'a>>;
+/// An answer of the route table: a [`Reply`], or a handler's answer whose body is
+/// streamed (a context file's bytes, [`ReplyBody::File`]).
+pub type Answered = Result<Response<ReplyBody>, ApiError>;
+
+/// The future a route's handler returns (its answer made an [`Answered`]).
+pub type Handled<'a> = Pin<Box<dyn Future<Output = Answered> + Send + 'a>>;
 
 /// One request as a handler sees it.
 #[derive(Debug)]

@@ -31,9 +31,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -41,6 +39,7 @@ use skillbox_protocol::result::ErrorKind;
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use self::admission::{over_cap_message, Admission, Refusal, Slot, Ticket};
+use super::body::ReplyBody;
 use super::error::ApiError;
 use crate::gateway::Gateway;
 use crate::state::config::gateway::FALLBACK_FD_LIMIT;
@@ -184,7 +183,8 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, tic
                         ErrorKind::Unavailable,
                         Refusal::Evicted.message(&gateway.server_limits),
                     )
-                    .into_response(),
+                    .into_response()
+                    .map(ReplyBody::from),
                     (Slot::Full, Some(_)) => Arc::clone(&gateway).handle(req).await,
                     (Slot::HealthOnly, Some(_)) => health_only(gateway, req).await,
                 };
@@ -232,7 +232,7 @@ async fn connection(tcp: TcpStream, peer: SocketAddr, gateway: Arc<Gateway>, tic
 }
 
 /// A connection of the health reserve: `GET /healthz` is answered, anything else 503.
-async fn health_only(gateway: Arc<Gateway>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+async fn health_only(gateway: Arc<Gateway>, req: Request<Incoming>) -> Response<ReplyBody> {
     if req.method() == Method::GET && req.uri().path() == "/healthz" {
         return gateway.handle(req).await;
     }
@@ -241,10 +241,11 @@ async fn health_only(gateway: Arc<Gateway>, req: Request<Incoming>) -> Response<
         over_cap_message(&gateway.server_limits),
     )
     .into_response()
+    .map(ReplyBody::from)
 }
 
 /// A 413 or 408 leaves the rest of the body unread: the connection closes after it.
-fn close_after_unread_body(response: &mut Response<Full<Bytes>>) {
+fn close_after_unread_body(response: &mut Response<ReplyBody>) {
     if matches!(
         response.status(),
         StatusCode::PAYLOAD_TOO_LARGE | StatusCode::REQUEST_TIMEOUT

@@ -17,7 +17,7 @@ async fn get(gw: &Gateway, path: &str) -> (StatusCode, Value) {
     };
     let r = match table::dispatch(gw, asked, None, HeaderMap::new(), body).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_response().map(Into::into),
     };
     let status = r.status();
     let bytes = r.into_body().collect().await.unwrap().to_bytes();

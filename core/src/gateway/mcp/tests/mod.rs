@@ -139,7 +139,7 @@ async fn post_raw(gw: &Gateway, path: &str, headers: &[(&str, &str)], body: &str
     };
     let r = match table::dispatch(gw, asked, None, map, body).await {
         Ok(r) => r,
-        Err(e) => e.into_response(),
+        Err(e) => e.into_response().map(Into::into),
     };
     let status = r.status();
     let bytes = r.into_body().collect().await.unwrap().to_bytes();
