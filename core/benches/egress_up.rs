@@ -200,7 +200,9 @@ fn sandboxed(bot: &mut KeptBot, line: &[String]) -> Vec<f64> {
 }
 
 fn percentile(v: &mut [f64], p: f64) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v.sort_by(f64::total_cmp);
+    // `p` is a fraction in 0..=1, so the index lies in 0..len (and is clamped below).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let i = ((v.len() as f64 - 1.0) * p).round() as usize;
     v[i.min(v.len() - 1)]
 }
