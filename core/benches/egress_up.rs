@@ -26,6 +26,10 @@
 //! - the small series: `EGRESS_N` URLs of `/small` in one `curl`, each its own
 //!   connection, p50 and p90 of their `time_total`, direct and in the sandbox.
 //!
+//! The host's `curl` is given the same trust as the sandbox's: the system bundle plus the
+//! bench's CA (OpenSSL 3 parses the whole bundle for each connection; a one-certificate
+//! file would hide that cost from the baseline).
+//!
 //! Nothing here asserts a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -102,15 +106,26 @@ fn serve(listener: TcpListener, big: Arc<Vec<u8>>, tls: Option<Arc<rustls::Serve
 
 /// A CA of the bench's own (its PEM) and a server configuration for [`NAME`] it issued.
 fn tls_config() -> (String, Arc<rustls::ServerConfig>) {
-    use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+    use rcgen::{
+        BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, Issuer, KeyPair,
+        KeyUsagePurpose,
+    };
+    // Distinct names: a leaf named like its issuer reads as self-signed to OpenSSL.
+    let named = |cn: &str| {
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, cn);
+        dn
+    };
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    ca.distinguished_name = named("skillbox egress bench CA");
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca, ca_key);
     let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec![NAME.to_string()]).unwrap();
+    let mut leaf = CertificateParams::new(vec![NAME.to_string()]).unwrap();
+    leaf.distinguished_name = named(NAME);
     let cert = leaf.signed_by(&key, &issuer).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)
@@ -223,11 +238,12 @@ fn main() {
     serve(secure, Arc::clone(&big), Some(tls));
     let ws = workspace();
     prepare(ws.path(), http, https, &ca_pem);
-    let ca_file = ws
-        .path()
-        .join("bench-ca.pem")
-        .to_string_lossy()
-        .into_owned();
+    // The host's curl trusts what the sandbox's does: the system roots and the bench's CA
+    // in one bundle (OpenSSL reads a whole bundle for each connection, a cost of its own).
+    let system = std::fs::read_to_string("/etc/ssl/certs/ca-certificates.crt").unwrap_or_default();
+    let bundle = ws.path().join("bench-bundle.pem");
+    std::fs::write(&bundle, format!("{system}\n{ca_pem}")).unwrap();
+    let ca_file = bundle.to_string_lossy().into_owned();
     let up = start_up(ws.path());
     let mut bot = KeptBot::connect(&up.addr, &up.token);
 
