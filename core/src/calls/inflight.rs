@@ -240,16 +240,20 @@ impl InFlight {
         skill: Arc<Skill>,
         token: &str,
     ) -> Arc<ActiveCall> {
-        self.insert_test_call(call_id, skill, token, Arc::default())
+        self.insert_test_call(call_id, skill, token, (Arc::default(), None))
     }
 
-    /// A read call of `skill` holding `secrets`, registered for a test or the bench.
+    /// A read call of `skill` holding `secrets`, made in a context when `files` are given,
+    /// registered for a test or the bench.
     fn insert_test_call(
         &self,
         call_id: &str,
         skill: Arc<Skill>,
         token: &str,
-        secrets: Arc<crate::proxy::secrets::CallSecrets>,
+        (secrets, files): (
+            Arc<crate::proxy::secrets::CallSecrets>,
+            Option<Arc<super::workfiles::CallFiles>>,
+        ),
     ) -> Arc<ActiveCall> {
         let call = Arc::new(
             ActiveCall::new(
@@ -259,7 +263,8 @@ impl InFlight {
                 crate::auth::CallOrigin::operator(),
                 SecretValue(token.to_string()),
             )
-            .with_secrets(secrets),
+            .with_secrets(secrets)
+            .with_files(files),
         );
         self.insert(call_id, Arc::clone(&call));
         call
@@ -276,7 +281,7 @@ impl InFlight {
         token: &str,
         secrets: crate::proxy::secrets::CallSecrets,
     ) -> Arc<ActiveCall> {
-        self.insert_test_call(call_id, skill, token, Arc::new(secrets))
+        self.insert_test_call(call_id, skill, token, (Arc::new(secrets), None))
     }
 
     /// [`InFlight::insert_for_test`] of a call made in a context, sent `files`.
@@ -287,18 +292,7 @@ impl InFlight {
         token: &str,
         files: Arc<super::workfiles::CallFiles>,
     ) -> Arc<ActiveCall> {
-        let call = Arc::new(
-            ActiveCall::new(
-                skill,
-                "t",
-                Security::Read,
-                crate::auth::CallOrigin::operator(),
-                SecretValue(token.to_string()),
-            )
-            .with_files(Some(files)),
-        );
-        self.insert(call_id, Arc::clone(&call));
-        call
+        self.insert_test_call(call_id, skill, token, (Arc::default(), Some(files)))
     }
 
     /// [`InFlight::remove`], for tests.
