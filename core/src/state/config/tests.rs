@@ -45,6 +45,10 @@ fn executor_and_docker_limits_out_of_range_are_refused_with_the_key() {
             "executor.scratch_tmpfs_mb",
         ),
         (
+            "[executor]\nblob_cache_mb = 2000000\n",
+            "executor.blob_cache_mb",
+        ),
+        (
             "[docker]\nrestart_after_ms = 10\n",
             "docker.restart_after_ms",
         ),
