@@ -331,9 +331,10 @@ jobs_deps() {
 # A context at its quota (256 MiB: four files of 63 MiB) beside the built environment and
 # the file cache: the scratch volume holds them all.
 jobs_quota() {
-  local i listed r
+  local i listed r want
   for i in 1 2 3 4; do
     head -c $((63 * 1024 * 1024)) /dev/urandom >"$work/big$i"
+    [ "$i" = 1 ] && want=$(sha256sum "$work/big1" | cut -c1-64)
     curl -sS --max-time 120 -X PUT --data-binary @"$work/big$i" -H "Authorization: Bearer $token" \
       "$gateway/v1/contexts/job-q/files/big$i.bin" >/dev/null
     rm -f "$work/big$i"
@@ -344,9 +345,10 @@ jobs_quota() {
   r=$(ctx_call job-q run_skill_script "$thumb_args")
   expect "thumbnail runs in the context at its quota, beside its environment (no ENOSPC)" "$r" "$thumb_ok"
   # Up to 10 s for the command to end (hashing 63 MiB may outlast the default 1 s yield).
-  r=$(ctx_call job-q exec_command "$(cmd_args 'sha256sum big1.bin | cut -c1-16; ls | wc -l' '' 10000)")
-  expect "the context's four large files are laid out for a command beside the PNG" "$r" \
-    'r["data"]["exit_code"] == 0 and r["data"]["output"].split()[-1] == "5"'
+  # The files come to the executor's container as raw bytes on a stream of the channel.
+  r=$(ctx_call job-q exec_command "$(cmd_args 'sha256sum big1.bin | cut -c1-64; ls | wc -l' '' 10000)")
+  expect "the context's four large files are laid out for a command beside the PNG, whole" "$r" \
+    "r[\"data\"][\"exit_code\"] == 0 and r[\"data\"][\"output\"].split() == [\"$want\", \"5\"]"
 }
 
 # The executor restarted the way an operator restarts it there (restart_executor), and the
