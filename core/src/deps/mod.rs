@@ -155,6 +155,9 @@ impl DepsBuilder {
         if missing.is_empty() {
             return;
         }
+        for name in &missing {
+            records.queue(name);
+        }
         let me = Arc::clone(self);
         tokio::spawn(async move {
             // At start the executors may not answer yet.
@@ -173,6 +176,7 @@ impl DepsBuilder {
                     tokio::time::sleep(LOAD_RETRY_PAUSE).await;
                     built = me.build(&name, true).await;
                 }
+                records.unqueue(&name);
                 match built {
                     Ok(r) => tracing::info!(skill = %name, ok = r.ok, "dependencies built on load"),
                     Err(e) => {

@@ -55,6 +55,8 @@ pub struct DepsRecords {
     dir: PathBuf,
     records: RwLock<BTreeMap<String, DepsRecord>>,
     building: Mutex<BTreeSet<String>>,
+    /// Skills a build on load will build, not started yet ([`DepsRecords::queue`]).
+    queued: Mutex<BTreeSet<String>>,
     progress: Mutex<BTreeMap<String, BuildProgress>>,
 }
 
@@ -103,6 +105,7 @@ impl DepsRecords {
             dir,
             records: RwLock::new(records),
             building: Mutex::new(BTreeSet::new()),
+            queued: Mutex::default(),
             progress: Mutex::default(),
         }
     }
@@ -136,6 +139,18 @@ impl DepsRecords {
         building.insert(name.to_string())
     }
 
+    /// Notes that `name` will be built shortly (a build on load, in the background): until
+    /// [`DepsRecords::unqueue`], it is said to be being built, so that whoever asks right
+    /// after a reload (`skill add --wait`) is not told that nothing builds it.
+    pub fn queue(&self, name: &str) {
+        (self.queued.lock().unwrap_or_else(PoisonError::into_inner)).insert(name.to_string());
+    }
+
+    /// `name` is no longer waiting for a build on load (it ran, or will not).
+    pub fn unqueue(&self, name: &str) {
+        (self.queued.lock().unwrap_or_else(PoisonError::into_inner)).remove(name);
+    }
+
     /// Marks `name`'s build as over.
     pub fn finish(&self, name: &str) {
         let mut building = self.building.lock().unwrap_or_else(PoisonError::into_inner);
@@ -167,7 +182,10 @@ impl DepsRecords {
         let fix = format!("run `skillbox skill deps {name}`");
         let building = (self.building.lock())
             .unwrap_or_else(PoisonError::into_inner)
-            .contains(name);
+            .contains(name)
+            || (self.queued.lock())
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(name);
         match self.get(name) {
             Some(r) if r.digest == digest && r.ok => None,
             _ if building => Some(format!(
@@ -243,6 +261,12 @@ mod tests {
             records.problem(&skill).unwrap().contains("not built"),
             "a changed requirement builds anew"
         );
+        // A build on load is said to be coming before it starts, so that `skill add
+        // --wait` right after the reload waits for it instead of giving up.
+        records.queue("pdf");
+        assert!(records.problem(&skill).unwrap().contains("being built"));
+        records.unqueue("pdf");
+        assert!(records.problem(&skill).unwrap().contains("not built"));
         assert!(records.start("pdf") && !records.start("pdf"));
         assert!(records.problem(&skill).unwrap().contains("being built"));
     }
