@@ -3,7 +3,10 @@
 //! [`StreamClient`], which opens the upgraded byte streams of `POST /egress`
 //! ([`crate::stream`]).
 
+mod warm;
+
 use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -272,12 +275,16 @@ pub type ChannelStream = TokioIo<hyper::upgrade::Upgraded>;
 /// Longest wait for a stream's TLS handshake and `101` answer after the TCP connect.
 pub const STREAM_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Connections a [`StreamClient`] keeps made ahead for its next streams.
+pub const WARM_STREAMS: usize = warm::READY;
+
 /// Largest refusal text read from a server that did not upgrade.
 const MAX_REFUSAL_BYTES: usize = 4096;
 
 /// Opens byte streams to one channel server (the executor's side of the egress proxy):
 /// each on a connection of its own (mutual TLS, the server's identity checked as its
-/// certificate name), upgraded from `POST /egress`.
+/// certificate name), upgraded from `POST /egress`. A few connections are made ahead of
+/// the next streams ([`warm`]); clones share them.
 #[derive(Clone)]
 pub struct StreamClient {
     /// `host:port` to connect to.
@@ -286,6 +293,7 @@ pub struct StreamClient {
     url: String,
     name: ServerName<'static>,
     tls: TlsConnector,
+    warm: Arc<warm::WarmPool>,
 }
 
 impl std::fmt::Debug for StreamClient {
@@ -335,7 +343,14 @@ impl StreamClient {
             url: base_url.trim_end_matches('/').to_string(),
             name,
             tls: TlsConnector::from(std::sync::Arc::new(config)),
+            warm: Arc::default(),
         })
+    }
+
+    /// Connections made ahead and ready for the next streams now (at most
+    /// [`WARM_STREAMS`]).
+    pub fn warm_ready(&self) -> usize {
+        self.warm.ready()
     }
 
     /// Opens the egress stream of call `call_id`, presenting its capability `token`
@@ -378,29 +393,68 @@ impl StreamClient {
         token: &str,
     ) -> Result<ChannelStream, ClientError> {
         let url = format!("{}{}", self.url, kind.path());
-        let connect_failed = |reason: String| ClientError::Connect {
+        let timed_out = || ClientError::Timeout {
             url: url.clone(),
-            reason,
+            timeout_ms: u64::try_from(STREAM_OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
         };
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
-            .await
-            .map_err(|_| connect_failed(format!("no connection within {CONNECT_TIMEOUT:?}")))?
-            .map_err(|e| connect_failed(e.to_string()))?;
-        let _ = tcp.set_nodelay(true);
+        let ready = self.warm.take();
+        self.fill_warm();
+        if let Some(tls) = ready {
+            let upgraded = self.upgrade(&url, tls, kind, (call_id, token));
+            match tokio::time::timeout(STREAM_OPEN_TIMEOUT, upgraded).await {
+                // The server closed it while it waited: a fresh connection below.
+                Ok(Err(ClientError::Unreachable { reason, .. })) => {
+                    tracing::debug!(%reason, "a connection made ahead was closed; opening a fresh one");
+                }
+                Ok(opened) => return opened,
+                Err(_) => return Err(timed_out()),
+            }
+        }
         let opening = async {
             let tls = self
-                .tls
-                .connect(self.name.clone(), tcp)
+                .connect()
                 .await
-                .map_err(|e| connect_failed(format!("TLS handshake: {e}")))?;
+                .map_err(|reason| ClientError::Connect {
+                    url: url.clone(),
+                    reason,
+                })?;
             self.upgrade(&url, tls, kind, (call_id, token)).await
         };
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, opening)
             .await
-            .map_err(|_| ClientError::Timeout {
-                url: url.clone(),
-                timeout_ms: u64::try_from(STREAM_OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
-            })?
+            .map_err(|_| timed_out())?
+    }
+
+    /// A TCP connection to the server with the mutual-TLS handshake done (the TCP connect
+    /// within [`CONNECT_TIMEOUT`]); why not.
+    async fn connect(&self) -> Result<warm::Connected, String> {
+        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
+            .await
+            .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
+            .map_err(|e| e.to_string())?;
+        let _ = tcp.set_nodelay(true);
+        self.tls
+            .connect(self.name.clone(), tcp)
+            .await
+            .map_err(|e| format!("TLS handshake: {e}"))
+    }
+
+    /// Starts making connections for the next streams ([`warm`]).
+    fn fill_warm(&self) {
+        self.warm.fill(|| {
+            let client = self.clone();
+            async move {
+                let made = tokio::time::timeout(STREAM_OPEN_TIMEOUT, client.connect()).await;
+                match made {
+                    Ok(Ok(conn)) => Some(conn),
+                    Ok(Err(reason)) => {
+                        tracing::debug!(%reason, "a connection ahead of the next stream failed");
+                        None
+                    }
+                    Err(_) => None,
+                }
+            }
+        });
     }
 
     async fn upgrade(

@@ -3,7 +3,7 @@
 //! `state::pki`).
 
 use serde_json::Value;
-use skillbox_channel::client::{ClientError, StreamClient};
+use skillbox_channel::client::{ClientError, StreamClient, WARM_STREAMS};
 use skillbox_channel::server::{self, ReloadingServerConfig, RpcFuture, RpcHandler, ServerOptions};
 use skillbox_channel::{TlsFiles, CORE_IDENTITY, EXECUTOR_IDENTITY};
 use skillbox_protocol::jsonrpc::ErrorObject;
@@ -131,4 +131,88 @@ async fn a_peer_without_the_executor_identity_gets_no_stream() {
         ),
         "{err}"
     );
+}
+
+/// Opens an egress stream with a token of no call and checks the proxy's refusal comes
+/// back on it: the stream reached the proxy, whichever connection it went on.
+async fn open_and_check_refused(client: &StreamClient) {
+    let mut stream = client.open_egress(CALL, "stolen").await.unwrap();
+    let answer = ask_all(&mut stream, "CONNECT api.test:443 HTTP/1.1\r\n\r\n").await;
+    assert_refused(
+        &answer,
+        "403",
+        "the capability token does not belong to call",
+    );
+}
+
+/// Waits until `client` has `n` connections made ahead.
+async fn until_warm(client: &StreamClient, n: usize) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while client.warm_ready() < n {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} of {n} connections made ahead after 10 s",
+            client.warm_ready()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn later_streams_go_on_connections_made_ahead() {
+    let rig = Rig::new(&["api.test".into()], pinned(), &[]);
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    assert_eq!(
+        channel.client.warm_ready(),
+        0,
+        "nothing is made before a stream"
+    );
+    open_and_check_refused(&channel.client).await;
+    until_warm(&channel.client, WARM_STREAMS).await;
+    for _ in 0..3 {
+        open_and_check_refused(&channel.client).await;
+        until_warm(&channel.client, WARM_STREAMS).await;
+    }
+}
+
+/// A TCP forwarder to `to`; sending on the returned channel cuts every connection it
+/// carries (new ones are still forwarded).
+async fn cuttable_forwarder(to: std::net::SocketAddr) -> (String, tokio::sync::watch::Sender<u32>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let at = listener.local_addr().unwrap();
+    let (cut, cuts) = tokio::sync::watch::channel(0u32);
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            let mut cuts = cuts.clone();
+            cuts.mark_unchanged();
+            tokio::spawn(async move {
+                let Ok(mut outbound) = tokio::net::TcpStream::connect(to).await else {
+                    return;
+                };
+                tokio::select! {
+                    _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                    _ = cuts.changed() => {}
+                }
+            });
+        }
+    });
+    (format!("https://{at}"), cut)
+}
+
+#[tokio::test]
+async fn a_connection_made_ahead_and_closed_since_is_replaced_by_a_fresh_one() {
+    let rig = Rig::new(&["api.test".into()], pinned(), &[]);
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    let server: std::net::SocketAddr = channel.url.trim_start_matches("https://").parse().unwrap();
+    let (url, cut) = cuttable_forwarder(server).await;
+    let files = TlsFiles::in_dir(&pki::pki_dir(channel._pki.path()), EXECUTOR_IDENTITY);
+    let client = StreamClient::new(&url, CORE_IDENTITY, &files).unwrap();
+    open_and_check_refused(&client).await;
+    until_warm(&client, WARM_STREAMS).await;
+    // Every connection made ahead is closed under the client (as a restarted core would).
+    cut.send(1).unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for _ in 0..=WARM_STREAMS {
+        open_and_check_refused(&client).await;
+    }
 }
