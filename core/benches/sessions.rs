@@ -27,7 +27,10 @@
 //! connection) and a download (`GET` of it, read to the end into a 1 MiB buffer). Last,
 //! `exec_command` of `true` with that file in the context: the first call (the executor
 //! fetches the file from the core) and the next ones (from its cache, copied into each
-//! call's folder). Nothing here asserts a time.
+//! call's folder). Then a context of many files (`SESSIONS_MANY_FILES`, default 1,000,
+//! holding `SESSIONS_MANY_MB` together, default 1,024): their uploads, the first call in
+//! it, the next ones, and a call after one of them changed (`sessions/many_files.rs`).
+//! Nothing here asserts a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #[allow(dead_code)]
@@ -42,6 +45,9 @@ use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
+
+#[path = "sessions/many_files.rs"]
+mod many_files;
 
 use client::KeptBot;
 use setup::{start_up, workspace};
@@ -75,18 +81,27 @@ fn bare_true() -> f64 {
 }
 
 fn exec_body(cmd: &serde_json::Value, yield_ms: Option<u64>) -> String {
+    exec_body_in(CONTEXT, cmd, yield_ms)
+}
+
+fn exec_body_in(context: &str, cmd: &serde_json::Value, yield_ms: Option<u64>) -> String {
     let mut args = serde_json::json!({ "cmd": cmd });
     if let Some(y) = yield_ms {
         args["yield_ms"] = y.into();
     }
-    serde_json::json!({"tool": "exec_command", "context_id": CONTEXT, "args": args}).to_string()
+    serde_json::json!({"tool": "exec_command", "context_id": context, "args": args}).to_string()
 }
 
 /// `exec_command` of `true` on `bot`; ms. Checks the exit code.
 fn exec_true(bot: &mut KeptBot) -> f64 {
+    exec_true_in(bot, CONTEXT)
+}
+
+/// `exec_command` of `true` in `context` on `bot`; ms. Checks the exit code.
+fn exec_true_in(bot: &mut KeptBot, context: &str) -> f64 {
     let (ms, v) = bot.call_body(
         "exec_command",
-        &exec_body(&serde_json::json!(["true"]), None),
+        &exec_body_in(context, &serde_json::json!(["true"]), None),
     );
     assert_eq!(v["data"]["exit_code"], 0, "exec_command true: {v}");
     ms
@@ -113,23 +128,34 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[i.min(v.len() - 1)]
 }
 
-/// The request head of a file request to the context.
-fn file_head(addr: &str, token: &str, method: &str, length: Option<usize>) -> String {
+/// The request head of a file request for `path` in `context`.
+fn file_head(
+    addr: &str,
+    token: &str,
+    (context, path): (&str, &str),
+    method: &str,
+    length: Option<usize>,
+) -> String {
     let body = length.map_or(String::new(), |n| {
         format!("Content-Type: application/octet-stream\r\nContent-Length: {n}\r\n")
     });
     format!(
-        "{method} /v1/contexts/{CONTEXT}/files/{BIG} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{body}Connection: close\r\n\r\n"
+        "{method} /v1/contexts/{context}/files/{path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{body}Connection: close\r\n\r\n"
     )
 }
 
 /// `PUT` of `data` as the context's `big.bin` on a fresh connection, the body written
 /// from memory; seconds, and the SHA-256 the core answered with.
 fn upload(addr: &str, token: &str, data: &[u8]) -> (f64, String) {
+    upload_to(addr, token, (CONTEXT, BIG), data)
+}
+
+/// `PUT` of `data` as `path` in `context`, as [`upload`].
+fn upload_to(addr: &str, token: &str, at: (&str, &str), data: &[u8]) -> (f64, String) {
     let t = Instant::now();
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_nodelay(true).unwrap();
-    s.write_all(file_head(addr, token, "PUT", Some(data.len())).as_bytes())
+    s.write_all(file_head(addr, token, at, "PUT", Some(data.len())).as_bytes())
         .unwrap();
     let sent = s.write_all(data);
     let mut out = String::new();
@@ -159,7 +185,7 @@ fn download(
     s.set_nodelay(true).unwrap();
     let mut r = BufReader::with_capacity(64 * 1024, s);
     r.get_mut()
-        .write_all(file_head(addr, token, "GET", None).as_bytes())
+        .write_all(file_head(addr, token, (CONTEXT, BIG), "GET", None).as_bytes())
         .unwrap();
     let (mut status, mut length, mut etag) = (String::new(), None, String::new());
     r.read_line(&mut status).unwrap();
@@ -247,7 +273,12 @@ fn loopback(data: &[u8]) -> f64 {
 /// `bytes` of a cheap pseudo-random pattern (nothing a file system or a link could
 /// squeeze).
 fn pattern(bytes: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    pattern_from(0x9E37_79B9_7F4A_7C15, bytes)
+}
+
+/// `bytes` of the pattern from `seed` (not 0): each seed gives other bytes.
+fn pattern_from(seed: u64, bytes: usize) -> Vec<u8> {
+    let mut x: u64 = seed;
     let mut out = Vec::with_capacity(bytes + 8);
     while out.len() < bytes {
         x ^= x << 13;
@@ -278,10 +309,16 @@ fn main() {
         .append(true)
         .open(ws.path().join("skillbox.toml"))
         .unwrap();
+    // Room on the executor's scratch tmpfs for the many-files context twice (its blob
+    // cache and its kept folder) and the big file (up's default is 512 MiB).
+    let many = many_files::Case::from_env();
+    let total = 2 * max_file.max(many.total_bytes() + 64 * 1024 * 1024);
+    let tmpfs_mb = 2 * total / (1024 * 1024) + 512;
     write!(
         toml,
-        "\n[files]\nmax_file_bytes = {max_file}\nmax_total_bytes = {}\n",
-        2 * max_file
+        "\nscratch_tmpfs_mb = {tmpfs_mb}\nblob_cache_mb = {}\n\n[files]\nmax_file_bytes = {max_file}\nmax_total_bytes = {total}\nmax_files = {}\n",
+        total / (1024 * 1024),
+        many.files + 16
     )
     .unwrap();
     drop(toml);
@@ -425,6 +462,9 @@ fn main() {
     let close = serde_json::json!({"tool": "close_context", "context_id": CONTEXT, "args": {}});
     bot.call_body("close_context", &close.to_string());
     drop(bot);
+
+    // A context of many files (1 GiB in 1,000 by default).
+    report.push_str(&many.run(&addr, &token, p50[1], medians[0]));
 
     print!("{report}");
     // `target/`, above the profile's folder the bench runs from.

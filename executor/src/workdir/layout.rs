@@ -41,6 +41,8 @@ pub async fn lay_out<B: CapabilityBroker>(
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
     };
+    let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
+    prefetch(broker, call, cache, missing).await?;
     let mut baseline = Baseline::default();
     for file in files {
         if let Some(known) = kept.remove(&file.path) {
@@ -94,6 +96,60 @@ pub async fn lay_out<B: CapabilityBroker>(
         );
     }
     Ok(baseline)
+}
+
+/// Files fetched from the core at once by [`prefetch`].
+const PREFETCH_AT_ONCE: usize = 4;
+
+/// The files of `files` to fetch ahead ([`prefetch`]): those that neither the cache nor
+/// the kept folder (`is_kept`) holds, each content once, and only as many bytes as half
+/// the cache holds (more would push out what was fetched before it is laid out; the rest
+/// come one by one in [`lay_out`]).
+fn to_prefetch<'a>(
+    cache: &BlobCache,
+    files: &'a [WorkFile],
+    is_kept: impl Fn(&str) -> bool,
+) -> Vec<&'a WorkFile> {
+    let mut seen = std::collections::HashSet::new();
+    let mut budget = cache.cap_bytes() / 2;
+    (files.iter())
+        .filter(|f| !is_kept(&f.path) && seen.insert(f.sha256.as_str()))
+        .filter(|f| cache.open(&f.sha256).is_none())
+        .take_while(|f| match budget.checked_sub(f.size) {
+            Some(left) => {
+                budget = left;
+                true
+            }
+            None => false,
+        })
+        .collect()
+}
+
+/// Fetches `missing` into the cache, [`PREFETCH_AT_ONCE`] at a time, so that a context
+/// of many files does not wait for each file's round trips in turn. Fails as the first
+/// failed fetch.
+async fn prefetch<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    cache: &BlobCache,
+    missing: Vec<&WorkFile>,
+) -> Result<(), WorkDirError> {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    if missing.len() < 2 {
+        return Ok(());
+    }
+    let mut waiting = missing.into_iter();
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < PREFETCH_AT_ONCE {
+            let Some(file) = waiting.next() else { break };
+            running.push(fetch_either(broker, call, cache, file));
+        }
+        match running.next().await {
+            Some(fetched) => drop(fetched?),
+            None => return Ok(()),
+        }
+    }
 }
 
 /// Fetches `file` from the core into the cache, over a file stream when it is large

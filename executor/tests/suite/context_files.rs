@@ -276,3 +276,79 @@ fn run_skill_script_refuses_paths_leaving_scripts_and_unknown_kinds() {
         assert_mentions(r.error.as_deref().unwrap(), says);
     }
 }
+
+#[test]
+fn a_context_of_many_files_is_laid_out_whole_each_fetched_once() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "cat d*/f*.txt | sha256sum\n");
+    let files: Vec<(String, Vec<u8>)> = (0..48)
+        .map(|i| {
+            (
+                format!("d{}/f{i:02}.txt", i % 6),
+                format!("file {i}\n").into_bytes(),
+            )
+        })
+        .collect();
+    let held: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let core = FakeCore::with(&held);
+    let r = run(&root, &core, "shell", None);
+    // The shell's glob orders d0/f00, d0/f06, ..., d1/f01, ...: the same order here.
+    let mut sorted = files.clone();
+    sorted.sort();
+    let all: Vec<u8> = sorted.iter().flat_map(|(_, b)| b.clone()).collect();
+    let out = stdout(&r);
+    assert!(
+        out.starts_with(&super::harness::fake_core::sha256(&all)),
+        "{out}"
+    );
+    let mut reads = core.calls();
+    reads.sort();
+    let mut expected: Vec<String> = sorted.iter().map(|(p, _)| format!("read {p}")).collect();
+    expected.sort();
+    assert_eq!(reads, expected, "each file read once, fetched ahead or not");
+}
+
+#[test]
+fn a_file_the_core_cannot_give_fails_the_call_naming_it() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "echo ran\n");
+    let files: Vec<(String, Vec<u8>)> = (0..8)
+        .map(|i| (format!("f{i}.txt"), format!("file {i}\n").into_bytes()))
+        .collect();
+    let held: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    let core = FakeCore::with(&held);
+    let workdir = core.workdir();
+    // The core lost f5.txt after it listed the context's files.
+    core.files.lock().unwrap().remove("f5.txt");
+    let params = ToolExecuteParams {
+        call_id: "ctx-call".into(),
+        capability_token: SecretValue("tok".into()),
+        skill: "shell".into(),
+        tool: "run".into(),
+        args: json!({}),
+        envelope: Envelope::default(),
+        traceparent: None,
+        workdir: Some(workdir),
+        script: None,
+    };
+    let registry = Registry::load(root.skills());
+    let r = runtime().block_on(call::execute(
+        &sandbox(),
+        &registry,
+        &core,
+        params,
+        Instant::now(),
+    ));
+    assert!(!r.success, "{r:?}");
+    assert_mentions(r.error.as_deref().unwrap(), "f5.txt");
+    assert!(
+        !r.data.as_ref().is_some_and(|d| d["stdout"] == "ran\n"),
+        "the tool never ran: {r:?}"
+    );
+}
