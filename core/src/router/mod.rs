@@ -153,8 +153,12 @@ impl Router {
 
     /// Recall by meaning: every skill's similarity to the query, and the first `top_k`
     /// skills past `semantic_z_floor`.
-    fn by_meaning(&self, query: &str) -> (Option<meaning::Scored>, Vec<usize>) {
-        let Some(scored) = self.meaning.as_ref().and_then(|m| m.search(query)) else {
+    fn by_meaning(
+        &self,
+        query: Option<&meaning::QueryVector>,
+    ) -> (Option<meaning::Scored>, Vec<usize>) {
+        let scored = (self.meaning.as_ref()).and_then(|m| query.and_then(|q| m.score(q)));
+        let Some(scored) = scored else {
             return (None, Vec::new());
         };
         let recalled = scored.top(self.config.top_k, self.config.semantic_z_floor);
@@ -312,9 +316,41 @@ impl Router {
         inputs: &RouteInputs<'_>,
     ) -> Result<ActivationPlan, RandomError> {
         let started = Instant::now();
+        let vector = self.embed_query(query);
+        self.route_from(started, query, vector.as_ref(), inputs)
+    }
+
+    /// The query's vector for recall by meaning (the encoder's run, most of a route's
+    /// time); `None` with `[routing] semantic` off or a query without letters.
+    pub fn embed_query(&self, query: &str) -> Option<meaning::QueryVector> {
+        self.meaning.as_ref()?;
+        meaning::QueryVector::embed(query)
+    }
+
+    /// [`Router::route`] with the query's vector already computed by
+    /// [`Router::embed_query`] (the route bench times the two apart).
+    ///
+    /// # Errors
+    /// As [`Router::route`].
+    pub fn route_embedded(
+        &self,
+        query: &str,
+        vector: Option<&meaning::QueryVector>,
+        inputs: &RouteInputs<'_>,
+    ) -> Result<ActivationPlan, RandomError> {
+        self.route_from(Instant::now(), query, vector, inputs)
+    }
+
+    fn route_from(
+        &self,
+        started: Instant,
+        query: &str,
+        vector: Option<&meaning::QueryVector>,
+        inputs: &RouteInputs<'_>,
+    ) -> Result<ActivationPlan, RandomError> {
         let terms = self.terms(query);
         let query_lower = query.to_lowercase();
-        let (scored, by_meaning) = self.by_meaning(query);
+        let (scored, by_meaning) = self.by_meaning(vector);
         let mut recalled = self.recall(query, &terms, &by_meaning);
         self.keep_best(&mut recalled, &terms, scored.as_ref());
         let mut candidates: Vec<Candidate> = recalled

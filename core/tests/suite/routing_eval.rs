@@ -319,3 +319,30 @@ fn routing_eval_beats_plain_bm25_over_the_corpus() {
         baseline.top3()
     );
 }
+
+/// How `[routing] semantic_z_floor` and `semantic_z_full` were chosen: a sweep over the
+/// ORIGINAL set only (the paraphrase set never tunes anything), printed as a table.
+/// `cargo nextest run -p skillbox-core -E 'test(/semantic_z_sweep/)' --run-ignored all
+/// --no-capture`.
+#[test]
+#[ignore = "a tuning sweep, run by hand"]
+fn semantic_z_sweep_on_the_original_set() {
+    let Some(dir) = corpus_dir("semantic_z_sweep_on_the_original_set") else {
+        return;
+    };
+    let catalog = corpus(&dir);
+    let qs = queries();
+    println!("{}", header());
+    for floor in [1.5, 2.0, 2.25, 2.5, 2.75, 3.0] {
+        for span in [1.0, 1.5, 2.0, 3.0] {
+            let config = RoutingConfig {
+                semantic_z_floor: floor,
+                semantic_z_full: floor + span,
+                ..RoutingConfig::default()
+            };
+            let name = format!("floor {floor}, full {}", floor + span);
+            let t = run_router(&name, &catalog, config, &qs);
+            println!("{}", t.row(&name));
+        }
+    }
+}

@@ -42,11 +42,29 @@ impl Scored {
     }
 }
 
-/// The skills' vectors.
+/// A query's vector, quantised as the skills' are.
+#[derive(Debug, Clone)]
+pub struct QueryVector(Box<[i8; DIMS]>);
+
+impl QueryVector {
+    /// Runs the encoder on `query`; `None` when it has no letter or digit (or the model is
+    /// off).
+    pub fn embed(query: &str) -> Option<Self> {
+        if !query.chars().any(char::is_alphanumeric) {
+            return None;
+        }
+        Some(Self(quantise(&embed(query)?)))
+    }
+}
+
+/// The skills' vectors, one contiguous row of `DIMS` int8 per skill (a query reads them
+/// in one sweep).
 #[derive(Debug, Default)]
 pub struct SemanticIndex {
-    /// By skill number; `None` when the model is off.
-    pub(super) docs: Vec<Option<cache::Vector>>,
+    /// Row `i` is skill `i`'s vector (zeros when it has none).
+    pub(super) docs: Vec<[i8; DIMS]>,
+    /// Whether skill `i` has a vector (the model is on).
+    embedded: Vec<bool>,
     background: Vec<[i8; DIMS]>,
 }
 
@@ -82,31 +100,44 @@ impl SemanticIndex {
             }
             docs[i] = v;
         }
+        let embedded = docs.iter().map(Option::is_some).collect();
+        let docs = (docs.iter())
+            .map(|d| d.as_deref().copied().unwrap_or([0; DIMS]))
+            .collect();
         let background = model()
             .map(|m| m.network.background())
             .unwrap_or_default()
             .iter()
             .map(|v| *quantise(v))
             .collect();
-        Self { docs, background }
+        Self {
+            docs,
+            embedded,
+            background,
+        }
     }
 
     /// Every skill's similarity to `query`; `None` when the query has no letter or digit
     /// (or the model is off).
     pub fn search(&self, query: &str) -> Option<Scored> {
-        if !query.chars().any(char::is_alphanumeric) {
-            return None;
+        self.score(&QueryVector::embed(query)?)
+    }
+
+    /// Every skill's similarity to an embedded query (the scoring alone).
+    pub fn score(&self, query: &QueryVector) -> Option<Scored> {
+        let mut sims = Vec::with_capacity(self.docs.len());
+        dot::cosines(&query.0, &self.docs, &mut sims);
+        for (s, &e) in sims.iter_mut().zip(&self.embedded) {
+            if !e {
+                *s = f32::NAN;
+            }
         }
-        let q = quantise(&embed(query)?);
-        let sims: Vec<f32> = (self.docs.iter())
-            .map(|d| d.as_ref().map_or(f32::NAN, |d| dot(&q, d)))
-            .collect();
+        let mut background = Vec::with_capacity(self.background.len());
+        dot::cosines(&query.0, &self.background, &mut background);
         let (mut n, mut sum, mut sq) = (0f32, 0f32, 0f32);
-        for s in sims
-            .iter()
-            .copied()
+        for s in (sims.iter().copied())
             .filter(|s| !s.is_nan())
-            .chain(self.background.iter().map(|b| dot(&q, b)))
+            .chain(background)
         {
             n += 1.0;
             sum += s;

@@ -18,6 +18,7 @@
 //! passes `[routing] semantic_z_floor`; [`intent`] maps the z-score into `intent_match`.
 
 mod cache;
+mod dot;
 mod network;
 mod normalize;
 mod tokenizer;
@@ -136,20 +137,9 @@ fn quantise(v: &[f32]) -> Box<[i8; DIMS]> {
     q
 }
 
-/// The dot product of two int8 unit vectors, in lanes of 16 the compiler vectorises.
-fn dot(a: &[i8; DIMS], b: &[i8; DIMS]) -> f32 {
-    let mut lanes = [0i32; 16];
-    for (ca, cb) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        for ((l, x), y) in lanes.iter_mut().zip(ca).zip(cb) {
-            *l += i32::from(*x) * i32::from(*y);
-        }
-    }
-    lanes.iter().sum::<i32>() as f32 / (127.0 * 127.0)
-}
-
 mod index;
 
-pub use index::{intent, Scored, SemanticIndex};
+pub use index::{intent, QueryVector, Scored, SemanticIndex};
 
 #[cfg(test)]
 mod tests;

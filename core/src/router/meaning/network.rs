@@ -70,6 +70,12 @@ fn gemm(
         debug_assert!(false, "gemm: shapes do not fit");
         return;
     }
+    if m == 1 {
+        // One row (the pooled vector's dense tail): sgemm would pack all of `b` first,
+        // which costs more than reading it once.
+        vecmat(&a[..k], &b[..k * n], beta, &mut c[..n]);
+        return;
+    }
     // Strides fit isize: the slices are smaller than isize::MAX bytes.
     #[allow(clippy::cast_possible_wrap)]
     let (lda, n_s) = (lda as isize, n as isize);
@@ -95,6 +101,33 @@ fn gemm(
             1,
         );
     }
+}
+
+/// `c = a · b + beta c` for one row `a` (k) and row-major `b` (k x n): each row of `b`
+/// added in, scaled, in a loop the compiler vectorises.
+#[inline(always)]
+fn vecmat_body(a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    c.iter_mut().for_each(|v| *v *= beta);
+    for (x, row) in a.iter().zip(b.chunks_exact(c.len().max(1))) {
+        c.iter_mut().zip(row).for_each(|(v, w)| *v += x * w);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn vecmat_avx2(a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    vecmat_body(a, b, beta, c);
+}
+
+fn vecmat(a: &[f32], b: &[f32], beta: f32, c: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `vecmat_avx2` needs nothing but AVX2, which this CPU was just found to
+        // have; the code is the same safe Rust as `vecmat_body`.
+        unsafe { vecmat_avx2(a, b, beta, c) };
+        return;
+    }
+    vecmat_body(a, b, beta, c);
 }
 
 /// Layer normalisation of each `width`-wide row of `x`, in place.
