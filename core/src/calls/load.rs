@@ -105,6 +105,23 @@ impl Loaded {
     }
 }
 
+/// Builds `loaded`'s router on a thread of its own when recall by meaning is on: embedding
+/// the skills that are not cached yet takes seconds (about 1.6 s for 62 skills with their
+/// bodies), which the first route would otherwise wait for. A route that comes first
+/// waits for this build instead of starting another.
+fn warm(loaded: &Arc<Loaded>) {
+    if !loaded.config.routing.semantic || loaded.catalog.skills.is_empty() {
+        return;
+    }
+    let loaded = Arc::clone(loaded);
+    let spawned = std::thread::Builder::new()
+        .name("router-warm".into())
+        .spawn(move || drop(loaded.router()));
+    if let Err(e) = spawned {
+        tracing::warn!("the router is built on the first route: {e}");
+    }
+}
+
 /// The current load; a reload swaps it whole, and what a request read stays as it was.
 #[derive(Debug)]
 pub struct LoadCell {
@@ -114,8 +131,10 @@ pub struct LoadCell {
 impl LoadCell {
     /// A cell holding `loaded`.
     pub fn new(loaded: Loaded) -> Self {
+        let loaded = Arc::new(loaded);
+        warm(&loaded);
         Self {
-            current: RwLock::new(Arc::new(loaded)),
+            current: RwLock::new(loaded),
         }
     }
 
@@ -140,6 +159,7 @@ impl LoadCell {
     pub fn swap(&self, catalog: Catalog, config: Option<Config>, stamps: InstalledStamps) {
         let config = config.map_or_else(|| self.config(), Arc::new);
         let next = Arc::new(Loaded::new(catalog, config).with_stamps(stamps));
+        warm(&next);
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = next;
     }
 
