@@ -3,7 +3,8 @@
 //! alone and with recall by meaning (the sentence encoder), in the same run. With meaning,
 //! the query's embedding (`Router::embed_query`, the encoder's run) and the scoring
 //! (`Router::route_embedded`: recall, the z-scores over every skill, phase 2, the plan)
-//! are timed apart, each with its median and p99.
+//! are timed apart, each with its median and p99, and meaning's own share of the scoring
+//! (every skill's cosine, the z-scores, the top 3) alone.
 //! `cargo bench -p skillbox-core --bench route`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,6 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
+use skillbox_core::router::meaning::{body_text, QueryVector, SemanticIndex, SkillText};
 use skillbox_core::router::{AssumeReady, RouteInputs, Router, RoutingConfig, StatsMap};
 use skillbox_protocol::skill::{discover, Catalog, DiscoveryOptions};
 
@@ -58,6 +60,17 @@ const WORDS: &[&str] = &[
 ];
 const ZH: &[&str] = &[
     "天气", "笔记", "邮件", "日历", "音乐", "价格", "发票", "翻译",
+];
+
+const QUERIES: [&str; 8] = [
+    "what's the weather forecast for Lisbon tomorrow",
+    "debug my python script with breakpoints",
+    "merge these pdf invoices and email them",
+    "明天北京天气怎么样",
+    "tell me a joke about programmers",
+    "$skill-00042 run it",
+    "search github issues about the database backup",
+    "play some music and dim the lights",
 ];
 
 fn generated(n: usize) -> (tempfile::TempDir, Arc<Catalog>) {
@@ -118,16 +131,7 @@ fn bench(label: &str, catalog: Arc<Catalog>, config: RoutingConfig) {
     let t = Instant::now();
     let router = Router::new(catalog, config);
     let build = t.elapsed();
-    let queries = [
-        "what's the weather forecast for Lisbon tomorrow",
-        "debug my python script with breakpoints",
-        "merge these pdf invoices and email them",
-        "明天北京天气怎么样",
-        "tell me a joke about programmers",
-        "$skill-00042 run it",
-        "search github issues about the database backup",
-        "play some music and dim the lights",
-    ];
+    let queries = QUERIES;
     let stats = StatsMap::new();
     let inputs = RouteInputs {
         context_id: None,
@@ -188,6 +192,47 @@ fn bench(label: &str, catalog: Arc<Catalog>, config: RoutingConfig) {
     }
 }
 
+/// Recall by meaning's own share of a route: every skill's cosine to the embedded query,
+/// the z-scores and the top 3 (`SemanticIndex::score` and `Scored::top`), over the same
+/// skill vectors the router holds (taken from the cache by their text's digest).
+fn scoring_alone(catalog: &Catalog, queries: &[&str]) {
+    let texts: Vec<(String, String)> = (catalog.skills.iter())
+        .map(|s| {
+            let head = format!("{}. {}", s.name.replace('-', " "), s.description);
+            (head, body_text(&s.read_body().unwrap_or_default()))
+        })
+        .collect();
+    let index = SemanticIndex::build(texts.iter().map(|(head, body)| SkillText { head, body }));
+    let vectors: Vec<QueryVector> = queries
+        .iter()
+        .filter_map(|q| QueryVector::embed(q))
+        .collect();
+    let floor = RoutingConfig::default().semantic_z_floor;
+    let mut times = Vec::new();
+    for round in 0..250 {
+        for v in &vectors {
+            let t = Instant::now();
+            let top = index.score(v).map(|s| s.top(3, floor));
+            let e = t.elapsed();
+            std::hint::black_box(top);
+            if round >= 10 {
+                times.push(e.as_nanos() as f64 / 1e3);
+            }
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    // `p` is a fraction in 0..=1, so the index lies in 0..len.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let at = |p: f64| times[((times.len() as f64 - 1.0) * p) as usize];
+    println!(
+        "{:<26} meaning's scoring alone median {:>7.1} µs  p99 {:>7.1} µs ({} skills)",
+        "",
+        at(0.5),
+        at(0.99),
+        catalog.skills.len()
+    );
+}
+
 /// Each catalogue routed by words alone (the baseline: recall before meaning) and with
 /// recall by meaning, in the same run.
 fn both(label: &str, catalog: &Arc<Catalog>) {
@@ -197,6 +242,7 @@ fn both(label: &str, catalog: &Arc<Catalog>) {
     };
     bench(label, Arc::clone(catalog), words);
     bench(label, Arc::clone(catalog), RoutingConfig::default());
+    scoring_alone(catalog, &QUERIES);
 }
 
 fn main() {

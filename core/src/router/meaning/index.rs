@@ -27,8 +27,15 @@ impl Scored {
     /// pass, no sort of the catalogue.
     pub fn top(&self, k: usize, floor: f64) -> Vec<usize> {
         let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
+        // z >= floor is s >= mean + floor sd: most skills fail this comparison alone (a
+        // little below it, so rounding leaves the exact test to `z`).
+        #[allow(clippy::cast_possible_truncation)]
+        let below = self.mean + (floor as f32) * self.sd - 1e-4;
         for (doc, &s) in self.sims.iter().enumerate() {
-            if s.is_nan() || best.len() == k && best.last().is_some_and(|(b, _)| s <= *b) {
+            if s.is_nan()
+                || s < below
+                || best.len() == k && best.last().is_some_and(|(b, _)| s <= *b)
+            {
                 continue;
             }
             if self.z(doc).is_none_or(|z| f64::from(z) < floor) {
