@@ -465,7 +465,7 @@ fn main() {
     drop(bot);
 
     // A context of many files (1 GiB in 1,000 by default).
-    report.push_str(&many.run(&addr, &token, p50[1], medians[0]));
+    report.push_str(&many.run((&addr, &token, up.pid), p50[1], medians[0]));
 
     print!("{report}");
     // `target/`, above the profile's folder the bench runs from.

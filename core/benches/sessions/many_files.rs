@@ -6,6 +6,7 @@
 use std::time::Instant;
 
 use crate::client::KeptBot;
+use crate::setup::{children, cpu_ms};
 use crate::{env_or, exec_true_in, pattern_from, percentile, upload_to};
 
 /// The context the case works in.
@@ -38,7 +39,12 @@ impl Case {
     /// Uploads the files, times the calls; the report's section. `empty_ms` is the median
     /// `exec_command` in an empty context, `copy_mib_s` the local `std::fs::copy` rate,
     /// both from the same run.
-    pub fn run(&self, addr: &str, token: &str, empty_ms: f64, copy_mib_s: f64) -> String {
+    pub fn run(
+        &self,
+        (addr, token, core_pid): (&str, &str, u32),
+        empty_ms: f64,
+        copy_mib_s: f64,
+    ) -> String {
         let size = self.file_bytes();
         let name = |i: usize| format!("d{:02}/f{i:04}.bin", i % 20);
         let t = Instant::now();
@@ -53,9 +59,19 @@ impl Case {
         let first = exec_true_in(&mut bot, CONTEXT);
         // `SESSIONS_MANY_CALLS` (default 9): more of them for a profiler.
         let calls = env_or("SESSIONS_MANY_CALLS", 9).max(1);
+        let executors = children(core_pid);
+        let cpu = || {
+            let core = cpu_ms(core_pid).0;
+            let exec: f64 = executors.iter().map(|p| cpu_ms(*p).0).sum();
+            (core, exec)
+        };
+        let before = cpu();
         let mut same: Vec<f64> = (0..calls)
             .map(|_| exec_true_in(&mut bot, CONTEXT))
             .collect();
+        let after = cpu();
+        let per_call = |a: f64, b: f64| (b - a) / calls as f64;
+        let (core_cpu, exec_cpu) = (per_call(before.0, after.0), per_call(before.1, after.1));
         // One file changed between calls: the next call moves that one.
         let mut changed = Vec::new();
         for round in 0..5usize {
@@ -74,6 +90,7 @@ impl Case {
             "\nA context of {} files of {:.2} MiB ({mib:.0} MiB together), in 20 folders: uploaded one by one in {upload_s:.1} s ({:.0} MiB/s); \
              the first `exec_command` `true` in it **{first:.0} ms** (the executor fetches every file: {first_rate:.0} MiB/s, against {copy_mib_s:.0} MiB/s for a local `std::fs::copy` of one file); \
              the next {} **{same:.2} ms** at the median, **{:+.2} ms** over an empty context's {empty_ms:.2} ms (goal: within +1 ms while the files did not change); \
+             CPU per unchanged call: core {core_cpu:.2} ms, executor {exec_cpu:.2} ms (from `/proc`, 10 ms ticks); \
              after one file of it changed, the next call **{changed:.2} ms** at the median of five ({:+.2} ms over the empty context).\n",
             self.files,
             size as f64 / (1024.0 * 1024.0),

@@ -49,16 +49,6 @@ impl Stamp {
             ctime: (st.st_ctime, st.st_ctime_nsec),
         }
     }
-
-    fn of_meta(m: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        Self {
-            ino: m.ino(),
-            size: m.size(),
-            mtime: (m.mtime(), m.mtime_nsec()),
-            ctime: (m.ctime(), m.ctime_nsec()),
-        }
-    }
 }
 
 /// One file of the work folder as the context holds it: its stamp when the executor last

@@ -17,8 +17,15 @@
 //! which may be a bounded tmpfs), the longest unused going first.
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use nix::dir::Dir;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fchmodat, fstat, fstatat, FchmodatFlags, FileStat, Mode, SFlag};
+use nix::unistd::{fchownat, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -167,25 +174,25 @@ pub fn adopt(
         return BTreeMap::new();
     }
     let mut kept = BTreeMap::new();
-    let mut decide = |rel: &str, path: &Path, meta: &std::fs::Metadata| {
+    let mut decide = |rel: &str, at: Entry<'_>, st: &FileStat| {
         let keep = (wanted.get(rel), shelved.baseline.files.get(rel));
         let (Some(want), Some(known)) = keep else {
             return Ok(false);
         };
-        let unchanged = meta.is_file()
-            && meta.nlink() == 1
+        let unchanged = kind(st) == SFlag::S_IFREG
+            && st.st_nlink == 1
             && known.sha256 == want.sha256
             && known.executable == want.executable
-            && Stamp::of_meta(meta) == known.stamp;
+            && Stamp::of(st) == known.stamp;
         if !unchanged {
             return Ok(false);
         }
-        give(path, if want.executable { 0o755 } else { 0o644 }, uid)?;
-        let meta = std::fs::symlink_metadata(path)?;
+        give(at, st, if want.executable { 0o755 } else { 0o644 }, uid)?;
+        let st = fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
         kept.insert(
             rel.to_string(),
             Known {
-                stamp: Stamp::of_meta(&meta),
+                stamp: Stamp::of(&st),
                 sha256: want.sha256.clone(),
                 executable: want.executable,
             },
@@ -193,7 +200,15 @@ pub fn adopt(
         Ok(true)
     };
     // No process of the new call's user runs yet: nothing moves under the walk.
-    let walked = give(work, 0o700, uid).and_then(|()| walk(work, "", 0, &mut decide, uid));
+    let walked = open_dir(None, work).and_then(|dir| {
+        let st = fstat(dir.as_fd())?;
+        let me = Entry {
+            dir: dir.as_fd(),
+            name: c".",
+        };
+        give(me, &st, 0o700, uid)?;
+        walk(dir, work, "", 0, &mut decide, uid)
+    });
     match walked {
         Ok(_) => kept,
         Err(e) => {
@@ -208,63 +223,101 @@ pub fn adopt(
     }
 }
 
-/// Walks `dir` (at `rel`, `depth` deep) without following a link: `keep` decides for each
-/// entry that is not a folder (false: removed); a folder is given to `uid` (0700) and
-/// removed when nothing under it was kept. Returns whether anything under `dir` was kept.
+/// An entry of a folder the walk holds open: the folder and the entry's name in it (every
+/// call on it is relative to the folder, never a path walked again from the root).
+#[derive(Clone, Copy)]
+struct Entry<'a> {
+    dir: BorrowedFd<'a>,
+    name: &'a CStr,
+}
+
+/// What `st` is (file, folder, link...).
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits())
+}
+
+/// The folder `name` of `parent` (or `path` itself without a parent) opened for a walk,
+/// never through a link.
+fn open_dir(parent: Option<Entry<'_>>, path: &Path) -> std::io::Result<Dir> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let opened = match parent {
+        Some(at) => Dir::openat(at.dir, at.name, flags, Mode::empty()),
+        None => Dir::open(path, flags, Mode::empty()),
+    };
+    Ok(opened?)
+}
+
+/// Walks `dir` (the folder at `path`, `rel` inside the work folder, `depth` deep) without
+/// following a link: `keep` decides for each entry that is not a folder (false: removed);
+/// a folder is given to `uid` (0700) and removed when nothing under it was kept. Returns
+/// whether anything under `dir` was kept.
 fn walk(
-    dir: &Path,
+    mut dir: Dir,
+    path: &Path,
     rel: &str,
     depth: usize,
-    keep: &mut dyn FnMut(&str, &Path, &std::fs::Metadata) -> std::io::Result<bool>,
+    keep: &mut dyn FnMut(&str, Entry<'_>, &FileStat) -> std::io::Result<bool>,
     uid: Option<u32>,
 ) -> std::io::Result<bool> {
     if depth > super::MAX_DEPTH {
         return Err(std::io::Error::other("the kept folder is nested too deep"));
     }
+    let names: Vec<CString> = (dir.iter())
+        .map(|e| e.map(|e| e.file_name().to_owned()))
+        .filter(|n| !matches!(n, Ok(n) if n.as_bytes() == b"." || n.as_bytes() == b".."))
+        .collect::<Result<_, _>>()?;
+    let fd = dir.as_fd();
     let mut any = false;
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            remove_entry(&entry.path())?;
+    for name in &names {
+        let at = Entry { dir: fd, name };
+        let Ok(text) = name.to_str() else {
+            remove_entry(&path.join(std::ffi::OsStr::from_bytes(name.as_bytes())))?;
             continue;
         };
         let child_rel = if rel.is_empty() {
-            name.to_string()
+            text.to_string()
         } else {
-            format!("{rel}/{name}")
+            format!("{rel}/{text}")
         };
-        let path = entry.path();
-        let meta = std::fs::symlink_metadata(&path)?;
-        if meta.is_dir() {
-            if walk(&path, &child_rel, depth + 1, keep, uid)? {
-                give(&path, 0o700, uid)?;
+        let st = fstatat(fd, name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        if kind(&st) == SFlag::S_IFDIR {
+            let sub = open_dir(Some(at), path)?;
+            if walk(sub, &path.join(text), &child_rel, depth + 1, keep, uid)? {
+                give(at, &st, 0o700, uid)?;
                 any = true;
             } else {
-                std::fs::remove_dir(&path)?;
+                unlinkat(fd, name.as_c_str(), UnlinkatFlags::RemoveDir)?;
             }
-        } else if keep(&child_rel, &path, &meta)? {
+        } else if keep(&child_rel, at, &st)? {
             any = true;
         } else {
-            std::fs::remove_file(&path)?;
+            unlinkat(fd, name.as_c_str(), UnlinkatFlags::NoRemoveDir)?;
         }
     }
     Ok(any)
 }
 
-/// Gives `path` (a folder or file of the kept folder, owned by the call that left it) to
-/// `uid` with `mode`. The mode is set while the executor owns it: root changes the mode
-/// of a file it does not own only with `CAP_FOWNER`, which the shipped containers do not
-/// grant (`CAP_CHOWN` they do).
-fn give(path: &Path, mode: u32, uid: Option<u32>) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(path)?;
-    if meta.mode() & 0o7777 != mode {
-        let me = nix::unistd::geteuid().as_raw();
-        std::os::unix::fs::lchown(path, Some(me), Some(me))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
+/// Gives `at` (a folder or file of the kept folder, owned by the call that left it, as
+/// `st` found it) to `uid` with `mode`. The mode is set while the executor owns it: root
+/// changes the mode of a file it does not own only with `CAP_FOWNER`, which the shipped
+/// containers do not grant (`CAP_CHOWN` they do). `at` is a file or folder (never a link:
+/// the walk saw it so, and no process can swap it meanwhile).
+fn give(at: Entry<'_>, st: &FileStat, mode: u32, uid: Option<u32>) -> std::io::Result<()> {
+    let own = |id: u32| {
+        let id = (Some(Uid::from_raw(id)), Some(Gid::from_raw(id)));
+        fchownat(at.dir, at.name, id.0, id.1, AtFlags::AT_SYMLINK_NOFOLLOW)
+    };
+    if st.st_mode & 0o7777 != mode {
+        own(nix::unistd::geteuid().as_raw())?;
+        fchmodat(
+            at.dir,
+            at.name,
+            Mode::from_bits_truncate(mode),
+            FchmodatFlags::FollowSymlink,
+        )?;
     }
     if let Some(uid) = uid {
-        std::os::unix::fs::lchown(path, Some(uid), Some(uid))?;
+        own(uid)?;
     }
     Ok(())
 }
@@ -279,6 +332,8 @@ fn remove_entry(path: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
     use super::*;
 
     /// A baseline of one file of `size` bytes.
@@ -345,13 +400,19 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("run.sh");
+        let folder = std::fs::File::open(dir.path()).unwrap();
         std::fs::write(&file, "echo hi\n").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o700)).unwrap();
         std::os::unix::fs::lchown(&file, Some(2_999_001), Some(2_999_001)).unwrap();
         // Capabilities are per thread: this one alone loses CAP_FOWNER.
         let given = std::thread::spawn(move || {
             caps::drop(None, caps::CapSet::Effective, caps::Capability::CAP_FOWNER).unwrap();
-            give(&file, 0o755, Some(2_999_002)).map(|()| std::fs::metadata(&file).unwrap())
+            let at = Entry {
+                dir: folder.as_fd(),
+                name: c"run.sh",
+            };
+            let st = fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW).unwrap();
+            give(at, &st, 0o755, Some(2_999_002)).map(|()| std::fs::metadata(&file).unwrap())
         })
         .join()
         .unwrap()

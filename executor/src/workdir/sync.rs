@@ -18,8 +18,9 @@ use std::path::Path;
 
 use base64::Engine;
 use nix::dir::Dir;
+use nix::fcntl::AtFlags;
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::{fstat, Mode, SFlag};
+use nix::sys::stat::{fstat, fstatat, Mode, SFlag};
 use ring::digest;
 use skillbox_protocol::jsonrpc::ErrorObject;
 use skillbox_protocol::result::ErrorKind;
@@ -308,6 +309,22 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
             continue;
         };
         let path = format!("{prefix}{text}");
+        // A file whose stamp is the one laid out or synced last is unchanged: no need to
+        // open it (the call's processes are gone, nothing changes it under the walk).
+        let stat = fstatat(dir.as_fd(), name.as_c_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+        if let Ok(st) = stat {
+            let regular =
+                SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG;
+            if regular
+                && baseline
+                    .files
+                    .get(&path)
+                    .is_some_and(|k| k.stamp == Stamp::of(&st))
+            {
+                walk.present.push(path);
+                continue;
+            }
+        }
         // O_NONBLOCK: opening a FIFO must not wait for a writer.
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         let opened = match openat(dir.as_fd(), name.as_c_str(), flags, Mode::empty()) {
