@@ -84,8 +84,9 @@ impl SemanticIndex {
         let missing: Vec<usize> = (0..texts.len()).filter(|&i| docs[i].is_none()).collect();
         let workers = std::thread::available_parallelism()
             .map_or(1, usize::from)
-            .min(missing.len().max(1));
+            .min(missing.len());
         let embedded: Vec<(usize, Option<cache::Vector>)> = std::thread::scope(|s| {
+            // No thread at all when every vector came from the cache.
             let handles: Vec<_> = (0..workers)
                 .map(|w| {
                     let (missing, texts) = (&missing, &texts);
