@@ -322,9 +322,52 @@ impl Message {
         Value::Object(obj)
     }
 
-    /// Serializes the message as one line of JSON (no trailing newline).
+    /// Serializes the message as one line of JSON (no trailing newline): the same object
+    /// as [`Message::to_value`], written straight from the message (no copy of its params
+    /// or result as a tree first; a call's params can list a context's thousand files).
     pub fn to_line(&self) -> String {
-        self.to_value().to_string()
+        serde_json::to_string(&Wire(self)).unwrap_or_else(|_| self.to_value().to_string())
+    }
+}
+
+/// A [`Message`] as its JSON object, keys in the order [`Message::to_value`]'s map holds
+/// them (sorted), borrowed rather than copied.
+struct Wire<'a>(&'a Message);
+
+impl Serialize for Wire<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        match self.0 {
+            Message::Request(r) => {
+                map.serialize_entry("id", &id_value(Some(&r.id)))?;
+                map.serialize_entry("jsonrpc", VERSION)?;
+                map.serialize_entry("method", &r.method)?;
+                if let Some(p) = &r.params {
+                    map.serialize_entry("params", p)?;
+                }
+            }
+            Message::Notification(n) => {
+                map.serialize_entry("jsonrpc", VERSION)?;
+                map.serialize_entry("method", &n.method)?;
+                if let Some(p) = &n.params {
+                    map.serialize_entry("params", p)?;
+                }
+            }
+            Message::Response(r) => match &r.outcome {
+                Ok(v) => {
+                    map.serialize_entry("id", &id_value(r.id.as_ref()))?;
+                    map.serialize_entry("jsonrpc", VERSION)?;
+                    map.serialize_entry("result", v)?;
+                }
+                Err(e) => {
+                    map.serialize_entry("error", e)?;
+                    map.serialize_entry("id", &id_value(r.id.as_ref()))?;
+                    map.serialize_entry("jsonrpc", VERSION)?;
+                }
+            },
+        }
+        map.end()
     }
 }
 
@@ -356,6 +399,35 @@ impl Response {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_line_is_the_object_to_value_makes_for_every_kind_of_message() {
+        let params = serde_json::json!({"files": [{"path": "a", "size": 1}], "n": 1.5});
+        let messages = [
+            Message::Request(Request {
+                id: Id::Number(7),
+                method: "m".into(),
+                params: Some(params.clone()),
+            }),
+            Message::Request(Request {
+                id: Id::String("x".into()),
+                method: "m".into(),
+                params: None,
+            }),
+            Message::Notification(Notification {
+                method: "n".into(),
+                params: Some(params.clone()),
+            }),
+            Message::Response(Response::ok(Id::Number(1), params)),
+            Message::Response(Response::error(None, ErrorObject::new(-32600, "bad"))),
+        ];
+        for m in messages {
+            let line = m.to_line();
+            assert!(!line.contains('\n'), "{line}");
+            let parsed: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(parsed, m.to_value(), "{line}");
+        }
+    }
+
     use super::*;
     use proptest::prelude::*;
     use serde_json::json;
