@@ -32,7 +32,14 @@ pub struct Loaded {
     pub stamps: Arc<InstalledStamps>,
     /// The router over this catalogue with this `[routing]`.
     router: std::sync::OnceLock<Arc<Router>>,
+    /// Routers over some of the skills only (bots limited to them), by the skills' names,
+    /// built at their first use: at most [`LIMITED_ROUTERS`] per load.
+    limited: std::sync::Mutex<std::collections::HashMap<Vec<String>, Arc<Router>>>,
 }
+
+/// Routers over a subset of the skills one load keeps (one per distinct set of skills
+/// that limited bots may use); past that, a subset's router is built per request.
+pub const LIMITED_ROUTERS: usize = 64;
 
 impl Loaded {
     /// The catalogue and the configuration of one load.
@@ -73,6 +80,7 @@ impl Loaded {
             skills,
             stamps: Arc::default(),
             router: std::sync::OnceLock::new(),
+            limited: std::sync::Mutex::default(),
         }
     }
 
@@ -84,6 +92,30 @@ impl Loaded {
                 self.config.routing.clone(),
             ))
         }))
+    }
+
+    /// The router over the skills `may_use` allows only (a bot limited to some skills: its
+    /// plans never name another), kept with the load for the next request with the same
+    /// skills: building one reads and embeds the skills' bodies.
+    pub fn router_limited_to(&self, may_use: impl Fn(&str) -> bool) -> Arc<Router> {
+        let skills: Vec<Skill> = (self.catalog.skills.iter())
+            .filter(|s| may_use(&s.name))
+            .cloned()
+            .collect();
+        let names: Vec<String> = skills.iter().map(|s| s.name.clone()).collect();
+        let mut limited = self.limited.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(router) = limited.get(&names) {
+            return Arc::clone(router);
+        }
+        let catalog = Catalog {
+            skills,
+            ..Catalog::default()
+        };
+        let router = Arc::new(Router::new(Arc::new(catalog), self.config.routing.clone()));
+        if limited.len() < LIMITED_ROUTERS {
+            limited.insert(names, Arc::clone(&router));
+        }
+        router
     }
 
     /// The same load with the installed skills' stamps taken before they were verified.
@@ -166,5 +198,43 @@ impl LoadCell {
     /// Replaces the catalogue (and the configuration when given), with no stamps.
     pub fn set_catalog(&self, catalog: Catalog, config: Option<Config>) {
         self.swap(catalog, config, InstalledStamps::default());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use skillbox_protocol::skill::{discover, DiscoveryOptions};
+
+    /// A load of skills `a`, `b` and `c` (routing by words: what is tested is which router
+    /// is kept, not how it routes).
+    fn three_skills() -> (tempfile::TempDir, Loaded) {
+        let root = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            let dir = root.path().join(name);
+            std::fs::create_dir(&dir).unwrap();
+            let md = format!("---\nname: {name}\ndescription: Skill {name}.\n---\nBody.\n");
+            std::fs::write(dir.join("SKILL.md"), md).unwrap();
+        }
+        let catalog = discover(&[root.path().to_path_buf()], DiscoveryOptions::default());
+        let mut config = Config::default();
+        config.routing.semantic = false;
+        (root, Loaded::new(catalog, Arc::new(config)))
+    }
+
+    #[test]
+    fn a_limited_router_holds_only_the_allowed_skills_and_is_kept_per_set_of_skills() {
+        let (_root, loaded) = three_skills();
+        let names = |r: &Router| -> Vec<String> {
+            r.catalog().skills.iter().map(|s| s.name.clone()).collect()
+        };
+        let ab = loaded.router_limited_to(|n| n != "c");
+        assert_eq!(names(&ab), ["a", "b"]);
+        let again = loaded.router_limited_to(|n| n == "a" || n == "b");
+        assert!(Arc::ptr_eq(&ab, &again), "the same skills: the kept router");
+        let c = loaded.router_limited_to(|n| n == "c");
+        assert_eq!(names(&c), ["c"]);
+        assert!(!Arc::ptr_eq(&ab, &c));
+        assert_eq!(names(&loaded.router()), ["a", "b", "c"]);
     }
 }

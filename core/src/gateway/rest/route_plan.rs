@@ -6,7 +6,6 @@
 use std::sync::Arc;
 
 use crate::router::{ActivationPlan, CallCounts, RouteInputs, Router, StatsMap};
-use skillbox_protocol::skill::Catalog;
 
 use crate::auth::Caller;
 use crate::calls::Loaded;
@@ -15,24 +14,14 @@ use crate::random::RandomError;
 use crate::state::store::{unix_ms_now, RouteRecord};
 
 /// The router `caller` routes with: the load's, or for a bot limited to some skills, one
-/// over those skills only (built per request: the plan never names a skill the bot may
-/// not use).
+/// over those skills only (kept with the load per set of skills: the plan never names a
+/// skill the bot may not use).
 fn router_for_caller(loaded: &Loaded, caller: &Caller) -> Arc<Router> {
     let limited = matches!(caller, Caller::Bot(bot) if bot.skills.is_some());
     if !limited {
         return loaded.router();
     }
-    let catalog = Catalog {
-        skills: (loaded.catalog.skills.iter())
-            .filter(|s| caller.may_use_skill(&s.name))
-            .cloned()
-            .collect(),
-        ..Catalog::default()
-    };
-    Arc::new(Router::new(
-        Arc::new(catalog),
-        loaded.config.routing.clone(),
-    ))
+    loaded.router_limited_to(|name| caller.may_use_skill(name))
 }
 
 /// Routes `query` over the dispatcher's catalogue (blocking: PATH and SQLite reads), and
