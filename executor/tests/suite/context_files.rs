@@ -13,6 +13,7 @@ use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
 use skillbox_protocol::jsonrpc::code;
 use skillbox_protocol::methods::{Envelope, ScriptRun, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::{ErrorKind, ToolResult};
+use skillbox_protocol::workdir::WorkDir;
 
 use super::harness::fake_core::FakeCore;
 use super::harness::{assert_mentions, scratch_root, shell_skill, SkillRoot};
@@ -35,6 +36,17 @@ pub fn runtime() -> tokio::runtime::Runtime {
 
 /// Runs `skill:tool` (or a script of `skill`) in the context `core` holds.
 fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>) -> ToolResult {
+    run_in(root, core, skill, script, core.workdir())
+}
+
+/// [`run`] with the list of the context's files the core sends given.
+fn run_in(
+    root: &SkillRoot,
+    core: &FakeCore,
+    skill: &str,
+    script: Option<ScriptRun>,
+    workdir: WorkDir,
+) -> ToolResult {
     let params = ToolExecuteParams {
         call_id: "ctx-call".into(),
         capability_token: SecretValue("tok".into()),
@@ -48,7 +60,7 @@ fn run(root: &SkillRoot, core: &FakeCore, skill: &str, script: Option<ScriptRun>
         args: json!({}),
         envelope: Envelope::default(),
         traceparent: None,
-        workdir: Some(core.workdir()),
+        workdir: Some(workdir),
         script,
     };
     let registry = Registry::load(root.skills());
@@ -315,40 +327,32 @@ fn a_context_of_many_files_is_laid_out_whole_each_fetched_once() {
 fn a_file_the_core_cannot_give_fails_the_call_naming_it() {
     let root = SkillRoot::new();
     shell_skill(&root, "echo ran\n");
-    let files: Vec<(String, Vec<u8>)> = (0..8)
-        .map(|i| (format!("f{i}.txt"), format!("file {i}\n").into_bytes()))
-        .collect();
-    let held: Vec<(&str, &[u8])> = files
-        .iter()
-        .map(|(p, b)| (p.as_str(), b.as_slice()))
-        .collect();
-    let core = FakeCore::with(&held);
+    let files = numbered_files(8, |i| format!("f{i}.txt"));
+    let core = core_holding(&files);
     let workdir = core.workdir();
     // The core lost f5.txt after it listed the context's files.
     core.files.lock().unwrap().remove("f5.txt");
-    let params = ToolExecuteParams {
-        call_id: "ctx-call".into(),
-        capability_token: SecretValue("tok".into()),
-        skill: "shell".into(),
-        tool: "run".into(),
-        args: json!({}),
-        envelope: Envelope::default(),
-        traceparent: None,
-        workdir: Some(workdir),
-        script: None,
-    };
-    let registry = Registry::load(root.skills());
-    let r = runtime().block_on(call::execute(
-        &sandbox(),
-        &registry,
-        &core,
-        params,
-        Instant::now(),
-    ));
+    let r = run_in(&root, &core, "shell", None, workdir);
     assert!(!r.success, "{r:?}");
     assert_mentions(r.error.as_deref().unwrap(), "f5.txt");
     assert!(
         !r.data.as_ref().is_some_and(|d| d["stdout"] == "ran\n"),
         "the tool never ran: {r:?}"
     );
+}
+
+/// `n` files named by `name`, each holding its number.
+fn numbered_files(n: usize, name: impl Fn(usize) -> String) -> Vec<(String, Vec<u8>)> {
+    (0..n)
+        .map(|i| (name(i), format!("file {i}\n").into_bytes()))
+        .collect()
+}
+
+/// A core holding `files`.
+fn core_holding(files: &[(String, Vec<u8>)]) -> FakeCore {
+    let held: Vec<(&str, &[u8])> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_slice()))
+        .collect();
+    FakeCore::with(&held)
 }
