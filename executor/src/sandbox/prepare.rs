@@ -42,8 +42,7 @@ impl Sandbox {
         let uid = user.as_ref().map(|u| u.uid);
         let scratch = match ready_scratch {
             Some(scratch) => scratch,
-            None => Scratch::create(&self.config.scratch_root, uid)
-                .map_err(|source| self.scratch_error(source))?,
+            None => self.make_scratch(uid)?,
         };
         // Absolute: joining a call's mount namespace moves the process to its root before
         // it enters this folder.
@@ -141,6 +140,23 @@ impl Sandbox {
             if !Releaser::global().wait_one(deadline) {
                 return Err(SandboxError::Busy(self.config.max_concurrent_calls));
             }
+        }
+    }
+
+    /// A scratch dir made now. When the scratch root is full (a bounded tmpfs that an
+    /// ended call filled), waits (bounded) for the ended calls' releases and the removal
+    /// of their folders, which run after their answers, before it tries once more.
+    fn make_scratch(&self, uid: Option<u32>) -> Result<Scratch, SandboxError> {
+        let root = &self.config.scratch_root;
+        match Scratch::create(root, uid) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                let deadline = Instant::now() + RELEASE_WAIT;
+                while Releaser::global().wait_one(deadline) {}
+                let left = deadline.saturating_duration_since(Instant::now());
+                crate::sandbox::remove_tree::Sweeper::global().wait_idle_for(left);
+                Scratch::create(root, uid).map_err(|source| self.scratch_error(source))
+            }
+            made => made.map_err(|source| self.scratch_error(source)),
         }
     }
 
