@@ -14,7 +14,9 @@ const CONTEXT: &str = "bench-many";
 
 /// How many files, how large together.
 pub struct Case {
+    /// How many files.
     pub files: usize,
+    /// MiB they hold together.
     pub total_mib: usize,
 }
 
@@ -28,6 +30,7 @@ impl Case {
         }
     }
 
+    /// Bytes the files hold together.
     pub fn total_bytes(&self) -> usize {
         self.total_mib * 1024 * 1024
     }
