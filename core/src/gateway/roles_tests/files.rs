@@ -118,6 +118,42 @@ async fn mcp_reads_a_contexts_file_as_a_resource_for_its_bot_only() {
     );
 }
 
+/// A name a uri escapes (a space, `#`, `%`, a Chinese character) put over REST as
+/// `%`-escapes is read back over MCP under the escaped uri (as `resource_link`s carry it)
+/// and under the raw one older clients wrote; the name itself never holds the escapes.
+#[tokio::test]
+async fn mcp_reads_a_percent_escaped_file_name_put_over_rest() {
+    let f = fixture(false);
+    let a = f.bot("bot-a", None);
+    let name = "out/my file#1 100%报告.txt";
+    let escaped = crate::gateway::web::pct::encode_path(name);
+    assert_ne!(escaped, name);
+    let path = format!("/v1/contexts/job-4/files/{escaped}");
+    let (status, _, _) = f
+        .send_raw(&a, Method::PUT, &path, b"escaped".to_vec())
+        .await;
+    assert_eq!(status, StatusCode::CREATED);
+    let (_, listed) = f
+        .send(&a, Method::GET, "/v1/contexts/job-4/files", None)
+        .await;
+    assert_eq!(listed["files"][0]["path"], name, "{listed}");
+    let uri = format!("skillbox://contexts/job-4/files/{escaped}");
+    for asked in [uri, format!("skillbox://contexts/job-4/files/{name}")] {
+        let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+            "params": {"uri": asked}});
+        let (_, r) = f.send(&a, Method::POST, "/mcp", Some(read)).await;
+        assert_eq!(
+            r["result"]["contents"][0]["text"], "escaped",
+            "{asked}: {r}"
+        );
+    }
+    let literal = "skillbox://contexts/job-4/files/out/my%2520file.txt";
+    let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
+        "params": {"uri": literal}});
+    let (_, r) = f.send(&a, Method::POST, "/mcp", Some(read)).await;
+    assert!(r["error"].is_object(), "a double escape read a file: {r}");
+}
+
 #[tokio::test]
 async fn mcp_refuses_a_context_file_over_its_size_cap_naming_the_rest_route() {
     let f = fixture(false);
