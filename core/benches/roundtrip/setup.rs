@@ -233,7 +233,11 @@ pub fn start_up(ws: &Path) -> Up {
         .args(["up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(ws)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        // ROUNDTRIP_STDERR=1: skillbox's log on the bench's stderr (what went wrong in a run).
+        .stderr(match std::env::var_os("ROUNDTRIP_STDERR") {
+            Some(_) => Stdio::inherit(),
+            None => Stdio::null(),
+        })
         .spawn()
         .unwrap();
     let state = ws.join(".skillbox");
