@@ -225,7 +225,9 @@ fn a_network_calls_namespace_and_listener_are_gone_after_the_call() {
         "3 network calls (namespace, relay, python urllib): {:?}",
         started.elapsed()
     );
-    let deadline = Instant::now() + Duration::from_secs(3);
+    // The release runs after the answer, on threads a loaded machine may run late (3 s
+    // was once too short under CI); a leak never returns, however long the wait.
+    let deadline = Instant::now() + Duration::from_secs(15);
     while open_fds() != before && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
