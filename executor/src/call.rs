@@ -276,8 +276,9 @@ async fn finish<B: CapabilityBroker>(
     };
     match (keep, baseline, shelf) {
         (Some(context), Some(baseline), Some(shelf)) => {
+            let uid = guard.uid();
             guard.release_then(move |scratch| {
-                shelf.put(&context, &scratch.join(sandbox::WORK_DIR), baseline);
+                shelf.put(&context, &scratch.join(sandbox::WORK_DIR), baseline, uid);
             });
         }
         _ => guard.release(),

@@ -115,7 +115,11 @@ pub async fn launch<B: CapabilityBroker>(
             }
         }
     };
-    let PreparedCall { launch, guard, .. } = sandbox.prepare(LaunchSpec {
+    // A context's next call runs as the user its kept folder belongs to, when free.
+    let kept_uid = (plan.work.as_ref())
+        .and_then(|w| w.context_id.as_deref())
+        .and_then(|c| workdir::WorkShelf::of(sandbox.blobs())?.uid_of(c));
+    let spec = LaunchSpec {
         deps: plan.deps.as_deref(),
         skill_dir: plan.skill_dir.as_deref(),
         work: plan.work.as_ref().map(|w| w.sub.as_path()),
@@ -131,7 +135,8 @@ pub async fn launch<B: CapabilityBroker>(
         network: namespace,
         unix_sockets: plan.unix_sockets,
         trust_pem: plan.trust_pem.as_deref(),
-    })?;
+    };
+    let PreparedCall { launch, guard, .. } = sandbox.prepare_as(spec, kept_uid)?;
     let made = async {
         for (name, bytes) in &plan.scratch_files {
             sandbox::scratch::write_owned(&guard.scratch().join(name), bytes, guard.uid())

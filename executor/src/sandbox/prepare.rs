@@ -24,6 +24,16 @@ const RELEASE_WAIT: Duration = Duration::from_secs(2);
 impl Sandbox {
     /// Prepares one call.
     pub fn prepare(&self, spec: LaunchSpec<'_>) -> Result<PreparedCall, SandboxError> {
+        self.prepare_as(spec, None)
+    }
+
+    /// Prepares one call, as user `prefer` when that id is free on this executor (a
+    /// context's next call, whose kept files that user owns); else as any.
+    pub fn prepare_as(
+        &self,
+        spec: LaunchSpec<'_>,
+        prefer: Option<u32>,
+    ) -> Result<PreparedCall, SandboxError> {
         let program = checked_program(&spec)?;
         let mut timings = PrepareTimings::default();
         let mut step = Instant::now();
@@ -32,7 +42,7 @@ impl Sandbox {
             *d = now - step;
             step = now;
         };
-        let (user, ready_scratch) = self.take_user()?;
+        let (user, ready_scratch) = self.take_user(prefer)?;
         lap(&mut timings.user);
         if let Some(skill_dir) = spec.skill_dir {
             if user.is_some() && !self.reachable_by_others(skill_dir) {
@@ -119,8 +129,19 @@ impl Sandbox {
 
 impl Sandbox {
     /// A user id and its scratch dir made ahead of calls, or a user id now (its scratch
-    /// dir made next), or neither without user switching.
-    fn take_user(&self) -> Result<(Option<CallUser>, Option<Scratch>), SandboxError> {
+    /// dir made next), or neither without user switching; `prefer` first when it is free.
+    fn take_user(
+        &self,
+        prefer: Option<u32>,
+    ) -> Result<(Option<CallUser>, Option<Scratch>), SandboxError> {
+        if let (Some(uid), Some(pool)) = (prefer, &self.users) {
+            if let Some(slot) = self.slots.as_ref().and_then(|s| s.take_user(uid)) {
+                return Ok((slot.user, Some(slot.scratch)));
+            }
+            if let Some(user) = pool.acquire_idle(uid) {
+                return Ok((Some(user), None));
+            }
+        }
         Ok(match self.slots.as_ref().and_then(|s| s.take()) {
             Some(slot) => (slot.user, Some(slot.scratch)),
             None => match &self.users {

@@ -107,6 +107,18 @@ impl ReadySlots {
         slot
     }
 
+    /// The ready slot of user `uid`, if one is; the filler makes its replacement.
+    pub fn take_user(&self, uid: u32) -> Option<Slot> {
+        let slot = {
+            let mut state = self.state.lock().ok()?;
+            let at =
+                (state.ready.iter()).position(|s| s.user.as_ref().is_some_and(|u| u.uid == uid))?;
+            state.ready.swap_remove(at)
+        };
+        self.wake.notify_one();
+        Some(slot)
+    }
+
     /// Stops the filler and releases every ready slot (user id unlocked, scratch removed).
     pub fn stop(&self) {
         let drained = match self.state.lock() {
@@ -118,5 +130,42 @@ impl ReadySlots {
         };
         self.wake.notify_all();
         drop(drained);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context's next call asks for the slot of its kept folder's user: it gets that
+    /// slot (its scratch owned by that user), and nothing for a user no slot holds.
+    #[test]
+    fn a_ready_slot_is_taken_by_its_user() {
+        if !nix::unistd::geteuid().is_root() {
+            eprintln!("SKIPPED: needs root (scratch dirs of other users)");
+            return;
+        }
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let pool = UserPool::new(4_190_000_300, 4, dir.path().join("locks")).unwrap();
+        let slots = ReadySlots::start(2, Some(pool), dir.path().join("scratch"));
+        let ready = |slots: &ReadySlots| {
+            let state = slots.state.lock().unwrap();
+            (state.ready.iter())
+                .filter_map(|s| s.user.as_ref().map(|u| u.uid))
+                .collect::<Vec<_>>()
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ready(&slots).len() < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let uids = ready(&slots);
+        assert_eq!(uids.len(), 2, "the filler made two slots");
+        let slot = slots.take_user(uids[0]).expect("a slot of that user");
+        assert_eq!(slot.user.as_ref().map(|u| u.uid), Some(uids[0]));
+        let owner = std::fs::metadata(slot.scratch.path()).unwrap().uid();
+        assert_eq!(owner, uids[0], "its scratch is that user's");
+        assert!(slots.take_user(4_190_000_399).is_none(), "no slot holds it");
+        slots.stop();
     }
 }

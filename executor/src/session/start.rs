@@ -89,7 +89,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         );
         // A folder synced whole at the end is kept for the context's next call, when the
         // session had a user of its own (its end kills every process of that user first).
-        let has_user = guard.uid().is_some();
+        let uid = guard.uid();
         let shelf = workdir::WorkShelf::of(self.sandbox.blobs());
         let finish = move |_why: EndReason| async move {
             let note = sync(&*broker, &task_files).await;
@@ -99,11 +99,12 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
                     out.push(note.as_bytes());
                 }
             }
-            let context = (task_files.limits.context_id.clone()).filter(|_| has_user && synced);
+            let context =
+                (task_files.limits.context_id.clone()).filter(|_| uid.is_some() && synced);
             let (context, shelf) = (context?, shelf?);
             let baseline = task_files.baseline.lock().await.clone();
             let work = task_files.work.clone();
-            let keep: process::Keep = Box::new(move |_| shelf.put(&context, &work, baseline));
+            let keep: process::Keep = Box::new(move |_| shelf.put(&context, &work, baseline, uid));
             Some(keep)
         };
         let running = process::run(

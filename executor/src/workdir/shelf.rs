@@ -43,6 +43,8 @@ pub const MAX_SHELVED: usize = 64;
 pub struct Shelved {
     dir: PathBuf,
     baseline: Baseline,
+    /// The user its files and folders were given to.
+    uid: Option<u32>,
     bytes: u64,
     used: u64,
 }
@@ -89,10 +91,11 @@ impl WorkShelf {
         })
     }
 
-    /// Keeps `work` (a call's folder, every process that could write it dead) as the
-    /// folder of `context`, in the state `baseline` says. A folder it replaces, and the
-    /// longest unused beyond the bounds, are removed. Nothing is kept when the move fails.
-    pub fn put(&self, context: &str, work: &Path, baseline: Baseline) {
+    /// Keeps `work` (a call's folder, given to `uid`, every process that could write it
+    /// dead) as the folder of `context`, in the state `baseline` says. A folder it
+    /// replaces, and the longest unused beyond the bounds, are removed. Nothing is kept
+    /// when the move fails.
+    pub fn put(&self, context: &str, work: &Path, baseline: Baseline, uid: Option<u32>) {
         let bytes = baseline.files.values().map(|k| k.stamp.size).sum::<u64>();
         if bytes > self.cap_bytes {
             return;
@@ -110,6 +113,7 @@ impl WorkShelf {
         let entry = Shelved {
             dir,
             baseline,
+            uid,
             bytes,
             used,
         };
@@ -134,6 +138,12 @@ impl WorkShelf {
     /// The folder kept for `context`, taken off the shelf.
     pub fn take(&self, context: &str) -> Option<Shelved> {
         self.held.lock().ok()?.remove(context)
+    }
+
+    /// The user the folder kept for `context` belongs to: its next call runs as that
+    /// user when the id is free, and nothing kept has to be given to another.
+    pub fn uid_of(&self, context: &str) -> Option<u32> {
+        self.held.lock().ok()?.get(context)?.uid
     }
 
     /// How many folders are kept.
@@ -187,12 +197,16 @@ pub fn adopt(
         if !unchanged {
             return Ok(false);
         }
-        give(at, st, if want.executable { 0o755 } else { 0o644 }, uid)?;
-        let st = fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+        let mode = if want.executable { 0o755 } else { 0o644 };
+        // Given to another user or mode, its change time moved: stamped again.
+        let stamp = match give(at, st, mode, uid)? {
+            true => Stamp::of(&fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW)?),
+            false => Stamp::of(st),
+        };
         kept.insert(
             rel.to_string(),
             Known {
-                stamp: Stamp::of(&st),
+                stamp,
                 sha256: want.sha256.clone(),
                 executable: want.executable,
             },
@@ -301,8 +315,14 @@ fn walk(
 /// `st` found it) to `uid` with `mode`. The mode is set while the executor owns it: root
 /// changes the mode of a file it does not own only with `CAP_FOWNER`, which the shipped
 /// containers do not grant (`CAP_CHOWN` they do). `at` is a file or folder (never a link:
-/// the walk saw it so, and no process can swap it meanwhile).
-fn give(at: Entry<'_>, st: &FileStat, mode: u32, uid: Option<u32>) -> std::io::Result<()> {
+/// the walk saw it so, and no process can swap it meanwhile). Returns whether anything
+/// changed: nothing does when it has that mode and owner already (the context's last
+/// call ran as `uid`), which saves a `chown` and a `stat` per kept file.
+fn give(at: Entry<'_>, st: &FileStat, mode: u32, uid: Option<u32>) -> std::io::Result<bool> {
+    let owned = uid.is_none_or(|id| st.st_uid == id && st.st_gid == id);
+    if st.st_mode & 0o7777 == mode && owned {
+        return Ok(false);
+    }
     let own = |id: u32| {
         let id = (Some(Uid::from_raw(id)), Some(Gid::from_raw(id)));
         fchownat(at.dir, at.name, id.0, id.1, AtFlags::AT_SYMLINK_NOFOLLOW)
@@ -319,7 +339,7 @@ fn give(at: Entry<'_>, st: &FileStat, mode: u32, uid: Option<u32>) -> std::io::R
     if let Some(uid) = uid {
         own(uid)?;
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Removes one entry a walk cannot name (not UTF-8): a folder with all it holds.
@@ -365,24 +385,29 @@ mod tests {
             std::fs::create_dir(&dir).unwrap();
             dir
         };
-        shelf.put("a", &work("wa"), baseline(40));
-        shelf.put("b", &work("wb"), baseline(40));
-        shelf.put("c", &work("wc"), baseline(40));
+        shelf.put("a", &work("wa"), baseline(40), None);
+        shelf.put("b", &work("wb"), baseline(40), None);
+        shelf.put("c", &work("wc"), baseline(40), None);
         assert_eq!(shelf.len(), 2, "120 bytes past the 100 allowed: one goes");
         assert!(shelf.take("a").is_none(), "the longest unused went first");
         assert!(shelf.take("b").is_some() && shelf.take("c").is_some());
-        shelf.put("big", &work("wbig"), baseline(101));
+        shelf.put("big", &work("wbig"), baseline(101), None);
         assert!(
             shelf.is_empty(),
             "a folder larger than the whole bound is not kept"
         );
         assert!(root.path().join("wbig").exists(), "and stays where it was");
-        shelf.put("d", &work("wd1"), baseline(10));
-        shelf.put("d", &work("wd2"), baseline(10));
+        shelf.put("d", &work("wd1"), baseline(10), None);
+        shelf.put("d", &work("wd2"), baseline(10), None);
         assert_eq!(shelf.len(), 1, "a context keeps one folder");
         let many = WorkShelf::new(root.path().join("many"), u64::MAX).unwrap();
         for i in 0..=MAX_SHELVED {
-            many.put(&format!("ctx{i}"), &work(&format!("m{i}")), baseline(1));
+            many.put(
+                &format!("ctx{i}"),
+                &work(&format!("m{i}")),
+                baseline(1),
+                None,
+            );
         }
         assert_eq!(many.len(), MAX_SHELVED);
         assert!(many.take("ctx0").is_none());
@@ -412,7 +437,7 @@ mod tests {
                 name: c"run.sh",
             };
             let st = fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW).unwrap();
-            give(at, &st, 0o755, Some(2_999_002)).map(|()| std::fs::metadata(&file).unwrap())
+            give(at, &st, 0o755, Some(2_999_002)).map(|_| std::fs::metadata(&file).unwrap())
         })
         .join()
         .unwrap()

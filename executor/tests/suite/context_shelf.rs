@@ -107,6 +107,34 @@ fn the_next_call_keeps_unchanged_files_in_place_and_sees_what_the_core_changed()
     );
 }
 
+/// The context's next call gets the user its kept folder belongs to back (the id is free
+/// between the calls): its files are not given to another user, so their change times do
+/// not move (no `chown`, no second `stat` per file).
+#[test]
+fn the_next_call_runs_as_the_user_its_kept_folder_belongs_to() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "printf '%s ' \"$(id -u)\"; stat -c '%u %i %z' a.txt\n",
+    );
+    let core = FakeCore::with(&[("a.txt", b"one")]);
+    let sandbox = sandbox();
+    let first = run(&sandbox, &root, &core);
+    let second = run(&sandbox, &root, &core);
+    let uid = first.split(' ').next().unwrap();
+    assert!(
+        first.starts_with(&format!("{uid} {uid} ")),
+        "the file is the call's user's: {first}"
+    );
+    assert_eq!(
+        first, second,
+        "the same user, the same inode, the same change time"
+    );
+}
+
 #[test]
 fn a_process_left_running_cannot_change_the_kept_folder() {
     if !kept_here() {

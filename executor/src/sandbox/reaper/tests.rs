@@ -98,3 +98,25 @@ fn a_pool_running_past_the_largest_uid_is_refused() {
     assert!(err.to_string().contains("lower the uid base"), "{err}");
     assert!(UserPool::new(u32::MAX - 2, 2, dir.path().to_path_buf()).is_ok());
 }
+
+/// A context's next call asks for the id its kept folder belongs to: it gets it only
+/// while no call uses it and its pool keeps it idle.
+#[test]
+fn an_idle_id_is_taken_back_by_name_and_a_busy_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let base = 4_190_000_200;
+    let pool = UserPool::new(base, 3, dir.path().to_path_buf()).unwrap();
+    let (a, b) = (pool.acquire().unwrap(), pool.acquire().unwrap());
+    let (a_id, b_id) = (a.uid, b.uid);
+    assert!(pool.acquire_idle(a_id).is_none(), "in use by a call");
+    assert!(
+        pool.acquire_idle(base + 2).is_none(),
+        "never taken: not kept"
+    );
+    drop(a);
+    drop(b);
+    let again = pool.acquire_idle(a_id).expect("idle, so taken back");
+    assert_eq!(again.uid, a_id, "not the last released ({b_id})");
+    assert!(pool.acquire_idle(a_id).is_none(), "handed out once");
+    assert_eq!(pool.acquire().map(|u| u.uid), Some(b_id));
+}

@@ -145,6 +145,21 @@ impl UserPool {
         }
         None
     }
+
+    /// Takes `uid` back when this executor keeps it idle (locked, no call using it), so
+    /// that a context's next call runs as the user its kept files already belong to and
+    /// nothing has to be given to another (docs/hot-path.md). `None` when the id is in
+    /// use or not kept. Nothing of it runs: its last release killed what was left.
+    pub fn acquire_idle(self: &Arc<Self>, uid: u32) -> Option<CallUser> {
+        let mut idle = self.idle.lock().ok()?;
+        let at = idle.iter().position(|(id, _)| *id == uid)?;
+        let (uid, lock) = idle.remove(at);
+        Some(CallUser {
+            uid,
+            lock: Some(lock),
+            pool: Arc::clone(self),
+        })
+    }
 }
 
 impl CallUser {
