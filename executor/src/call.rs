@@ -264,7 +264,7 @@ async fn finish<B: CapabilityBroker>(
         (Some((broker, call, limits)), Some(baseline)) => {
             let work = guard.scratch().join(sandbox::WORK_DIR);
             let report = workdir::sync_back(broker, call, &work, limits, baseline).await;
-            if report.failure().is_none() && guard.uid().is_some() {
+            if report.failure().is_none() && report.quiet && guard.uid().is_some() {
                 keep = limits.context_id.clone();
             }
             match (outcome, report.failure()) {

@@ -82,16 +82,21 @@ impl CallGuard {
     /// removed: what it moves out of the dir is out of every reach of the call.
     pub fn release_then(self, before_removal: impl FnOnce(&Path) + Send + 'static) {
         let CallGuard {
-            user,
+            mut user,
             scratch,
             cgroup,
         } = self;
         Releaser::global().release(move || {
-            drop(user);
+            if let Some(user) = &mut user {
+                user.kill();
+            }
             if let Some(cgroup) = cgroup {
                 cgroup.remove();
             }
             before_removal(scratch.path());
+            // The id goes back to the pool only now: no other call runs as it while
+            // `before_removal` moves the folder out.
+            drop(user);
             drop(scratch);
         });
     }

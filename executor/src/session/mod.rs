@@ -404,7 +404,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         let ended = shared.ended();
         let mut note = None;
         if ended.is_none() {
-            note = sync(&*self.broker, &session.files).await;
+            note = sync(&*self.broker, &session.files).await.0;
         }
         let (mut output, elided_bytes) = shared
             .out
@@ -437,8 +437,10 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
     }
 }
 
-/// Syncs a session's folder back; a marker line for the output when not all was kept.
-async fn sync<B: CapabilityBroker>(broker: &B, files: &Files) -> Option<String> {
+/// Syncs a session's folder back; a marker line for the output when not all was kept,
+/// and whether the folder may be kept for the context's next call (all was, and no
+/// process of the session's user was left: [`workdir::SyncReport::quiet`]).
+async fn sync<B: CapabilityBroker>(broker: &B, files: &Files) -> (Option<String>, bool) {
     let mut baseline = files.baseline.lock().await;
     let report = workdir::sync_back(
         broker,
@@ -448,9 +450,9 @@ async fn sync<B: CapabilityBroker>(broker: &B, files: &Files) -> Option<String> 
         &mut baseline,
     )
     .await;
-    report
-        .failure()
-        .map(|(_, message)| format!("\n[skillbox: {message}]\n"))
+    let note = (report.failure()).map(|(_, message)| format!("\n[skillbox: {message}]\n"));
+    let keep = note.is_none() && report.quiet;
+    (note, keep)
 }
 
 /// Asks the session's task to end it and waits (bounded) until it has.

@@ -92,8 +92,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         let uid = guard.uid();
         let shelf = workdir::WorkShelf::of(self.sandbox.blobs());
         let finish = move |_why: EndReason| async move {
-            let note = sync(&*broker, &task_files).await;
-            let synced = note.is_none();
+            let (note, synced) = sync(&*broker, &task_files).await;
             if let Some(note) = note {
                 if let Ok(mut out) = task_shared.out.lock() {
                     out.push(note.as_bytes());

@@ -43,7 +43,10 @@ pub async fn lay_out<B: CapabilityBroker>(
     };
     let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
     prefetch(broker, call, cache, missing).await?;
-    let mut baseline = Baseline::default();
+    let mut baseline = Baseline {
+        owner: uid,
+        ..Baseline::default()
+    };
     for file in files {
         if let Some(known) = kept.remove(&file.path) {
             baseline.files.insert(file.path.clone(), known);

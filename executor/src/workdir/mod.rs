@@ -67,6 +67,14 @@ pub struct Known {
 #[derive(Debug, Clone, Default)]
 pub struct Baseline {
     files: BTreeMap<String, Known>,
+    /// The call's user, who owns the folder and its files.
+    owner: Option<u32>,
+    /// Whether the last sync found the folder exactly as `files` says and settled for
+    /// good: no process of `owner` left to change it, nothing in it but these files (one
+    /// link each, owned by `owner`, 0644 or 0755 as the context holds them) and non-empty
+    /// folders (0700, `owner`'s). A context's next call as `owner` then takes the kept
+    /// folder without walking it ([`shelf::adopt`]).
+    settled: bool,
 }
 
 impl Baseline {

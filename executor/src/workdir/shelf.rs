@@ -10,7 +10,12 @@
 //! its stamp (inode, size, modification and change times, one link) is the one the sync
 //! recorded, so nothing written after the sync, by anyone, survives; everything else
 //! (other files, links, devices, sockets, empty folders) is removed, and what is kept is
-//! given to the new call's user. Two calls of one context at once: the second lays out
+//! given to the new call's user. A folder its last sync found settled (no process of its
+//! user left when the sync began, nothing in it but the context's files as laid out:
+//! [`Baseline`]) and going back to that same user, with the context's files unchanged,
+//! is taken as it is, without that walk: nothing could write it since. A call runs as
+//! its context's last user when that id is free, so this is the common case. Two calls
+//! of one context at once: the second lays out
 //! anew. Only calls with a user of their own are kept (their end kills every process of
 //! that user before the folder moves); bounded by [`MAX_SHELVED`] folders and as many bytes
 //! as the blob cache may hold (512 MiB by default; both live in the scratch root,
@@ -162,13 +167,19 @@ impl WorkShelf {
 /// (see the module docs), given to `uid`; everything else is removed. The caller makes
 /// the call's working folder again. Returns what was kept, by path. On any failure the
 /// folder is removed whole and nothing is kept: the call lays every file out anew.
+///
+/// A folder its last sync found settled ([`Baseline`]), going back to the same user, with
+/// the context holding exactly its files, is taken as it is, with no walk: nothing could
+/// change it since (no process of that user was left, and the id was held until the
+/// folder was on the shelf, out of every call's reach).
 pub fn adopt(
     shelved: Shelved,
     work: &Path,
     uid: Option<u32>,
     files: &[WorkFile],
 ) -> BTreeMap<String, Known> {
-    let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let as_it_is =
+        uid.is_some() && shelved.uid == uid && holds_exactly(&shelved.baseline, uid, files);
     let fresh = |work: &Path| {
         let _ = std::fs::create_dir(work);
         if let Some(uid) = uid {
@@ -183,6 +194,10 @@ pub fn adopt(
         fresh(work);
         return BTreeMap::new();
     }
+    if as_it_is {
+        return shelved.baseline.files;
+    }
+    let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut kept = BTreeMap::new();
     let mut decide = |rel: &str, at: Entry<'_>, st: &FileStat| {
         let keep = (wanted.get(rel), shelved.baseline.files.get(rel));
@@ -235,6 +250,18 @@ pub fn adopt(
             BTreeMap::new()
         }
     }
+}
+
+/// Whether `baseline` is settled, `owner`'s, and holds exactly `files` (the same paths,
+/// digests and exec bits).
+fn holds_exactly(baseline: &Baseline, owner: Option<u32>, files: &[WorkFile]) -> bool {
+    baseline.settled
+        && baseline.owner == owner
+        && baseline.files.len() == files.len()
+        && files.iter().all(|f| {
+            (baseline.files.get(&f.path))
+                .is_some_and(|k| k.sha256 == f.sha256 && k.executable == f.executable)
+        })
 }
 
 /// An entry of a folder the walk holds open: the folder and the entry's name in it (every
@@ -370,6 +397,7 @@ mod tests {
         };
         Baseline {
             files: BTreeMap::from([("f".to_string(), known)]),
+            ..Baseline::default()
         }
     }
 

@@ -20,7 +20,7 @@ use base64::Engine;
 use nix::dir::Dir;
 use nix::fcntl::AtFlags;
 use nix::fcntl::{openat, OFlag};
-use nix::sys::stat::{fstat, fstatat, Mode, SFlag};
+use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 use ring::digest;
 use skillbox_protocol::jsonrpc::ErrorObject;
 use skillbox_protocol::result::ErrorKind;
@@ -32,6 +32,7 @@ use skillbox_protocol::workdir::{
 use super::layout::digest_of;
 use super::{core_error_kind, hex, Baseline, Known, Stamp, MAX_DEPTH, MAX_WALK_ENTRIES};
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
+use crate::sandbox::reaper::user_has_process;
 
 /// What one sync did, and what it could not keep.
 #[derive(Debug, Default)]
@@ -44,6 +45,10 @@ pub struct SyncReport {
     pub not_kept: Vec<(String, String)>,
     /// Files the core refused, with its error.
     pub refused: Vec<(String, ErrorObject)>,
+    /// Whether no process of the folder's owner was left when the sync began: then none
+    /// could change the folder during or after it, and what it recorded is the folder's
+    /// final state. Only such a folder is kept for the context's next call.
+    pub quiet: bool,
 }
 
 impl SyncReport {
@@ -90,13 +95,19 @@ struct Walk {
     entries: usize,
     complete: bool,
     not_kept: Vec<(String, String)>,
+    /// The user the folder belongs to ([`Baseline`]'s owner).
+    owner: Option<u32>,
+    /// Whether it saw anything a settled folder does not hold (see [`Baseline`]): a
+    /// link, a special file, an empty folder, another mode or owner, a second link.
+    unsettled: bool,
 }
 
 impl Walk {
     /// Takes a regular file: unchanged ones (same stamp, or same size and digest) only
     /// count as present; the others are kept open to be judged and sent.
-    fn take(&mut self, mut found: Found, baseline: &mut Baseline) {
+    fn take(&mut self, mut found: Found, st: &FileStat, baseline: &mut Baseline) {
         self.present.push(found.path.clone());
+        self.unsettled |= !settled_file(st, found.executable, self.owner);
         if let Some(known) = baseline.files.get_mut(&found.path) {
             if known.stamp == found.stamp {
                 return;
@@ -121,7 +132,9 @@ impl Walk {
     }
 }
 
-/// Walks `work`, sends what changed, and updates `baseline` to what the core now holds.
+/// Walks `work`, sends what changed, and updates `baseline` to what the core now holds,
+/// settled when nothing of its owner runs and the folder holds only that (see
+/// [`Baseline`]).
 pub async fn sync_back<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
@@ -130,9 +143,16 @@ pub async fn sync_back<B: CapabilityBroker>(
     baseline: &mut Baseline,
 ) -> SyncReport {
     let mut report = SyncReport::default();
+    baseline.settled = false;
+    // Checked before the walk: with no process of the owner left, none can start (only
+    // the executor starts one, and the call still holds the id), so what the walk sees
+    // is what the folder keeps.
+    let quiet = baseline.owner.is_some_and(|uid| !user_has_process(uid));
+    report.quiet = quiet;
     let Some(mut walk) = walk_work(work, limits, baseline) else {
         return report;
     };
+    let tidy = quiet && walk.complete && !walk.unsettled;
     report.not_kept.append(&mut walk.not_kept);
     // The folder as the context holds it while the changes are judged.
     let present: HashSet<String> = std::mem::take(&mut walk.present).into_iter().collect();
@@ -141,6 +161,7 @@ pub async fn sync_back<B: CapabilityBroker>(
         delete_gone(broker, call, &present, baseline, &mut report).await;
     }
     send_changes(broker, call, send, limits, baseline, &mut report).await;
+    baseline.settled = tidy && report.failure().is_none();
     report
 }
 
@@ -150,6 +171,7 @@ fn walk_work(work: &Path, limits: &WorkDir, baseline: &mut Baseline) -> Option<W
     let mut walk = Walk {
         complete: true,
         max_candidates: limits.max_files,
+        owner: baseline.owner,
         ..Walk::default()
     };
     match openat(
@@ -158,7 +180,10 @@ fn walk_work(work: &Path, limits: &WorkDir, baseline: &mut Baseline) -> Option<W
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     ) {
-        Ok(fd) => walk_dir(fd, "", 0, &mut walk, baseline),
+        Ok(fd) => {
+            walk.unsettled |= !fstat(fd.as_fd()).is_ok_and(|st| settled_dir(&st, walk.owner));
+            walk_dir(fd, "", 0, &mut walk, baseline);
+        }
         Err(e) => {
             tracing::warn!(work = %work.display(), error = %e, "the work folder cannot be opened; nothing is sent back");
             return None;
@@ -303,6 +328,7 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
             return;
         }
         let Ok(text) = name.to_str() else {
+            walk.unsettled = true;
             let shown = format!("{prefix}{}", String::from_utf8_lossy(name.as_bytes()));
             walk.not_kept
                 .push((shown, "its name is not valid UTF-8".into()));
@@ -315,12 +341,9 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
         if let Ok(st) = stat {
             let regular =
                 SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG;
-            if regular
-                && baseline
-                    .files
-                    .get(&path)
-                    .is_some_and(|k| k.stamp == Stamp::of(&st))
-            {
+            let known = baseline.files.get(&path).filter(|_| regular);
+            if let Some(known) = known.filter(|k| k.stamp == Stamp::of(&st)) {
+                walk.unsettled |= !settled_file(&st, known.executable, walk.owner);
                 walk.present.push(path);
                 continue;
             }
@@ -331,14 +354,17 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
             Ok(fd) => fd,
             Err(nix::errno::Errno::ELOOP) => {
                 tracing::info!(path = %path, "a link in the work folder is not kept");
+                walk.unsettled = true;
                 continue;
             }
             Err(e) => {
                 tracing::info!(path = %path, error = %e, "an entry of the work folder cannot be opened; not kept");
+                walk.unsettled = true;
                 continue;
             }
         };
         let Ok(st) = fstat(opened.as_fd()) else {
+            walk.unsettled = true;
             continue;
         };
         match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
@@ -349,19 +375,42 @@ fn walk_dir(fd: OwnedFd, prefix: &str, depth: usize, walk: &mut Walk, baseline: 
                     stamp: Stamp::of(&st),
                     executable: st.st_mode & 0o100 != 0,
                 };
-                walk.take(found, baseline);
+                walk.take(found, &st, baseline);
             }
             SFlag::S_IFDIR if depth + 1 < MAX_DEPTH => {
+                let before = walk.present.len();
                 walk_dir(opened, &format!("{path}/"), depth + 1, walk, baseline);
+                // An empty folder, or one of another mode or owner, is not kept as it is.
+                walk.unsettled |= walk.present.len() == before || !settled_dir(&st, walk.owner);
             }
             SFlag::S_IFDIR => {
                 walk.complete = false;
                 walk.not_kept
                     .push((path, format!("deeper than {MAX_DEPTH} folders")));
             }
-            _ => tracing::info!(path = %path, "a special file in the work folder is not kept"),
+            _ => {
+                tracing::info!(path = %path, "a special file in the work folder is not kept");
+                walk.unsettled = true;
+            }
         }
     }
+}
+
+/// Whether `st` is a file as a settled folder holds it: one link, `owner`'s, 0755 when
+/// the context holds it `executable`, else 0644.
+fn settled_file(st: &FileStat, executable: bool, owner: Option<u32>) -> bool {
+    let mode = if executable { 0o755 } else { 0o644 };
+    st.st_nlink == 1 && st.st_mode & 0o7777 == mode && owned_by(st, owner)
+}
+
+/// Whether `st` is a folder as a settled folder holds it: 0700, `owner`'s.
+fn settled_dir(st: &FileStat, owner: Option<u32>) -> bool {
+    st.st_mode & 0o7777 == 0o700 && owned_by(st, owner)
+}
+
+/// Whether `st`'s user and group are `owner` (never without one).
+fn owned_by(st: &FileStat, owner: Option<u32>) -> bool {
+    owner.is_some_and(|id| st.st_uid == id && st.st_gid == id)
 }
 
 /// A file on its way to the core.

@@ -10,18 +10,23 @@ use serde_json::json;
 use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::reaper::Releaser;
-use skillbox_executor::sandbox::Sandbox;
+use skillbox_executor::sandbox::{Sandbox, SandboxConfig};
 use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::workdir::WorkDir;
 
-use super::context_files::{runtime, sandbox};
+use super::context_files::runtime;
 use super::harness::fake_core::FakeCore;
 use super::harness::{running_as_root, scratch_root, shell_skill, SkillRoot};
 
 /// Runs the shell skill in context `c1`, as the core names it, on `sandbox`; returns its
 /// stdout once the call's end (and the folder's move to the shelf) is done.
 fn run(sandbox: &Sandbox, root: &SkillRoot, core: &FakeCore) -> String {
+    run_in(sandbox, root, core, "c1")
+}
+
+/// [`run`] in `context`.
+fn run_in(sandbox: &Sandbox, root: &SkillRoot, core: &FakeCore, context: &str) -> String {
     let params = ToolExecuteParams {
         call_id: "shelf-call".into(),
         capability_token: SecretValue("tok".into()),
@@ -31,7 +36,7 @@ fn run(sandbox: &Sandbox, root: &SkillRoot, core: &FakeCore) -> String {
         envelope: Envelope::default(),
         traceparent: None,
         workdir: Some(WorkDir {
-            context_id: Some("c1".into()),
+            context_id: Some(context.into()),
             ..core.workdir()
         }),
         script: None,
@@ -50,6 +55,21 @@ fn run(sandbox: &Sandbox, root: &SkillRoot, core: &FakeCore) -> String {
         .as_str()
         .unwrap()
         .to_string()
+}
+
+/// A sandbox whose user ids are this test process's alone (a range picked by its pid): a
+/// folder is kept only when no process of its user is left at the sync, and an id that
+/// came from another test process may still have that process's killed leftovers
+/// (not yet reaped) for a moment.
+fn sandbox() -> Sandbox {
+    let config = SandboxConfig {
+        scratch_root: scratch_root(),
+        max_concurrent_calls: 4,
+        max_prestarted: 0,
+        ..SandboxConfig::default()
+    };
+    let uid_base = 3_100_000 + (std::process::id() % 20_000) * 8;
+    Sandbox::new(SandboxConfig { uid_base, ..config }).unwrap()
 }
 
 /// Whether this machine gives calls users of their own (only those folders are kept).
@@ -135,6 +155,39 @@ fn the_next_call_runs_as_the_user_its_kept_folder_belongs_to() {
     );
 }
 
+/// A folder its last sync found settled is taken by the next call without a walk; each
+/// thing a settled folder never holds makes the next call walk it and lay it out as the
+/// context holds it: a file of another mode, an empty folder, a second link to a file, a
+/// folder of another mode. (A process left running is the test below; a link or a FIFO
+/// the one after it.)
+#[test]
+fn what_a_tool_leaves_unsettled_is_laid_out_as_the_context_holds_it() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "if [ ! -e done ]; then : > done; case \"$(cat case)\" in \
+           mode) chmod 600 a.txt;; empty) mkdir empty;; hardlink) ln a.txt b.txt;; \
+           dirmode) mkdir d; echo x > d/x.txt; chmod 755 d;; esac; fi; \
+         stat -c '%n %a %h' a.txt $(ls -d b.txt d 2>/dev/null); ls -d empty 2>/dev/null; true\n",
+    );
+    let sandbox = sandbox();
+    let cases = [
+        ("mode", "a.txt 644 1\n"),
+        ("empty", "a.txt 644 1\n"),
+        ("hardlink", "a.txt 644 1\nb.txt 644 1\n"),
+        ("dirmode", "a.txt 644 1\nd 700 2\n"),
+    ];
+    for (case, want) in cases {
+        let core = FakeCore::with(&[("a.txt", b"one"), ("case", case.as_bytes())]);
+        run_in(&sandbox, &root, &core, case);
+        let second = run_in(&sandbox, &root, &core, case);
+        assert_eq!(second, want, "{case}");
+    }
+}
+
 #[test]
 fn a_process_left_running_cannot_change_the_kept_folder() {
     if !kept_here() {
@@ -156,6 +209,30 @@ fn a_process_left_running_cannot_change_the_kept_folder() {
     assert_eq!(core.file("a.txt").as_deref(), Some(&b"good"[..]));
 }
 
+/// A process the call left writing the folder while it was synced back (a loop writing
+/// a counter over a.txt in place, never empty, out of the tool's process group): whatever
+/// it wrote after the sync read the file, the next call sees the bytes the core held.
+#[test]
+fn a_folder_written_while_it_was_synced_back_is_never_served_as_it_is() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "if [ ! -e started ]; then : > started; (setsid sh -c 'i=0; while :; do i=$((i+1)); printf %08d $i 1<>a.txt; done' </dev/null >/dev/null 2>&1 &); sleep 0.2; fi; cat a.txt\n",
+    );
+    let core = FakeCore::with(&[("a.txt", b"0")]);
+    let sandbox = sandbox();
+    run(&sandbox, &root, &core);
+    let held = String::from_utf8(core.file("a.txt").unwrap()).unwrap();
+    let seen = run(&sandbox, &root, &core);
+    assert_eq!(
+        seen, held,
+        "the core's bytes, not what the loop wrote later"
+    );
+}
+
 #[test]
 fn a_kept_file_altered_on_disk_or_a_link_the_tool_made_is_never_served() {
     if !kept_here() {
@@ -170,7 +247,8 @@ fn a_kept_file_altered_on_disk_or_a_link_the_tool_made_is_never_served() {
     let sandbox = sandbox();
     let first = run(&sandbox, &root, &core);
     assert!(first.starts_with("core's\na.txt "), "{first}");
-    // Something alters the kept copy on disk (the shelf is root's, under the cache).
+    // Something alters the kept copy on disk (the shelf is root's, under the cache). The
+    // tool left a link, so the folder is not settled: the next call checks every file.
     let shelf = scratch_root()
         .join(".blobs")
         .join(std::process::id().to_string())

@@ -50,6 +50,8 @@ pub struct CallUser {
     pub uid: u32,
     lock: Option<Flock<File>>,
     pool: Arc<UserPool>,
+    /// Whether [`CallUser::kill`] ran: the drop then does not kill again.
+    killed: bool,
 }
 
 impl UserPool {
@@ -126,6 +128,7 @@ impl UserPool {
                 uid,
                 lock: Some(lock),
                 pool: Arc::clone(self),
+                killed: false,
             });
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed);
@@ -141,6 +144,7 @@ impl UserPool {
                 uid,
                 lock: Some(lock),
                 pool: Arc::clone(self),
+                killed: false,
             });
         }
         None
@@ -158,6 +162,7 @@ impl UserPool {
             uid,
             lock: Some(lock),
             pool: Arc::clone(self),
+            killed: false,
         })
     }
 }
@@ -167,11 +172,21 @@ impl CallUser {
     pub fn gid(&self) -> u32 {
         self.uid
     }
+
+    /// Kills every process of the user now (see [`kill_user`]: one pass leaves none), so
+    /// that what the call leaves can be moved before the id goes back to the pool; the
+    /// drop then hands the id back without a second kill.
+    pub fn kill(&mut self) {
+        kill_user(self.uid);
+        self.killed = true;
+    }
 }
 
 impl Drop for CallUser {
     fn drop(&mut self) {
-        kill_user(self.uid);
+        if !self.killed {
+            kill_user(self.uid);
+        }
         let Some(lock) = self.lock.take() else { return };
         // Kept locked for the next call, unless enough are.
         if let Ok(mut idle) = self.pool.idle.lock() {
