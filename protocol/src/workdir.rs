@@ -86,6 +86,19 @@ pub struct WorkDir {
     pub context_id: Option<String>,
 }
 
+impl WorkDir {
+    /// The folder's quotas and context without its list of files (what a sync needs).
+    pub fn without_files(&self) -> WorkDir {
+        WorkDir {
+            files: Vec::new(),
+            max_file_bytes: self.max_file_bytes,
+            max_total_bytes: self.max_total_bytes,
+            max_files: self.max_files,
+            context_id: self.context_id.clone(),
+        }
+    }
+}
+
 /// `core.contextFileRead` request: a chunk of a file the call's [`WorkDir`] named, by its
 /// digest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -51,6 +51,8 @@ pub struct ContextFiles {
     /// in and records it, a delete unlinks and forgets it) and while a reader opens a file
     /// and reads its record: a reader's record is that of the version it opened.
     versions: Arc<Mutex<()>>,
+    /// The list of each context's files as last read ([`work::Lists`]).
+    lists: Arc<work::Lists>,
 }
 
 /// `openat2` that stays beneath `dir` and follows no link.
@@ -69,6 +71,7 @@ impl ContextFiles {
             store,
             limits,
             versions: Arc::new(Mutex::new(())),
+            lists: Arc::default(),
         }
     }
 

@@ -131,6 +131,7 @@ impl From<SessionError> for ErrorObject {
 struct Files {
     call: CallInfo,
     work: PathBuf,
+    /// The folder's quotas and context (its list went to the launch).
     limits: WorkDir,
     baseline: tokio::sync::Mutex<Baseline>,
 }

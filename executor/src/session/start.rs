@@ -79,7 +79,7 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
         let files = Arc::new(Files {
             call,
             work,
-            limits: p.files.clone(),
+            limits: p.files.without_files(),
             baseline: tokio::sync::Mutex::new(baseline),
         });
         let (broker, task_files, task_shared) = (
@@ -101,7 +101,8 @@ impl<B: CapabilityBroker + 'static> Sessions<B> {
             let context =
                 (task_files.limits.context_id.clone()).filter(|_| uid.is_some() && synced);
             let (context, shelf) = (context?, shelf?);
-            let baseline = task_files.baseline.lock().await.clone();
+            // The session ended: no sync needs its baseline again.
+            let baseline = std::mem::take(&mut *task_files.baseline.lock().await);
             let work = task_files.work.clone();
             let keep: process::Keep = Box::new(move |_| shelf.put(&context, &work, baseline, uid));
             Some(keep)

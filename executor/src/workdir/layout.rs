@@ -37,19 +37,20 @@ pub async fn lay_out<B: CapabilityBroker>(
     files: &[WorkFile],
     kept: Option<Shelved>,
 ) -> Result<Baseline, WorkDirError> {
-    let mut kept = match kept {
+    let kept = match kept {
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
     };
     let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
     prefetch(broker, call, cache, missing).await?;
+    // What was kept (only files of `files`, unchanged) is in place already.
     let mut baseline = Baseline {
+        files: kept,
         owner: uid,
         ..Baseline::default()
     };
     for file in files {
-        if let Some(known) = kept.remove(&file.path) {
-            baseline.files.insert(file.path.clone(), known);
+        if baseline.files.contains_key(&file.path) {
             continue;
         }
         let parts = path::segments(&file.path).map_err(|reason| WorkDirError::BadPath {

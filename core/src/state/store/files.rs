@@ -82,6 +82,17 @@ impl Store {
         read().map_err(failed("list files"))
     }
 
+    /// The version of `context_id`'s list of files: every change to the list, by any
+    /// connection, moves it on (0 before the first file). Read it before the list, and the
+    /// list is at least as new as the version says.
+    pub fn context_files_version(&self, context_id: &str) -> Result<i64, StoreError> {
+        self.conn()
+            .prepare_cached("SELECT version FROM context_files_versions WHERE context_id = ?1")
+            .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
+            .map(|v| v.unwrap_or(0))
+            .map_err(failed("read the list's version"))
+    }
+
     /// One file of `context_id`, if recorded.
     pub fn context_file(
         &self,
@@ -217,5 +228,42 @@ mod tests {
         store.delete_context("c1").unwrap();
         assert!(store.context_files("c1").unwrap().is_empty());
         assert_eq!(store.context_files("c2").unwrap().len(), 1);
+    }
+
+    /// Every change to a context's list moves its version on, by this store or another
+    /// connection to the same database (the CLI's); another context's does not; a
+    /// context made again goes on from its last version.
+    #[test]
+    fn every_change_to_a_list_moves_its_version_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&Store::db_path(dir.path())).unwrap();
+        let other = Store::open(&Store::db_path(dir.path())).unwrap();
+        let version = || store.context_files_version("c1").unwrap();
+        assert_eq!(version(), 0, "no file yet");
+        let mut seen = vec![version()];
+        let mut moved = |why: &str| {
+            let now = version();
+            assert!(!seen.contains(&now), "{why}: {now} again after {seen:?}");
+            seen.push(now);
+        };
+        store.put_context_file("c1", &file("a.txt", 1)).unwrap();
+        moved("a file recorded");
+        store.put_context_file("c1", &file("a.txt", 2)).unwrap();
+        moved("a file replaced");
+        store
+            .set_context_file_executable("c1", "a.txt", true)
+            .unwrap();
+        moved("its exec bit set");
+        other.put_context_file("c1", &file("b.txt", 3)).unwrap();
+        moved("a file recorded by another connection");
+        let before = version();
+        store.put_context_file("c2", &file("a.txt", 4)).unwrap();
+        assert_eq!(version(), before, "another context's file");
+        store.delete_context_file("c1", "a.txt").unwrap();
+        moved("a file forgotten");
+        store.delete_context("c1").unwrap();
+        moved("the context forgotten");
+        store.put_context_file("c1", &file("a.txt", 5)).unwrap();
+        moved("the context made again");
     }
 }

@@ -126,6 +126,26 @@ pub(super) const MIGRATIONS: &[&str] = &[
     // 8: a context file's exec bit, as the call that wrote it left it (a script made
     // executable by one command runs in the next).
     "ALTER TABLE context_files ADD COLUMN executable INTEGER NOT NULL DEFAULT 0;",
+    // 9: a version of each context's list of files, moved on by every change to it (by
+    // this process or any other), so that a list read at one version is current while
+    // the version is the same. A row is never removed: a context made again under an old
+    // id goes on from its last version, never back to one a list was read at.
+    "CREATE TABLE context_files_versions (
+        context_id TEXT PRIMARY KEY,
+        version    INTEGER NOT NULL
+    ) STRICT;
+    CREATE TRIGGER context_file_inserted AFTER INSERT ON context_files BEGIN
+        INSERT INTO context_files_versions (context_id, version) VALUES (NEW.context_id, 1)
+        ON CONFLICT (context_id) DO UPDATE SET version = version + 1;
+    END;
+    CREATE TRIGGER context_file_updated AFTER UPDATE ON context_files BEGIN
+        INSERT INTO context_files_versions (context_id, version) VALUES (NEW.context_id, 1)
+        ON CONFLICT (context_id) DO UPDATE SET version = version + 1;
+    END;
+    CREATE TRIGGER context_file_deleted AFTER DELETE ON context_files BEGIN
+        INSERT INTO context_files_versions (context_id, version) VALUES (OLD.context_id, 1)
+        ON CONFLICT (context_id) DO UPDATE SET version = version + 1;
+    END;",
 ];
 
 /// Brings the schema to the newest version in one immediate transaction (so two
