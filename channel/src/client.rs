@@ -18,11 +18,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use rustls::pki_types::ServerName;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
-use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message, Request};
+use skillbox_protocol::jsonrpc::{self, ErrorObject, Id, Message};
 use skillbox_protocol::rpc::RpcMethod;
 
 /// Largest response body accepted.
@@ -104,8 +105,8 @@ pub enum ClientError {
 }
 
 /// `params` of `M` as the JSON a call sends.
-pub fn encode_params<M: RpcMethod>(params: &M::Params) -> Result<Value, ClientError> {
-    serde_json::to_value(params).map_err(|e| ClientError::Typed {
+pub fn encode_params<M: RpcMethod>(params: &M::Params) -> Result<Box<RawValue>, ClientError> {
+    serde_json::value::to_raw_value(params).map_err(|e| ClientError::Typed {
         method: M::NAME,
         reason: format!("params: {e}"),
     })
@@ -182,26 +183,40 @@ impl RpcClient {
         params: &M::Params,
         timeout: Duration,
     ) -> Result<M::Result, ClientError> {
-        let answer = self
-            .call(M::NAME, encode_params::<M>(params)?, timeout)
-            .await?;
+        // Written straight from the typed params: no `Value` tree of them first.
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let body = jsonrpc::request_line(id, M::NAME, params).map_err(|e| ClientError::Typed {
+            method: M::NAME,
+            reason: format!("params: {e}"),
+        })?;
+        let answer = self.exchange(id, body, timeout).await?;
         decode_result::<M>(answer)
     }
 
-    /// Calls `method` and waits at most `timeout` for the answer.
-    pub async fn call(
+    /// Calls `method` with `params` (a `Value`, or params written already:
+    /// `serde_json::value::RawValue`) and waits at most `timeout` for the answer.
+    pub async fn call<P: serde::Serialize + ?Sized>(
         &self,
         method: &str,
-        params: Value,
+        params: &P,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let body = Message::Request(Request {
-            id: Id::Number(id),
-            method: method.to_string(),
-            params: Some(params),
-        })
-        .to_line();
+        let body = jsonrpc::request_line(id, method, params).map_err(|e| ClientError::Typed {
+            method: "request",
+            reason: format!("{method} params: {e}"),
+        })?;
+        self.exchange(id, body, timeout).await
+    }
+
+    /// Sends `body`, the request line of request `id`, and waits at most `timeout` for
+    /// its answer.
+    async fn exchange(
+        &self,
+        id: i64,
+        body: String,
+        timeout: Duration,
+    ) -> Result<Value, ClientError> {
         let url = self.url();
         let req = http::Request::post(self.url.clone())
             .header(http::header::CONTENT_TYPE, "application/json")

@@ -23,7 +23,8 @@ use tokio_rustls::TlsAcceptor;
 use super::stream::{self, StreamHandler, StreamKind};
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
-use skillbox_protocol::jsonrpc::{self, code, ErrorObject, Message};
+use serde_json::value::RawValue;
+use skillbox_protocol::jsonrpc::{self, code, Call, ErrorObject, Message, Params};
 
 /// A boxed future of a handler's answer.
 pub type RpcFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>> + Send + 'a>>;
@@ -32,6 +33,22 @@ pub type RpcFuture<'a> = Pin<Box<dyn Future<Output = Result<Value, ErrorObject>>
 pub trait RpcHandler: Send + Sync + 'static {
     /// Answers one request.
     fn handle<'a>(&'a self, method: &'a str, params: Option<Value>) -> RpcFuture<'a>;
+
+    /// Answers one request whose params are the JSON text they came in. The server calls
+    /// this; by default it reads them into a `Value` for [`RpcHandler::handle`]. A side
+    /// whose methods take large params reads them as their own types instead.
+    fn handle_raw<'a>(&'a self, method: &'a str, params: Option<&'a RawValue>) -> RpcFuture<'a> {
+        match params
+            .map(|p| serde_json::from_str::<Value>(p.get()))
+            .transpose()
+        {
+            Ok(params) => self.handle(method, params),
+            Err(e) => Box::pin(std::future::ready(Err(ErrorObject::new(
+                code::INVALID_PARAMS,
+                format!("params: {e}"),
+            )))),
+        }
+    }
 }
 
 /// Server settings.
@@ -203,13 +220,15 @@ async fn respond(
             )))
         }
     };
-    let request = match jsonrpc::decode(&body) {
-        Ok(Message::Request(r)) => r,
-        Ok(Message::Notification(n)) => {
-            let _ = handler.handle(&n.method, n.params).await;
+    let (id, method, params) = match jsonrpc::decode_call(&body) {
+        Ok(Call::Request(id, method, params)) => (id, method, params),
+        Ok(Call::Notification(method, params)) => {
+            let _ = handler
+                .handle_raw(&method, params.as_ref().map(Params::get))
+                .await;
             return plain(StatusCode::NO_CONTENT, "");
         }
-        Ok(Message::Response(_)) => {
+        Ok(Call::Response(_)) => {
             return rpc(Message::Response(jsonrpc::Response::error(
                 None,
                 ErrorObject::new(code::INVALID_REQUEST, "expected a request, got a response"),
@@ -222,9 +241,11 @@ async fn respond(
             )))
         }
     };
-    let outcome = handler.handle(&request.method, request.params).await;
+    let outcome = handler
+        .handle_raw(&method, params.as_ref().map(Params::get))
+        .await;
     rpc(Message::Response(jsonrpc::Response {
-        id: Some(request.id),
+        id: Some(id),
         outcome,
     }))
 }

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use serde_json::value::RawValue;
 use serde_json::Value;
 use skillbox_channel::client::{ClientError, RpcClient, StreamClient};
 use skillbox_channel::server::{RpcFuture, RpcHandler};
@@ -81,7 +82,7 @@ impl CapabilityBroker for CoreBroker {
     ) -> Result<Value, ErrorObject> {
         match self
             .client
-            .call(core_method, params, CALLBACK_TIMEOUT)
+            .call(core_method, &params, CALLBACK_TIMEOUT)
             .await
         {
             Ok(v) => Ok(v),
@@ -183,7 +184,7 @@ impl ExecutorService {
             .unwrap_or_else(|p| Arc::clone(&p.into_inner()))
     }
 
-    async fn execute(&self, params: Option<Value>) -> Result<Value, ErrorObject> {
+    async fn execute(&self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
         let arrived = std::time::Instant::now();
         let params: <ToolExecute as RpcMethod>::Params = decode::<ToolExecute>(params)?;
         let call_id = params.call_id.clone();
@@ -230,14 +231,29 @@ fn log_registry(registry: &Registry) {
     }
 }
 
-/// The params of `M`, as the method's own type; a refusal names the method.
-fn decode<M: RpcMethod>(params: Option<Value>) -> Result<M::Params, ErrorObject> {
-    serde_json::from_value(params.unwrap_or(Value::Null))
+/// The params of `M`, read from their JSON text as the method's own type (no `Value` tree
+/// first); a refusal names the method.
+fn decode<M: RpcMethod>(params: Option<&RawValue>) -> Result<M::Params, ErrorObject> {
+    serde_json::from_str(params.map_or("null", RawValue::get))
         .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, format!("{} params: {e}", M::NAME)))
 }
 
 impl RpcHandler for ExecutorService {
     fn handle<'a>(&'a self, method_name: &'a str, params: Option<Value>) -> RpcFuture<'a> {
+        Box::pin(async move {
+            let raw = (params
+                .map(|p| serde_json::value::to_raw_value(&p))
+                .transpose())
+            .map_err(|e| ErrorObject::new(code::INVALID_PARAMS, e.to_string()))?;
+            self.handle_raw(method_name, raw.as_deref()).await
+        })
+    }
+
+    fn handle_raw<'a>(
+        &'a self,
+        method_name: &'a str,
+        params: Option<&'a RawValue>,
+    ) -> RpcFuture<'a> {
         Box::pin(async move {
             let Some(called) = ExecutorMethod::parse(method_name) else {
                 return Err(ErrorObject::new(

@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+mod raw;
+
+pub use raw::{as_message, decode_call, request_line, Call, Params};
+
 /// The only protocol version skillbox speaks.
 pub const VERSION: &str = "2.0";
 
@@ -200,7 +204,7 @@ pub fn decode(bytes: &[u8]) -> Result<Message, DecodeError> {
         Some(v) => Some(Some(parse_id(v)?)),
     };
     if let Some(method) = obj.remove("method") {
-        return decode_call(method, id, obj);
+        return decode_method(method, id, obj);
     }
     decode_response(id, obj)
 }
@@ -217,7 +221,7 @@ fn parse_id(v: Value) -> Result<Id, DecodeError> {
     }
 }
 
-fn decode_call(
+fn decode_method(
     method: Value,
     id: Option<Option<Id>>,
     mut obj: Map<String, Value>,

@@ -190,7 +190,7 @@ impl FakeExecutor {
         let params = serde_json::to_value(params).unwrap();
         match self
             .core
-            .call(method::CORE_FETCH, params, Duration::from_secs(30))
+            .call(method::CORE_FETCH, &params, Duration::from_secs(30))
             .await
         {
             Ok(v) => json!({"ok": v}),

@@ -153,7 +153,7 @@ async fn pool_resends_a_call_refused_as_draining_to_another_executor() {
         let v = pool
             .call_with(
                 "whoami",
-                json!({}),
+                &json!({}),
                 Duration::from_secs(5),
                 Resend::OnlyUndelivered,
             )

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use skillbox_channel::client::{ClientError, RpcClient};
 use skillbox_channel::{TlsFiles, EXECUTOR_IDENTITY};
 use skillbox_protocol::methods::{
@@ -159,7 +159,7 @@ impl Endpoint {
         // executor one version ahead stays healthy, and `/healthz` shows what it said.
         let health = match self
             .client
-            .call(Health::NAME, json!(HealthParams::default()), HEALTH_TIMEOUT)
+            .call(Health::NAME, &HealthParams::default(), HEALTH_TIMEOUT)
             .await
         {
             Ok(v) => v,

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 use skillbox_channel::client::{decode_result, encode_params, ClientError};
 use skillbox_channel::TlsFiles;
@@ -235,7 +236,7 @@ impl ExecutorPool {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
-        self.call_with(method_name, params, timeout, Resend::OnlyUndelivered)
+        self.call_with(method_name, &params, timeout, Resend::OnlyUndelivered)
             .await
     }
 
@@ -248,7 +249,7 @@ impl ExecutorPool {
         resend: Resend,
     ) -> Result<M::Result, ClientError> {
         let params = encode_params::<M>(params)?;
-        let answer = self.call_with(M::NAME, params, timeout, resend).await?;
+        let answer = (self.call_with(M::NAME, &*params, timeout, resend)).await?;
         decode_result::<M>(answer)
     }
 
@@ -268,10 +269,7 @@ impl ExecutorPool {
                 break;
             };
             tried.push(endpoint.addr);
-            match self
-                .call_on(&endpoint, M::NAME, params.clone(), timeout)
-                .await
-            {
+            match self.call_on(&endpoint, M::NAME, &*params, timeout).await {
                 Ok(v) => return Ok((decode_result::<M>(v)?, endpoint.addr)),
                 Err(e) if Failure::of(&e).may_resend(Resend::OnlyUndelivered) => last = Some(e),
                 Err(e) => return Err(e),
@@ -309,7 +307,7 @@ impl ExecutorPool {
                 url: addr.to_string(),
                 reason: "that executor is gone from the pool".into(),
             })?;
-        let answer = self.call_on(&endpoint, M::NAME, params, timeout).await?;
+        let answer = self.call_on(&endpoint, M::NAME, &*params, timeout).await?;
         decode_result::<M>(answer)
     }
 
@@ -319,10 +317,10 @@ impl ExecutorPool {
     /// to another routable executor, at most [`MAX_ATTEMPTS`] in all. An executor that
     /// cannot be reached is marked unhealthy at once, one that refuses as draining is
     /// marked draining. A timeout is never sent again.
-    pub async fn call_with(
+    pub async fn call_with<P: Serialize + ?Sized + Sync>(
         &self,
         method_name: &str,
-        params: Value,
+        params: &P,
         timeout: Duration,
         resend: Resend,
     ) -> Result<Value, ClientError> {
@@ -333,10 +331,7 @@ impl ExecutorPool {
                 break;
             };
             tried.push(endpoint.addr);
-            let error = match self
-                .call_on(&endpoint, method_name, params.clone(), timeout)
-                .await
-            {
+            let error = match self.call_on(&endpoint, method_name, params, timeout).await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
@@ -358,11 +353,11 @@ impl ExecutorPool {
         }))
     }
 
-    async fn call_on(
+    async fn call_on<P: Serialize + ?Sized + Sync>(
         &self,
         endpoint: &Endpoint,
         method_name: &str,
-        params: Value,
+        params: &P,
         timeout: Duration,
     ) -> Result<Value, ClientError> {
         endpoint.count_call();
@@ -395,7 +390,7 @@ impl ExecutorPool {
         let answers = futures_util::future::join_all(
             healthy
                 .iter()
-                .map(|ep| ep.client.call(method_name, params.clone(), timeout)),
+                .map(|ep| ep.client.call(method_name, &params, timeout)),
         )
         .await;
         let mut first = None;
