@@ -10,7 +10,11 @@ fuzz_target!(|bytes: &[u8]| {
     let decoded = decode(bytes);
     match (&decoded, decode_call(bytes)) {
         (Ok(message), Ok(call)) => {
-            assert_eq!(&as_message(&call).unwrap(), message, "decode_call read otherwise")
+            assert_eq!(
+                &as_message(&call).unwrap(),
+                message,
+                "decode_call read otherwise"
+            )
         }
         (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
         (a, b) => panic!("decode {a:?}, decode_call {b:?}"),
