@@ -422,8 +422,11 @@ expect "a container-sandbox call succeeds, in its own container (not the executo
 expect "the call's container has no network but loopback" "$boxed" 'r["data"]["interfaces"] == ["lo"]'
 expect "the call's container holds only its own skill (probe, beside it on the host, is not mounted)" "$boxed" \
   'r["data"]["own_skill_mounted"] is True and r["data"]["other_skill_mounted"] is False'
-expect "the tool in it still runs as a per-call user with no capability, no_new_privs, seccomp" "$boxed" \
-  'r["data"]["uid"] >= 2000000 and int(r["data"]["CapEff"], 16) == 0 and int(r["data"]["CapBnd"], 16) == 0 and r["data"]["NoNewPrivs"] == "1" and r["data"]["Seccomp"] == "2"'
+# Its user id is from its slot's range (3600000 + 32 per slot; one slot in this suite),
+# never the host's (2000000+, which a host executor kills whole) nor the compose
+# executor's (3000000+): before, every such container took 2000000.
+expect "the tool in it still runs as a per-call user of its slot's range with no capability, no_new_privs, seccomp" "$boxed" \
+  '3600000 <= r["data"]["uid"] < 3600032 and int(r["data"]["CapEff"], 16) == 0 and int(r["data"]["CapBnd"], 16) == 0 and r["data"]["NoNewPrivs"] == "1" and r["data"]["Seccomp"] == "2"'
 expect "the declared secret reaches it over stdin" "$boxed" "r['data']['probe_secret'] == '$secret'"
 body=$(call boxed:fetch '{"url":"http://fetchtarget:8080/hello.txt"}')
 expect "its fetch is relayed over the container's stdio to the core's proxy" "$body" "$fetched"
@@ -445,6 +448,8 @@ if [ -n "$call_container" ]; then
   spec=$(docker inspect -f '{{json .}}' "$call_container")
   expect "the call's container: network none, read-only root, no-new-privileges, the five capabilities, limits" "$spec" \
     'r["HostConfig"]["NetworkMode"] == "none" and r["HostConfig"]["ReadonlyRootfs"] is True and "no-new-privileges:true" in r["HostConfig"]["SecurityOpt"] and r["HostConfig"]["CapDrop"] == ["ALL"] and sorted(r["HostConfig"]["CapAdd"]) == ["CHOWN", "DAC_OVERRIDE", "SETGID", "SETPCAP", "SETUID"] and r["HostConfig"]["Memory"] > 0 and r["HostConfig"]["PidsLimit"] > 0 and r["HostConfig"]["NanoCpus"] > 0'
+  expect "its executor takes user ids from its slot's range" "$spec" \
+    'r["Config"]["Cmd"][-2:] == ["--uid-base", "3600000"]'
   expect "the call's container keeps no log (its stdout carries tokens and results)" "$spec" \
     'r["HostConfig"]["LogConfig"]["Type"] == "none"'
   expect "the secret and the capability token are not in its command line or environment" "$spec" \

@@ -95,6 +95,12 @@ struct ExecArgs {
     /// (docs/sandbox.md, "Memory").
     #[arg(long)]
     no_memory_cgroups: bool,
+    /// First user id of the per-call pool when running as root. The core gives each of its
+    /// per-call containers a range of its own (docs/sandbox.md, "Nothing of one call
+    /// survives into another").
+    #[arg(long, value_name = "UID", default_value_t = skillbox_executor::sandbox::reaper::DEFAULT_UID_BASE,
+          value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
+    uid_base: u32,
     /// Read one tool.execute request line from stdin and relay the tool's capability
     /// requests over stdout/stdin (JSON-RPC lines); the result is the last stdout line.
     #[arg(long, conflicts_with_all = ["tool", "args", "args_file", "env", "env_file"])]
@@ -303,6 +309,7 @@ fn sandbox_config(a: &ExecArgs) -> SandboxConfig {
     let mut config = SandboxConfig {
         insecure_no_sandbox: a.insecure_no_sandbox,
         memory_cgroups: !a.no_memory_cgroups,
+        uid_base: a.uid_base,
         ..SandboxConfig::default()
     };
     if let Some(root) = &a.scratch_root {

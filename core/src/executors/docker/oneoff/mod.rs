@@ -17,6 +17,7 @@
 
 pub mod relay;
 mod session;
+pub mod slots;
 pub mod spec;
 
 use std::collections::HashMap;
@@ -31,10 +32,10 @@ use skillbox_channel::server::RpcHandler;
 use skillbox_protocol::methods::ToolExecuteParams;
 use skillbox_protocol::result::{ErrorKind, ToolResult};
 use skillbox_protocol::skill::Skill;
-use tokio::sync::Semaphore;
 
 use super::Engine;
 use crate::state::config::DockerSection;
+use slots::{Slot, Slots};
 use spec::{HostSkills, Spec};
 
 /// Label on every per-call container (value: the call id), so leftovers can be found.
@@ -116,7 +117,8 @@ pub struct ContainerRunner {
     spec: Spec,
     skills: HostSkills,
     owner: String,
-    slots: Arc<Semaphore>,
+    /// The `[docker] max_containers` slots, each with user ids of its own ([`slots`]).
+    slots: Arc<Slots>,
     max_containers: usize,
     callbacks: Arc<dyn RpcHandler>,
     /// The containers of running sessions, by session id.
@@ -153,7 +155,7 @@ impl ContainerRunner {
                 configured: (!config.skills_host_dir.is_empty())
                     .then(|| PathBuf::from(&config.skills_host_dir)),
             },
-            slots: Arc::new(Semaphore::new(config.max_containers)),
+            slots: Slots::new(config.max_containers),
             max_containers: config.max_containers,
             callbacks,
             sessions: std::sync::Mutex::default(),
@@ -192,16 +194,14 @@ impl ContainerRunner {
         params: ToolExecuteParams,
         tool_timeout: Duration,
     ) -> Result<ToolResult, OneOffError> {
-        let permit = Arc::clone(&self.slots)
-            .try_acquire_owned()
-            .map_err(|_| OneOffError::Busy(self.max_containers))?;
+        let slot = self
+            .slots
+            .take()
+            .ok_or(OneOffError::Busy(self.max_containers))?;
         let runner = Arc::clone(self);
-        tokio::spawn(async move {
-            let _permit = permit;
-            runner.run_owned(&skill, params, tool_timeout).await
-        })
-        .await
-        .map_err(|e| OneOffError::Task(e.to_string()))?
+        tokio::spawn(async move { runner.run_owned(&skill, params, tool_timeout, &slot).await })
+            .await
+            .map_err(|e| OneOffError::Task(e.to_string()))?
     }
 
     async fn run_owned(
@@ -209,9 +209,10 @@ impl ContainerRunner {
         skill: &Skill,
         params: ToolExecuteParams,
         tool_timeout: Duration,
+        slot: &Slot,
     ) -> Result<ToolResult, OneOffError> {
         let name = format!("skillbox-call-{}", params.call_id);
-        let id = self.create(skill, &name, &params.call_id).await?;
+        let id = self.create(skill, &name, &params.call_id, slot).await?;
         let limit = tool_timeout + START_GRACE;
         let outcome = match tokio::time::timeout(limit, self.converse(&id, &params)).await {
             Ok(Err(OneOffError::NoResult { stderr, .. })) => {
@@ -224,16 +225,20 @@ impl ContainerRunner {
         outcome
     }
 
-    /// Creates the container `name` for call `call_id` of `skill` (not started yet).
+    /// Creates the container `name` for call `call_id` of `skill` in `slot` (not started
+    /// yet).
     async fn create(
         &self,
         skill: &Skill,
         name: &str,
         call_id: &str,
+        slot: &Slot,
     ) -> Result<String, OneOffError> {
         let mounts = self.skills.mounts(&self.engine, skill)?;
         let options = CreateContainerOptionsBuilder::new().name(name).build();
-        let body = self.spec.body(skill, mounts, call_id, &self.owner);
+        let body = self
+            .spec
+            .body(skill, mounts, call_id, &self.owner, slot.uid_base());
         Ok(self
             .engine
             .docker

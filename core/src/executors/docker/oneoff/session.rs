@@ -16,9 +16,9 @@ use skillbox_channel::client::ClientError;
 use skillbox_protocol::methods::method;
 use skillbox_protocol::session::{SessionAnswer, SessionExecParams};
 use skillbox_protocol::skill::Skill;
-use tokio::sync::OwnedSemaphorePermit;
 
 use super::relay::{Peer, PeerError};
+use super::slots::Slot;
 use super::{ContainerRunner, OneOffError, START_GRACE};
 
 /// A session's container while the session runs.
@@ -26,7 +26,7 @@ use super::{ContainerRunner, OneOffError, START_GRACE};
 pub(super) struct SessionContainer {
     id: String,
     peer: Peer,
-    _slot: OwnedSemaphorePermit,
+    _slot: Slot,
 }
 
 impl ContainerRunner {
@@ -38,9 +38,10 @@ impl ContainerRunner {
         params: SessionExecParams,
         timeout: Duration,
     ) -> Result<SessionAnswer, ClientError> {
-        let slot = Arc::clone(&self.slots)
-            .try_acquire_owned()
-            .map_err(|_| unreachable(OneOffError::Busy(self.max_containers)))?;
+        let slot = self
+            .slots
+            .take()
+            .ok_or_else(|| unreachable(OneOffError::Busy(self.max_containers)))?;
         let session_id = params.session_id.clone();
         let lifetime = Duration::from_millis(params.limits.lifetime_ms) + START_GRACE;
         let id = self
@@ -48,6 +49,7 @@ impl ContainerRunner {
                 &skill,
                 &format!("skillbox-session-{session_id}"),
                 &params.call_id,
+                &slot,
             )
             .await
             .map_err(unreachable)?;

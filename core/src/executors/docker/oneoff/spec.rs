@@ -49,23 +49,28 @@ impl Spec {
         skill.execution.memory_mb + self.overhead_mb
     }
 
-    /// The create body of one call's container.
+    /// The create body of one call's container, whose executor takes its per-call user
+    /// ids from `uid_base` up ([`super::slots`]).
     pub fn body(
         &self,
         skill: &Skill,
         mounts: Vec<Mount>,
         call_id: &str,
         owner: &str,
+        uid_base: u32,
     ) -> ContainerCreateBody {
         let memory = i64::try_from(self.memory_mb(skill) * 1024 * 1024).unwrap_or(i64::MAX);
         ContainerCreateBody {
             image: Some(self.image.clone()),
             entrypoint: Some(vec!["skillbox-executor".into()]),
-            cmd: Some(
-                ["exec", "--stdio", "--skills", "/skills"]
-                    .map(String::from)
-                    .to_vec(),
-            ),
+            cmd: Some(vec![
+                "exec".into(),
+                "--stdio".into(),
+                "--skills".into(),
+                "/skills".into(),
+                "--uid-base".into(),
+                uid_base.to_string(),
+            ]),
             user: Some("0:0".into()),
             attach_stdin: Some(true),
             attach_stdout: Some(true),
