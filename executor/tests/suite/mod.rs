@@ -7,6 +7,7 @@
 //! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
 //! - `egress`: a network call's namespace, proxy and relay, and the attacks on them;
 //! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
+//! - `memory_cgroups`: a fresh memory cgroup per call, made ahead, at the call's limit;
 //! - `spawn`: the clone-based spawn leaves the executor's own threads unchanged;
 //! - `warm`: prestarted processes (warm starts); the key `escape_*` attacks run against a
 //!   prestarted process too (`harness::Start`).
@@ -28,6 +29,7 @@ mod harness;
 mod layers;
 mod limits;
 mod loopback;
+mod memory_cgroups;
 mod relay;
 mod runs;
 mod runtimes;

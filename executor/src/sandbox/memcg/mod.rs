@@ -25,14 +25,16 @@
 use std::io::{self, Write};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Serialize;
 
 use self::find::find;
+use self::ready::Maker;
 
 mod find;
+mod ready;
 
 /// How this executor limits a call's memory, as `probe` and `health` report it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,10 +112,7 @@ enum Version {
 /// The executor's cgroup subtree, from which each call gets a cgroup of its own.
 #[derive(Debug)]
 pub struct MemoryCgroups {
-    version: Version,
-    /// `calls-<pid>` (v2) or `skillbox-<pid>` (v1) in the executor's cgroup.
-    base: PathBuf,
-    next: AtomicU64,
+    maker: Arc<Maker>,
 }
 
 /// The mode [`MemoryCgroups::start`] would set up here, judged without changing anything
@@ -156,58 +155,31 @@ impl MemoryCgroups {
             }
         };
         Ok(Self {
-            version: found.version,
-            base,
-            next: AtomicU64::new(0),
+            maker: Maker::new(found.version, base),
         })
     }
 
     /// Which hierarchy limits the calls.
     pub fn mode(&self) -> MemoryMode {
-        match self.version {
+        match self.maker.version {
             Version::V2 => MemoryMode::CgroupV2,
             Version::V1 => MemoryMode::CgroupV1,
         }
     }
 
-    /// A new cgroup for one call, limited to `memory_mb` MiB with no swap.
+    /// A cgroup for one call, limited to `memory_mb` MiB with no swap: one made ahead
+    /// when there is one ([`ready`]), else made now.
     pub fn create(&self, memory_mb: u64) -> Result<CallCgroup, MemcgError> {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        let dir = self.base.join(format!("call-{n}"));
-        make_dir(&dir)?;
-        // Removed again when a step below fails (dropped).
-        let mut cgroup = CallCgroup {
-            procs: None,
-            version: self.version,
-            dir,
-        };
-        let bytes = memory_mb.saturating_mul(1024 * 1024).to_string();
-        match self.version {
-            Version::V2 => {
-                write(&cgroup.dir.join("memory.max"), &bytes)?;
-                // Absent where swap is not accounted (no swap to use, then).
-                write_if_present(&cgroup.dir.join("memory.swap.max"), "0")?;
-            }
-            Version::V1 => {
-                write(&cgroup.dir.join("memory.limit_in_bytes"), &bytes)?;
-                write_if_present(&cgroup.dir.join("memory.memsw.limit_in_bytes"), &bytes)?;
-            }
-        }
-        let path = cgroup.dir.join("cgroup.procs");
-        let procs = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .map_err(|source| MemcgError::Open { path, source })?;
-        cgroup.procs = Some(OwnedFd::from(procs));
-        Ok(cgroup)
+        self.maker.take(memory_mb)
     }
 }
 
 impl Drop for MemoryCgroups {
-    /// Removes the subtree's folder once no call's cgroup is left in it (each call removes
-    /// its own); what remains is swept at the next start.
+    /// Removes the cgroups made ahead, then the subtree's folder once no call's cgroup is
+    /// left in it (each call removes its own); what remains is swept at the next start.
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir(&self.base);
+        self.maker.close();
+        let _ = std::fs::remove_dir(&self.maker.base);
     }
 }
 
@@ -219,6 +191,11 @@ pub struct CallCgroup {
     /// `cgroup.procs`, open for writing: the call's process writes `0` to it (joins).
     procs: Option<OwnedFd>,
     version: Version,
+    /// The memory limit written, in MiB.
+    limit_mb: u64,
+    /// Where a call's cgroup, once removed, has another made ahead in its place; `None`
+    /// while it waits in the pool itself.
+    maker: Option<Arc<Maker>>,
 }
 
 impl CallCgroup {
@@ -240,8 +217,12 @@ impl CallCgroup {
 
     /// Kills what is left in the cgroup and removes it (on the releaser thread, after the
     /// call's user was ended: normally nothing is left and the folder goes at once).
-    pub fn remove(self) {
+    pub fn remove(mut self) {
+        let maker = self.maker.take();
         drop(self);
+        if let Some(maker) = maker {
+            maker.top_up();
+        }
     }
 }
 
