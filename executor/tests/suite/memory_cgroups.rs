@@ -1,15 +1,27 @@
-//! The memory cgroup per call, made ahead of the call that takes it: every call still gets
-//! a cgroup of its own, never one an earlier call used, at the limit it asked for, whether
-//! the cgroup made ahead had a lower or a higher one. A sandbox in this test process, as
-//! `serve` has one, so that calls follow each other in one executor.
+//! The memory cgroup per call, made ahead of the call that takes it or kept from a call
+//! that left nothing in it: every call is held to the limit it asked for, whether the
+//! cgroup had a lower or a higher one; an OOM kill in one call is not reported for the
+//! next in the same cgroup; a cgroup still charged with a folder kept after its call is
+//! never given to another. A sandbox in this test process, as `serve` has one, so that
+//! calls follow each other in one executor.
 
 use std::path::Path;
+use std::time::Instant;
 
+use serde_json::json;
+use skillbox_executor::call;
+use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::memcg::MemoryMode;
+use skillbox_executor::sandbox::reaper::Releaser;
 use skillbox_executor::sandbox::{self, ArgsFile, LaunchSpec, Sandbox, SandboxConfig};
+use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
+use skillbox_protocol::result::ToolResult;
+use skillbox_protocol::workdir::WorkDir;
 use tokio::io::AsyncReadExt;
 
-use super::harness::{scratch_root, SkillRoot, Start};
+use super::context_files::runtime;
+use super::harness::fake_core::FakeCore;
+use super::harness::{scratch_root, shell_skill, SkillRoot, Start};
 
 /// What one call saw: its cgroup line, whether it ended well, whether the kernel's OOM
 /// killer ended it.
@@ -65,7 +77,7 @@ async fn fill(sandbox: &Sandbox, skill_dir: &Path, memory_mb: u64, fill_mb: u64)
 }
 
 #[test]
-fn each_call_gets_a_fresh_cgroup_at_its_own_limit_though_it_was_made_ahead() {
+fn each_call_is_held_to_its_own_limit_in_a_cgroup_made_ahead_or_kept() {
     if !nix::unistd::geteuid().is_root() {
         println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
         return;
@@ -86,14 +98,17 @@ fn each_call_gets_a_fresh_cgroup_at_its_own_limit_though_it_was_made_ahead() {
         .enable_all()
         .build()
         .unwrap();
-    // (limit, fill, fits): the cgroups made ahead after each call carry the last limit,
-    // so the next call with another limit rewrites it, up (64 -> 256) and down.
+    // (limit, fill, fits): a cgroup kept or made ahead carries the last limit, so the
+    // next call with another limit rewrites it, up (64 -> 256) and down; a call after an
+    // OOM kill may get the same cgroup, whose count of kills is then not zero.
     let steps = [
+        (64, 16, true),
         (64, 16, true),
         (64, 128, false),
         (256, 128, true),
         (64, 128, false),
         (256, 128, true),
+        (64, 16, true),
     ];
     let mut cgroups = Vec::new();
     for (memory_mb, fill_mb, fits) in steps {
@@ -121,9 +136,105 @@ fn each_call_gets_a_fresh_cgroup_at_its_own_limit_though_it_was_made_ahead() {
     let mut distinct = cgroups.clone();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(
-        distinct.len(),
-        cgroups.len(),
-        "a cgroup served twice: {cgroups:?}"
+    assert!(
+        distinct.len() < cgroups.len(),
+        "no cgroup was kept for a later call: {cgroups:?}"
     );
+}
+
+/// A call leaves a 32 MiB folder on the executor's shelf, on a tmpfs with no swap: its
+/// pages stay charged to the call's cgroup after the call. The next call, limited to 64
+/// MiB, fills 40 MiB: in that cgroup it would be killed (32 + 40 + Python's own), so
+/// the cgroup must not be kept for it.
+#[test]
+fn a_cgroup_still_charged_with_a_kept_folder_is_not_given_to_the_next_call() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
+        return;
+    }
+    let tmpfs = tempfile::Builder::new()
+        .prefix("skillbox-memcg-")
+        .tempdir_in("/dev/shm")
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: tmpfs.path().join("scratch"),
+        max_concurrent_calls: 4,
+        max_prestarted: 0,
+        // A range of this test process's own (see context_shelf.rs).
+        uid_base: 3_300_000 + (std::process::id() % 20_000) * 8,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    if sandbox.kernel().memory_limit == MemoryMode::Rlimit {
+        println!("SKIPPED {}: no memory cgroup per call here", module_path!());
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "for i in $(seq 1 32); do head -c 1048576 /dev/zero > part-$i.bin; done; echo kept\n",
+    );
+    root.skill(
+        "filler",
+        "name: filler\n\
+         description: fills memory\n\
+         execution: {memory_mb: 64}\n\
+         tools:\n  \
+           - name: run\n    \
+             description: fills 40 MiB\n    \
+             command: [\"python3\", \"-c\", \"b = b'x' * (40 << 20); print(len(b))\"]\n    \
+             protocol: plain\n    \
+             parameters: {type: object}\n",
+        &[],
+    );
+    let core = FakeCore::with(&[]);
+    let workdir = WorkDir {
+        context_id: Some("big".into()),
+        max_file_bytes: 2 << 20,
+        max_total_bytes: 64 << 20,
+        ..core.workdir()
+    };
+    let first = execute(&sandbox, &root, &core, "shell", Some(workdir));
+    assert!(first.success, "{first:?}");
+    assert!(
+        core.file("part-32.bin").is_some(),
+        "the folder was not synced"
+    );
+    let second = execute(&sandbox, &root, &core, "filler", None);
+    assert!(
+        second.success,
+        "40 MiB under 64 MiB was stopped after a call left 32 MiB charged: {second:?}"
+    );
+}
+
+/// Runs `skill:run` on `sandbox`, in the folder `workdir` when given, and waits for the
+/// call's end (its cgroup given back, its folder on the shelf).
+fn execute(
+    sandbox: &Sandbox,
+    root: &SkillRoot,
+    core: &FakeCore,
+    skill: &str,
+    workdir: Option<WorkDir>,
+) -> ToolResult {
+    let params = ToolExecuteParams {
+        call_id: format!("memcg-{skill}"),
+        capability_token: SecretValue("tok".into()),
+        skill: skill.into(),
+        tool: "run".into(),
+        args: json!({}),
+        envelope: Envelope::default(),
+        traceparent: None,
+        workdir,
+        script: None,
+    };
+    let registry = Registry::load(root.skills());
+    let result = runtime().block_on(call::execute(
+        sandbox,
+        &registry,
+        core,
+        params,
+        Instant::now(),
+    ));
+    Releaser::global().wait_idle();
+    result
 }

@@ -17,8 +17,10 @@
 //! runs: it writes `0` to the cgroup's `cgroup.procs`, opened here
 //! ([`CallCgroup::procs`], [`super::child::ChildSetup::cgroup`]). A process past the limit
 //! is killed by the kernel's OOM killer; the call reads the cgroup's `oom_kill` count
-//! ([`CallCgroup::oom_killed`]) to report it as the memory limit. The cgroup is removed
-//! with the call ([`CallCgroup::remove`], on the releaser thread). Where none of this is
+//! ([`CallCgroup::oom_killed`]) to report it as the memory limit. A call's cgroup is
+//! made ahead of it and, when the call left nothing in it, kept for a later call
+//! ([`ready`]); otherwise it is removed with the call ([`CallCgroup::remove`], on the
+//! releaser thread). Where none of this is
 //! possible (not root, a container without a delegated cgroup) the executor falls back
 //! to rlimits ([`super::limits`]) and says so ([`MemoryMode`]).
 
@@ -193,8 +195,10 @@ pub struct CallCgroup {
     version: Version,
     /// The memory limit written, in MiB.
     limit_mb: u64,
-    /// Where a call's cgroup, once removed, has another made ahead in its place; `None`
-    /// while it waits in the pool itself.
+    /// The OOM-kill count when the call took the cgroup.
+    oom_base: u64,
+    /// Where a call's cgroup goes back to when its call ends; `None` while it waits
+    /// there.
     maker: Option<Arc<Maker>>,
 }
 
@@ -204,24 +208,30 @@ impl CallCgroup {
         self.procs.take()
     }
 
-    /// Whether the kernel's OOM killer killed a process of this cgroup.
+    /// Whether the kernel's OOM killer killed a process of this cgroup since its call
+    /// took it (a cgroup used before keeps its count: [`ready`]).
     pub fn oom_killed(&self) -> bool {
+        self.oom_count() > self.oom_base
+    }
+
+    /// The cgroup's count of OOM kills so far.
+    fn oom_count(&self) -> u64 {
         let file = match self.version {
             Version::V2 => "memory.events",
             Version::V1 => "memory.oom_control",
         };
         std::fs::read_to_string(self.dir.join(file))
-            .map(|text| oom_kills(&text) > 0)
-            .unwrap_or(false)
+            .map(|text| oom_kills(&text))
+            .unwrap_or(0)
     }
 
-    /// Kills what is left in the cgroup and removes it (on the releaser thread, after the
-    /// call's user was ended: normally nothing is left and the folder goes at once).
+    /// Ends the call's use of the cgroup (on the releaser thread, after the call's user
+    /// was ended): kept for another call when nothing of this one is left in it
+    /// ([`ready`]), else whatever is left is killed and the cgroup removed.
     pub fn remove(mut self) {
-        let maker = self.maker.take();
-        drop(self);
-        if let Some(maker) = maker {
-            maker.top_up();
+        match self.maker.take() {
+            Some(maker) => maker.give_back(self),
+            None => drop(self),
         }
     }
 }

@@ -1,9 +1,20 @@
-//! Call cgroups made ahead of the calls that take them. Making a cgroup is the costly part
-//! of a call's memory limit (a `mkdir` in a v1 `memory` hierarchy takes 0.15–0.25 ms
-//! here, its two limit writes 0.1 ms more: docs/hot-path.md), so the releaser thread,
-//! after it removed a call's cgroup, makes a fresh one with the last limit written, and the
-//! next call only takes it. A cgroup is never used twice: what a call charged to its
-//! cgroup (page cache) and its OOM-kill count go with it.
+//! Call cgroups made ahead of the calls that take them, and kept for another call when
+//! their call left nothing in them. Making a cgroup and removing it are the costly part of
+//! a call's memory limit (in a v1 `memory` hierarchy here a `mkdir` takes 0.15–0.25 ms,
+//! its two limit writes 0.1 ms more, an `rmdir` 0.05–0.1 ms: docs/hot-path.md), so:
+//!
+//! - when a call ends, the releaser thread keeps its cgroup for a later call if no
+//!   process is left in it (a zombie not yet reaped counts) and at most
+//!   [`MAX_LEFT_CHARGE`] is still charged to it. Memory a call leaves charged outlives
+//!   it only in files: the page cache of what it read or wrote (reclaimed first when the
+//!   next call nears its limit), and on a tmpfs the pages of files kept after the call (a
+//!   context's folder on the shelf), which without swap cannot be reclaimed and would
+//!   count against the next call's limit. A cgroup holding more than that is removed, as
+//!   every call's was before; its charges go to the executor's subtree;
+//! - the cgroup's OOM-kill count is read when it is kept, and a later call's OOM kill is
+//!   one past that ([`CallCgroup::oom_killed`]);
+//! - when none is kept, the releaser makes one ahead with the last limit asked for, and a
+//!   call rewrites the limit only when it asks for another.
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -12,9 +23,15 @@ use std::sync::{Arc, Mutex};
 
 use super::{make_dir, write, write_if_present, CallCgroup, MemcgError, Version};
 
-/// Cgroups kept made ahead: enough for a call and the one right after it; a burst past
-/// that makes its cgroups on its own path, as before.
+/// Cgroups made ahead when none is kept: enough for a call and the one right after it; a
+/// burst past that makes its cgroups on its own path.
 const READY: usize = 2;
+
+/// Most cgroups kept between calls (each is a few pages of the kernel's).
+const MAX_KEPT: usize = 32;
+
+/// Most bytes still charged to a cgroup its call has left for it to be kept.
+pub(super) const MAX_LEFT_CHARGE: u64 = 2 * 1024 * 1024;
 
 /// Makes the calls' cgroups in the executor's subtree, and keeps a few made ahead.
 #[derive(Debug)]
@@ -45,7 +62,7 @@ impl Maker {
         })
     }
 
-    /// A cgroup limited to `memory_mb` MiB for a call: one made ahead (its limit
+    /// A cgroup limited to `memory_mb` MiB for a call: one kept or made ahead (its limit
     /// rewritten when it differs), else a new one.
     pub(super) fn take(self: &Arc<Self>, memory_mb: u64) -> Result<CallCgroup, MemcgError> {
         let kept = self.ready.lock().ok().and_then(|mut ready| {
@@ -62,6 +79,21 @@ impl Maker {
         };
         cgroup.maker = Some(Arc::clone(self));
         Ok(cgroup)
+    }
+
+    /// Takes `cgroup` back from the call that ended: kept for a later call when nothing of
+    /// the call is left in it, else removed (what is left killed first); then tops up.
+    pub(super) fn give_back(&self, mut cgroup: CallCgroup) {
+        if cgroup.empty_enough() {
+            if let Ok(mut ready) = self.ready.lock() {
+                if !ready.closed && ready.made.len() < MAX_KEPT {
+                    ready.made.push(cgroup);
+                    return;
+                }
+            }
+        }
+        drop(cgroup);
+        self.top_up();
     }
 
     /// Makes cgroups ahead until [`READY`] wait, with the last limit a call asked for (on
@@ -110,6 +142,7 @@ impl Maker {
             version: self.version,
             dir,
             limit_mb: 0,
+            oom_base: 0,
             maker: None,
         };
         let bytes = mib(memory_mb);
@@ -136,7 +169,36 @@ impl Maker {
 }
 
 impl CallCgroup {
-    /// Rewrites the limit of a cgroup made ahead (no process in it) to `memory_mb`. In v1
+    /// Whether its call left no process in it and at most [`MAX_LEFT_CHARGE`] charged;
+    /// then it is made ready for another call: its OOM-kill count read and its
+    /// `cgroup.procs` opened again (the call's child took the last descriptor).
+    fn empty_enough(&mut self) -> bool {
+        let members = std::fs::read_to_string(self.dir.join("cgroup.procs"));
+        if !members.is_ok_and(|m| m.trim().is_empty()) {
+            return false;
+        }
+        let usage = match self.version {
+            Version::V2 => "memory.current",
+            Version::V1 => "memory.usage_in_bytes",
+        };
+        let charged = std::fs::read_to_string(self.dir.join(usage))
+            .ok()
+            .and_then(|u| u.trim().parse::<u64>().ok());
+        if charged.is_none_or(|c| c > MAX_LEFT_CHARGE) {
+            return false;
+        }
+        let Ok(procs) = std::fs::OpenOptions::new()
+            .write(true)
+            .open(self.dir.join("cgroup.procs"))
+        else {
+            return false;
+        };
+        self.procs = Some(OwnedFd::from(procs));
+        self.oom_base = self.oom_count();
+        true
+    }
+
+    /// Rewrites the limit of a kept cgroup (no process in it) to `memory_mb`. In v1
     /// the memory+swap limit may never be below the memory limit, so the one that moves
     /// away from the other is written second.
     fn set_limit(&mut self, memory_mb: u64) -> Result<(), MemcgError> {
