@@ -95,12 +95,13 @@ struct ExecArgs {
     /// (docs/sandbox.md, "Memory").
     #[arg(long)]
     no_memory_cgroups: bool,
-    /// First user id of the per-call pool when running as root. The core gives each of its
-    /// per-call containers a range of its own (docs/sandbox.md, "Nothing of one call
-    /// survives into another").
-    #[arg(long, value_name = "UID", default_value_t = skillbox_executor::sandbox::reaper::DEFAULT_UID_BASE,
+    /// First user id of the per-call pool when running as root. Default: 2000000 in the
+    /// host's PID namespace, 3000000 in one of its own (a container). The core gives each
+    /// of its per-call containers a range of its own (docs/sandbox.md, "Nothing of one
+    /// call survives into another").
+    #[arg(long, value_name = "UID",
           value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
-    uid_base: u32,
+    uid_base: Option<u32>,
     /// Read one tool.execute request line from stdin and relay the tool's capability
     /// requests over stdout/stdin (JSON-RPC lines); the result is the last stdout line.
     #[arg(long, conflicts_with_all = ["tool", "args", "args_file", "env", "env_file"])]
@@ -164,13 +165,13 @@ struct ServeArgs {
     /// (docs/sandbox.md, "Memory").
     #[arg(long)]
     no_memory_cgroups: bool,
-    /// First user id of the per-call pool when running as root. Executors in containers on
-    /// a host where executors also run directly (`skillbox up` as root) need a range of
-    /// their own: an executor in the host's PID namespace ends a call by killing every
-    /// process of its id, which reaches into containers.
-    #[arg(long, value_name = "UID", default_value_t = skillbox_executor::sandbox::reaper::DEFAULT_UID_BASE,
+    /// First user id of the per-call pool when running as root. Default: 2000000 in the
+    /// host's PID namespace, 3000000 in one of its own (a container): an executor in the
+    /// host's PID namespace ends a call by killing every process of its id, which reaches
+    /// into containers.
+    #[arg(long, value_name = "UID",
           value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
-    uid_base: u32,
+    uid_base: Option<u32>,
     /// On SIGTERM, how long the calls already held may take to finish before the executor
     /// exits anyway (keep it below the orchestrator's stop grace period).
     #[arg(long, value_name = "MS", default_value_t = duration_ms(skillbox_executor::drain::DEFAULT_DRAIN_GRACE))]
@@ -309,11 +310,13 @@ fn sandbox_config(a: &ExecArgs) -> SandboxConfig {
     let mut config = SandboxConfig {
         insecure_no_sandbox: a.insecure_no_sandbox,
         memory_cgroups: !a.no_memory_cgroups,
-        uid_base: a.uid_base,
         ..SandboxConfig::default()
     };
     if let Some(root) = &a.scratch_root {
         config.scratch_root = root.clone();
+    }
+    if let Some(base) = a.uid_base {
+        config.uid_base = base;
     }
     config
 }

@@ -29,7 +29,9 @@ pub(super) fn run_serve(a: ServeArgs) -> anyhow::Result<()> {
         memory_cgroups: !a.no_memory_cgroups,
         max_concurrent_calls: a.max_concurrent,
         max_prestarted: a.max_prestarted,
-        uid_base: a.uid_base,
+        uid_base: a
+            .uid_base
+            .unwrap_or_else(skillbox_executor::sandbox::reaper::default_uid_base),
         blob_cache_bytes: blob_cache_mb(a.blob_cache_mb, a.scratch_tmpfs_mb) << 20,
         ..SandboxConfig::default()
     };

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::limits::DEFAULT_MAX_PROCESSES;
-use super::reaper::DEFAULT_UID_BASE;
+use super::reaper::default_uid_base;
 use super::{landlock, seccomp, DEFAULT_MAX_CONCURRENT_CALLS, DEFAULT_MAX_PRESTARTED};
 
 /// Executor-wide sandbox settings.
@@ -43,7 +43,7 @@ impl Default for SandboxConfig {
     fn default() -> Self {
         Self {
             scratch_root: std::env::temp_dir().join("skillbox-scratch"),
-            uid_base: DEFAULT_UID_BASE,
+            uid_base: default_uid_base(),
             uid_lock_dir: default_uid_lock_dir(),
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
             max_prestarted: DEFAULT_MAX_PRESTARTED,

@@ -9,6 +9,8 @@
 //! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
 //! - `memory_cgroups`: a fresh memory cgroup per call, made ahead, at the call's limit;
 //! - `spawn`: the clone-based spawn leaves the executor's own threads unchanged;
+//! - `uid_ranges`: the default user ids of an executor in the host's PID namespace and in
+//!   one of its own;
 //! - `warm`: prestarted processes (warm starts); the key `escape_*` attacks run against a
 //!   prestarted process too (`harness::Start`).
 //!
@@ -37,5 +39,6 @@ mod scratch_cleanup;
 mod sessions;
 mod spawn;
 mod transparent_egress;
+mod uid_ranges;
 mod unix_sockets;
 mod warm;

@@ -25,7 +25,9 @@ pub use kill::{has_live_process, kill_group, kill_user, kill_user_until_gone, us
 pub use kill_helper::kill_helpers_started;
 pub use releaser::Releaser;
 pub use tree_walk::kill_tree;
-pub use uid_pool::{CallUser, UserPool, DEFAULT_UID_BASE, MAX_IDLE_IDS};
+pub use uid_pool::{
+    default_uid_base, CallUser, UserPool, CONTAINED_UID_BASE, DEFAULT_UID_BASE, MAX_IDLE_IDS,
+};
 
 #[cfg(test)]
 mod tests;

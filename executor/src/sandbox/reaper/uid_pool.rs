@@ -14,8 +14,45 @@ use nix::sys::stat::Mode;
 
 use super::kill::{kill_user, kill_user_until_gone};
 
-/// Default first user id of the per-call pool.
+/// Default first user id of the per-call pool for an executor in the host's PID namespace.
 pub const DEFAULT_UID_BASE: u32 = 2_000_000;
+
+/// Default first user id of the per-call pool for an executor in a PID namespace of its
+/// own (a container). User ids are the kernel's, not the namespace's: an executor in the
+/// host's PID namespace sees a container's processes and kills every process of an id
+/// it takes, so an executor in a container must not use the host's ids. Executors in
+/// PID namespaces of their own cannot see each other's processes, so sharing this range
+/// among them costs nothing but a shared process limit per id.
+pub const CONTAINED_UID_BASE: u32 = 3_000_000;
+
+/// The first user id of the pool when none is configured: [`DEFAULT_UID_BASE`] in the
+/// host's PID namespace, [`CONTAINED_UID_BASE`] in one of its own.
+pub fn default_uid_base() -> u32 {
+    match in_initial_pid_namespace() {
+        true => DEFAULT_UID_BASE,
+        false => CONTAINED_UID_BASE,
+    }
+}
+
+/// Whether this process is in the host's (initial) PID namespace: only there are the
+/// kernel's own threads seen, and pid 2 is one (`kthreadd`, `PF_KTHREAD` in its flags). In
+/// a namespace of its own pid 2 is a process or a thread of pid 1 (`/proc/<tid>` answers
+/// for threads too), never a kernel thread. An unreadable `/proc` counts as a namespace
+/// of its own, which keeps clear of the host's ids.
+fn in_initial_pid_namespace() -> bool {
+    /// `PF_KTHREAD` of `include/linux/sched.h`.
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let Ok(stat) = std::fs::read_to_string("/proc/2/stat") else {
+        return false;
+    };
+    // After the command's closing parenthesis: state, ppid, pgrp, session, tty, tpgid,
+    // flags.
+    let flags = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.split_whitespace().nth(6))
+        .and_then(|f| f.parse::<u64>().ok());
+    flags.is_some_and(|f| f & PF_KTHREAD != 0)
+}
 
 /// A pool of user ids, one per call in flight. Ids are claimed with an exclusive `flock`
 /// on `<lock_dir>/uid-<id>.lock` in a host-wide folder, so several executors (or test
