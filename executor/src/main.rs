@@ -96,9 +96,7 @@ struct ExecArgs {
     #[arg(long)]
     no_memory_cgroups: bool,
     /// First user id of the per-call pool when running as root. Default: 2000000 in the
-    /// host's PID namespace, 3000000 in one of its own (a container). The core gives each
-    /// of its per-call containers a range of its own (docs/sandbox.md, "Nothing of one
-    /// call survives into another").
+    /// host's PID namespace, 3000000 in one of its own (a container).
     #[arg(long, value_name = "UID",
           value_parser = clap::value_parser!(u32).range(100_000..=4_000_000_000))]
     uid_base: Option<u32>,
