@@ -6,6 +6,8 @@
 //! (`core.contextFileWrite`, `core.contextFileDelete`). The core judges each of those by
 //! the call's context, never by what the executor names.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// Files at least this large come to the executor over a file stream of the channel
@@ -71,8 +73,9 @@ fn is_false(b: &bool) -> bool {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkDir {
-    /// Every file of the context's folder.
-    pub files: Vec<WorkFile>,
+    /// Every file of the context's folder. Shared: the core hands out the list it keeps
+    /// per context without copying it for each call.
+    pub files: Arc<Vec<WorkFile>>,
     /// Largest file the call may leave (`[files] max_file_bytes`).
     pub max_file_bytes: u64,
     /// Most bytes the folder may hold (`[files] max_total_bytes`).
@@ -90,7 +93,7 @@ impl WorkDir {
     /// The folder's quotas and context without its list of files (what a sync needs).
     pub fn without_files(&self) -> WorkDir {
         WorkDir {
-            files: Vec::new(),
+            files: Arc::default(),
             max_file_bytes: self.max_file_bytes,
             max_total_bytes: self.max_total_bytes,
             max_files: self.max_files,
@@ -177,12 +180,12 @@ mod tests {
     #[test]
     fn a_work_dir_travels_as_json_and_refuses_unknown_fields() {
         let w = WorkDir {
-            files: vec![WorkFile {
+            files: Arc::new(vec![WorkFile {
                 path: "in/a.pdf".into(),
                 size: 3,
                 sha256: "ab".into(),
                 executable: false,
-            }],
+            }]),
             max_file_bytes: 10,
             max_total_bytes: 20,
             max_files: 2,

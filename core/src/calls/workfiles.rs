@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::pin::Pin;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use base64::Engine;
@@ -48,8 +48,11 @@ pub struct CallFiles {
     context_id: String,
     call_id: String,
     files: ContextFiles,
-    /// Path → SHA-256 of the files the call was sent.
-    sent: HashMap<String, String>,
+    /// The files the call was sent: the context's list as the core keeps it, shared.
+    sent: Arc<Vec<WorkFile>>,
+    /// Path → SHA-256 of `sent`, made at the first lookup: a call that fetches and deletes
+    /// nothing (its files were kept on the executor) makes none.
+    sent_index: OnceLock<HashMap<String, String>>,
     written: Mutex<Vec<WorkFile>>,
     uploads: tokio::sync::Mutex<HashMap<String, Upload>>,
 }
@@ -70,14 +73,21 @@ impl CallFiles {
             context_id: context_id.to_string(),
             call_id: call_id.to_string(),
             files,
-            sent: work
-                .files
-                .iter()
-                .map(|f| (f.path.clone(), f.sha256.clone()))
-                .collect(),
+            sent: Arc::clone(&work.files),
+            sent_index: OnceLock::new(),
             written: Mutex::default(),
             uploads: tokio::sync::Mutex::default(),
         }
+    }
+
+    /// The SHA-256 of `path` as the call was sent it.
+    fn sent_digest(&self, path: &str) -> Option<&str> {
+        let index = self.sent_index.get_or_init(|| {
+            (self.sent.iter())
+                .map(|f| (f.path.clone(), f.sha256.clone()))
+                .collect()
+        });
+        index.get(path).map(String::as_str)
     }
 
     /// The context the call was made in.
@@ -95,7 +105,7 @@ impl CallFiles {
 
     /// `core.contextFileRead`: a chunk of a file the call was sent, by path and digest.
     pub async fn read(&self, req: ContextFileReadParams) -> Result<ContextFileChunk, ErrorObject> {
-        if self.sent.get(&req.path) != Some(&req.sha256) {
+        if self.sent_digest(&req.path) != Some(req.sha256.as_str()) {
             return Err(refused(format!(
                 "file {:?} with that digest was not sent with this call",
                 req.path
@@ -121,7 +131,7 @@ impl CallFiles {
         path: &str,
         sha256: &str,
     ) -> Result<(std::fs::File, u64), ErrorObject> {
-        if self.sent.get(path).map(String::as_str) != Some(sha256) {
+        if self.sent_digest(path) != Some(sha256) {
             return Err(refused(format!(
                 "file {path:?} with that digest was not sent with this call"
             )));
@@ -225,7 +235,7 @@ impl CallFiles {
             .lock()
             .map(|w| w.iter().any(|f| f.path == req.path))
             .unwrap_or(false);
-        if !self.sent.contains_key(&req.path) && !wrote {
+        if self.sent_digest(&req.path).is_none() && !wrote {
             return Err(refused(format!(
                 "file {:?} was not sent with this call nor written by it",
                 req.path

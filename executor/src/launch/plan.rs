@@ -39,8 +39,8 @@ pub enum Network {
 pub struct Work {
     /// The working directory inside the work folder (plain names; empty for the folder).
     pub sub: PathBuf,
-    /// The context's files.
-    pub files: Vec<WorkFile>,
+    /// The context's files, shared with the request.
+    pub files: std::sync::Arc<Vec<WorkFile>>,
     /// The context, when the core named it: its folder may be kept between calls
     /// ([`crate::workdir::shelf`]).
     pub context_id: Option<String>,

@@ -69,7 +69,7 @@ impl ContextFiles {
     pub fn work_dir(&self, context_id: &str) -> Result<WorkDir, FileError> {
         let files = self.work_list(context_id)?;
         Ok(WorkDir {
-            files: files.as_ref().clone(),
+            files,
             max_file_bytes: self.limits.max_file_bytes,
             max_total_bytes: self.limits.max_total_bytes,
             max_files: self.limits.max_files,

@@ -63,7 +63,8 @@ impl FakeCore {
                     sha256: sha256(b),
                     executable: self.executable.lock().unwrap().contains(p),
                 })
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             max_file_bytes: 1 << 20,
             max_total_bytes: 8 << 20,
             max_files: 100,
