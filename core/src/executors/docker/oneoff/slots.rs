@@ -41,15 +41,20 @@ impl Slots {
     /// `count` slots, numbered from 0.
     pub fn new(count: usize) -> Arc<Self> {
         let count = u32::try_from(count).unwrap_or(u32::MAX);
-        // Lowest first: a quiet core keeps using the same few ids.
         Arc::new(Self {
-            free: Mutex::new((0..count).rev().collect()),
+            free: Mutex::new((0..count).collect()),
         })
     }
 
-    /// A free slot, `None` when every slot is held.
+    /// The lowest free slot (a quiet core keeps using the same few ids), `None` when
+    /// every slot is held.
     pub fn take(self: &Arc<Self>) -> Option<Slot> {
-        let index = self.free.lock().ok()?.pop()?;
+        let mut free = self.free.lock().ok()?;
+        let lowest = (free.iter().enumerate())
+            .min_by_key(|(_, index)| **index)
+            .map(|(at, _)| at)?;
+        let index = free.swap_remove(lowest);
+        drop(free);
         Some(Slot {
             index,
             slots: Arc::clone(self),
@@ -77,17 +82,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_held_at_once_have_ranges_apart_and_a_freed_one_is_taken_again() {
+    fn slots_held_at_once_have_ranges_apart_and_the_lowest_free_is_taken() {
         let slots = Slots::new(3);
-        let held: Vec<Slot> = (0..3).map(|_| slots.take().unwrap()).collect();
+        let mut held: Vec<Slot> = (0..3).map(|_| slots.take().unwrap()).collect();
         assert!(
             slots.take().is_none(),
             "a fourth slot beyond max_containers"
         );
-        let mut bases: Vec<u32> = held.iter().map(Slot::uid_base).collect();
-        bases.sort_unstable();
+        let bases: Vec<u32> = held.iter().map(Slot::uid_base).collect();
         assert_eq!(bases, [3_600_000, 3_600_032, 3_600_064]);
-        drop(held);
+        // The middle one freed is the one taken next; then, all freed, the first.
+        drop(held.remove(1));
+        let again = slots.take().unwrap();
+        assert_eq!(again.uid_base(), 3_600_032);
+        drop((held, again));
         assert_eq!(slots.take().unwrap().uid_base(), 3_600_000);
     }
 }
