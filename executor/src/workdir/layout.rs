@@ -41,6 +41,13 @@ pub async fn lay_out<B: CapabilityBroker>(
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
     };
+    if kept.len() < files.len() {
+        tracing::debug!(
+            kept = kept.len(),
+            files = files.len(),
+            "laying out the files not kept"
+        );
+    }
     let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
     prefetch(broker, call, cache, missing).await?;
     // What was kept (only files of `files`, unchanged) is in place already.

@@ -148,6 +148,9 @@ pub async fn sync_back<B: CapabilityBroker>(
     // the executor starts one, and the call still holds the id), so what the walk sees
     // is what the folder keeps.
     let quiet = baseline.owner.is_some_and(|uid| !user_has_process(uid));
+    if !quiet {
+        tracing::debug!(uid = ?baseline.owner, "a process of the call's user is left at the sync: the folder is not kept");
+    }
     report.quiet = quiet;
     let Some(mut walk) = walk_work(work, limits, baseline) else {
         return report;
