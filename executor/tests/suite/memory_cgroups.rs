@@ -207,6 +207,51 @@ fn a_cgroup_still_charged_with_a_kept_folder_is_not_given_to_the_next_call() {
     );
 }
 
+/// An executor started in a PID namespace of its own while sharing this one's cgroup (as
+/// `unshare --pid` on the host does) sees none of this process's pids: its start must not
+/// take this executor's cgroup subtree for a dead one's and remove it (seen in CI: the
+/// next call failed making its cgroup, "No such file or directory").
+#[test]
+fn an_executor_in_another_pid_namespace_leaves_this_ones_cgroups_alone() {
+    if !nix::unistd::geteuid().is_root() {
+        println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
+        return;
+    }
+    let root = SkillRoot::new();
+    root.python_skill_as(Start::Cold, "filler", "print('x')");
+    let skill_dir = root.skills().join("filler");
+    let sandbox = Sandbox::new(SandboxConfig {
+        scratch_root: scratch_root(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    if sandbox.kernel().memory_limit == MemoryMode::Rlimit {
+        println!("SKIPPED {}: no memory cgroup per call here", module_path!());
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = runtime.block_on(fill(&sandbox, &skill_dir, 64, 1));
+    assert!(before.ok, "{}", before.cgroup);
+    let skills = root.skills().display().to_string();
+    let out = std::process::Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", super::harness::EXECUTOR])
+        .args(["exec", "--skills", &skills, "--tool", "filler:run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    // It started (its sandbox, its sweep) and answered the call.
+    assert!(text.contains(r#""call_id":"exec-1""#), "{text}");
+    let after = runtime.block_on(fill(&sandbox, &skill_dir, 64, 1));
+    assert!(
+        after.ok,
+        "the call after the other executor's start: {}",
+        after.cgroup
+    );
+}
+
 /// Runs `skill:run` on `sandbox`, in the folder `workdir` when given, and waits for the
 /// call's end (its cgroup given back, its folder on the shelf).
 fn execute(

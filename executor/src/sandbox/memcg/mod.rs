@@ -9,8 +9,8 @@
 //!
 //! - v2: the processes of the executor's cgroup move to a leaf `supervisor` (a cgroup that
 //!   hands controllers to children may hold no process), `+memory` is enabled, and calls
-//!   get `calls-<pid>/call-<n>` with `memory.max` and `memory.swap.max = 0`;
-//! - v1: calls get `skillbox-<pid>/call-<n>` with `memory.limit_in_bytes` (and the
+//!   get `calls-<pidns>-<pid>/call-<n>` with `memory.max` and `memory.swap.max = 0`;
+//! - v1: calls get `skillbox-<pidns>-<pid>/call-<n>` with `memory.limit_in_bytes` (and the
 //!   memory+swap limit at the same value where swap is accounted).
 //!
 //! A call's process joins its cgroup between clone and exec, before anything of the tool
@@ -140,18 +140,19 @@ impl MemoryCgroups {
     pub fn start() -> Result<Self, MemcgError> {
         let found = find()?;
         let pid = std::process::id();
+        let ns = pid_namespace();
         let base = match found.version {
             Version::V2 => {
                 let own = v2_delegate(&found.own)?;
-                let base = own.join(format!("calls-{pid}"));
-                sweep(&own, "calls-");
+                let base = own.join(format!("calls-{ns}-{pid}"));
+                sweep(&own, "calls-", ns);
                 make_dir(&base)?;
                 write(&base.join("cgroup.subtree_control"), "+memory")?;
                 base
             }
             Version::V1 => {
-                sweep(&found.own, "skillbox-");
-                let base = found.own.join(format!("skillbox-{pid}"));
+                sweep(&found.own, "skillbox-", ns);
+                let base = found.own.join(format!("skillbox-{ns}-{pid}"));
                 make_dir(&base)?;
                 base
             }
@@ -285,17 +286,39 @@ fn kill_members(dir: &Path, version: Version) {
     }
 }
 
-/// Removes the subtrees named `<prefix><pid>` in `own` whose executor is gone.
-fn sweep(own: &Path, prefix: &str) {
+/// The inode of this process's PID namespace (`/proc/self/ns/pid`), 0 when unreadable.
+fn pid_namespace() -> u64 {
+    std::fs::read_link("/proc/self/ns/pid")
+        .ok()
+        .and_then(|link| {
+            let link = link.to_string_lossy().into_owned();
+            link.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Removes the subtrees named `<prefix><ns>-<pid>` in `own` whose executor is gone: only
+/// those of this process's PID namespace `ns`, the only one whose pids it can look up (an
+/// executor in another namespace sharing this cgroup, `unshare --pid` on the host, would
+/// otherwise take a live executor's subtree for a dead one's). Names of an older executor
+/// (`<prefix><pid>`) are swept from the host's namespace only, where every pid is seen.
+fn sweep(own: &Path, prefix: &str, ns: u64) {
     let Ok(entries) = std::fs::read_dir(own) else {
         return;
     };
+    let in_host_namespace = crate::sandbox::reaper::in_initial_pid_namespace();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name
-            .strip_prefix(prefix)
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let pid = match rest.split_once('-') {
+            Some((their_ns, pid)) if their_ns.parse::<u64>().ok() == Some(ns) => pid,
+            Some(_) => continue,
+            None if in_host_namespace => rest,
+            None => continue,
+        };
+        let Ok(pid) = pid.parse::<u32>() else {
             continue;
         };
         if Path::new("/proc").join(pid.to_string()).exists() {

@@ -37,7 +37,8 @@ pub(super) const MAX_LEFT_CHARGE: u64 = 2 * 1024 * 1024;
 #[derive(Debug)]
 pub(super) struct Maker {
     pub(super) version: Version,
-    /// `calls-<pid>` (v2) or `skillbox-<pid>` (v1) in the executor's cgroup.
+    /// `calls-<pidns>-<pid>` (v2) or `skillbox-<pidns>-<pid>` (v1) in the executor's
+    /// cgroup.
     pub(super) base: PathBuf,
     next: AtomicU64,
     ready: Mutex<Ready>,

@@ -26,7 +26,8 @@ pub use kill_helper::kill_helpers_started;
 pub use releaser::Releaser;
 pub use tree_walk::kill_tree;
 pub use uid_pool::{
-    default_uid_base, CallUser, UserPool, CONTAINED_UID_BASE, DEFAULT_UID_BASE, MAX_IDLE_IDS,
+    default_uid_base, in_initial_pid_namespace, CallUser, UserPool, CONTAINED_UID_BASE,
+    DEFAULT_UID_BASE, MAX_IDLE_IDS,
 };
 
 #[cfg(test)]

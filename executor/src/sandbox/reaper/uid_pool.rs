@@ -39,7 +39,7 @@ pub fn default_uid_base() -> u32 {
 /// a namespace of its own pid 2 is a process or a thread of pid 1 (`/proc/<tid>` answers
 /// for threads too), never a kernel thread. An unreadable `/proc` counts as a namespace
 /// of its own, which keeps clear of the host's ids.
-fn in_initial_pid_namespace() -> bool {
+pub fn in_initial_pid_namespace() -> bool {
     /// `PF_KTHREAD` of `include/linux/sched.h`.
     const PF_KTHREAD: u64 = 0x0020_0000;
     let Ok(stat) = std::fs::read_to_string("/proc/2/stat") else {
