@@ -76,28 +76,58 @@ async fn fill(sandbox: &Sandbox, skill_dir: &Path, memory_mb: u64, fill_mb: u64)
     }
 }
 
+/// A skill `filler`, a sandbox in this process and a runtime for its calls; `None` (the
+/// test skipped, saying why) when this process is not root or the sandbox has no memory
+/// cgroups.
+struct Filler {
+    root: SkillRoot,
+    skill_dir: std::path::PathBuf,
+    sandbox: Sandbox,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Filler {
+    fn here() -> Option<Self> {
+        if !nix::unistd::geteuid().is_root() {
+            println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
+            return None;
+        }
+        let root = SkillRoot::new();
+        root.python_skill_as(Start::Cold, "filler", "print('x')");
+        let skill_dir = root.skills().join("filler");
+        let sandbox = Sandbox::new(SandboxConfig {
+            scratch_root: scratch_root(),
+            ..SandboxConfig::default()
+        })
+        .unwrap();
+        if sandbox.kernel().memory_limit == MemoryMode::Rlimit {
+            println!("SKIPPED {}: no memory cgroup per call here", module_path!());
+            return None;
+        }
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Some(Self {
+            root,
+            skill_dir,
+            sandbox,
+            runtime,
+        })
+    }
+}
+
 #[test]
 fn each_call_is_held_to_its_own_limit_in_a_cgroup_made_ahead_or_kept() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
+    let Some(Filler {
+        root: _root,
+        skill_dir,
+        sandbox,
+        runtime,
+    }) = Filler::here()
+    else {
         return;
-    }
-    let root = SkillRoot::new();
-    root.python_skill_as(Start::Cold, "filler", "print('x')");
-    let skill_dir = root.skills().join("filler");
-    let sandbox = Sandbox::new(SandboxConfig {
-        scratch_root: scratch_root(),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    if sandbox.kernel().memory_limit == MemoryMode::Rlimit {
-        println!("SKIPPED {}: no memory cgroup per call here", module_path!());
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    };
     // (limit, fill, fits): a cgroup kept or made ahead carries the last limit, so the
     // next call with another limit rewrites it, up (64 -> 256) and down; a call after an
     // OOM kill may get the same cgroup, whose count of kills is then not zero.
@@ -213,26 +243,15 @@ fn a_cgroup_still_charged_with_a_kept_folder_is_not_given_to_the_next_call() {
 /// next call failed making its cgroup, "No such file or directory").
 #[test]
 fn an_executor_in_another_pid_namespace_leaves_this_ones_cgroups_alone() {
-    if !nix::unistd::geteuid().is_root() {
-        println!("SKIPPED {}: needs root (memory cgroups)", module_path!());
+    let Some(Filler {
+        root,
+        skill_dir,
+        sandbox,
+        runtime,
+    }) = Filler::here()
+    else {
         return;
-    }
-    let root = SkillRoot::new();
-    root.python_skill_as(Start::Cold, "filler", "print('x')");
-    let skill_dir = root.skills().join("filler");
-    let sandbox = Sandbox::new(SandboxConfig {
-        scratch_root: scratch_root(),
-        ..SandboxConfig::default()
-    })
-    .unwrap();
-    if sandbox.kernel().memory_limit == MemoryMode::Rlimit {
-        println!("SKIPPED {}: no memory cgroup per call here", module_path!());
-        return;
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    };
     let before = runtime.block_on(fill(&sandbox, &skill_dir, 64, 1));
     assert!(before.ok, "{}", before.cgroup);
     let skills = root.skills().display().to_string();
