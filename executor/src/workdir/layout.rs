@@ -37,11 +37,17 @@ pub async fn lay_out<B: CapabilityBroker>(
     files: &[WorkFile],
     kept: Option<Shelved>,
 ) -> Result<Baseline, WorkDirError> {
-    let kept = match kept {
+    let super::shelf::Adopted {
+        files: kept,
+        tracked,
+    } = match kept {
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
     };
     if kept.len() < files.len() {
+        if let Some(t) = &tracked {
+            t.touch();
+        }
         tracing::debug!(
             kept = kept.len(),
             files = files.len(),
@@ -54,6 +60,7 @@ pub async fn lay_out<B: CapabilityBroker>(
     let mut baseline = Baseline {
         files: kept,
         owner: uid,
+        tracked,
         ..Baseline::default()
     };
     for file in files {

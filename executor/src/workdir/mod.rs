@@ -12,6 +12,7 @@ mod layout;
 mod path;
 pub mod shelf;
 mod sync;
+mod watch;
 
 pub use crate::blobs::{BlobCache, BLOBS_DIR, DEFAULT_CAP_BYTES};
 pub use layout::lay_out;
@@ -75,6 +76,9 @@ pub struct Baseline {
     /// folders (0700, `owner`'s). A context's next call as `owner` then takes the kept
     /// folder without walking it ([`shelf::adopt`]).
     settled: bool,
+    /// The folder as the kernel watches it since its last settled sync ([`watch`]): while
+    /// nothing changed in it, the sync after a call has nothing to walk.
+    tracked: Option<std::sync::Arc<watch::Tracked>>,
 }
 
 impl Baseline {

@@ -13,7 +13,9 @@
 //! given to the new call's user. A folder its last sync found settled (no process of its
 //! user left when the sync began, nothing in it but the context's files as laid out:
 //! [`Baseline`]) and going back to that same user, with the context's files unchanged,
-//! is taken as it is, without that walk: nothing could write it since. A call runs as
+//! is taken as it is, without that walk: no call could write it since, and the kernel
+//! watches it ([`super::watch`]), so one that anything else changed on disk is walked
+//! as any other. A call runs as
 //! its context's last user when that id is free, so this is the common case. Two calls
 //! of one context at once: the second lays out
 //! anew. Only calls with a user of their own are kept (their end kills every process of
@@ -36,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use skillbox_protocol::workdir::WorkFile;
 
+use super::watch::Tracked;
 use super::{Baseline, Known, Stamp};
 use crate::blobs::BlobCache;
 use crate::sandbox::remove_tree::Sweeper;
@@ -165,21 +168,26 @@ impl WorkShelf {
 /// Moves `shelved` into place as `work` (a folder holding only the empty folders the
 /// call's preparation made, which go) and keeps of it what `files` still holds unchanged
 /// (see the module docs), given to `uid`; everything else is removed. The caller makes
-/// the call's working folder again. Returns what was kept, by path. On any failure the
+/// the call's working folder again. Returns what was kept, by path, and the folder's
+/// watch ([`super::watch`]). On any failure the
 /// folder is removed whole and nothing is kept: the call lays every file out anew.
 ///
 /// A folder its last sync found settled ([`Baseline`]), going back to the same user, with
 /// the context holding exactly its files, is taken as it is, with no walk: nothing could
 /// change it since (no process of that user was left, and the id was held until the
 /// folder was on the shelf, out of every call's reach).
-pub fn adopt(
-    shelved: Shelved,
-    work: &Path,
-    uid: Option<u32>,
-    files: &[WorkFile],
-) -> BTreeMap<String, Known> {
-    let as_it_is =
-        uid.is_some() && shelved.uid == uid && holds_exactly(&shelved.baseline, uid, files);
+pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkFile]) -> Adopted {
+    // A watched folder in which anything changed since its sync, by anyone, is checked
+    // file by file.
+    let tracked = shelved.baseline.tracked.take();
+    let untouched = tracked.as_ref().is_none_or(|t| t.unchanged());
+    let as_it_is = untouched
+        && uid.is_some()
+        && shelved.uid == uid
+        && holds_exactly(&shelved.baseline, uid, files);
+    if let Some(t) = tracked.as_ref().filter(|_| !as_it_is) {
+        t.touch();
+    }
     let fresh = |work: &Path| {
         let _ = std::fs::create_dir(work);
         if let Some(uid) = uid {
@@ -192,10 +200,13 @@ pub fn adopt(
         tracing::debug!(error = %e, "cannot take the kept work folder; laying it out anew");
         Sweeper::global().remove(shelved.dir);
         fresh(work);
-        return BTreeMap::new();
+        return Adopted::default();
     }
     if as_it_is {
-        return shelved.baseline.files;
+        return Adopted {
+            files: shelved.baseline.files,
+            tracked,
+        };
     }
     let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut kept = BTreeMap::new();
@@ -239,7 +250,10 @@ pub fn adopt(
         walk(dir, work, "", 0, &mut decide, uid)
     });
     match walked {
-        Ok(_) => kept,
+        Ok(_) => Adopted {
+            files: kept,
+            tracked,
+        },
         Err(e) => {
             tracing::warn!(error = %e, "cannot reuse the kept work folder; laying it out anew");
             let aside = work.with_extension("discarded");
@@ -247,9 +261,18 @@ pub fn adopt(
                 Sweeper::global().remove(aside);
             }
             fresh(work);
-            BTreeMap::new()
+            Adopted::default()
         }
     }
+}
+
+/// What [`adopt`] kept of a folder.
+#[derive(Debug, Default)]
+pub struct Adopted {
+    /// The files kept in place, by path.
+    pub files: BTreeMap<String, Known>,
+    /// The folder as the kernel watches it; touched unless it was taken as it is.
+    pub tracked: Option<Arc<Tracked>>,
 }
 
 /// Whether `baseline` is settled, `owner`'s, and holds exactly `files` (the same paths,

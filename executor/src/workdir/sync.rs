@@ -134,7 +134,8 @@ impl Walk {
 
 /// Walks `work`, sends what changed, and updates `baseline` to what the core now holds,
 /// settled when nothing of its owner runs and the folder holds only that (see
-/// [`Baseline`]).
+/// [`Baseline`]); a settled folder is then watched, and while the kernel saw no change in
+/// it the next sync has nothing to walk ([`super::watch`]).
 pub async fn sync_back<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
@@ -152,6 +153,11 @@ pub async fn sync_back<B: CapabilityBroker>(
         tracing::debug!(uid = ?baseline.owner, "a process of the call's user is left at the sync: the folder is not kept");
     }
     report.quiet = quiet;
+    if quiet && baseline.tracked.as_ref().is_some_and(|t| t.unchanged()) {
+        // Settled when it was armed or taken, and nothing changed in it since.
+        baseline.settled = true;
+        return report;
+    }
     let Some(mut walk) = walk_work(work, limits, baseline) else {
         return report;
     };
@@ -165,6 +171,11 @@ pub async fn sync_back<B: CapabilityBroker>(
     }
     send_changes(broker, call, send, limits, baseline, &mut report).await;
     baseline.settled = tidy && report.failure().is_none();
+    let tracked = baseline.tracked.take();
+    baseline.tracked = match baseline.settled {
+        true => super::watch::arm(tracked, work, &baseline.files),
+        false => tracked.inspect(|t| t.touch()),
+    };
     report
 }
 

@@ -266,3 +266,55 @@ fn a_kept_file_altered_on_disk_or_a_link_the_tool_made_is_never_served() {
         "{second}"
     );
 }
+
+/// A folder its last sync found settled is taken as it is, and the kernel watches it
+/// (`workdir::watch`): a file of it altered on disk while it is kept (by root, here, after
+/// a call that took it as it is) is seen, and the next call checks every file again.
+#[test]
+fn a_settled_kept_folder_altered_on_disk_is_checked_file_by_file_again() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(&root, "cat a.txt\n");
+    let core = FakeCore::with(&[("a.txt", b"core's")]);
+    let sandbox = sandbox();
+    assert_eq!(run(&sandbox, &root, &core), "core's");
+    assert_eq!(run(&sandbox, &root, &core), "core's");
+    let shelf = scratch_root()
+        .join(".blobs")
+        .join(std::process::id().to_string())
+        .join("shelf");
+    let kept: Vec<_> = std::fs::read_dir(&shelf).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "{shelf:?}");
+    std::fs::write(kept[0].path().join("a.txt"), "CORE'S").unwrap();
+    assert_eq!(
+        run(&sandbox, &root, &core),
+        "core's",
+        "the core's bytes, not the altered ones"
+    );
+}
+
+/// A call that rewrites a file of a watched folder through a second name outside it,
+/// removed again before the call ends (so the folder looks as settled as before), has its
+/// change sent back: the file's own watch saw the write.
+#[test]
+fn a_change_made_through_a_name_outside_the_folder_is_sent_back() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(&root, "cat a.txt\n");
+    let core = FakeCore::with(&[("a.txt", b"one")]);
+    let sandbox = sandbox();
+    assert_eq!(run(&sandbox, &root, &core), "one");
+    assert_eq!(run(&sandbox, &root, &core), "one");
+    shell_skill(
+        &root,
+        "ln a.txt ../x && printf ONE > ../x && rm ../x; cat a.txt\n",
+    );
+    assert_eq!(run(&sandbox, &root, &core), "ONE");
+    assert_eq!(core.file("a.txt").as_deref(), Some(&b"ONE"[..]));
+    shell_skill(&root, "cat a.txt\n");
+    assert_eq!(run(&sandbox, &root, &core), "ONE");
+}
