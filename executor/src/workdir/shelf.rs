@@ -276,15 +276,19 @@ pub struct Adopted {
 }
 
 /// Whether `baseline` is settled, `owner`'s, and holds exactly `files` (the same paths,
-/// digests and exec bits).
+/// digests and exec bits). The core lists a context's files by path, the order of the
+/// baseline's map, so the two are compared side by side; a list in another order is
+/// looked up file by file.
 fn holds_exactly(baseline: &Baseline, owner: Option<u32>, files: &[WorkFile]) -> bool {
+    let same = |f: &WorkFile, k: &Known| k.sha256 == f.sha256 && k.executable == f.executable;
+    let in_order =
+        || (files.iter().zip(&baseline.files)).all(|(f, (path, k))| *path == f.path && same(f, k));
+    let by_path =
+        || (files.iter()).all(|f| baseline.files.get(&f.path).is_some_and(|k| same(f, k)));
     baseline.settled
         && baseline.owner == owner
         && baseline.files.len() == files.len()
-        && files.iter().all(|f| {
-            (baseline.files.get(&f.path))
-                .is_some_and(|k| k.sha256 == f.sha256 && k.executable == f.executable)
-        })
+        && (in_order() || by_path())
 }
 
 /// An entry of a folder the walk holds open: the folder and the entry's name in it (every
@@ -401,99 +405,4 @@ fn remove_entry(path: &Path) -> std::io::Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-
-    use super::*;
-
-    /// A baseline of one file of `size` bytes.
-    fn baseline(size: u64) -> Baseline {
-        let known = Known {
-            stamp: Stamp {
-                ino: 1,
-                size,
-                mtime: (0, 0),
-                ctime: (0, 0),
-            },
-            sha256: "00".repeat(32),
-            executable: false,
-        };
-        Baseline {
-            files: BTreeMap::from([("f".to_string(), known)]),
-            ..Baseline::default()
-        }
-    }
-
-    /// The shelf's bounds: its bytes (the blob cache's) and [`MAX_SHELVED`] folders, the
-    /// longest unused going first; a folder larger than the whole bound is not kept; a
-    /// context's newer folder replaces its older one.
-    #[test]
-    fn the_shelf_keeps_within_its_bytes_and_folders_evicting_the_longest_unused() {
-        let root = tempfile::tempdir().unwrap();
-        let shelf = WorkShelf::new(root.path().join("shelf"), 100).unwrap();
-        let work = |n: &str| {
-            let dir = root.path().join(n);
-            std::fs::create_dir(&dir).unwrap();
-            dir
-        };
-        shelf.put("a", &work("wa"), baseline(40), None);
-        shelf.put("b", &work("wb"), baseline(40), None);
-        shelf.put("c", &work("wc"), baseline(40), None);
-        assert_eq!(shelf.len(), 2, "120 bytes past the 100 allowed: one goes");
-        assert!(shelf.take("a").is_none(), "the longest unused went first");
-        assert!(shelf.take("b").is_some() && shelf.take("c").is_some());
-        shelf.put("big", &work("wbig"), baseline(101), None);
-        assert!(
-            shelf.is_empty(),
-            "a folder larger than the whole bound is not kept"
-        );
-        assert!(root.path().join("wbig").exists(), "and stays where it was");
-        shelf.put("d", &work("wd1"), baseline(10), None);
-        shelf.put("d", &work("wd2"), baseline(10), None);
-        assert_eq!(shelf.len(), 1, "a context keeps one folder");
-        let many = WorkShelf::new(root.path().join("many"), u64::MAX).unwrap();
-        for i in 0..=MAX_SHELVED {
-            many.put(
-                &format!("ctx{i}"),
-                &work(&format!("m{i}")),
-                baseline(1),
-                None,
-            );
-        }
-        assert_eq!(many.len(), MAX_SHELVED);
-        assert!(many.take("ctx0").is_none());
-    }
-
-    /// The shipped containers give the executor `CAP_CHOWN` but not `CAP_FOWNER`: a kept
-    /// file the last call's user owns, in a mode other than the one it is laid out in,
-    /// still goes to the next call's user in that mode. (Setting the mode first fails
-    /// there with EPERM, and the compose suite's calls in a context failed so.)
-    #[test]
-    fn a_kept_file_is_given_to_the_next_user_without_cap_fowner() {
-        if !nix::unistd::geteuid().is_root() {
-            eprintln!("SKIPPED: needs root (files of other users)");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("run.sh");
-        let folder = std::fs::File::open(dir.path()).unwrap();
-        std::fs::write(&file, "echo hi\n").unwrap();
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o700)).unwrap();
-        std::os::unix::fs::lchown(&file, Some(2_999_001), Some(2_999_001)).unwrap();
-        // Capabilities are per thread: this one alone loses CAP_FOWNER.
-        let given = std::thread::spawn(move || {
-            caps::drop(None, caps::CapSet::Effective, caps::Capability::CAP_FOWNER).unwrap();
-            let at = Entry {
-                dir: folder.as_fd(),
-                name: c"run.sh",
-            };
-            let st = fstatat(at.dir, at.name, AtFlags::AT_SYMLINK_NOFOLLOW).unwrap();
-            give(at, &st, 0o755, Some(2_999_002)).map(|_| std::fs::metadata(&file).unwrap())
-        })
-        .join()
-        .unwrap()
-        .unwrap();
-        assert_eq!(given.mode() & 0o7777, 0o755);
-        assert_eq!((given.uid(), given.gid()), (2_999_002, 2_999_002));
-    }
-}
+mod tests;

@@ -75,9 +75,13 @@ impl Tracked {
 }
 
 impl Drop for Tracked {
+    /// Queued, not done here: a handle may go while the watcher's state is locked (in
+    /// [`arm`]), and the next reader of the state forgets the folder.
     fn drop(&mut self) {
         if let Some(watcher) = Watcher::global() {
-            watcher.lock().folders.remove(&self.id);
+            if let Ok(mut gone) = watcher.forgotten.lock() {
+                gone.push(self.id);
+            }
         }
     }
 }
@@ -172,6 +176,8 @@ struct Folder {
 struct Watcher {
     inotify: Inotify,
     state: Mutex<State>,
+    /// Folders whose last handle went, to forget at the next lock of `state`.
+    forgotten: Mutex<Vec<u64>>,
 }
 
 #[derive(Default)]
@@ -194,6 +200,7 @@ impl Watcher {
                     Ok(inotify) => Some(Watcher {
                         inotify,
                         state: Mutex::default(),
+                        forgotten: Mutex::default(),
                     }),
                     Err(e) => {
                         tracing::info!(error = %e, "inotify is not available: every call in a context walks its work folder at the end");
@@ -204,8 +211,14 @@ impl Watcher {
             .as_ref()
     }
 
+    /// The state, with the folders whose handles went forgotten.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let gone = std::mem::take(&mut *self.forgotten.lock().unwrap_or_else(|p| p.into_inner()));
+        for id in gone {
+            state.folders.remove(&id);
+        }
+        state
     }
 
     /// The state with every queued event read into it.

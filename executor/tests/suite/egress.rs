@@ -198,9 +198,7 @@ fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .flatten()
-        .filter(|e| {
-            std::fs::read_link(e.path()).map_or(true, |to| !to.ends_with("cgroup.procs"))
-        })
+        .filter(|e| std::fs::read_link(e.path()).map_or(true, |to| !to.ends_with("cgroup.procs")))
         .count()
 }
 

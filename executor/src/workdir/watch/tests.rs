@@ -151,6 +151,11 @@ fn a_folder_dropped_is_forgotten_and_its_files_watched_again_when_armed_anew() {
     drop(first);
     let watcher = Watcher::global().unwrap();
     assert!(!watcher.drained().folders.contains_key(&id));
+    // A handle that goes while the state is held (as in `arm`) does not wait for it.
+    let held = armed(&work, &files);
+    let state = watcher.lock();
+    drop(held);
+    drop(state);
     let second = armed(&work, &files);
     std::fs::write(work.join("sub/b.txt"), "TWO").unwrap();
     assert!(
