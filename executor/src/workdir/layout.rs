@@ -44,16 +44,23 @@ pub async fn lay_out<B: CapabilityBroker>(
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
     };
-    if kept.len() < files.len() {
-        if let Some(t) = &tracked {
-            t.touch();
-        }
-        tracing::debug!(
-            kept = kept.len(),
-            files = files.len(),
-            "laying out the files not kept"
-        );
+    // What was kept holds only files of `files`, unchanged: as many means all of them.
+    if kept.len() == files.len() {
+        return Ok(Baseline {
+            files: kept,
+            owner: uid,
+            tracked,
+            ..Baseline::default()
+        });
     }
+    if let Some(t) = &tracked {
+        t.touch();
+    }
+    tracing::debug!(
+        kept = kept.len(),
+        files = files.len(),
+        "laying out the files not kept"
+    );
     let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
     prefetch(broker, call, cache, missing).await?;
     // What was kept (only files of `files`, unchanged) is in place already.
