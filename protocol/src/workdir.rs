@@ -6,9 +6,11 @@
 //! (`core.contextFileWrite`, `core.contextFileDelete`). The core judges each of those by
 //! the call's context, never by what the executor names.
 
-use std::sync::Arc;
+use std::ops::Deref;
+use std::sync::{Arc, OnceLock};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
 
 /// Files at least this large come to the executor over a file stream of the channel
 /// (`POST /file`) as raw bytes, when it has one to the core: a [`FileStreamRequest`]
@@ -68,14 +70,96 @@ fn is_false(b: &bool) -> bool {
     !b
 }
 
+/// A context's list of files as it travels with its calls, encoded once: the core sends
+/// the list it keeps per context with every call in that context, and each request
+/// carries the same JSON (in a profile of unchanged calls in a context of 1,000 files,
+/// encoding the list was a quarter of the core's time). Reads as the `Vec` it holds.
+#[derive(Default)]
+pub struct FileList {
+    files: Vec<WorkFile>,
+    /// The list as JSON, made at its first encoding.
+    json: OnceLock<Box<RawValue>>,
+}
+
+impl FileList {
+    /// The list of `files`.
+    pub fn new(files: Vec<WorkFile>) -> Self {
+        Self {
+            files,
+            json: OnceLock::new(),
+        }
+    }
+}
+
+impl From<Vec<WorkFile>> for FileList {
+    fn from(files: Vec<WorkFile>) -> Self {
+        Self::new(files)
+    }
+}
+
+impl FromIterator<WorkFile> for FileList {
+    fn from_iter<I: IntoIterator<Item = WorkFile>>(iter: I) -> Self {
+        Self::new(iter.into_iter().collect())
+    }
+}
+
+impl Deref for FileList {
+    type Target = Vec<WorkFile>;
+
+    fn deref(&self) -> &Vec<WorkFile> {
+        &self.files
+    }
+}
+
+impl Clone for FileList {
+    fn clone(&self) -> Self {
+        Self::new(self.files.clone())
+    }
+}
+
+impl PartialEq for FileList {
+    fn eq(&self, other: &Self) -> bool {
+        self.files == other.files
+    }
+}
+
+impl Eq for FileList {}
+
+impl std::fmt::Debug for FileList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(&self.files).finish()
+    }
+}
+
+impl Serialize for FileList {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let json = match self.json.get() {
+            Some(json) => json,
+            None => {
+                let text = serde_json::to_string(&self.files).map_err(S::Error::custom)?;
+                let raw = RawValue::from_string(text).map_err(S::Error::custom)?;
+                self.json.get_or_init(|| raw)
+            }
+        };
+        json.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for FileList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Vec::<WorkFile>::deserialize(deserializer).map(Self::new)
+    }
+}
+
 /// What a call made in a context gets: the context's files and the limits on what it may
 /// leave there.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkDir {
     /// Every file of the context's folder. Shared: the core hands out the list it keeps
-    /// per context without copying it for each call.
-    pub files: Arc<Vec<WorkFile>>,
+    /// per context without copying or encoding it again for each call.
+    pub files: Arc<FileList>,
     /// Largest file the call may leave (`[files] max_file_bytes`).
     pub max_file_bytes: u64,
     /// Most bytes the folder may hold (`[files] max_total_bytes`).
@@ -177,15 +261,43 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The list encoded once is what the `Vec` encodes to, every time it is written, in a
+    /// request line or a JSON tree.
+    #[test]
+    fn a_file_list_is_encoded_once_as_its_vec_is() {
+        let file = |i: u32| WorkFile {
+            path: format!("d/f{i}"),
+            size: u64::from(i),
+            sha256: format!("{i:064x}"),
+            executable: i % 2 == 0,
+        };
+        let files: Vec<WorkFile> = (0..3).map(file).collect();
+        let list = FileList::new(files.clone());
+        let want = serde_json::to_string(&files).unwrap();
+        assert_eq!(serde_json::to_string(&list).unwrap(), want);
+        assert_eq!(
+            serde_json::to_string(&list).unwrap(),
+            want,
+            "from its kept text"
+        );
+        assert_eq!(
+            serde_json::to_value(&list).unwrap(),
+            serde_json::to_value(&files).unwrap()
+        );
+        let back: FileList = serde_json::from_str(&want).unwrap();
+        assert_eq!(back, list);
+        assert_eq!(*back, files);
+    }
+
     #[test]
     fn a_work_dir_travels_as_json_and_refuses_unknown_fields() {
         let w = WorkDir {
-            files: Arc::new(vec![WorkFile {
+            files: Arc::new(FileList::new(vec![WorkFile {
                 path: "in/a.pdf".into(),
                 size: 3,
                 sha256: "ab".into(),
                 executable: false,
-            }]),
+            }])),
             max_file_bytes: 10,
             max_total_bytes: 20,
             max_files: 2,

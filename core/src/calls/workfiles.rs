@@ -20,7 +20,7 @@ use serde_json::json;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::workdir::{
     ContextFileChunk, ContextFileDeleteParams, ContextFileReadParams, ContextFileWriteParams,
-    ContextFileWritten, WorkDir, WorkFile,
+    ContextFileWritten, FileList, WorkDir, WorkFile,
 };
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -49,7 +49,7 @@ pub struct CallFiles {
     call_id: String,
     files: ContextFiles,
     /// The files the call was sent: the context's list as the core keeps it, shared.
-    sent: Arc<Vec<WorkFile>>,
+    sent: Arc<FileList>,
     /// Path → SHA-256 of `sent`, made at the first lookup: a call that fetches and deletes
     /// nothing (its files were kept on the executor) makes none.
     sent_index: OnceLock<HashMap<String, String>>,

@@ -9,7 +9,7 @@ use skillbox_protocol::methods::{DepsBuildParams, ToolExecuteParams};
 use skillbox_protocol::session::SessionExecParams;
 use skillbox_protocol::skill::network::NetworkPattern;
 use skillbox_protocol::skill::{Skill, Tool, ToolProtocol};
-use skillbox_protocol::workdir::WorkFile;
+use skillbox_protocol::workdir::FileList;
 
 use super::argv::{absolutize_skill_paths, launch_argv};
 use super::env;
@@ -40,7 +40,7 @@ pub struct Work {
     /// The working directory inside the work folder (plain names; empty for the folder).
     pub sub: PathBuf,
     /// The context's files, shared with the request.
-    pub files: std::sync::Arc<Vec<WorkFile>>,
+    pub files: std::sync::Arc<FileList>,
     /// The context, when the core named it: its folder may be kept between calls
     /// ([`crate::workdir::shelf`]).
     pub context_id: Option<String>,

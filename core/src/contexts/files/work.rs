@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use skillbox_protocol::workdir::{WorkDir, WorkFile, MAX_CHUNK_BYTES};
+use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile, MAX_CHUNK_BYTES};
 
 use super::read::open_file_beneath;
 use super::{check_path, ContextFiles, FileError};
@@ -27,13 +27,13 @@ pub struct Lists {
 #[derive(Debug)]
 struct Listed {
     version: i64,
-    files: Arc<Vec<WorkFile>>,
+    files: Arc<FileList>,
     used: u64,
 }
 
 impl Lists {
     /// The list of `context` read at `version`, if it is the one kept.
-    fn get(&self, context: &str, version: i64) -> Option<Arc<Vec<WorkFile>>> {
+    fn get(&self, context: &str, version: i64) -> Option<Arc<FileList>> {
         let mut held = self.held.lock().ok()?;
         let listed = held.get_mut(context).filter(|l| l.version == version)?;
         listed.used = self.clock.fetch_add(1, Ordering::Relaxed);
@@ -41,7 +41,7 @@ impl Lists {
     }
 
     /// Keeps `files`, the list of `context` read at `version`.
-    fn put(&self, context: &str, version: i64, files: Arc<Vec<WorkFile>>) {
+    fn put(&self, context: &str, version: i64, files: Arc<FileList>) {
         let Ok(mut held) = self.held.lock() else {
             return;
         };
@@ -80,7 +80,7 @@ impl ContextFiles {
     /// The list of `context_id`'s files: the one kept when its version is the
     /// database's, else read (the version first: a change between the two reads leaves a
     /// list newer than its version, read again next time, never an older one).
-    fn work_list(&self, context_id: &str) -> Result<Arc<Vec<WorkFile>>, FileError> {
+    fn work_list(&self, context_id: &str) -> Result<Arc<FileList>, FileError> {
         let version = self.store.context_files_version(context_id)?;
         if let Some(files) = self.lists.get(context_id, version) {
             return Ok(files);
@@ -93,7 +93,7 @@ impl ContextFiles {
                 executable: f.executable,
             })
             .collect();
-        let files = Arc::new(files);
+        let files = Arc::new(FileList::new(files));
         self.lists.put(context_id, version, Arc::clone(&files));
         Ok(files)
     }
@@ -151,7 +151,7 @@ impl ContextFiles {
 mod tests {
     use super::*;
 
-    fn list(n: usize) -> Arc<Vec<WorkFile>> {
+    fn list(n: usize) -> Arc<FileList> {
         let file = |i: usize| WorkFile {
             path: format!("f{i}"),
             size: 1,

@@ -15,7 +15,7 @@ use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
 };
-use skillbox_protocol::workdir::{WorkDir, WorkFile};
+use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile};
 
 use super::fake_proxy::FakeProxy;
 
@@ -63,7 +63,7 @@ impl FakeCore {
                     sha256: sha256(b),
                     executable: self.executable.lock().unwrap().contains(p),
                 })
-                .collect::<Vec<_>>()
+                .collect::<FileList>()
                 .into(),
             max_file_bytes: 1 << 20,
             max_total_bytes: 8 << 20,
