@@ -72,6 +72,17 @@ fn sandbox() -> Sandbox {
     Sandbox::new(SandboxConfig { uid_base, ..config }).unwrap()
 }
 
+/// The one work folder kept on this test process's shelf (in the blob cache's folder).
+fn the_kept_folder() -> std::path::PathBuf {
+    let shelf = scratch_root()
+        .join(".blobs")
+        .join(std::process::id().to_string())
+        .join("shelf");
+    let kept: Vec<_> = std::fs::read_dir(&shelf).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "{shelf:?}");
+    kept[0].path()
+}
+
 /// Whether this machine gives calls users of their own (only those folders are kept).
 fn kept_here() -> bool {
     if !running_as_root() {
@@ -249,13 +260,7 @@ fn a_kept_file_altered_on_disk_or_a_link_the_tool_made_is_never_served() {
     assert!(first.starts_with("core's\na.txt "), "{first}");
     // Something alters the kept copy on disk (the shelf is root's, under the cache). The
     // tool left a link, so the folder is not settled: the next call checks every file.
-    let shelf = scratch_root()
-        .join(".blobs")
-        .join(std::process::id().to_string())
-        .join("shelf");
-    let kept: Vec<_> = std::fs::read_dir(&shelf).unwrap().flatten().collect();
-    assert_eq!(kept.len(), 1, "{shelf:?}");
-    std::fs::write(kept[0].path().join("a.txt"), "tampered").unwrap();
+    std::fs::write(the_kept_folder().join("a.txt"), "tampered").unwrap();
     let second = run(&sandbox, &root, &core);
     assert!(
         second.starts_with("core's\na.txt "),
@@ -281,13 +286,7 @@ fn a_settled_kept_folder_altered_on_disk_is_checked_file_by_file_again() {
     let sandbox = sandbox();
     assert_eq!(run(&sandbox, &root, &core), "core's");
     assert_eq!(run(&sandbox, &root, &core), "core's");
-    let shelf = scratch_root()
-        .join(".blobs")
-        .join(std::process::id().to_string())
-        .join("shelf");
-    let kept: Vec<_> = std::fs::read_dir(&shelf).unwrap().flatten().collect();
-    assert_eq!(kept.len(), 1, "{shelf:?}");
-    std::fs::write(kept[0].path().join("a.txt"), "CORE'S").unwrap();
+    std::fs::write(the_kept_folder().join("a.txt"), "CORE'S").unwrap();
     assert_eq!(
         run(&sandbox, &root, &core),
         "core's",
