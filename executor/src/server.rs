@@ -34,6 +34,7 @@ use crate::egress::EgressError;
 use crate::registry::Registry;
 use crate::sandbox::Sandbox;
 use crate::session::Sessions;
+use crate::workdir::ContextLists;
 
 /// Default calls waiting for a slot before new ones are refused.
 pub const DEFAULT_MAX_QUEUE: usize = 64;
@@ -127,6 +128,8 @@ pub struct ExecutorService {
     waiting: AtomicUsize,
     in_flight: AtomicUsize,
     drain: Drain,
+    /// The last list of files of each context, by digest.
+    lists: ContextLists,
 }
 
 impl ExecutorService {
@@ -153,6 +156,7 @@ impl ExecutorService {
             waiting: AtomicUsize::new(0),
             in_flight: AtomicUsize::new(0),
             drain: Drain::default(),
+            lists: ContextLists::default(),
         }
     }
 
@@ -186,7 +190,10 @@ impl ExecutorService {
 
     async fn execute(&self, params: Option<&RawValue>) -> Result<Value, ErrorObject> {
         let arrived = std::time::Instant::now();
-        let params: <ToolExecute as RpcMethod>::Params = decode::<ToolExecute>(params)?;
+        let mut params: <ToolExecute as RpcMethod>::Params = decode::<ToolExecute>(params)?;
+        if let Some(work) = params.workdir.as_mut() {
+            self.lists.resolve(work)?;
+        }
         let call_id = params.call_id.clone();
         let _held = self.drain.admit(&call_id)?;
         if self.waiting.fetch_add(1, Ordering::SeqCst) >= self.max_queue
@@ -285,7 +292,8 @@ impl RpcHandler for ExecutorService {
                     to_value(&result)
                 }
                 ExecutorMethod::SessionExec => {
-                    let p = decode::<SessionExec>(params)?;
+                    let mut p = decode::<SessionExec>(params)?;
+                    self.lists.resolve(&mut p.files)?;
                     let answer = self.sessions.exec(&self.registry(), p).await?;
                     to_value(&answer)
                 }

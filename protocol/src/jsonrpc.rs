@@ -45,6 +45,11 @@ pub mod code {
     /// A quota or size limit refused the request (a context file over `[files]` quotas):
     /// the call's result says `resource_limit`.
     pub const RESOURCE_LIMIT: i64 = -32006;
+    /// A call named its context's list of files by digest alone (`list_sha256` without
+    /// `files`) and the executor does not hold that list (it never got it, restarted, or
+    /// let it go): it refused the call before running anything of it, and the core sends
+    /// it again with the whole list.
+    pub const UNKNOWN_FILE_LIST: i64 = -32007;
 }
 
 /// A request or response id: a number or a string (`null` only in error responses to

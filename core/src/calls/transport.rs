@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use std::net::SocketAddr;
 
-use skillbox_channel::client::{decode_result, ClientError};
+use skillbox_channel::client::{decode_result, encode_params, ClientError};
 use skillbox_protocol::methods::{DepsBuildParams, DepsBuildResult, ToolExecuteParams};
 use skillbox_protocol::result::ToolResult;
 use skillbox_protocol::rpc::{
@@ -24,6 +24,7 @@ use skillbox_protocol::session::{
     SessionAnswer, SessionCloseParams, SessionCloseResult, SessionExecParams, SessionWriteParams,
 };
 use skillbox_protocol::skill::{Security, Skill};
+use skillbox_protocol::workdir::WorkDir;
 
 use super::CallError;
 use crate::executors::docker::oneoff::ContainerRunner;
@@ -165,25 +166,52 @@ impl ExecutorTransport for ExecutorPool {
     /// A call of a `read` tool may be sent to another executor even when the first may
     /// have run it; any other tool's only when the first surely did not (draining, no
     /// connection): a `write` tool never runs twice.
+    ///
+    /// A context's list of files an executor may hold goes as its digest alone; an
+    /// executor that does not hold it refuses before running anything, and the call goes
+    /// again with the whole list.
     fn execute(&self, call: Dispatched, timeout: Duration) -> TransportFuture<'_> {
         Box::pin(async move {
             let resend = resend_for(call.security);
-            self.call_method::<ToolExecute>(&call.params, timeout, resend)
-                .await
-                .map_err(|e| CallError::from_pool(e, resend))
+            let mut params = call.params;
+            let withheld = (params.workdir.as_mut()).is_some_and(WorkDir::withhold_list_if_sent);
+            let whole = || {
+                let mut params = params.clone();
+                params.workdir.as_mut().map(WorkDir::send_list_whole);
+                encode_params::<ToolExecute>(&params)
+            };
+            let answer = (self.call_with_whole(
+                ToolExecute::NAME,
+                &params,
+                withheld.then_some(&whole as _),
+                timeout,
+                resend,
+            ))
+            .await
+            .and_then(decode_result::<ToolExecute>);
+            answer.map_err(|e| CallError::from_pool(e, resend))
         })
     }
 
     fn session_exec(
         &self,
         _skill: Arc<Skill>,
-        params: SessionExecParams,
+        mut params: SessionExecParams,
         timeout: Duration,
     ) -> JobFuture<'_, (SessionAnswer, Placement)> {
         Box::pin(async move {
-            let (answer, addr) = self
-                .call_method_placed::<SessionExec>(&params, timeout)
-                .await?;
+            let withheld = params.files.withhold_list_if_sent();
+            let whole = || {
+                let mut params = params.clone();
+                params.files.send_list_whole();
+                encode_params::<SessionExec>(&params)
+            };
+            let answer = self.call_method_placed::<SessionExec>(
+                &params,
+                withheld.then_some(&whole as _),
+                timeout,
+            );
+            let (answer, addr) = answer.await?;
             Ok((answer, Placement::Executor(addr)))
         })
     }

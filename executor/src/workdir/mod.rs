@@ -9,6 +9,7 @@
 
 mod fetch_stream;
 mod layout;
+mod lists;
 mod path;
 pub mod shelf;
 mod sync;
@@ -16,6 +17,7 @@ mod watch;
 
 pub use crate::blobs::{BlobCache, BLOBS_DIR, DEFAULT_CAP_BYTES};
 pub use layout::lay_out;
+pub use lists::ContextLists;
 pub use path::segments as path_segments;
 pub use shelf::{Shelved, WorkShelf};
 pub use sync::{sync_back, SyncReport};

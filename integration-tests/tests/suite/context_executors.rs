@@ -118,3 +118,55 @@ fn a_changed_or_removed_file_is_seen_by_the_next_command_on_either_executor() {
         "a removed file was still there: {third:?}"
     );
 }
+
+/// The core names a context's unchanged list of files by its digest alone once an
+/// executor got it whole; an executor restarted since holds no list, refuses the command
+/// for it, and the core sends it again whole: the command runs once, over the files.
+#[test]
+fn a_restarted_executor_gets_the_list_it_no_longer_holds_whole_again() {
+    let port = free_port();
+    let mut sb = Skillbox::spawn(Options {
+        executor_url: Some(format!("https://127.0.0.1:{port}")),
+        fixed_callback_port: true,
+        ..Options::default()
+    });
+    let pki = sb.pki();
+    poll("the core's channel PKI", POLL_TIMEOUT, || {
+        pki.join("ca.pem").exists().then_some(())
+    });
+    let scratch = sb.root.path().join("scratch");
+    let executor = start_executor(&sb, port, &scratch);
+    sb.wait_ready();
+    let r = sb.request("PUT", "/v1/contexts/kept-1/files/f.txt", Some(&json!("v1")));
+    assert!(r.status == 201 || r.status == 200, "{}", r.body);
+    // Appends a line to a log the command leaves, so each run shows once.
+    let run = || {
+        sb.request(
+            "POST",
+            "/v1/tools/call",
+            Some(&json!({"tool": "exec_command", "context_id": "kept-1",
+                         "args": {"cmd": "cat f.txt; echo ran >> runs.log", "yield_ms": 10000}})),
+        )
+        .json()
+    };
+    let output = |r: &serde_json::Value| r["data"]["output"].as_str().map(|o| o.trim().to_string());
+    for _ in 0..3 {
+        let r = run();
+        assert_eq!(output(&r).as_deref(), Some("\"v1\""), "{r}");
+    }
+    drop(executor);
+    let _executor = start_executor(&sb, port, &scratch);
+    let r = poll("a command on the restarted executor", POLL_TIMEOUT, || {
+        let r = run();
+        (r["success"] == true).then_some(r)
+    });
+    assert_eq!(output(&r).as_deref(), Some("\"v1\""), "{r}");
+    let log = sb.request("GET", "/v1/contexts/kept-1/files/runs.log", None);
+    assert_eq!(log.status, 200, "{}", log.body);
+    assert_eq!(
+        log.body.lines().count(),
+        4,
+        "each command ran once: {}",
+        log.body
+    );
+}

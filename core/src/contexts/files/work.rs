@@ -2,11 +2,9 @@
 //! ([`ContextFiles::work_dir`]) and their bytes chunk by chunk ([`ContextFiles::read_chunk`])
 //! for the executor that runs the call (docs/sessions.md).
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile, MAX_CHUNK_BYTES};
+use skillbox_protocol::workdir::{FileList, HeldLists, WorkDir, WorkFile, MAX_CHUNK_BYTES};
 
 use super::read::open_file_beneath;
 use super::{check_path, ContextFiles, FileError};
@@ -14,53 +12,20 @@ use super::{check_path, ContextFiles, FileError};
 /// Most contexts whose last list is kept in memory.
 pub const MAX_LISTS: usize = 64;
 
+/// Most files in all the lists kept.
+pub const MAX_LISTED_FILES: usize = 1 << 20;
+
 /// The list of each context's files as last read, with the list's version then
 /// ([`crate::state::store::Store::context_files_version`]): a call in a context whose
-/// files did not change gets it without reading the database. At most [`MAX_LISTS`], the
-/// longest unused going first.
-#[derive(Debug, Default)]
-pub struct Lists {
-    held: Mutex<HashMap<String, Listed>>,
-    clock: AtomicU64,
-}
-
+/// files did not change gets it without reading the database (and an executor that holds
+/// it by its digest gets the digest alone). At most [`MAX_LISTS`] lists of
+/// [`MAX_LISTED_FILES`] files in all, the longest unused going first.
 #[derive(Debug)]
-struct Listed {
-    version: i64,
-    files: Arc<FileList>,
-    used: u64,
-}
+pub struct Lists(HeldLists<i64>);
 
-impl Lists {
-    /// The list of `context` read at `version`, if it is the one kept.
-    fn get(&self, context: &str, version: i64) -> Option<Arc<FileList>> {
-        let mut held = self.held.lock().ok()?;
-        let listed = held.get_mut(context).filter(|l| l.version == version)?;
-        listed.used = self.clock.fetch_add(1, Ordering::Relaxed);
-        Some(Arc::clone(&listed.files))
-    }
-
-    /// Keeps `files`, the list of `context` read at `version`.
-    fn put(&self, context: &str, version: i64, files: Arc<FileList>) {
-        let Ok(mut held) = self.held.lock() else {
-            return;
-        };
-        let used = self.clock.fetch_add(1, Ordering::Relaxed);
-        let listed = Listed {
-            version,
-            files,
-            used,
-        };
-        held.insert(context.to_string(), listed);
-        while held.len() > MAX_LISTS {
-            let Some(oldest) = (held.iter())
-                .min_by_key(|(_, l)| l.used)
-                .map(|(c, _)| c.clone())
-            else {
-                break;
-            };
-            held.remove(&oldest);
-        }
+impl Default for Lists {
+    fn default() -> Self {
+        Self(HeldLists::new(MAX_LISTS, MAX_LISTED_FILES))
     }
 }
 
@@ -74,6 +39,7 @@ impl ContextFiles {
             max_total_bytes: self.limits.max_total_bytes,
             max_files: self.limits.max_files,
             context_id: Some(context_id.to_string()),
+            ..WorkDir::default()
         })
     }
 
@@ -82,7 +48,7 @@ impl ContextFiles {
     /// list newer than its version, read again next time, never an older one).
     fn work_list(&self, context_id: &str) -> Result<Arc<FileList>, FileError> {
         let version = self.store.context_files_version(context_id)?;
-        if let Some(files) = self.lists.get(context_id, version) {
+        if let Some(files) = self.lists.0.get(context_id, &version) {
             return Ok(files);
         }
         let files: Vec<WorkFile> = (self.store.context_files(context_id)?.into_iter())
@@ -94,7 +60,11 @@ impl ContextFiles {
             })
             .collect();
         let files = Arc::new(FileList::new(files));
-        self.lists.put(context_id, version, Arc::clone(&files));
+        // Encoded and named here, off the async threads, once per version.
+        if let Err(e) = files.sha256() {
+            tracing::warn!(context = context_id, error = %e, "a context's list could not be encoded");
+        }
+        self.lists.0.put(context_id, version, Arc::clone(&files));
         Ok(files)
     }
 
@@ -144,40 +114,5 @@ impl ContextFiles {
         }
         buf.truncate(filled);
         Ok((buf, offset + filled as u64 >= size))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn list(n: usize) -> Arc<FileList> {
-        let file = |i: usize| WorkFile {
-            path: format!("f{i}"),
-            size: 1,
-            sha256: "ab".repeat(32),
-            executable: false,
-        };
-        Arc::new((0..n).map(file).collect())
-    }
-
-    /// A list is served at the version it was read at and at no other; at most
-    /// [`MAX_LISTS`] are kept, the longest unused going first.
-    #[test]
-    fn a_kept_list_is_served_only_at_its_version_and_within_the_bound() {
-        let lists = Lists::default();
-        lists.put("c", 3, list(2));
-        assert_eq!(lists.get("c", 3).map(|l| l.len()), Some(2));
-        assert!(lists.get("c", 4).is_none(), "the list changed since");
-        assert!(lists.get("other", 3).is_none());
-        lists.put("c", 4, list(1));
-        assert!(lists.get("c", 3).is_none(), "replaced");
-        for i in 0..MAX_LISTS {
-            lists.get("c", 4);
-            lists.put(&format!("n{i}"), 1, list(1));
-        }
-        assert_eq!(lists.held.lock().unwrap().len(), MAX_LISTS);
-        assert!(lists.get("c", 4).is_some(), "used most recently, kept");
-        assert!(lists.get("n0", 1).is_none(), "the longest unused went");
     }
 }

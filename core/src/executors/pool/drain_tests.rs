@@ -216,7 +216,7 @@ async fn pool_with_every_executor_draining_fails_the_call_as_unavailable_drainin
 }
 
 /// A skill with a `read` and a `write` tool.
-fn skill_with_read_and_write() -> (tempfile::TempDir, Arc<Skill>) {
+pub(super) fn skill_with_read_and_write() -> (tempfile::TempDir, Arc<Skill>) {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("ledger");
     std::fs::create_dir_all(&dir).unwrap();

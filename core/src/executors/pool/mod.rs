@@ -13,8 +13,13 @@
 
 pub mod discovery;
 mod endpoint;
+mod listed;
+mod resend;
 
 pub use endpoint::{network_mode, Endpoint, EndpointStatus};
+pub use listed::Whole;
+use resend::Failure;
+pub use resend::Resend;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,50 +45,6 @@ pub const RELOAD_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_HEALTH_INTERVAL: Duration = Duration::from_secs(2);
 /// Most executors one call is offered to (the first and up to three others).
 pub const MAX_ATTEMPTS: usize = 4;
-
-/// When a call that failed on one executor may be sent to another.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Resend {
-    /// Only when the request surely did not reach the executor: no connection could be
-    /// made, or the executor refused it as draining. For `write` and `sign` tools and for
-    /// every method but `tool.execute` of a `read` tool.
-    OnlyUndelivered,
-    /// Also when the connection broke after the request was sent (the tool may have run):
-    /// for `read` tools, which may run twice.
-    AlsoDelivered,
-}
-
-/// What one attempt's failure allows.
-#[derive(Debug, PartialEq, Eq)]
-enum Failure {
-    /// The request did not reach the executor.
-    Undelivered,
-    /// It may have: the connection broke or the answer was unreadable.
-    MaybeDelivered,
-    /// Final: a timeout (sending again would double the wait) or the executor's own answer.
-    Final,
-}
-
-impl Failure {
-    fn of(e: &ClientError) -> Self {
-        match e {
-            ClientError::Connect { .. } => Failure::Undelivered,
-            ClientError::Rpc(o) if o.code == code::EXECUTOR_DRAINING => Failure::Undelivered,
-            ClientError::Unreachable { .. } | ClientError::BadAnswer { .. } => {
-                Failure::MaybeDelivered
-            }
-            _ => Failure::Final,
-        }
-    }
-
-    fn may_resend(&self, resend: Resend) -> bool {
-        match self {
-            Failure::Undelivered => true,
-            Failure::MaybeDelivered => resend == Resend::AlsoDelivered,
-            Failure::Final => false,
-        }
-    }
-}
 
 /// The executor endpoints and the round-robin over the healthy ones.
 #[derive(Debug)]
@@ -259,6 +220,7 @@ impl ExecutorPool {
     pub async fn call_method_placed<M: RpcMethod>(
         &self,
         params: &M::Params,
+        whole: Whole<'_>,
         timeout: Duration,
     ) -> Result<(M::Result, SocketAddr), ClientError> {
         let params = encode_params::<M>(params)?;
@@ -269,7 +231,8 @@ impl ExecutorPool {
                 break;
             };
             tried.push(endpoint.addr);
-            match self.call_on(&endpoint, M::NAME, &*params, timeout).await {
+            let answer = self.call_on_listed(&endpoint, M::NAME, &*params, whole, timeout);
+            match answer.await {
                 Ok(v) => return Ok((decode_result::<M>(v)?, endpoint.addr)),
                 Err(e) if Failure::of(&e).may_resend(Resend::OnlyUndelivered) => last = Some(e),
                 Err(e) => return Err(e),
@@ -324,6 +287,19 @@ impl ExecutorPool {
         timeout: Duration,
         resend: Resend,
     ) -> Result<Value, ClientError> {
+        (self.call_with_whole(method_name, params, None, timeout, resend)).await
+    }
+
+    /// [`ExecutorPool::call_with`] of params that may name lists of files by digest:
+    /// `whole` the same params with the lists whole ([`listed`]).
+    pub async fn call_with_whole<P: Serialize + ?Sized + Sync>(
+        &self,
+        method_name: &str,
+        params: &P,
+        whole: Whole<'_>,
+        timeout: Duration,
+        resend: Resend,
+    ) -> Result<Value, ClientError> {
         let mut tried: Vec<SocketAddr> = Vec::new();
         let mut last: Option<ClientError> = None;
         while tried.len() < MAX_ATTEMPTS {
@@ -331,7 +307,8 @@ impl ExecutorPool {
                 break;
             };
             tried.push(endpoint.addr);
-            let error = match self.call_on(&endpoint, method_name, params, timeout).await {
+            let answer = self.call_on_listed(&endpoint, method_name, params, whole, timeout);
+            let error = match answer.await {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
@@ -487,5 +464,7 @@ impl ExecutorPool {
 
 #[cfg(test)]
 mod drain_tests;
+#[cfg(test)]
+mod list_tests;
 #[cfg(test)]
 mod tests;

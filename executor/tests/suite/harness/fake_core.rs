@@ -68,7 +68,7 @@ impl FakeCore {
             max_file_bytes: 1 << 20,
             max_total_bytes: 8 << 20,
             max_files: 100,
-            context_id: None,
+            ..WorkDir::default()
         }
     }
 

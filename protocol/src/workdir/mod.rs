@@ -6,11 +6,15 @@
 //! (`core.contextFileWrite`, `core.contextFileDelete`). The core judges each of those by
 //! the call's context, never by what the executor names.
 
-use std::ops::Deref;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::value::RawValue;
+
+mod file_list;
+mod held;
+
+pub use file_list::FileList;
+pub use held::HeldLists;
 
 /// Files at least this large come to the executor over a file stream of the channel
 /// (`POST /file`) as raw bytes, when it has one to the core: a [`FileStreamRequest`]
@@ -70,92 +74,16 @@ fn is_false(b: &bool) -> bool {
     !b
 }
 
-/// A context's list of files as it travels with its calls, encoded once: the core sends
-/// the list it keeps per context with every call in that context, and each request
-/// carries the same JSON (in a profile of unchanged calls in a context of 1,000 files,
-/// encoding the list was a quarter of the core's time). Reads as the `Vec` it holds.
-#[derive(Default)]
-pub struct FileList {
-    files: Vec<WorkFile>,
-    /// The list as JSON, made at its first encoding.
-    json: OnceLock<Box<RawValue>>,
-}
-
-impl FileList {
-    /// The list of `files`.
-    pub fn new(files: Vec<WorkFile>) -> Self {
-        Self {
-            files,
-            json: OnceLock::new(),
-        }
-    }
-}
-
-impl From<Vec<WorkFile>> for FileList {
-    fn from(files: Vec<WorkFile>) -> Self {
-        Self::new(files)
-    }
-}
-
-impl FromIterator<WorkFile> for FileList {
-    fn from_iter<I: IntoIterator<Item = WorkFile>>(iter: I) -> Self {
-        Self::new(iter.into_iter().collect())
-    }
-}
-
-impl Deref for FileList {
-    type Target = Vec<WorkFile>;
-
-    fn deref(&self) -> &Vec<WorkFile> {
-        &self.files
-    }
-}
-
-impl Clone for FileList {
-    fn clone(&self) -> Self {
-        Self::new(self.files.clone())
-    }
-}
-
-impl PartialEq for FileList {
-    fn eq(&self, other: &Self) -> bool {
-        self.files == other.files
-    }
-}
-
-impl Eq for FileList {}
-
-impl std::fmt::Debug for FileList {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(&self.files).finish()
-    }
-}
-
-impl Serialize for FileList {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::Error;
-        let json = match self.json.get() {
-            Some(json) => json,
-            None => {
-                let text = serde_json::to_string(&self.files).map_err(S::Error::custom)?;
-                let raw = RawValue::from_string(text).map_err(S::Error::custom)?;
-                self.json.get_or_init(|| raw)
-            }
-        };
-        json.serialize(serializer)
-    }
-}
-
-impl<'de> Deserialize<'de> for FileList {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        Vec::<WorkFile>::deserialize(deserializer).map(Self::new)
-    }
-}
-
 /// What a call made in a context gets: the context's files and the limits on what it may
 /// leave there.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+///
+/// On the wire the list is `files`, and with it, for a call in a context, `list_sha256`
+/// ([`FileList::sha256`]): the executor keeps the last list of each context under it.
+/// Once a call carried a list whole, later calls may carry the digest alone
+/// ([`WorkDir::list_withheld`]); an executor that does not hold that list refuses the call
+/// before running anything with [`crate::jsonrpc::code::UNKNOWN_FILE_LIST`], and the core
+/// sends it again whole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WorkDir {
     /// Every file of the context's folder. Shared: the core hands out the list it keeps
     /// per context without copying or encoding it again for each call.
@@ -169,8 +97,84 @@ pub struct WorkDir {
     /// The context the folder is: an executor keeps a call's folder after its end and lays
     /// out the next call of the same context from it, moving only what changed. Absent:
     /// laid out anew.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_id: Option<String>,
+    /// The list's SHA-256 as it came (`list_sha256`), on the executor's side; the core's
+    /// side writes [`FileList::sha256`] of `files`.
+    pub list_sha256: Option<String>,
+    /// Whether the list travels as its digest alone: set by the sender for an executor
+    /// that may hold it; on the receiver, whether `files` was absent (the list is still to
+    /// be found by its digest).
+    pub list_withheld: bool,
+}
+
+/// A [`WorkDir`] as it is written.
+#[derive(Serialize)]
+struct WorkDirOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    files: Option<&'a FileList>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    list_sha256: Option<&'a str>,
+    max_file_bytes: u64,
+    max_total_bytes: u64,
+    max_files: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    context_id: Option<&'a str>,
+}
+
+/// A [`WorkDir`] as it is read.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WorkDirIn {
+    #[serde(default)]
+    files: Option<FileList>,
+    #[serde(default)]
+    list_sha256: Option<String>,
+    max_file_bytes: u64,
+    max_total_bytes: u64,
+    max_files: usize,
+    #[serde(default)]
+    context_id: Option<String>,
+}
+
+impl Serialize for WorkDir {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        // Named only in a context: the executor keeps lists per context.
+        let list_sha256 = match &self.context_id {
+            Some(_) => Some(self.files.sha256().map_err(S::Error::custom)?),
+            None => None,
+        };
+        let withheld = self.list_withheld && list_sha256.is_some();
+        WorkDirOut {
+            files: (!withheld).then_some(&*self.files),
+            list_sha256,
+            max_file_bytes: self.max_file_bytes,
+            max_total_bytes: self.max_total_bytes,
+            max_files: self.max_files,
+            context_id: self.context_id.as_deref(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for WorkDir {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let w = WorkDirIn::deserialize(deserializer)?;
+        if w.files.is_none() && (w.list_sha256.is_none() || w.context_id.is_none()) {
+            return Err(serde::de::Error::custom(
+                "a work dir needs `files`, or `list_sha256` with `context_id`",
+            ));
+        }
+        Ok(WorkDir {
+            list_withheld: w.files.is_none(),
+            files: Arc::new(w.files.unwrap_or_default()),
+            max_file_bytes: w.max_file_bytes,
+            max_total_bytes: w.max_total_bytes,
+            max_files: w.max_files,
+            context_id: w.context_id,
+            list_sha256: w.list_sha256,
+        })
+    }
 }
 
 impl WorkDir {
@@ -182,7 +186,21 @@ impl WorkDir {
             max_total_bytes: self.max_total_bytes,
             max_files: self.max_files,
             context_id: self.context_id.clone(),
+            list_sha256: None,
+            list_withheld: false,
         }
+    }
+
+    /// For an executor that keeps lists: the list travels as its digest alone when a call
+    /// carried it whole before (to this executor or another). Returns whether it does.
+    pub fn withhold_list_if_sent(&mut self) -> bool {
+        self.list_withheld = self.context_id.is_some() && self.files.mark_sent();
+        self.list_withheld
+    }
+
+    /// The list goes whole again (the executor did not hold it).
+    pub fn send_list_whole(&mut self) {
+        self.list_withheld = false;
     }
 }
 
@@ -257,63 +275,4 @@ pub struct ContextFileDeleteParams {
 pub struct ContextFileDeleted {}
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// The list encoded once is what the `Vec` encodes to, every time it is written, in a
-    /// request line or a JSON tree.
-    #[test]
-    fn a_file_list_is_encoded_once_as_its_vec_is() {
-        let file = |i: u32| WorkFile {
-            path: format!("d/f{i}"),
-            size: u64::from(i),
-            sha256: format!("{i:064x}"),
-            executable: i % 2 == 0,
-        };
-        let files: Vec<WorkFile> = (0..3).map(file).collect();
-        let list = FileList::new(files.clone());
-        let want = serde_json::to_string(&files).unwrap();
-        assert_eq!(serde_json::to_string(&list).unwrap(), want);
-        assert_eq!(
-            serde_json::to_string(&list).unwrap(),
-            want,
-            "from its kept text"
-        );
-        assert_eq!(
-            serde_json::to_value(&list).unwrap(),
-            serde_json::to_value(&files).unwrap()
-        );
-        let back: FileList = serde_json::from_str(&want).unwrap();
-        assert_eq!(back, list);
-        assert_eq!(*back, files);
-    }
-
-    #[test]
-    fn a_work_dir_travels_as_json_and_refuses_unknown_fields() {
-        let w = WorkDir {
-            files: Arc::new(FileList::new(vec![WorkFile {
-                path: "in/a.pdf".into(),
-                size: 3,
-                sha256: "ab".into(),
-                executable: false,
-            }])),
-            max_file_bytes: 10,
-            max_total_bytes: 20,
-            max_files: 2,
-            context_id: Some("c1".into()),
-        };
-        let v = serde_json::to_value(&w).unwrap();
-        assert_eq!(serde_json::from_value::<WorkDir>(v.clone()).unwrap(), w);
-        let bad = json!({"path": "a", "size": 1, "sha256": "x", "mode": 7});
-        assert!(serde_json::from_value::<WorkFile>(bad).is_err());
-        // The exec bit travels only when set.
-        assert!(!v.to_string().contains("executable"));
-        let script = json!({"path": "run.sh", "size": 1, "sha256": "x", "executable": true});
-        assert!(
-            serde_json::from_value::<WorkFile>(script)
-                .unwrap()
-                .executable
-        );
-    }
-}
+mod tests;
