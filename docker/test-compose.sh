@@ -222,6 +222,8 @@ echo "test-compose: network"
 body=$(curl -sS --max-time 10 "$gateway/healthz")
 expect "GET /healthz says which network mode is in force: per-call namespaces" "$body" \
   'r["network"].startswith("namespaces:") and r["sandbox"]["sandbox"]["network_namespaces"] is True'
+expect "GET /healthz: both executors watch the context folders they keep (inotify works under their seccomp policy)" "$body" \
+  'r["sandbox"]["sandbox"]["watched_folders"] is True'
 expect_out "the core's log says the same when the executor turned healthy" \
   'executor healthy.*network.*namespaces' compose logs --no-color core
 fetch_ip=$(docker inspect -f '{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}' "$fetch_id" | awk '{print $1}')

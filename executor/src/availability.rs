@@ -37,6 +37,7 @@ pub fn sandbox_facts(
         network_namespaces,
         unix_sockets,
         memory_limit: memory_limit.as_str().to_string(),
+        watched_folders: crate::workdir::kept_folders_watched(),
         scripts: crate::script_facts::script_facts(registry, deps_root, on_sandbox_path),
     }
 }

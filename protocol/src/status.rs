@@ -105,6 +105,12 @@ pub struct SandboxFacts {
     /// the address space runtimes reserve). Empty from executors that predate it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub memory_limit: String,
+    /// Whether the executor watches the context folders it keeps between calls with
+    /// inotify: a call in a context whose files did not change then walks nothing after
+    /// it ends. Without it every such call walks its folder (as correct, slower). Absent
+    /// (false) from executors that predate it.
+    #[serde(default)]
+    pub watched_folders: bool,
     /// Skill name → what its scripts use that is missing where they run
     /// (`crate::skill::script_uses`): only skills with something missing. A diagnostic
     /// for `skillbox doctor` and `skill info`, never a reason to hold a skill unavailable.
@@ -119,6 +125,7 @@ impl SandboxFacts {
     pub fn merge(&mut self, other: &SandboxFacts) {
         self.network_namespaces &= other.network_namespaces;
         self.unix_sockets &= other.unix_sockets;
+        self.watched_folders &= other.watched_folders;
         for (program, present) in &other.programs {
             let entry = self.programs.entry(program.clone()).or_insert(*present);
             *entry &= *present;
@@ -172,5 +179,35 @@ impl ScriptFacts {
             ));
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A kind of namespace and the watched folders count only when every executor has
+    /// them; a program only when every one finds it.
+    #[test]
+    fn merged_facts_hold_only_what_every_executor_has() {
+        let watching = SandboxFacts {
+            network_namespaces: true,
+            unix_sockets: true,
+            watched_folders: true,
+            programs: [("python3".to_string(), true)].into(),
+            ..SandboxFacts::default()
+        };
+        let mut both = watching.clone();
+        both.merge(&watching);
+        assert!(both.watched_folders && both.network_namespaces && both.unix_sockets);
+        let walking = SandboxFacts {
+            watched_folders: false,
+            programs: [("python3".to_string(), false)].into(),
+            ..watching.clone()
+        };
+        both.merge(&walking);
+        assert!(!both.watched_folders, "one executor walks its folders");
+        assert!(both.network_namespaces);
+        assert!(!both.programs["python3"]);
     }
 }

@@ -21,6 +21,7 @@ pub use lists::ContextLists;
 pub use path::segments as path_segments;
 pub use shelf::{Shelved, WorkShelf};
 pub use sync::{sync_back, SyncReport};
+pub use watch::kept_folders_watched;
 
 use std::collections::BTreeMap;
 

@@ -188,6 +188,12 @@ struct State {
     folders: HashMap<u64, Folder>,
 }
 
+/// Whether the kept folders are watched (inotify works here): the health's sandbox facts
+/// say so.
+pub fn kept_folders_watched() -> bool {
+    Watcher::global().is_some()
+}
+
 impl Watcher {
     /// The executor's watcher, made on first use; `None` (logged once) where inotify is
     /// not available.

@@ -114,6 +114,12 @@ fn node_and_the_jvm_start_under_the_default_limit_and_a_node_hog_is_resource_lim
         Some("rlimit") => {}
         _ => panic!("health names no memory limit mode: {health}"),
     }
+    // And that the folders kept between a context's calls are watched (inotify works
+    // in the executor, under its own seccomp policy).
+    assert_eq!(
+        health["sandbox"]["sandbox"]["watched_folders"], true,
+        "{health}"
+    );
     let mut cmd = "node -e 'console.log(6*7)'".to_string();
     if have("java") {
         cmd.push_str(" && java -version 2>&1");
