@@ -30,7 +30,7 @@
 //! call's folder). Then a context of many files (`SESSIONS_MANY_FILES`, default 1,000,
 //! holding `SESSIONS_MANY_MB` together, default 1,024): their uploads, the first call in
 //! it, the next ones (`SESSIONS_MANY_CALLS`, default 9), and a call after one of them
-//! changed (`sessions/many_files.rs`).
+//! changed (`SESSIONS_MANY_CHANGED` rounds, default 5; `sessions/many_files.rs`).
 //! Nothing here asserts a time.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

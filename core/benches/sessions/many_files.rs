@@ -75,18 +75,19 @@ impl Case {
         let after = cpu();
         let per_call = |a: f64, b: f64| (b - a) / calls as f64;
         let (core_cpu, exec_cpu) = (per_call(before.0, after.0), per_call(before.1, after.1));
-        // One file changed between calls: the next call moves that one.
+        // One file changed between calls: the next call moves that one
+        // (`SESSIONS_MANY_CHANGED` rounds, default 5: more of them for a profiler).
         let mut changed = Vec::new();
-        for round in 0..5usize {
+        for round in 0..env_or("SESSIONS_MANY_CHANGED", 5).max(1) {
             let data = pattern_from(0xC0FF_EE00 + round as u64, size);
-            upload_to(addr, token, (CONTEXT, &name(round)), &data);
+            upload_to(addr, token, (CONTEXT, &name(round % self.files)), &data);
             changed.push(exec_true_in(&mut bot, CONTEXT));
         }
         let close = serde_json::json!({"tool": "close_context", "context_id": CONTEXT, "args": {}});
         bot.call_body("close_context", &close.to_string());
         drop(bot);
 
-        let same_n = same.len();
+        let (same_n, changed_n) = (same.len(), changed.len());
         let (same, changed) = (percentile(&mut same, 0.5), percentile(&mut changed, 0.5));
         let first_rate = mib / (first / 1000.0);
         format!(
@@ -94,12 +95,13 @@ impl Case {
              the first `exec_command` `true` in it **{first:.0} ms** (the executor fetches every file: {first_rate:.0} MiB/s, against {copy_mib_s:.0} MiB/s for a local `std::fs::copy` of one file); \
              the next {} **{same:.2} ms** at the median, **{:+.2} ms** over an empty context's {empty_ms:.2} ms (goal: within +1 ms while the files did not change); \
              CPU per unchanged call: core {core_cpu:.2} ms, executor {exec_cpu:.2} ms (from `/proc`, 10 ms ticks); \
-             after one file of it changed, the next call **{changed:.2} ms** at the median of five ({:+.2} ms over the empty context).\n",
+             after one file of it changed, the next call **{changed:.2} ms** at the median of {} ({:+.2} ms over the empty context).\n",
             self.files,
             size as f64 / (1024.0 * 1024.0),
             mib / upload_s,
             same_n,
             same - empty_ms,
+            changed_n,
             changed - empty_ms,
         )
     }
