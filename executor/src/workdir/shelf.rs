@@ -15,7 +15,9 @@
 //! [`Baseline`]) and going back to that same user, with the context's files unchanged,
 //! is taken as it is, without that walk: no call could write it since, and the kernel
 //! watches it ([`super::watch`]), so one that anything else changed on disk is walked
-//! as any other. A call runs as
+//! as any other. When the context's files changed meanwhile, such a folder is not walked
+//! either: what it records is what it holds, so the files the context no longer holds as
+//! they are go by their paths ([`trim_settled`]). A call runs as
 //! its context's last user when that id is free, so this is the common case. Two calls
 //! of one context at once: the second lays out
 //! anew. Only calls with a user of their own are kept (their end kills every process of
@@ -23,7 +25,7 @@
 //! as the blob cache may hold (512 MiB by default; both live in the scratch root,
 //! which may be a bounded tmpfs), the longest unused going first.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -208,10 +210,55 @@ pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkF
             tracked,
         };
     }
+    let settled_here = untouched
+        && uid.is_some()
+        && shelved.uid == uid
+        && shelved.baseline.settled
+        && shelved.baseline.owner == uid;
+    let mut recorded = shelved.baseline.files;
+    if settled_here {
+        match trim_settled(&mut recorded, work, files) {
+            Ok(()) => {
+                return Adopted {
+                    files: recorded,
+                    tracked,
+                }
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot trim the kept folder by its record; walking it")
+            }
+        }
+    }
+    match walk_kept(work, uid, files, &recorded) {
+        Ok(kept) => Adopted {
+            files: kept,
+            tracked,
+        },
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot reuse the kept work folder; laying it out anew");
+            let aside = work.with_extension("discarded");
+            if std::fs::rename(work, &aside).is_ok() {
+                Sweeper::global().remove(aside);
+            }
+            fresh(work);
+            Adopted::default()
+        }
+    }
+}
+
+/// Walks the kept folder now at `work` (given to `uid`): keeps each file `files` still
+/// holds as `recorded` says it was left (digest, exec bit, stamp), given to `uid`, and
+/// removes everything else. Returns what was kept, by path.
+fn walk_kept(
+    work: &Path,
+    uid: Option<u32>,
+    files: &[WorkFile],
+    recorded: &BTreeMap<String, Known>,
+) -> std::io::Result<BTreeMap<String, Known>> {
     let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
     let mut kept = BTreeMap::new();
     let mut decide = |rel: &str, at: Entry<'_>, st: &FileStat| {
-        let keep = (wanted.get(rel), shelved.baseline.files.get(rel));
+        let keep = (wanted.get(rel), recorded.get(rel));
         let (Some(want), Some(known)) = keep else {
             return Ok(false);
         };
@@ -249,21 +296,45 @@ pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkF
         give(me, &st, 0o700, uid)?;
         walk(dir, work, "", 0, &mut decide, uid)
     });
-    match walked {
-        Ok(_) => Adopted {
-            files: kept,
-            tracked,
-        },
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot reuse the kept work folder; laying it out anew");
-            let aside = work.with_extension("discarded");
-            if std::fs::rename(work, &aside).is_ok() {
-                Sweeper::global().remove(aside);
+    walked.map(|_| kept)
+}
+
+/// Trims a settled folder nothing touched since its sync, going back to its user, whose
+/// context's files changed since: it holds exactly what `recorded` says, so the files the
+/// context no longer holds as they are (by digest and exec bit) are removed by their paths
+/// and the folders they leave empty with them, without a walk. Leaves in `recorded` what
+/// stays. On an error, what is left is walked as any other kept folder.
+fn trim_settled(
+    recorded: &mut BTreeMap<String, Known>,
+    work: &Path,
+    files: &[WorkFile],
+) -> std::io::Result<()> {
+    let wanted: HashMap<&str, &WorkFile> = files.iter().map(|f| (f.path.as_str(), f)).collect();
+    let stale: Vec<String> = (recorded.iter())
+        .filter(|(path, known)| {
+            !wanted.get(path.as_str()).is_some_and(|want| {
+                want.sha256 == known.sha256 && want.executable == known.executable
+            })
+        })
+        .map(|(path, _)| path.clone())
+        .collect();
+    let mut left_empty = BTreeSet::new();
+    for path in &stale {
+        // No link anywhere in a settled folder: the path names the file it recorded.
+        std::fs::remove_file(work.join(path))?;
+        recorded.remove(path);
+        left_empty.extend(path.match_indices('/').map(|(i, _)| &path[..i]));
+    }
+    // Deepest first (a folder sorts before the folders under it).
+    for folder in left_empty.iter().rev() {
+        match std::fs::remove_dir(work.join(folder)) {
+            Err(e) if !matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST)) => {
+                return Err(e)
             }
-            fresh(work);
-            Adopted::default()
+            _ => {}
         }
     }
+    Ok(())
 }
 
 /// What [`adopt`] kept of a folder.

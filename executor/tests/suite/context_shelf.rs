@@ -294,6 +294,42 @@ fn a_settled_kept_folder_altered_on_disk_is_checked_file_by_file_again() {
     );
 }
 
+/// A settled kept folder whose context's files changed on the core's side is trimmed by
+/// what it records: the file the core replaced and the one it removed are gone, a new one
+/// comes; and one also altered on disk meanwhile is checked file by file (the watch saw
+/// it), so the altered bytes are never served.
+#[test]
+fn a_settled_kept_folder_whose_context_changed_serves_the_new_files_only() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(&root, "cat *.txt\n");
+    let core = FakeCore::with(&[("a.txt", b"a1 "), ("b.txt", b"b1 "), ("c.txt", b"c1 ")]);
+    let sandbox = sandbox();
+    let put = |path: &str, bytes: Option<&[u8]>| {
+        let mut files = core.files.lock().unwrap();
+        match bytes {
+            Some(b) => files.insert(path.to_string(), b.to_vec()),
+            None => files.remove(path),
+        };
+    };
+    assert_eq!(run(&sandbox, &root, &core), "a1 b1 c1 ");
+    assert_eq!(run(&sandbox, &root, &core), "a1 b1 c1 ");
+    put("b.txt", Some(b"b2 "));
+    put("c.txt", None);
+    put("d.txt", Some(b"d1 "));
+    assert_eq!(run(&sandbox, &root, &core), "a1 b2 d1 ");
+    assert_eq!(run(&sandbox, &root, &core), "a1 b2 d1 ");
+    std::fs::write(the_kept_folder().join("a.txt"), "A! ").unwrap();
+    put("d.txt", Some(b"d2 "));
+    assert_eq!(
+        run(&sandbox, &root, &core),
+        "a1 b2 d2 ",
+        "the core's bytes, not the altered ones"
+    );
+}
+
 /// A call that rewrites a file of a watched folder through a second name outside it,
 /// removed again before the call ends (so the folder looks as settled as before), has its
 /// change sent back: the file's own watch saw the write.

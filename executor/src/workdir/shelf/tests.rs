@@ -132,3 +132,76 @@ fn a_folder_holds_exactly_the_list_in_any_order_and_nothing_else() {
     }
     assert!(!holds_exactly(&kept, Some(7), &list[..1]), "a file fewer");
 }
+
+/// A settled folder going back to its user after its context's files changed is trimmed
+/// by its record, without a walk: the files the context no longer holds as they are (a
+/// digest or an exec bit changed, or gone) go, with the folders they leave empty; the
+/// rest stays as recorded. An entry the record does not know (something no call could
+/// have made: here the test's own) stays, which shows no walk ran; the same folder not
+/// settled is walked and loses it.
+#[test]
+fn a_settled_folder_whose_context_changed_is_trimmed_by_its_record() {
+    let me = nix::unistd::geteuid().as_raw();
+    let root = tempfile::tempdir().unwrap();
+    let shelved = |settled: bool| {
+        let dir = root.path().join(format!("kept-{settled}"));
+        let mut files = BTreeMap::new();
+        for (path, digest) in [("a", "aa"), ("d/b", "bb"), ("d/e/c", "cc"), ("d/f", "ff")] {
+            let file = dir.join(path);
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, path).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+            let st = nix::sys::stat::lstat(&file).unwrap();
+            let known = Known {
+                stamp: Stamp::of(&st),
+                sha256: digest.repeat(32),
+                executable: false,
+            };
+            files.insert(path.to_string(), known);
+        }
+        std::fs::write(dir.join("d/stray"), "not recorded").unwrap();
+        let baseline = Baseline {
+            files,
+            owner: Some(me),
+            settled,
+            tracked: None,
+        };
+        Shelved {
+            dir,
+            baseline,
+            uid: Some(me),
+            bytes: 0,
+            used: 0,
+        }
+    };
+    let file = |path: &str, digest: &str, executable: bool| WorkFile {
+        path: path.into(),
+        size: 1,
+        sha256: digest.repeat(32),
+        executable,
+    };
+    // `a` the same; `d/b` changed; `d/e/c` gone; `d/f` now executable; `n` new.
+    let list = [
+        file("a", "aa", false),
+        file("d/b", "b2", false),
+        file("d/f", "ff", true),
+        file("n", "nn", false),
+    ];
+    let work = root.path().join("work");
+    let adopted = adopt(shelved(true), &work, Some(me), &list);
+    assert_eq!(adopted.files.keys().collect::<Vec<_>>(), ["a"]);
+    for (path, there) in [("a", true), ("d/b", false), ("d/e", false), ("d/f", false)] {
+        assert_eq!(work.join(path).exists(), there, "{path}");
+    }
+    assert!(
+        work.join("d/stray").exists(),
+        "trimmed by the record, not walked"
+    );
+    let walked = root.path().join("walked");
+    let adopted = adopt(shelved(false), &walked, Some(me), &list);
+    assert_eq!(adopted.files.keys().collect::<Vec<_>>(), ["a"]);
+    assert!(
+        !walked.join("d").exists(),
+        "walked: the stray went, and its folder"
+    );
+}
