@@ -51,8 +51,11 @@ pub struct ContextFiles {
     /// in and records it, a delete unlinks and forgets it) and while a reader opens a file
     /// and reads its record: a reader's record is that of the version it opened.
     versions: Arc<Mutex<()>>,
-    /// The list of each context's files as last read ([`work::Lists`]).
-    lists: Arc<work::Lists>,
+    /// The list of each context's files as last read, with the list's version then
+    /// ([`crate::state::store::Store::context_files_version`]): a call in a context whose
+    /// files did not change gets it without reading the database (and an executor that
+    /// holds it by its digest gets the digest alone).
+    lists: Arc<skillbox_protocol::workdir::HeldLists<i64>>,
 }
 
 /// `openat2` that stays beneath `dir` and follows no link.

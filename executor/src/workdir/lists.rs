@@ -9,21 +9,11 @@ use std::sync::Arc;
 use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::workdir::{HeldLists, WorkDir};
 
-/// Most contexts whose last list is kept (as many as kept folders).
-pub const MAX_LISTS: usize = super::shelf::MAX_SHELVED;
-
-/// Most files in all the lists kept.
-pub const MAX_LISTED_FILES: usize = 1 << 20;
-
-/// The last list of each context, by digest.
-#[derive(Debug)]
+/// The last list of each context, by digest (at most
+/// [`skillbox_protocol::workdir::MAX_HELD_LISTS`] lists of
+/// [`skillbox_protocol::workdir::MAX_HELD_FILES`] files in all).
+#[derive(Debug, Default)]
 pub struct ContextLists(HeldLists<String>);
-
-impl Default for ContextLists {
-    fn default() -> Self {
-        Self(HeldLists::new(MAX_LISTS, MAX_LISTED_FILES))
-    }
-}
 
 impl ContextLists {
     /// Keeps the list `work` carries whole, or puts in its place the one it names by

@@ -9,6 +9,13 @@ use std::sync::{Arc, Mutex};
 
 use super::FileList;
 
+/// Most contexts whose last list a side keeps (as many as an executor keeps folders).
+pub const MAX_HELD_LISTS: usize = 64;
+
+/// Most files in all the lists a side keeps; a longer list is kept by neither side, so it
+/// always travels whole.
+pub const MAX_HELD_FILES: usize = 1 << 20;
+
 /// The last list of each context, at the version `V` it was kept at.
 #[derive(Debug)]
 pub struct HeldLists<V> {
@@ -23,6 +30,13 @@ struct Held<V> {
     version: V,
     files: Arc<FileList>,
     used: u64,
+}
+
+impl<V: PartialEq> Default for HeldLists<V> {
+    /// At most [`MAX_HELD_LISTS`] lists of [`MAX_HELD_FILES`] files in all.
+    fn default() -> Self {
+        Self::new(MAX_HELD_LISTS, MAX_HELD_FILES)
+    }
 }
 
 impl<V: PartialEq> HeldLists<V> {

@@ -14,7 +14,7 @@ mod file_list;
 mod held;
 
 pub use file_list::FileList;
-pub use held::HeldLists;
+pub use held::{HeldLists, MAX_HELD_FILES, MAX_HELD_LISTS};
 
 /// Files at least this large come to the executor over a file stream of the channel
 /// (`POST /file`) as raw bytes, when it has one to the core: a [`FileStreamRequest`]

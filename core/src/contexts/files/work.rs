@@ -4,30 +4,10 @@
 
 use std::sync::Arc;
 
-use skillbox_protocol::workdir::{FileList, HeldLists, WorkDir, WorkFile, MAX_CHUNK_BYTES};
+use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile, MAX_CHUNK_BYTES};
 
 use super::read::open_file_beneath;
 use super::{check_path, ContextFiles, FileError};
-
-/// Most contexts whose last list is kept in memory.
-pub const MAX_LISTS: usize = 64;
-
-/// Most files in all the lists kept.
-pub const MAX_LISTED_FILES: usize = 1 << 20;
-
-/// The list of each context's files as last read, with the list's version then
-/// ([`crate::state::store::Store::context_files_version`]): a call in a context whose
-/// files did not change gets it without reading the database (and an executor that holds
-/// it by its digest gets the digest alone). At most [`MAX_LISTS`] lists of
-/// [`MAX_LISTED_FILES`] files in all, the longest unused going first.
-#[derive(Debug)]
-pub struct Lists(HeldLists<i64>);
-
-impl Default for Lists {
-    fn default() -> Self {
-        Self(HeldLists::new(MAX_LISTS, MAX_LISTED_FILES))
-    }
-}
 
 impl ContextFiles {
     /// Every file of `context_id` with the quotas a call must keep to. Blocking.
@@ -48,7 +28,7 @@ impl ContextFiles {
     /// list newer than its version, read again next time, never an older one).
     fn work_list(&self, context_id: &str) -> Result<Arc<FileList>, FileError> {
         let version = self.store.context_files_version(context_id)?;
-        if let Some(files) = self.lists.0.get(context_id, &version) {
+        if let Some(files) = self.lists.get(context_id, &version) {
             return Ok(files);
         }
         let files: Vec<WorkFile> = (self.store.context_files(context_id)?.into_iter())
@@ -64,7 +44,7 @@ impl ContextFiles {
         if let Err(e) = files.sha256() {
             tracing::warn!(context = context_id, error = %e, "a context's list could not be encoded");
         }
-        self.lists.0.put(context_id, version, Arc::clone(&files));
+        self.lists.put(context_id, version, Arc::clone(&files));
         Ok(files)
     }
 
