@@ -165,19 +165,30 @@ impl Sandbox {
     }
 
     /// A scratch dir made now. When the scratch root is full (a bounded tmpfs that an
-    /// ended call filled), waits (bounded) for the ended calls' releases and the removal
-    /// of their folders, which run after their answers, before it tries once more.
+    /// ended call filled), tries again until `RELEASE_WAIT` passes, waiting between tries
+    /// for the ended calls' releases and the removal of their folders. An ended call's
+    /// release is queued only after its answer is sent, so a call arriving at once may
+    /// find nothing queued yet: a short sleep stands in for it then.
     fn make_scratch(&self, uid: Option<u32>) -> Result<Scratch, SandboxError> {
+        const PAUSE: Duration = Duration::from_millis(5);
         let root = &self.config.scratch_root;
-        match Scratch::create(root, uid) {
-            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                let deadline = Instant::now() + RELEASE_WAIT;
-                while Releaser::global().wait_one(deadline) {}
-                let left = deadline.saturating_duration_since(Instant::now());
-                crate::sandbox::remove_tree::Sweeper::global().wait_idle_for(left);
-                Scratch::create(root, uid).map_err(|source| self.scratch_error(source))
+        let deadline = Instant::now() + RELEASE_WAIT;
+        loop {
+            match Scratch::create(root, uid) {
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(self.scratch_error(e));
+                    }
+                    let released = Releaser::global().wait_one(deadline);
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    crate::sandbox::remove_tree::Sweeper::global().wait_idle_for(left);
+                    if !released {
+                        std::thread::sleep(PAUSE.min(left));
+                    }
+                }
+                made => return made.map_err(|source| self.scratch_error(source)),
             }
-            made => made.map_err(|source| self.scratch_error(source)),
         }
     }
 
