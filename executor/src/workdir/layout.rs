@@ -40,6 +40,7 @@ pub async fn lay_out<B: CapabilityBroker>(
     let super::shelf::Adopted {
         files: kept,
         tracked,
+        exact,
     } = match kept {
         Some(shelved) => super::shelf::adopt(shelved, work, uid, files),
         None => Default::default(),
@@ -119,6 +120,13 @@ pub async fn lay_out<B: CapabilityBroker>(
                 executable: file.executable,
             },
         );
+    }
+    if exact {
+        // The folder holds exactly `files` now, as a settled sync would find it, and only
+        // the executor wrote to it since it was settled: watched again (the lay-out's own
+        // events drained first), the sync after the call walks it only if the call
+        // changes something in it.
+        baseline.tracked = super::watch::arm(baseline.tracked.take(), work, &baseline.files);
     }
     Ok(baseline)
 }

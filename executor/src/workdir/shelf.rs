@@ -208,6 +208,7 @@ pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkF
         return Adopted {
             files: shelved.baseline.files,
             tracked,
+            exact: true,
         };
     }
     let settled_here = untouched
@@ -222,6 +223,7 @@ pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkF
                 return Adopted {
                     files: recorded,
                     tracked,
+                    exact: true,
                 }
             }
             Err(e) => {
@@ -233,6 +235,7 @@ pub fn adopt(mut shelved: Shelved, work: &Path, uid: Option<u32>, files: &[WorkF
         Ok(kept) => Adopted {
             files: kept,
             tracked,
+            exact: false,
         },
         Err(e) => {
             tracing::warn!(error = %e, "cannot reuse the kept work folder; laying it out anew");
@@ -344,6 +347,10 @@ pub struct Adopted {
     pub files: BTreeMap<String, Known>,
     /// The folder as the kernel watches it; touched unless it was taken as it is.
     pub tracked: Option<Arc<Tracked>>,
+    /// Whether the folder holds `files` and nothing else, as a settled sync left it, with
+    /// no process of its user started since (taken as it is, or trimmed by its record):
+    /// once the rest is laid out it is settled again, and is watched without a walk.
+    pub exact: bool,
 }
 
 /// Whether `baseline` is settled, `owner`'s, and holds exactly `files` (the same paths,

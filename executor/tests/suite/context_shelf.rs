@@ -353,3 +353,37 @@ fn a_change_made_through_a_name_outside_the_folder_is_sent_back() {
     shell_skill(&root, "cat a.txt\n");
     assert_eq!(run(&sandbox, &root, &core), "ONE");
 }
+
+/// A settled kept folder whose context changed is watched again as soon as the new files
+/// are laid out (the sync after that call does not walk it): what a later call changes in
+/// it is still sent back, in a file just laid out, even through a second name outside the
+/// folder (its own watch saw the write), and in a folder the lay-out made.
+#[test]
+fn a_trimmed_folder_watched_again_still_sends_back_what_the_next_call_changes() {
+    if !kept_here() {
+        return;
+    }
+    let root = SkillRoot::new();
+    shell_skill(&root, "cat a.txt sub/b.txt\n");
+    let core = FakeCore::with(&[("a.txt", b"a1 "), ("sub/b.txt", b"b1 ")]);
+    let sandbox = sandbox();
+    assert_eq!(run(&sandbox, &root, &core), "a1 b1 ");
+    assert_eq!(run(&sandbox, &root, &core), "a1 b1 ");
+    {
+        let mut files = core.files.lock().unwrap();
+        files.insert("sub/b.txt".into(), b"b2 ".to_vec());
+        files.insert("new/c.txt".into(), b"c1 ".to_vec());
+    }
+    shell_skill(&root, "cat a.txt sub/b.txt new/c.txt\n");
+    assert_eq!(run(&sandbox, &root, &core), "a1 b2 c1 ");
+    shell_skill(
+        &root,
+        "ln new/c.txt ../x && printf c2 > ../x && rm ../x; cat new/c.txt\n",
+    );
+    assert_eq!(run(&sandbox, &root, &core), "c2");
+    assert_eq!(core.file("new/c.txt").as_deref(), Some(&b"c2"[..]));
+    shell_skill(&root, "printf e1 > new/e.txt\n");
+    run(&sandbox, &root, &core);
+    assert_eq!(core.file("new/e.txt").as_deref(), Some(&b"e1"[..]));
+    assert_eq!(core.file("sub/b.txt").as_deref(), Some(&b"b2 "[..]));
+}

@@ -9,15 +9,19 @@ use std::path::{Path, PathBuf};
 use super::*;
 use crate::workdir::{Known, Stamp};
 
-/// A folder of two files (one in a subfolder) and what a sync would have recorded.
-fn folder(tag: &str) -> (PathBuf, BTreeMap<String, Known>) {
-    let base = std::env::temp_dir().join(format!("skillbox-watch-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&base);
-    let work = base.join("work");
+/// A folder of two files (one in a subfolder) and what a sync would have recorded, in a
+/// temporary folder that goes with the returned guard.
+fn folder(tag: &str) -> (tempfile::TempDir, PathBuf, BTreeMap<String, Known>) {
+    let base = tempfile::Builder::new()
+        .prefix(&format!("skillbox-watch-{tag}-"))
+        .tempdir()
+        .unwrap();
+    let work = base.path().join("work");
     std::fs::create_dir_all(work.join("sub")).unwrap();
     std::fs::write(work.join("a.txt"), "one").unwrap();
     std::fs::write(work.join("sub/b.txt"), "two").unwrap();
-    (work.clone(), record(&work))
+    let files = record(&work);
+    (base, work, files)
 }
 
 fn record(work: &Path) -> BTreeMap<String, Known> {
@@ -44,7 +48,7 @@ fn armed(work: &Path, files: &BTreeMap<String, Known>) -> Arc<Tracked> {
 
 #[test]
 fn reading_and_the_roots_own_move_change_nothing() {
-    let (work, files) = folder("read");
+    let (_base, work, files) = folder("read");
     let tracked = armed(&work, &files);
     let _ = std::fs::read(work.join("a.txt")).unwrap();
     let _ = std::fs::read_dir(work.join("sub")).unwrap().count();
@@ -101,21 +105,20 @@ fn every_kind_of_change_touches_the_folder() {
         }),
     ];
     for (i, (what, change)) in changes.into_iter().enumerate() {
-        let (work, files) = folder(&format!("change{i}"));
+        let (_base, work, files) = folder(&format!("change{i}"));
         let tracked = armed(&work, &files);
         change(&work);
         assert!(!tracked.unchanged(), "{what}: not seen");
         // Walked and armed again, it is quiet until the next change.
         let again = arm(Some(tracked), &work, &record(&work)).unwrap();
         assert!(again.unchanged(), "{what}: armed again");
-        let _ = std::fs::remove_dir_all(work.parent().unwrap());
     }
 }
 
 /// A shared mapping written and dropped: no write call, but the writable open ends.
 #[test]
 fn a_write_through_a_shared_mapping_is_seen_when_the_mapping_goes() {
-    let (work, files) = folder("mmap");
+    let (_base, work, files) = folder("mmap");
     let tracked = armed(&work, &files);
     let file = std::fs::OpenOptions::new()
         .read(true)
@@ -145,7 +148,7 @@ fn a_write_through_a_shared_mapping_is_seen_when_the_mapping_goes() {
 
 #[test]
 fn a_folder_dropped_is_forgotten_and_its_files_watched_again_when_armed_anew() {
-    let (work, files) = folder("forget");
+    let (_base, work, files) = folder("forget");
     let first = armed(&work, &files);
     let id = first.id;
     drop(first);
@@ -167,7 +170,7 @@ fn a_folder_dropped_is_forgotten_and_its_files_watched_again_when_armed_anew() {
 /// The file's own watch sees a write made through a name in another folder.
 #[test]
 fn a_write_through_a_link_outside_the_folder_is_seen() {
-    let (work, files) = folder("outside");
+    let (_base, work, files) = folder("outside");
     let outside = work.with_file_name("outside");
     std::fs::hard_link(work.join("a.txt"), &outside).unwrap();
     let tracked = armed(&work, &files);
