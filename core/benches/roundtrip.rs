@@ -7,7 +7,8 @@
 //! Run: `cargo build --release --workspace && cargo bench -p skillbox-core --bench roundtrip`
 //! (`ROUNDTRIP_N` calls per series, default 300; `ROUNDTRIP_PER_CLIENT` calls per client of
 //! the 16-client run, default 64; `ROUNDTRIP_LOAD_SECS=S` instead runs 16
-//! clients on the plain tool for S seconds and reports nothing, for a profiler;
+//! clients (`ROUNDTRIP_LOAD_CLIENTS`) on the plain tool for S seconds and reports
+//! nothing, for a profiler;
 //! `ROUNDTRIP_EXECUTOR=PATH` runs another executor binary, e.g. an older build for an A/B
 //! comparison run after run, and `ROUNDTRIP_CORE=PATH` another `skillbox`; `ROUNDTRIP_EXECUTOR_TOML` adds `[executor]` lines, e.g.
 //! `scratch_tmpfs_mb = 0`).
@@ -207,11 +208,17 @@ fn main() {
         .ok()
         .and_then(|v| v.parse::<u64>().ok())
     {
-        // Profiling mode: 16 clients calling `plain:run` for that long, no report.
+        // Profiling mode: 16 clients (`ROUNDTRIP_LOAD_CLIENTS`; 1 for one call's path
+        // alone) calling `plain:run` for that long, no report.
+        let clients = std::env::var("ROUNDTRIP_LOAD_CLIENTS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(16)
+            .max(1);
         let until = Instant::now() + std::time::Duration::from_secs(secs);
         let (a, t) = (addr.clone(), token.clone());
         let kept = std::env::var("ROUNDTRIP_LOAD_KEPT").is_ok_and(|v| v == "1");
-        let done = rate(16, 1, move || {
+        let done = rate(clients, 1, move || {
             let mut bot = kept.then(|| KeptBot::connect(&a, &t));
             while Instant::now() < until {
                 match bot.as_mut() {
