@@ -112,7 +112,9 @@ impl Store {
     }
 
     /// The caller `context_id` belongs to, claiming it for `caller` when nobody has used it
-    /// yet (one statement, so two first uses cannot both win).
+    /// yet (one statement, so two first uses cannot both win). A context already claimed,
+    /// as on every call in it after the first, is only read: no write transaction, and the
+    /// statements are prepared once per connection.
     pub fn claim_context(
         &self,
         context_id: &str,
@@ -120,18 +122,22 @@ impl Store {
         at: i64,
     ) -> Result<String, StoreError> {
         let conn = self.conn();
-        conn.execute(
+        let owner = || {
+            conn.prepare_cached("SELECT owner FROM context_owners WHERE context_id = ?1")
+                .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
+                .map_err(failed("claim a context"))
+        };
+        if let Some(owner) = owner()? {
+            return Ok(owner);
+        }
+        conn.prepare_cached(
             "INSERT INTO context_owners (context_id, owner, created_at) VALUES (?1, ?2, ?3) \
              ON CONFLICT (context_id) DO NOTHING",
-            params![context_id, caller, at],
         )
+        .and_then(|mut stmt| stmt.execute(params![context_id, caller, at]))
         .map_err(failed("claim a context"))?;
-        conn.query_row(
-            "SELECT owner FROM context_owners WHERE context_id = ?1",
-            [context_id],
-            |row| row.get(0),
-        )
-        .map_err(failed("claim a context"))
+        // Another connection may have claimed it between the two: its owner wins.
+        owner()?.ok_or_else(|| failed("claim a context")(rusqlite::Error::QueryReturnedNoRows))
     }
 
     /// The caller `context_id` belongs to, if anybody used it.
@@ -190,5 +196,17 @@ mod tests {
         assert_eq!(store.claim_context("c1", "bot-a", 1).unwrap(), "bot-a");
         assert_eq!(store.claim_context("c1", "bot-b", 2).unwrap(), "bot-a");
         assert_eq!(store.context_owner("c1").unwrap().as_deref(), Some("bot-a"));
+    }
+
+    /// A context claimed through another connection to the same database (another
+    /// process's store) is that claimer's, read or claimed here afterwards.
+    #[test]
+    fn a_context_claimed_by_another_connection_stays_its_claimers() {
+        let (dir, store) = open();
+        let other = Store::open(&Store::db_path(dir.path())).unwrap();
+        assert_eq!(other.claim_context("c2", "bot-b", 1).unwrap(), "bot-b");
+        assert_eq!(store.claim_context("c2", "bot-a", 2).unwrap(), "bot-b");
+        assert_eq!(store.claim_context("c3", "bot-a", 3).unwrap(), "bot-a");
+        assert_eq!(other.claim_context("c3", "bot-b", 4).unwrap(), "bot-a");
     }
 }
