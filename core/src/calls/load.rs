@@ -32,6 +32,10 @@ pub struct Loaded {
     pub stamps: Arc<InstalledStamps>,
     /// The router over this catalogue with this `[routing]`.
     router: std::sync::OnceLock<Arc<Router>>,
+    /// Every tool of this catalogue and the base tools ([`crate::contexts::all_tools`]):
+    /// what a context that does not restrict its tools allows, made at its first use
+    /// rather than per call.
+    every_tool: std::sync::OnceLock<Arc<std::collections::BTreeSet<skillbox_protocol::Target>>>,
     /// Routers over some of the skills only (bots limited to them), by the skills' names,
     /// built at their first use: at most [`LIMITED_ROUTERS`] per load.
     limited: std::sync::Mutex<std::collections::HashMap<Vec<String>, Arc<Router>>>,
@@ -80,8 +84,17 @@ impl Loaded {
             skills,
             stamps: Arc::default(),
             router: std::sync::OnceLock::new(),
+            every_tool: std::sync::OnceLock::new(),
             limited: std::sync::Mutex::default(),
         }
+    }
+
+    /// Every tool of this load's catalogue and the base tools, made once.
+    pub fn every_tool(&self) -> Arc<std::collections::BTreeSet<skillbox_protocol::Target>> {
+        let every = self
+            .every_tool
+            .get_or_init(|| Arc::new(crate::contexts::all_tools(&self.catalog)));
+        Arc::clone(every)
     }
 
     /// The router of this load.

@@ -322,10 +322,12 @@ impl Dispatcher {
             Arc::clone(&loaded.catalog),
             origin.caller.clone(),
         );
-        let context =
-            tokio::task::spawn_blocking(move || contexts::gate(&store, &catalog, &caller, &id))
-                .await
-                .map_err(|e| CallError::Task(e.to_string()))??;
+        let every_tool = loaded.every_tool();
+        let context = tokio::task::spawn_blocking(move || {
+            contexts::gate(&store, &catalog, &every_tool, &caller, &id)
+        })
+        .await
+        .map_err(|e| CallError::Task(e.to_string()))??;
         if !context.allows(target) {
             return Err(CallError::NotInContext(context.refusal(target)));
         }

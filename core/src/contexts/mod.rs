@@ -17,6 +17,7 @@ pub mod files;
 
 use skillbox_protocol::{Target, ToolRef};
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde::Serialize;
 use skillbox_protocol::result::ErrorKind;
@@ -101,8 +102,9 @@ pub struct ContextTools {
     pub dropped: Vec<String>,
     /// Whether tool calls in this context are limited to `active_tools`.
     pub restricted: bool,
-    /// The tools callable in this context (every tool when not restricted), sorted.
-    pub active_tools: BTreeSet<Target>,
+    /// The tools callable in this context (every tool when not restricted: the set a
+    /// load keeps, shared), sorted.
+    pub active_tools: Arc<BTreeSet<Target>>,
 }
 
 /// What a context is now: the answer of `GET /v1/contexts/{id}`.
@@ -194,11 +196,12 @@ pub fn enter(store: &Store, caller: &Caller, id: &str) -> Result<(), ContextErro
 pub fn gate(
     store: &Store,
     catalog: &Catalog,
+    every_tool: &Arc<BTreeSet<Target>>,
     caller: &Caller,
     id: &str,
 ) -> Result<ContextTools, ContextError> {
     enter(store, caller, id)?;
-    tools(store, catalog, id)
+    tools(store, catalog, every_tool, id)
 }
 
 /// Checks a context id: 1-128 characters of `A-Z a-z 0-9 . _ : -`.
@@ -238,7 +241,12 @@ pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<BTreeSet<Tar
     if pinned.iter().all(|s| s.allowed_tools.is_empty()) {
         return None;
     }
-    let exists = all_tools(catalog);
+    let exists = |t: &Target| match t {
+        Target::Tool(r) => catalog
+            .get(&r.skill)
+            .is_some_and(|s| s.tool(&r.tool).is_some()),
+        other => base_tools().any(|b| b == *other),
+    };
     let mut active: BTreeSet<Target> = base_tools().collect();
     for skill in pinned {
         if skill.allowed_tools.is_empty() {
@@ -254,7 +262,7 @@ pub fn active_tools(catalog: &Catalog, pinned: &[&Skill]) -> Option<BTreeSet<Tar
             } else {
                 Some(Target::Tool(ToolRef::new(&skill.name, entry)))
             };
-            if let Some(t) = named.filter(|t| exists.contains(t)) {
+            if let Some(t) = named.filter(exists) {
                 active.insert(t);
             }
         }
@@ -367,7 +375,7 @@ pub fn view(
     context_id: &str,
     budget_chars: usize,
 ) -> Result<ContextView, ContextError> {
-    let tools = tools(store, catalog, context_id)?;
+    let tools = tools(store, catalog, &Arc::new(all_tools(catalog)), context_id)?;
     let bodies: Vec<(&Skill, String)> = (tools.pinned.iter())
         .filter_map(|p| catalog.get(&p.name))
         .map(|s| (s, s.read_body().unwrap_or_default()))
@@ -384,10 +392,12 @@ pub fn view(
 }
 
 /// Reads a context's pins (dropping and reporting those whose skill is gone) and active
-/// tools. Blocking (SQLite).
+/// tools; `every_tool` is [`all_tools`] of `catalog`, made once per load and shared by
+/// every context that does not restrict its tools. Blocking (SQLite).
 pub fn tools(
     store: &Store,
     catalog: &Catalog,
+    every_tool: &Arc<BTreeSet<Target>>,
     context_id: &str,
 ) -> Result<ContextTools, ContextError> {
     validate_id(context_id)?;
@@ -411,8 +421,8 @@ pub fn tools(
         }
     }
     let (restricted, active_tools) = match active_tools(catalog, &skills) {
-        Some(set) => (true, set),
-        None => (false, all_tools(catalog)),
+        Some(set) => (true, Arc::new(set)),
+        None => (false, Arc::clone(every_tool)),
     };
     Ok(ContextTools {
         context_id: context_id.to_string(),

@@ -351,3 +351,21 @@ fn the_catalogue_keeps_always_skills_first_and_cuts_the_rest_to_its_budget() {
         .collect();
     assert_eq!(names, ["zeta", "gamma", "beta", "alpha"]);
 }
+
+/// A context that restricts nothing allows every tool through the set its load made once
+/// (shared, not built per call); one whose pins restrict gets its own set.
+#[test]
+fn an_unrestricted_context_shares_its_loads_set_of_every_tool() {
+    let (dir, c) = fixture();
+    let s = store(dir.path());
+    let every = Arc::new(all_tools(&c));
+    let open = gate(&s, &c, &every, &crate::auth::Caller::Operator, "c1").unwrap();
+    assert!(!open.restricted);
+    assert!(Arc::ptr_eq(&open.active_tools, &every));
+    assert!(open.allows(&t("mail:read")));
+    pin(&s, &c, "c2", "notes").unwrap();
+    let cut = gate(&s, &c, &every, &crate::auth::Caller::Operator, "c2").unwrap();
+    assert!(cut.restricted);
+    assert!(!Arc::ptr_eq(&cut.active_tools, &every));
+    assert!(cut.allows(&t("mail:send")) && !cut.allows(&t("mail:read")));
+}
