@@ -34,14 +34,12 @@ mod client;
 mod setup;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use client::{call, KeptBot};
+use client::{call, stage_totals, KeptBot};
 use setup::{children, cpu_ms, sandbox_python, start_up, workspace, PY_SOURCE};
-use skillbox_core::observe::metrics::CALL_STAGES;
 
 /// A bare spawn of `argv` with `{"n":1}` on stdin, stdout read, reaped; ms.
 fn bare(argv: &[&str], dir: &Path) -> f64 {
@@ -64,29 +62,6 @@ fn bare(argv: &[&str], dir: &Path) -> f64 {
     child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
     assert!(child.wait().unwrap().success());
     t.elapsed().as_secs_f64() * 1000.0
-}
-
-/// `GET /metrics`: each stage's (sum in seconds, count) of `skillbox_call_stage_seconds`.
-fn stage_totals(addr: &str, token: &str) -> Vec<(String, f64, f64)> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let value = |name: &str, stage: &str| {
-        let prefix = format!("skillbox_call_stage_seconds_{name}{{stage=\"{stage}\"}} ");
-        out.lines()
-            .find_map(|l| l.strip_prefix(&prefix))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    CALL_STAGES
-        .iter()
-        .map(|st| (st.to_string(), value("sum", st), value("count", st)))
-        .collect()
 }
 
 /// `n` `plain` calls in a row, each stage's mean from the metrics' sums and counts before

@@ -90,3 +90,26 @@ impl KeptBot {
         (ms, checked(label, &String::from_utf8_lossy(&body)))
     }
 }
+
+/// `GET /metrics`: each stage's (sum in seconds, count) of `skillbox_call_stage_seconds`.
+pub fn stage_totals(addr: &str, token: &str) -> Vec<(String, f64, f64)> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    let value = |name: &str, stage: &str| {
+        let prefix = format!("skillbox_call_stage_seconds_{name}{{stage=\"{stage}\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    skillbox_core::observe::metrics::CALL_STAGES
+        .iter()
+        .map(|st| (st.to_string(), value("sum", st), value("count", st)))
+        .collect()
+}

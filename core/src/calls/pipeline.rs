@@ -185,7 +185,7 @@ impl Dispatcher {
             trace,
             delegation,
         } = call;
-        let context = self.gate(loaded, &origin, &target, &args).await?;
+        let (context, listed) = self.gate(loaded, &origin, &target, &args).await?;
         if target.is_session_tool() {
             *recorded = None;
             let run = Run {
@@ -198,7 +198,7 @@ impl Dispatcher {
                 delegation: None,
             };
             return self
-                .session_call(loaded, run, &target, args, context, recorded)
+                .session_call(loaded, run, &target, args, (context, listed), recorded)
                 .await;
         }
         let (admitted, args, script) = match target {
@@ -245,7 +245,10 @@ impl Dispatcher {
         };
         let work = match &context {
             Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => {
-                Some(self.work_dir(&c.context_id, call_id).await?)
+                // A call that waited for a person's approval lists the files as they are
+                // once it is approved, not as they were when it came.
+                let listed = listed.filter(|_| admitted.security != Security::Write);
+                Some(self.work_dir(&c.context_id, call_id, listed).await?)
             }
             _ => None,
         };
@@ -253,18 +256,26 @@ impl Dispatcher {
     }
 
     /// The files a call in `context_id` is sent, and their side in the core.
+    /// `listed` is the list the gate read with the context ([`Dispatcher::gate`]): taken
+    /// as it is when given, else the list is read now.
     pub(super) async fn work_dir(
         &self,
         context_id: &str,
         call_id: &str,
+        listed: Option<WorkDir>,
     ) -> Result<(WorkDir, Arc<CallFiles>), CallError> {
-        let (files, ctx) = (self.files.clone(), context_id.to_string());
-        let work = tokio::task::spawn_blocking(move || files.work_dir(&ctx))
-            .await
-            .map_err(|e| CallError::Task(e.to_string()))?
-            .map_err(|e| {
-                CallError::Task(format!("the context's files could not be listed: {e}"))
-            })?;
+        let work = match listed {
+            Some(work) => work,
+            None => {
+                let (files, ctx) = (self.files.clone(), context_id.to_string());
+                tokio::task::spawn_blocking(move || files.work_dir(&ctx))
+                    .await
+                    .map_err(|e| CallError::Task(e.to_string()))?
+                    .map_err(|e| {
+                        CallError::Task(format!("the context's files could not be listed: {e}"))
+                    })?
+            }
+        };
         let side = Arc::new(CallFiles::new(
             self.files.clone(),
             context_id,
@@ -305,7 +316,7 @@ impl Dispatcher {
         origin: &CallOrigin,
         target: &Target,
         args: &Value,
-    ) -> Result<Option<ContextTools>, CallError> {
+    ) -> Result<(Option<ContextTools>, Option<WorkDir>), CallError> {
         let named = match (target, builtins::of(target)) {
             (Target::Tool(t), _) => Some(t.skill.as_str()),
             (_, Some(builtin)) => builtin.reach.named(args),
@@ -315,23 +326,28 @@ impl Dispatcher {
             return Err(CallError::NotPermitted(why));
         }
         let Some(id) = origin.context_id.clone() else {
-            return Ok(None);
+            return Ok((None, None));
         };
         let (store, catalog, caller) = (
             self.store.clone(),
             Arc::clone(&loaded.catalog),
             origin.caller.clone(),
         );
-        let every_tool = loaded.every_tool();
-        let context = tokio::task::spawn_blocking(move || {
-            contexts::gate(&store, &catalog, &every_tool, &caller, &id)
+        let (every_tool, files) = (loaded.every_tool(), self.files.clone());
+        // The context's list of files is read on the same blocking thread, while it is
+        // there (one hop, not two, for a call that needs it: [`Dispatcher::work_dir`]);
+        // a failure to list is left to that later read to report.
+        let (context, listed) = tokio::task::spawn_blocking(move || {
+            let context = contexts::gate(&store, &catalog, &every_tool, &caller, &id)?;
+            let listed = files.work_dir(&id).ok();
+            Ok::<_, contexts::ContextError>((context, listed))
         })
         .await
         .map_err(|e| CallError::Task(e.to_string()))??;
         if !context.allows(target) {
             return Err(CallError::NotInContext(context.refusal(target)));
         }
-        Ok(Some(context))
+        Ok((Some(context), listed))
     }
 
     /// Issues the capability token, registers the call for its callbacks while it runs,

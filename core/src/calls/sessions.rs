@@ -20,6 +20,7 @@ use skillbox_protocol::session::{
     SessionWriteParams,
 };
 use skillbox_protocol::skill::{SandboxKind, Security, Skill};
+use skillbox_protocol::workdir::WorkDir;
 use skillbox_protocol::{Target, ToolRef};
 
 use super::inflight::ActiveCall;
@@ -60,7 +61,7 @@ impl Dispatcher {
         run: Run<'_>,
         target: &Target,
         args: Value,
-        context: Option<ContextTools>,
+        (context, listed): (Option<ContextTools>, Option<WorkDir>),
         recorded: &mut Option<ToolRef>,
     ) -> Result<ToolResult, CallError> {
         let exec = &loaded.config.exec;
@@ -80,7 +81,7 @@ impl Dispatcher {
             Target::ExecCommand => {
                 let shown = args.clone();
                 let args: ExecArgs = parse(target, args)?;
-                self.exec_command(loaded, run, context, (args, shown), recorded)
+                self.exec_command(loaded, run, (context, listed), (args, shown), recorded)
                     .await
             }
             Target::WriteStdin => {
@@ -103,7 +104,7 @@ impl Dispatcher {
         &self,
         loaded: &Loaded,
         run: Run<'_>,
-        context: ContextTools,
+        (context, listed): (ContextTools, Option<WorkDir>),
         (args, shown): (ExecArgs, Value),
         recorded: &mut Option<ToolRef>,
     ) -> Result<ToolResult, CallError> {
@@ -131,7 +132,9 @@ impl Dispatcher {
             .await?;
         let session_id = format!("sess_{}", random::hex(self.rng.as_ref(), 16, "session id")?);
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
-        let (work, files) = self.work_dir(&context.context_id, run.call_id).await?;
+        // Listed by the gate, unless the command waited for a person's approval.
+        let listed = listed.filter(|_| admitted.security != Security::Write);
+        let (work, files) = (self.work_dir(&context.context_id, run.call_id, listed)).await?;
         let skill = Arc::clone(&admitted.skill);
         let envelope = match &skill_name {
             Some(_) => self.envelope_of(&skill)?,
