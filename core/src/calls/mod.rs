@@ -20,6 +20,7 @@ mod delegate;
 mod envelope;
 mod error;
 pub mod file_stream;
+mod gate;
 mod inflight;
 mod load;
 mod pipeline;

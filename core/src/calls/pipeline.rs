@@ -19,7 +19,7 @@ use super::transport::Dispatched;
 use super::workfiles::CallFiles;
 use super::{CallError, Dispatcher, Loaded};
 use crate::auth::CallOrigin;
-use crate::contexts::{self, builtins, disclosure, ContextTools};
+use crate::contexts::{self, builtins, disclosure};
 use crate::observe::TraceParent;
 use crate::proxy::egress::EgressLog;
 use crate::random;
@@ -244,50 +244,15 @@ impl Dispatcher {
             delegation,
         };
         let work = match &context {
-            Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => {
-                // A call that waited for a person's approval lists the files as they are
-                // once it is approved, not as they were when it came.
-                let listed = listed.filter(|_| admitted.security != Security::Write);
-                Some(self.work_dir(&c.context_id, call_id, listed).await?)
-            }
+            Some(c) if admitted.skill.execution.sandbox == SandboxKind::Process => Some(
+                self.work_dir(&c.context_id, call_id, listed, &admitted)
+                    .await?,
+            ),
             _ => None,
         };
         self.dispatch(run, admitted, args, script, work).await
     }
 
-    /// The files a call in `context_id` is sent, and their side in the core.
-    /// `listed` is the list the gate read with the context ([`Dispatcher::gate`]): taken
-    /// as it is when given, else the list is read now.
-    pub(super) async fn work_dir(
-        &self,
-        context_id: &str,
-        call_id: &str,
-        listed: Option<WorkDir>,
-    ) -> Result<(WorkDir, Arc<CallFiles>), CallError> {
-        let work = match listed {
-            Some(work) => work,
-            None => {
-                let (files, ctx) = (self.files.clone(), context_id.to_string());
-                tokio::task::spawn_blocking(move || files.work_dir(&ctx))
-                    .await
-                    .map_err(|e| CallError::Task(e.to_string()))?
-                    .map_err(|e| {
-                        CallError::Task(format!("the context's files could not be listed: {e}"))
-                    })?
-            }
-        };
-        let side = Arc::new(CallFiles::new(
-            self.files.clone(),
-            context_id,
-            call_id,
-            &work,
-        ));
-        Ok((work, side))
-    }
-
-    /// The gate: the caller may use the skill the call names (before anything about it is
-    /// looked up), may enter the call's context, and the context's active tools hold the
-    /// target. Returns the context's tools when the call names a context.
     /// `run_skill` ([`contexts::delegation`]): the child context, or why not, as the
     /// caller sees it (a loop, the depth, no task: not permitted; an unknown skill).
     /// A delegation made is recorded beside the routing decisions.
@@ -308,46 +273,6 @@ impl Dispatcher {
         .await
         .map_err(|e| CallError::Task(e.to_string()))?
         .map_err(CallError::from)
-    }
-
-    async fn gate(
-        &self,
-        loaded: &Loaded,
-        origin: &CallOrigin,
-        target: &Target,
-        args: &Value,
-    ) -> Result<(Option<ContextTools>, Option<WorkDir>), CallError> {
-        let named = match (target, builtins::of(target)) {
-            (Target::Tool(t), _) => Some(t.skill.as_str()),
-            (_, Some(builtin)) => builtin.reach.named(args),
-            (_, None) => None,
-        };
-        if let Some(why) = named.and_then(|s| origin.caller.skill_refusal(s)) {
-            return Err(CallError::NotPermitted(why));
-        }
-        let Some(id) = origin.context_id.clone() else {
-            return Ok((None, None));
-        };
-        let (store, catalog, caller) = (
-            self.store.clone(),
-            Arc::clone(&loaded.catalog),
-            origin.caller.clone(),
-        );
-        let (every_tool, files) = (loaded.every_tool(), self.files.clone());
-        // The context's list of files is read on the same blocking thread, while it is
-        // there (one hop, not two, for a call that needs it: [`Dispatcher::work_dir`]);
-        // a failure to list is left to that later read to report.
-        let (context, listed) = tokio::task::spawn_blocking(move || {
-            let context = contexts::gate(&store, &catalog, &every_tool, &caller, &id)?;
-            let listed = files.work_dir(&id).ok();
-            Ok::<_, contexts::ContextError>((context, listed))
-        })
-        .await
-        .map_err(|e| CallError::Task(e.to_string()))??;
-        if !context.allows(target) {
-            return Err(CallError::NotInContext(context.refusal(target)));
-        }
-        Ok((Some(context), listed))
     }
 
     /// Issues the capability token, registers the call for its callbacks while it runs,

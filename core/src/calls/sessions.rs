@@ -110,11 +110,9 @@ impl Dispatcher {
     ) -> Result<ToolResult, CallError> {
         let exec = &loaded.config.exec;
         check_cmd(&args.cmd)?;
-        let skill_name = match &args.skill {
-            Some(s) => Some(s.clone()),
-            None if context.pinned.len() == 1 => Some(context.pinned[0].name.clone()),
-            None => None,
-        };
+        // The skill named, else the context's one pinned skill.
+        let only_pin = || (context.pinned.len() == 1).then(|| context.pinned[0].name.clone());
+        let skill_name = args.skill.clone().or_else(only_pin);
         *recorded = Some(ToolRef::new(
             skill_name.as_deref().unwrap_or(NO_SKILL),
             Target::EXEC_COMMAND,
@@ -132,9 +130,8 @@ impl Dispatcher {
             .await?;
         let session_id = format!("sess_{}", random::hex(self.rng.as_ref(), 16, "session id")?);
         let token = SecretValue(random::token(self.rng.as_ref(), "capability token")?);
-        // Listed by the gate, unless the command waited for a person's approval.
-        let listed = listed.filter(|_| admitted.security != Security::Write);
-        let (work, files) = (self.work_dir(&context.context_id, run.call_id, listed)).await?;
+        let (work, files) =
+            (self.work_dir(&context.context_id, run.call_id, listed, &admitted)).await?;
         let skill = Arc::clone(&admitted.skill);
         let envelope = match &skill_name {
             Some(_) => self.envelope_of(&skill)?,

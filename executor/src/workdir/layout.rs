@@ -122,13 +122,17 @@ pub async fn lay_out<B: CapabilityBroker>(
         );
     }
     if exact {
-        // The folder holds exactly `files` now, as a settled sync would find it, and only
-        // the executor wrote to it since it was settled: watched again (the lay-out's own
-        // events drained first), the sync after the call walks it only if the call
-        // changes something in it.
-        baseline.tracked = super::watch::arm(baseline.tracked.take(), work, &baseline.files);
+        watch_again(&mut baseline, work);
     }
     Ok(baseline)
+}
+
+/// A folder that holds exactly `baseline`'s files now, as a settled sync would find it,
+/// and that only the executor wrote to since it was settled: watched again (the
+/// lay-out's own events drained first), so the sync after the call walks it only if the
+/// call changes something in it.
+fn watch_again(baseline: &mut Baseline, work: &Path) {
+    baseline.tracked = super::watch::arm(baseline.tracked.take(), work, &baseline.files);
 }
 
 /// Files fetched from the core at once by [`prefetch`].
