@@ -45,12 +45,16 @@ impl Dispatcher {
             origin.caller.clone(),
         );
         let (every_tool, files) = (loaded.every_tool(), self.files.clone());
-        // The context's list of files is read on the same blocking thread, while it is
-        // there (one hop, not two, for a call that needs it: [`Dispatcher::work_dir`]);
-        // a failure to list is left to that later read to report.
+        // A call that may send the context's files (a tool, a script, a command) has their
+        // list read on the same blocking thread, while it is there (one hop, not two:
+        // [`Dispatcher::work_dir`]); a failure to list is left to that later read to report.
+        let sends_files = matches!(
+            target,
+            Target::Tool(_) | Target::RunSkillScript | Target::ExecCommand
+        );
         let (context, listed) = tokio::task::spawn_blocking(move || {
             let context = contexts::gate(&store, &catalog, &every_tool, &caller, &id)?;
-            let listed = files.work_dir(&id).ok();
+            let listed = sends_files.then(|| files.work_dir(&id).ok()).flatten();
             Ok::<_, contexts::ContextError>((context, listed))
         })
         .await
