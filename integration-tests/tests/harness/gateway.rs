@@ -78,9 +78,24 @@ impl Skillbox {
         tool: &str,
         args: Value,
     ) -> std::thread::JoinHandle<Value> {
+        self.send_in_background(token, json!({"tool": tool, "args": args}))
+    }
+
+    /// [`Skillbox::call_in_background`] in the context `context_id`.
+    pub fn call_in_context_in_background(
+        &self,
+        context_id: &str,
+        tool: &str,
+        args: Value,
+    ) -> std::thread::JoinHandle<Value> {
+        let body = json!({"tool": tool, "args": args, "context_id": context_id});
+        self.send_in_background(&self.token.clone(), body)
+    }
+
+    /// `POST /v1/tools/call` of `body` with `token` as the bearer, on another thread.
+    fn send_in_background(&self, token: &str, body: Value) -> std::thread::JoinHandle<Value> {
         let addr = self.addr.clone();
         let auth = format!("Bearer {token}");
-        let body = json!({"tool": tool, "args": args});
         std::thread::spawn(move || {
             let r = http::request(
                 &addr,

@@ -57,6 +57,10 @@ elif tool == "sign_or_fail":
     result = answer["result"]
 elif tool == "write_note":
     result = {"written": args["text"]}
+    if "read" in args:
+        # A file of the call's working folder (its context's files), as the tool saw it.
+        with open(args["read"]) as f:
+            result["read"] = f.read()
 elif tool == "sleep":
     time.sleep(args["seconds"])
     result = {"slept": args["seconds"]}

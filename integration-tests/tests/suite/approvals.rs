@@ -229,3 +229,49 @@ fn auto_approve_skips_waiting_but_never_lets_a_read_tool_sign() {
         "{r}"
     );
 }
+
+/// A `write` tool in a context runs on the context's files as they are once it is
+/// approved, not as they were when the call came: a file changed and a file added while
+/// the call waited are what the tool reads.
+#[test]
+fn write_tool_in_a_context_sees_the_files_as_they_are_once_approved() {
+    let sb = Skillbox::start(Options::default());
+    let put = |name: &str, text: &str| {
+        let local = sb.ws.join(format!("upload-{name}"));
+        std::fs::write(&local, text).unwrap();
+        let out = sb.cli(&["files", "put", "approve-1", name, local.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "files put {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    put("note.txt", "as the call came\n");
+    let args = |read: &str| json!({"text": "hello", "read": read});
+    let call = sb.call_in_context_in_background("approve-1", "signer:write_note", args("note.txt"));
+    let pending = sb.wait_pending("signer", "write_note");
+    put("note.txt", "as it was approved\n");
+    put("late.txt", "added while it waited\n");
+    assert!(
+        !call.is_finished(),
+        "the write call ran before its approval"
+    );
+    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = call.join().unwrap();
+    assert_eq!(r["success"], true, "{r}");
+    assert_eq!(r["data"]["read"], "as it was approved\n", "{r}");
+
+    // The file added while it waited is there too, for the next approved call.
+    let call = sb.call_in_context_in_background("approve-1", "signer:write_note", args("late.txt"));
+    // The first approval was used: the one pending now is this call's.
+    let pending = sb.wait_pending("signer", "write_note");
+    let r = sb.decide(&id(&pending), "approve", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = call.join().unwrap();
+    assert_eq!(r["data"]["read"], "added while it waited\n", "{r}");
+}
