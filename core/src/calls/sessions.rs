@@ -87,7 +87,7 @@ impl Dispatcher {
             Target::WriteStdin => {
                 let args: WriteArgs = parse(target, args)?;
                 *recorded = Some(ToolRef::new(NO_SKILL, Target::WRITE_STDIN));
-                self.write_stdin(run.call_id, &context, args, exec).await
+                self.write_stdin(&run, &context, args, exec).await
             }
             _ => {
                 let args: CloseArgs = parse(target, args)?;
@@ -279,7 +279,7 @@ impl Dispatcher {
     /// so a skill unpinned since the session started lends it nothing more.
     async fn write_stdin(
         &self,
-        call_id: &str,
+        run: &Run<'_>,
         context: &ContextTools,
         args: WriteArgs,
         exec: &ExecSection,
@@ -320,6 +320,7 @@ impl Dispatcher {
         if let Some(stages) = answer.as_mut().ok().and_then(|a| a.stages.take()) {
             self.observe_executor_stages(sent.elapsed(), stages);
         }
+        super::pipeline::Waits::add(&run.waits.transport_us, sent);
         let answer = match answer {
             Ok(a) => a,
             Err(e @ ClientError::Rpc(_)) => {
@@ -340,7 +341,7 @@ impl Dispatcher {
             self.forget_session(&args.session_id, &session_call);
             release(transport, at);
         }
-        let mut result = ToolResult::ok(call_id, answer_data(&answer), 0);
+        let mut result = ToolResult::ok(run.call_id, answer_data(&answer), 0);
         result.files = Some(files.take_written());
         Ok(result)
     }

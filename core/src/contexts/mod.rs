@@ -13,6 +13,7 @@
 pub mod builtins;
 pub mod delegation;
 pub mod disclosure;
+mod entry;
 pub mod files;
 
 use skillbox_protocol::{Target, ToolRef};
@@ -23,8 +24,9 @@ use serde::Serialize;
 use skillbox_protocol::result::ErrorKind;
 use skillbox_protocol::skill::{Catalog, Skill};
 
-use crate::auth::Caller;
 use crate::state::store::{unix_ms_now, Store, StoreError};
+
+pub use self::entry::{enter, gate, gate_at_once, tools};
 
 /// The built-in tools every context keeps ([`builtins::ALL`]): progressive disclosure
 /// ([`disclosure`]) and the command sessions (seed 004's execution tools; `[exec] enabled
@@ -170,38 +172,6 @@ impl ContextTools {
             active.join(", ")
         )
     }
-}
-
-/// Lets `caller` into context `id`: a bot's first use makes the context its own, and a
-/// context that another bot made is refused as not found. The operator enters every
-/// context without taking it (its pins stay for the bot that uses the context).
-pub fn enter(store: &Store, caller: &Caller, id: &str) -> Result<(), ContextError> {
-    validate_id(id)?;
-    let Caller::Bot(bot) = caller else {
-        return Ok(());
-    };
-    let owner = store.claim_context(id, &bot.name, unix_ms_now())?;
-    if owner == bot.name {
-        Ok(())
-    } else {
-        Err(ContextError::NotYours {
-            id: id.to_owned(),
-            bot: bot.name.clone(),
-        })
-    }
-}
-
-/// The pins and active tools of context `id` for `caller`, once it is let in
-/// ([`enter`]): what the call pipeline's gate judges a call by. Blocking (SQLite).
-pub fn gate(
-    store: &Store,
-    catalog: &Catalog,
-    every_tool: &Arc<BTreeSet<Target>>,
-    caller: &Caller,
-    id: &str,
-) -> Result<ContextTools, ContextError> {
-    enter(store, caller, id)?;
-    tools(store, catalog, every_tool, id)
 }
 
 /// Checks a context id: 1-128 characters of `A-Z a-z 0-9 . _ : -`.
@@ -389,48 +359,6 @@ pub fn view(
     };
     let prompt = prompt(catalog, available, &bodies, &budget);
     Ok(ContextView { tools, prompt })
-}
-
-/// Reads a context's pins (dropping and reporting those whose skill is gone) and active
-/// tools; `every_tool` is [`all_tools`] of `catalog`, made once per load and shared by
-/// every context that does not restrict its tools. Blocking (SQLite).
-pub fn tools(
-    store: &Store,
-    catalog: &Catalog,
-    every_tool: &Arc<BTreeSet<Target>>,
-    context_id: &str,
-) -> Result<ContextTools, ContextError> {
-    validate_id(context_id)?;
-    let mut pinned = Vec::new();
-    let mut skills: Vec<&Skill> = Vec::new();
-    let mut dropped = Vec::new();
-    for pin in store.pinned_skills(context_id)? {
-        match catalog.get(&pin.skill) {
-            Some(s) => {
-                skills.push(s);
-                pinned.push(PinnedSkill {
-                    name: pin.skill,
-                    pinned_at: pin.pinned_at,
-                });
-            }
-            None => {
-                store.unpin_skill(context_id, &pin.skill)?;
-                tracing::warn!(context_id, skill = %pin.skill, "dropped the pin of a skill that no longer exists");
-                dropped.push(pin.skill);
-            }
-        }
-    }
-    let (restricted, active_tools) = match active_tools(catalog, &skills) {
-        Some(set) => (true, Arc::new(set)),
-        None => (false, Arc::clone(every_tool)),
-    };
-    Ok(ContextTools {
-        context_id: context_id.to_string(),
-        pinned,
-        dropped,
-        restricted,
-        active_tools,
-    })
 }
 
 /// Pins `skill` in `context_id`; the skill must exist. Returns whether it was new.

@@ -369,3 +369,56 @@ fn an_unrestricted_context_shares_its_loads_set_of_every_tool() {
     assert!(!Arc::ptr_eq(&cut.active_tools, &every));
     assert!(cut.allows(&t("mail:send")) && !cut.allows(&t("mail:read")));
 }
+
+/// The gate from reads alone judges as the blocking gate does, and answers only when
+/// nothing must be written: a bot's first use (the claim) and a pin whose skill is gone
+/// (the drop) go to the blocking gate; a context of another bot is refused at once.
+#[test]
+fn the_gate_at_once_judges_from_reads_and_leaves_every_write_to_the_blocking_gate() {
+    let (dir, c) = fixture();
+    let s = store(dir.path());
+    let every = Arc::new(all_tools(&c));
+    let bot = |name: &str| {
+        crate::auth::Caller::Bot(Arc::new(crate::auth::Bot {
+            name: name.into(),
+            skills: None,
+        }))
+    };
+    let (a, b) = (bot("bot-a"), bot("bot-b"));
+    let at_once = |caller: &crate::auth::Caller, id: &str| {
+        let conn = s.if_free().expect("nobody holds the connection");
+        // In one read transaction, as the pipeline reads; it ends with the closure (the
+        // writes below would fail inside a transaction left open).
+        (conn.in_one_read(|conn| gate_at_once(conn, &c, &every, caller, id))).unwrap()
+    };
+    // A bot's first use claims the context: not from reads.
+    assert!(at_once(&a, "c1").is_none());
+    assert_eq!(s.context_owner("c1").unwrap(), None, "the read wrote");
+    gate(&s, &c, &every, &a, "c1").unwrap();
+    pin(&s, &c, "c1", "notes").unwrap();
+    let read = at_once(&a, "c1").expect("owned, every pin exists").unwrap();
+    assert_eq!(read, gate(&s, &c, &every, &a, "c1").unwrap());
+    assert!(read.restricted && read.allows(&t("mail:send")) && !read.allows(&t("mail:read")));
+    // Another bot is refused, as by the blocking gate; the operator enters.
+    let refused = at_once(&b, "c1").expect("judged from reads").unwrap_err();
+    assert!(
+        matches!(refused, ContextError::NotYours { .. }),
+        "{refused}"
+    );
+    assert!(at_once(&crate::auth::Caller::Operator, "c1")
+        .unwrap()
+        .is_ok());
+    assert!(matches!(
+        at_once(&a, "bad id!"),
+        Some(Err(ContextError::InvalidId { .. }))
+    ));
+    // A pin whose skill is gone is dropped by the blocking gate only.
+    s.pin_skill("c1", "ghost", unix_ms_now()).unwrap();
+    assert!(at_once(&a, "c1").is_none());
+    assert_eq!(gate(&s, &c, &every, &a, "c1").unwrap().dropped, ["ghost"]);
+    assert!(at_once(&a, "c1").is_some());
+    // A connection held elsewhere is not waited for.
+    let held = s.if_free().unwrap();
+    assert!(s.if_free().is_none());
+    drop(held);
+}

@@ -259,3 +259,23 @@ async fn a_file_opened_before_a_put_replaces_it_reads_as_the_version_opened() {
     assert_ne!(opened.record.sha256, v2.sha256);
     assert_eq!(f.open("c1", "a.bin").unwrap().record.sha256, v2.sha256);
 }
+
+/// The list a call may take from reads alone is the one kept at the database's version:
+/// none before the list was read, none once a file changed (the next read lists it).
+#[tokio::test]
+async fn the_list_held_for_the_gate_is_never_older_than_the_database() {
+    let (_dir, f) = files(FilesSection::default());
+    let held = |f: &ContextFiles| {
+        let conn = f.store.if_free().expect("nobody holds the connection");
+        f.held_work_dir(&conn, "c1").map(|w| w.files)
+    };
+    f.put("c1", "a.txt", body(b"a"), T).await.unwrap();
+    assert!(held(&f).is_none(), "nothing was read yet");
+    let read = f.work_dir("c1").unwrap().files;
+    let kept = held(&f).expect("the list just read");
+    assert!(Arc::ptr_eq(&kept, &read));
+    f.put("c1", "b.txt", body(b"b"), T).await.unwrap();
+    assert!(held(&f).is_none(), "a list from before b.txt was offered");
+    assert_eq!(f.work_dir("c1").unwrap().files.len(), 2);
+    assert_eq!(held(&f).expect("read again").len(), 2);
+}

@@ -8,19 +8,34 @@ use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile, MAX_CHUNK_BYTES};
 
 use super::read::open_file_beneath;
 use super::{check_path, ContextFiles, FileError};
+use crate::state::store::FreeConn;
 
 impl ContextFiles {
     /// Every file of `context_id` with the quotas a call must keep to. Blocking.
     pub fn work_dir(&self, context_id: &str) -> Result<WorkDir, FileError> {
         let files = self.work_list(context_id)?;
-        Ok(WorkDir {
+        Ok(self.work_dir_of(context_id, files))
+    }
+
+    /// [`ContextFiles::work_dir`] when the list kept is at the version `conn` reads, else
+    /// `None` (the list changed: it is read on a blocking thread). One indexed read, no
+    /// wait.
+    pub fn held_work_dir(&self, conn: &FreeConn<'_>, context_id: &str) -> Option<WorkDir> {
+        let version = conn.context_files_version(context_id).ok()?;
+        let files = self.lists.get(context_id, &version)?;
+        Some(self.work_dir_of(context_id, files))
+    }
+
+    /// The folder of `context_id` holding `files`, with the quotas a call must keep to.
+    fn work_dir_of(&self, context_id: &str, files: Arc<FileList>) -> WorkDir {
+        WorkDir {
             files,
             max_file_bytes: self.limits.max_file_bytes,
             max_total_bytes: self.limits.max_total_bytes,
             max_files: self.limits.max_files,
             context_id: Some(context_id.to_string()),
             ..WorkDir::default()
-        })
+        }
     }
 
     /// The list of `context_id`'s files: the one kept when its version is the

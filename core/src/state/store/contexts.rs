@@ -2,7 +2,7 @@
 //! request, so a pin from the CLI takes effect at once in the running core), and one row
 //! per transition of an executed activation plan.
 
-use rusqlite::{params, TransactionBehavior};
+use rusqlite::{params, Connection, TransactionBehavior};
 use serde::Serialize;
 
 use super::{Store, StoreError};
@@ -72,24 +72,7 @@ impl Store {
 
     /// The skills pinned in `context_id`, oldest pin first.
     pub fn pinned_skills(&self, context_id: &str) -> Result<Vec<Pin>, StoreError> {
-        let conn = self.conn();
-        let read = || -> rusqlite::Result<Vec<Pin>> {
-            let mut stmt = conn.prepare_cached(
-                "SELECT skill, pinned_at FROM contexts WHERE context_id = ?1 \
-                 ORDER BY pinned_at, skill",
-            )?;
-            let rows = stmt.query_map([context_id], |row| {
-                Ok(Pin {
-                    skill: row.get(0)?,
-                    pinned_at: row.get(1)?,
-                })
-            })?;
-            rows.collect()
-        };
-        read().map_err(|source| StoreError::ReadPins {
-            context_id: context_id.to_owned(),
-            source,
-        })
+        pinned_skills(&self.conn(), context_id)
     }
 
     /// Records the transitions of one run, all or none.
@@ -154,6 +137,27 @@ impl Store {
             source,
         })
     }
+}
+
+/// The skills pinned in `context_id`, oldest first.
+pub(super) fn pinned_skills(conn: &Connection, context_id: &str) -> Result<Vec<Pin>, StoreError> {
+    let read = || -> rusqlite::Result<Vec<Pin>> {
+        let mut stmt = conn.prepare_cached(
+            "SELECT skill, pinned_at FROM contexts WHERE context_id = ?1 \
+             ORDER BY pinned_at, skill",
+        )?;
+        let rows = stmt.query_map([context_id], |row| {
+            Ok(Pin {
+                skill: row.get(0)?,
+                pinned_at: row.get(1)?,
+            })
+        })?;
+        rows.collect()
+    };
+    read().map_err(|source| StoreError::ReadPins {
+        context_id: context_id.to_owned(),
+        source,
+    })
 }
 
 #[cfg(test)]

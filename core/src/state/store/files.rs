@@ -2,7 +2,7 @@
 //! SHA-256, when it was written and by whom: a call id or `upload`). The bytes are on disk
 //! ([`crate::contexts::files`]); a row is written after its file is in place.
 
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 use serde::Serialize;
 
 use super::{Store, StoreError};
@@ -42,6 +42,17 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<ContextFile> {
 
 fn failed(step: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |source| StoreError::Files { step, source }
+}
+
+/// The version of `context_id`'s list of files (0 before its first file).
+pub(super) fn context_files_version(
+    conn: &Connection,
+    context_id: &str,
+) -> Result<i64, StoreError> {
+    conn.prepare_cached("SELECT version FROM context_files_versions WHERE context_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
+        .map(|v| v.unwrap_or(0))
+        .map_err(failed("read the list's version"))
 }
 
 impl Store {
@@ -86,11 +97,7 @@ impl Store {
     /// connection, moves it on (0 before the first file). Read it before the list, and the
     /// list is at least as new as the version says.
     pub fn context_files_version(&self, context_id: &str) -> Result<i64, StoreError> {
-        self.conn()
-            .prepare_cached("SELECT version FROM context_files_versions WHERE context_id = ?1")
-            .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
-            .map(|v| v.unwrap_or(0))
-            .map_err(failed("read the list's version"))
+        context_files_version(&self.conn(), context_id)
     }
 
     /// One file of `context_id`, if recorded.

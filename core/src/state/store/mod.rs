@@ -10,6 +10,7 @@
 //! callers run them under `tokio::task::spawn_blocking`.
 
 mod approvals;
+mod at_once;
 mod call_log;
 mod calls;
 mod contexts;
@@ -27,6 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::Connection;
 
 pub use approvals::{ApprovalRecord, ApprovalStatus, Decision};
+pub use at_once::FreeConn;
 pub use calls::{CallRecord, SkillStats};
 pub use contexts::{Pin, RouteEvent};
 pub use egress::{CallEgress, EgressEntry, EgressVerdict, MAX_LISTED as MAX_EGRESS_LISTED};

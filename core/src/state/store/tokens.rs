@@ -1,7 +1,7 @@
 //! The `bot_tokens` and `context_owners` tables: one row per bot token (its SHA-256, never
 //! the token), and which caller a context id belongs to (the first one that used it).
 
-use rusqlite::{params, OptionalExtension, Row};
+use rusqlite::{params, Connection, OptionalExtension, Row};
 
 use super::{Store, StoreError};
 
@@ -44,6 +44,16 @@ fn from_row(row: &Row<'_>) -> rusqlite::Result<BotTokenRow> {
 
 fn failed(step: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |source| StoreError::Tokens { step, source }
+}
+
+/// Who context `context_id` belongs to, if anybody used it.
+pub(super) fn context_owner(
+    conn: &Connection,
+    context_id: &str,
+) -> Result<Option<String>, StoreError> {
+    conn.prepare_cached("SELECT owner FROM context_owners WHERE context_id = ?1")
+        .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
+        .map_err(failed("claim a context"))
 }
 
 impl Store {
@@ -122,11 +132,7 @@ impl Store {
         at: i64,
     ) -> Result<String, StoreError> {
         let conn = self.conn();
-        let owner = || {
-            conn.prepare_cached("SELECT owner FROM context_owners WHERE context_id = ?1")
-                .and_then(|mut stmt| stmt.query_row([context_id], |row| row.get(0)).optional())
-                .map_err(failed("claim a context"))
-        };
+        let owner = || context_owner(&conn, context_id);
         if let Some(owner) = owner()? {
             return Ok(owner);
         }
