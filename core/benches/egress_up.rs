@@ -203,6 +203,9 @@ fn direct(line: &[String]) -> Vec<f64> {
 
 /// Runs `line` by `exec_command` in the skill's sandbox.
 fn sandboxed(bot: &mut KeptBot, line: &[String]) -> Vec<f64> {
+    // A connection of its own: the host's series before it may have run longer than the
+    // gateway keeps an idle connection (curl's time is measured, not the call's).
+    bot.reconnect();
     let body = serde_json::json!({
         "tool": "exec_command",
         "context_id": "egress-bench",

@@ -56,6 +56,11 @@ impl KeptBot {
         }
     }
 
+    /// Closes the kept connection and opens another.
+    pub fn reconnect(&mut self) {
+        *self = Self::connect(&self.addr, &self.token);
+    }
+
     /// One call on the kept connection: its wall time in ms and the result.
     pub fn call(&mut self, tool: &str) -> (f64, serde_json::Value) {
         self.call_body(tool, &tool_body(tool))
