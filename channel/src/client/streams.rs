@@ -145,11 +145,13 @@ impl StreamClient {
             url: url.clone(),
             timeout_ms: u64::try_from(STREAM_OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
         };
-        let ready = self.warm.take();
-        self.fill_warm();
-        if let Some(tls) = ready {
+        // The next connection is started once this stream is upgraded (and a moment later,
+        // [`warm::REFILL_AFTER`]), not beside its upgrade.
+        if let Some(tls) = self.warm.take() {
             let upgraded = self.upgrade(&url, tls, kind, (call_id, token));
-            match tokio::time::timeout(STREAM_OPEN_TIMEOUT, upgraded).await {
+            let opened = tokio::time::timeout(STREAM_OPEN_TIMEOUT, upgraded).await;
+            self.fill_warm();
+            match opened {
                 // The server closed it while it waited: a fresh connection below.
                 Ok(Err(ClientError::Unreachable { reason, .. })) => {
                     tracing::debug!(%reason, "a connection made ahead was closed; opening a fresh one");
@@ -166,7 +168,9 @@ impl StreamClient {
                     url: url.clone(),
                     reason,
                 })?;
-            self.upgrade(&url, tls, kind, (call_id, token)).await
+            let opened = self.upgrade(&url, tls, kind, (call_id, token)).await;
+            self.fill_warm();
+            opened
         };
         tokio::time::timeout(STREAM_OPEN_TIMEOUT, opening)
             .await

@@ -2,8 +2,8 @@
 //! stream on a fresh connection costs a TCP connect and a mutual-TLS handshake (both
 //! sides sign and verify) before the upgrade's one round trip; a program waiting for its
 //! egress connection, or a call waiting for its context's files, paid for both. Here they
-//! are done beforehand, off that path: a stream takes a connection that is ready, and its
-//! taking starts the next one.
+//! are done beforehand, off that path: a stream takes a connection that is ready, and once
+//! it is upgraded the next one is started, [`REFILL_AFTER`] later.
 //!
 //! Nothing is sent on a connection until a stream takes it, so each still carries exactly
 //! one upgrade, as a fresh one does, and the server sees the same requests. A connection
@@ -24,6 +24,13 @@ pub(super) type Connected = tokio_rustls::client::TlsStream<TcpStream>;
 
 /// Connections kept ready for the next streams.
 pub const READY: usize = 2;
+
+/// How long after a stream took its connection the next one is started. Its handshake
+/// costs both processes a signature and a verification; started at once, it ran beside the
+/// stream that took the last one (the upgrade and a small request's whole exchange) on the
+/// same cores, and added about 0.4 ms to such a request (docs/hot-path.md). With [`READY`]
+/// made ahead, a program opening connections back to back still finds one ready.
+pub const REFILL_AFTER: Duration = Duration::from_millis(1);
 
 /// Oldest a ready connection is used.
 pub const MAX_AGE: Duration = Duration::from_secs(20);
@@ -75,6 +82,7 @@ impl WarmPool {
             let pool = Arc::clone(self);
             let making = connect();
             tokio::spawn(async move {
+                tokio::time::sleep(REFILL_AFTER).await;
                 let made = making.await;
                 if let Some(conn) = made {
                     let mut ready = pool.ready.lock().unwrap_or_else(|p| p.into_inner());
