@@ -34,6 +34,16 @@ fn id(approval: &Value) -> String {
     approval["id"].as_str().unwrap().to_string()
 }
 
+/// `skillbox approvals approve ID`, which must succeed.
+fn approve_by_cli(sb: &Skillbox, id: &str) {
+    let out = sb.cli(&["approvals", "approve", id]);
+    assert!(
+        out.status.success(),
+        "skillbox approvals approve: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 #[test]
 fn sign_waits_for_approval_and_signs_once_approved() {
     let sb = Skillbox::start(Options::default());
@@ -51,12 +61,7 @@ fn sign_waits_for_approval_and_signs_once_approved() {
         "the signature was made before its approval"
     );
 
-    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
-    assert!(
-        out.status.success(),
-        "skillbox approvals approve: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    approve_by_cli(&sb, &id(&pending));
     let r = call.join().unwrap();
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["ok"], true, "{r}");
@@ -188,12 +193,7 @@ fn write_tool_waits_for_approval_given_with_the_cli() {
         "{}",
         String::from_utf8_lossy(&listed.stdout)
     );
-    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    approve_by_cli(&sb, &id(&pending));
 
     let r = call.join().unwrap();
     assert_eq!(r["success"], true, "{r}");
@@ -256,12 +256,7 @@ fn write_tool_in_a_context_sees_the_files_as_they_are_once_approved() {
         !call.is_finished(),
         "the write call ran before its approval"
     );
-    let out = sb.cli(&["approvals", "approve", &id(&pending)]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    approve_by_cli(&sb, &id(&pending));
     let r = call.join().unwrap();
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["data"]["read"], "as it was approved\n", "{r}");
