@@ -35,6 +35,19 @@ struct Entry {
     ctime: (i64, i64),
 }
 
+impl Entry {
+    fn of(path: PathBuf, meta: &std::fs::Metadata) -> Self {
+        Entry {
+            path,
+            mode: meta.mode(),
+            ino: meta.ino(),
+            size: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
+}
+
 /// The entries of a skill folder, sorted by path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FolderStamp(Vec<Entry>);
@@ -56,39 +69,33 @@ pub enum StampError {
 }
 
 impl FolderStamp {
-    /// Stamps `dir` and everything under it (links are not followed).
+    /// Stamps `dir` and everything under it (links are not followed). Each entry is looked
+    /// at relative to its open folder (`DirEntry::metadata`, an `fstatat` without following
+    /// a link), not by its whole path again.
     pub fn read(dir: &Path) -> Result<Self, StampError> {
-        let mut entries = Vec::new();
-        let mut pending = vec![PathBuf::new()];
+        let read = |path: &Path, source| StampError::Read {
+            path: path.to_owned(),
+            source,
+        };
+        let top = std::fs::symlink_metadata(dir).map_err(|e| read(dir, e))?;
+        let mut entries = vec![Entry::of(PathBuf::new(), &top)];
+        let mut pending = match top.is_dir() {
+            true => vec![PathBuf::new()],
+            false => Vec::new(),
+        };
         while let Some(rel) = pending.pop() {
             let at = dir.join(&rel);
-            let meta = std::fs::symlink_metadata(&at).map_err(|source| StampError::Read {
-                path: at.clone(),
-                source,
-            })?;
-            if meta.is_dir() {
-                let list = std::fs::read_dir(&at).map_err(|source| StampError::Read {
-                    path: at.clone(),
-                    source,
-                })?;
-                for child in list {
-                    let child = child.map_err(|source| StampError::Read {
-                        path: at.clone(),
-                        source,
-                    })?;
-                    pending.push(rel.join(child.file_name()));
+            for child in std::fs::read_dir(&at).map_err(|e| read(&at, e))? {
+                let child = child.map_err(|e| read(&at, e))?;
+                let path = rel.join(child.file_name());
+                let meta = child.metadata().map_err(|e| read(&dir.join(&path), e))?;
+                if meta.is_dir() {
+                    pending.push(path.clone());
                 }
-            }
-            entries.push(Entry {
-                path: rel,
-                mode: meta.mode(),
-                ino: meta.ino(),
-                size: meta.len(),
-                mtime: (meta.mtime(), meta.mtime_nsec()),
-                ctime: (meta.ctime(), meta.ctime_nsec()),
-            });
-            if entries.len() > MAX_STAMPED_ENTRIES {
-                return Err(StampError::TooMany);
+                entries.push(Entry::of(path, &meta));
+                if entries.len() > MAX_STAMPED_ENTRIES {
+                    return Err(StampError::TooMany);
+                }
             }
         }
         entries.sort_by(|a, b| a.path.cmp(&b.path));
