@@ -216,6 +216,11 @@ async fn start<B: CapabilityBroker>(
             sandbox::write_args_file(warm.guard.scratch(), args.as_bytes(), warm.guard.uid());
         if let Err(e) = written {
             warm.end();
+            // A full scratch tmpfs: an ended call's folder is on its way out. A cold start
+            // makes its own scratch dir and waits for that room ([`sandbox::room`]).
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                return Ok(launch::launch(sandbox, broker, plan).await?);
+            }
             return Err(CallError::Sandbox(format!(
                 "cannot write the arguments file of a prestarted tool: {e}"
             )));

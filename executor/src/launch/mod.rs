@@ -139,11 +139,12 @@ pub async fn launch<B: CapabilityBroker>(
     let PreparedCall { launch, guard, .. } = sandbox.prepare_as(spec, kept_uid)?;
     let made = async {
         for (name, bytes) in &plan.scratch_files {
-            sandbox::scratch::write_owned(&guard.scratch().join(name), bytes, guard.uid())
+            let path = guard.scratch().join(name);
+            sandbox::room::when_room(|| sandbox::scratch::write_owned(&path, bytes, guard.uid()))
                 .map_err(|source| LaunchError::Scratch {
-                    name: name.clone(),
-                    source,
-                })?;
+                name: name.clone(),
+                source,
+            })?;
         }
         let (work, baseline) = match &plan.work {
             Some(w) => {

@@ -24,6 +24,7 @@ mod prepare;
 pub mod probe;
 pub mod reaper;
 pub mod remove_tree;
+pub mod room;
 pub mod scratch;
 pub mod scratch_mount;
 pub mod seccomp;

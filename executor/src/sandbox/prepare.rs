@@ -14,7 +14,7 @@ use super::limits::{Limits, MemoryLimit};
 use super::memcg::CallCgroup;
 use super::reaper::{CallUser, Releaser, UserPool};
 use super::scratch::{self, Scratch};
-use super::{env, landlock, mntns, netns, trust};
+use super::{env, landlock, mntns, netns, room, trust};
 use super::{ArgsFile, CallGuard, Launch, LaunchSpec, PrepareTimings, PreparedCall, Sandbox};
 use super::{SandboxError, ARGS_FILE_NAME, WORK_DIR};
 
@@ -164,32 +164,11 @@ impl Sandbox {
         }
     }
 
-    /// A scratch dir made now. When the scratch root is full (a bounded tmpfs that an
-    /// ended call filled), tries again until `RELEASE_WAIT` passes, waiting between tries
-    /// for the ended calls' releases and the removal of their folders. An ended call's
-    /// release is queued only after its answer is sent, so a call arriving at once may
-    /// find nothing queued yet: a short sleep stands in for it then.
+    /// A scratch dir made now, waiting for room when the scratch root is full
+    /// ([`room::when_room`]).
     fn make_scratch(&self, uid: Option<u32>) -> Result<Scratch, SandboxError> {
-        const PAUSE: Duration = Duration::from_millis(5);
-        let root = &self.config.scratch_root;
-        let deadline = Instant::now() + RELEASE_WAIT;
-        loop {
-            match Scratch::create(root, uid) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(self.scratch_error(e));
-                    }
-                    let released = Releaser::global().wait_one(deadline);
-                    let left = deadline.saturating_duration_since(Instant::now());
-                    crate::sandbox::remove_tree::Sweeper::global().wait_idle_for(left);
-                    if !released {
-                        std::thread::sleep(PAUSE.min(left));
-                    }
-                }
-                made => return made.map_err(|source| self.scratch_error(source)),
-            }
-        }
+        room::when_room(|| Scratch::create(&self.config.scratch_root, uid))
+            .map_err(|source| self.scratch_error(source))
     }
 
     /// A failure to make something in the scratch root, naming it.
@@ -212,7 +191,7 @@ impl Sandbox {
             Some(sub) => {
                 let work = scratch.path().join(WORK_DIR);
                 let cwd = work.join(sub);
-                scratch::make_owned_dirs(scratch.path(), &cwd, uid)
+                room::when_room(|| scratch::make_owned_dirs(scratch.path(), &cwd, uid))
                     .map_err(|source| self.scratch_error(source))?;
                 cwd
             }
@@ -236,7 +215,8 @@ impl Sandbox {
         }
         let path = scratch.path().join(ARGS_FILE_NAME);
         if let ArgsFile::Write(args) = args_file {
-            scratch::write_owned(&path, args, uid).map_err(|source| self.scratch_error(source))?;
+            room::when_room(|| scratch::write_owned(&path, args, uid))
+                .map_err(|source| self.scratch_error(source))?;
         }
         env.push((
             "SKILLBOX_ARGS_FILE".to_string(),
@@ -329,7 +309,7 @@ impl Sandbox {
         env: &mut Vec<(String, String)>,
     ) -> Result<(), SandboxError> {
         env.extend(env::proxy());
-        let bundle = trust::bundle_for(scratch.path(), trust_pem, uid)
+        let bundle = room::when_room(|| trust::bundle_for(scratch.path(), trust_pem, uid))
             .map_err(|source| self.scratch_error(source))?;
         env.extend(bundle.as_deref().map(trust::env).unwrap_or_default());
         Ok(())

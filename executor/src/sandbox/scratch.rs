@@ -13,16 +13,6 @@ use super::remove_tree::{remove_tree, Sweeper};
 /// The folder of the scratch root where ended calls' dirs wait for the sweeper.
 pub const TRASH_DIR: &str = ".trash";
 
-/// Longest wait for space when the scratch file system is full.
-pub const FULL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
-/// How often a full scratch file system is tried again within [`FULL_WAIT`].
-const FULL_RETRY: std::time::Duration = std::time::Duration::from_millis(50);
-
-/// `ENOSPC`: no space left on the device.
-fn libc_enospc() -> i32 {
-    nix::errno::Errno::ENOSPC as i32
-}
-
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A scratch directory, removed on drop.
@@ -33,26 +23,9 @@ pub struct Scratch {
 
 impl Scratch {
     /// Creates a fresh directory under `root` (created 0711 if missing), mode 0700, owned
-    /// by `owner` when given. When the scratch file system is full (a tool filled the
-    /// tmpfs just before, and its dir is on its way to the sweeper or in its queue), it
-    /// waits for the sweeper and tries again, for at most [`FULL_WAIT`].
+    /// by `owner` when given. Once: a caller that can wait for room on a full scratch
+    /// file system runs it through [`super::room::when_room`].
     pub fn create(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
-        let deadline = std::time::Instant::now() + FULL_WAIT;
-        loop {
-            match Self::create_once(root, owner) {
-                Err(e)
-                    if e.raw_os_error() == Some(libc_enospc())
-                        && std::time::Instant::now() < deadline =>
-                {
-                    Sweeper::global().wait_idle_for(FULL_RETRY);
-                    std::thread::sleep(FULL_RETRY);
-                }
-                other => return other,
-            }
-        }
-    }
-
-    fn create_once(root: &Path, owner: Option<u32>) -> std::io::Result<Self> {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let path = root.join(format!("call-{}-{n}", std::process::id()));
         let dir = std::fs::DirBuilder::new().mode(0o700).create(&path);
@@ -67,10 +40,12 @@ impl Scratch {
         } else {
             dir?;
         }
+        // Made now, so a failure below removes it again (on drop).
+        let scratch = Self { path };
         if let Some(uid) = owner {
-            std::os::unix::fs::chown(&path, Some(uid), Some(uid))?;
+            std::os::unix::fs::chown(&scratch.path, Some(uid), Some(uid))?;
         }
-        Ok(Self { path })
+        Ok(scratch)
     }
 
     /// The directory.
@@ -79,7 +54,9 @@ impl Scratch {
     }
 }
 
-/// Writes `content` to a new file `path` (mode 0600), owned by `owner` when given.
+/// Writes `content` to a new file `path` (mode 0600), owned by `owner` when given. On a
+/// failure the file is removed again, so nothing half-written stays and the write can be
+/// tried again (a full scratch tmpfs: [`super::room::when_room`]).
 pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::Result<()> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
@@ -88,11 +65,15 @@ pub fn write_owned(path: &Path, content: &[u8], owner: Option<u32>) -> std::io::
         .create_new(true)
         .mode(0o600)
         .open(path)?;
-    file.write_all(content)?;
-    if let Some(uid) = owner {
-        std::os::unix::fs::fchown(&file, Some(uid), Some(uid))?;
+    let written = file.write_all(content).and_then(|()| match owner {
+        Some(uid) => std::os::unix::fs::fchown(&file, Some(uid), Some(uid)),
+        None => Ok(()),
+    });
+    if written.is_err() {
+        // This call made the file (`create_new`), so the name is its own to remove.
+        let _ = std::fs::remove_file(path);
     }
-    Ok(())
+    written
 }
 
 /// Makes `dir` and its missing parents up to `base` (which exists), each 0700 and owned

@@ -85,8 +85,14 @@ impl ReadySlots {
                 },
                 None => None,
             };
-            let scratch = match Scratch::create(root, user.as_ref().map(|u| u.uid)) {
+            let uid = user.as_ref().map(|u| u.uid);
+            let scratch = match super::room::when_room(|| Scratch::create(root, uid)) {
                 Ok(scratch) => scratch,
+                // Full still: a slot is made again once ended calls have freed room.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                    std::thread::sleep(RETRY);
+                    continue;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot make a scratch dir ahead; calls make their own");
                     return;

@@ -7,6 +7,7 @@
 //! - `runs`: what must keep working (scratch dir, Python and shell tools, the examples);
 //! - `egress`: a network call's namespace, proxy and relay, and the attacks on them;
 //! - `relay`: `exec --stdio`, the request and capability traffic over stdin/stdout;
+//! - `full_scratch`: calls back to back on a scratch tmpfs that each of them fills;
 //! - `memory_cgroups`: a fresh memory cgroup per call, made ahead, at the call's limit;
 //! - `spawn`: the clone-based spawn leaves the executor's own threads unchanged;
 //! - `uid_ranges`: the default user ids of an executor in the host's PID namespace and in
@@ -27,6 +28,7 @@ mod escape_files;
 mod escape_kernel;
 mod escape_network;
 mod escape_proc;
+mod full_scratch;
 mod harness;
 mod layers;
 mod limits;
