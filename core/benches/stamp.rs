@@ -1,7 +1,9 @@
 //! What admission's check of an installed skill costs per call (`skills/stamp.rs`:
 //! `FolderStamp::read`, one `lstat` per entry and a `readdir` per folder, on the call's
 //! async thread), for skill folders of several sizes, against one `lstat` of the folder
-//! alone measured in the same run (the least any check of the files could do).
+//! alone measured in the same run (the least any check of the files could do), and what
+//! admission pays with the inotify watch (`skills/stamp_watch.rs`) when nothing changed:
+//! a drained queue (the median leaves out the read it still makes once a second).
 //!
 //! The folders are shaped like published skills: `SKILL.md`, `scripts/`, `references/`
 //! and a `schemas/` tree holding the rest (Anthropic's document skills carry about a
@@ -14,6 +16,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use skillbox_core::skills::stamp::FolderStamp;
+use skillbox_core::skills::stamp_watch::StampWatch;
 
 /// Writes a skill folder of about `entries` files and folders under `dir`.
 fn skill_folder(dir: &Path, entries: usize) {
@@ -32,6 +35,12 @@ fn skill_folder(dir: &Path, entries: usize) {
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(folder.join(format!("s{i}.xsd")), "<xsd/>\n").unwrap();
     }
+}
+
+/// The median of `values`.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 /// The median of `n` timings of `f`, in µs.
@@ -55,29 +64,41 @@ fn main() {
     let root = tempfile::tempdir().unwrap();
     let mut report = format!(
         "# Admission's check of an installed skill\n\n{n} checks per size, medians; the baseline is one `lstat` of the folder.\n\n\
-         | entries | stamp read, µs | one `lstat`, µs | ratio |\n|---|---|---|---|\n"
+         | entries | stamp read, µs | watched, no change, µs (and one read a second) | one `lstat`, µs | read / `lstat` | watched / `lstat` |\n|---|---|---|---|---|---|\n"
     );
     for entries in [10, 60, 150, 1_000] {
         let dir = root.path().join(format!("skill-{entries}"));
         skill_folder(&dir, entries);
+        let watch = StampWatch::new();
+        watch.watch("s", &dir);
         let stamped = FolderStamp::read(&dir).unwrap();
-        // Interleaved: the stamp, then the baseline, each `n` times in alternation.
-        let (mut stamp, mut stat) = (Vec::new(), Vec::new());
+        // Interleaved: the stamp, the watched check, then the baseline, each `n` times in
+        // alternation.
+        let (mut stamp, mut watched, mut stat) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..10 {
             stamp.push(median_us(n / 10, || {
                 assert_eq!(FolderStamp::read(&dir).unwrap(), stamped);
+            }));
+            // What admission does (InstalledStamps::check): the read only when the watch
+            // cannot vouch for the folder.
+            watched.push(median_us(n / 10, || {
+                if !watch.unchanged("s") {
+                    let began = Instant::now();
+                    assert_eq!(FolderStamp::read(&dir).unwrap(), stamped);
+                    watch.verified("s", began);
+                }
             }));
             stat.push(median_us(n / 10, || {
                 std::fs::symlink_metadata(&dir).unwrap();
             }));
         }
-        stamp.sort_by(f64::total_cmp);
-        stat.sort_by(f64::total_cmp);
-        let (a, b) = (stamp[stamp.len() / 2], stat[stat.len() / 2]);
+        assert_eq!(watch.watched(), 1, "the bench's folder is not watched");
+        let (a, w, b) = (median(stamp), median(watched), median(stat));
         let counted = entries_in(&dir);
         report.push_str(&format!(
-            "| {counted} | {a:.1} | {b:.2} | {:.0}× |\n",
-            a / b
+            "| {counted} | {a:.1} | {w:.2} | {b:.2} | {:.0}× | {:.1}× |\n",
+            a / b,
+            w / b
         ));
     }
     print!("{report}");

@@ -13,4 +13,5 @@ pub mod install;
 pub mod roots;
 pub mod sources;
 pub mod stamp;
+pub mod stamp_watch;
 pub mod tree_watch;

@@ -9,8 +9,9 @@
 //! the stamp again, one `lstat` per entry and no hashing, and refuses the call
 //! (`permission_denied`, "files changed since install") when it differs. The change time
 //! cannot be set back by a user, so an edit that restores the size and modification time
-//! is still seen. Local skills (not in the install lock) are not stamped: they may be
-//! edited while they run.
+//! is still seen. An inotify watch ([`super::stamp_watch`]) spares that read while nothing
+//! in the skill changed. Local skills (not in the install lock) are not stamped: they may
+//! be edited while they run.
 
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -19,6 +20,7 @@ use std::path::{Path, PathBuf};
 use skillbox_protocol::skill::{Catalog, InstallLock, Skill};
 
 use crate::skills::install::TrustPolicy;
+use crate::skills::stamp_watch::StampWatch;
 
 /// Most entries stamped in one skill folder; a bigger one cannot be stamped and its calls
 /// are refused until it is reinstalled smaller (a package holds far fewer files).
@@ -127,38 +129,68 @@ impl FolderStamp {
     }
 }
 
-/// The stamps of the installed skills of one load, by name.
+/// The stamps of the installed skills of one load, by name, and the watch that says when
+/// one need not be read again ([`StampWatch`]).
 #[derive(Debug, Default)]
-pub struct InstalledStamps(HashMap<String, Result<FolderStamp, String>>);
+pub struct InstalledStamps {
+    stamps: HashMap<String, Result<FolderStamp, String>>,
+    watch: StampWatch,
+}
 
 impl InstalledStamps {
     /// Stamps every skill of `catalog` that the install lock of `policy` lists and that is
     /// in its install place (the skills the trust policy re-verifies). Call it before
     /// they are hashed, so a change during the hashing is seen too.
     pub fn read(catalog: &Catalog, policy: &TrustPolicy) -> Self {
+        Self::read_watched(catalog, policy, StampWatch::new)
+    }
+
+    /// [`InstalledStamps::read`] with the watch `watch` makes when there is an install
+    /// lock (tests: another refresh interval or limit). Each skill is watched before its
+    /// stamp is read, so no change falls between them.
+    pub fn read_watched(
+        catalog: &Catalog,
+        policy: &TrustPolicy,
+        watch: impl FnOnce() -> StampWatch,
+    ) -> Self {
         let Ok(Some(lock)) = InstallLock::read(&policy.skills_root) else {
             return Self::default();
         };
+        let watch = watch();
         let stamps = (catalog.skills.iter())
             .filter(|s| lock.get(&s.name).is_some())
             .filter(|s| s.dir == policy.skills_root.join(&s.name))
             .map(|s| {
+                watch.watch(&s.name, &s.dir);
                 let stamp = FolderStamp::read(&s.dir).map_err(|e| e.to_string());
                 (s.name.clone(), stamp)
             })
             .collect();
-        Self(stamps)
+        Self { stamps, watch }
+    }
+
+    /// The watch of this load's skills.
+    pub fn watch(&self) -> &StampWatch {
+        &self.watch
     }
 
     /// Refuses `skill` when it is stamped and its files are no longer as verified: the
     /// reason, saying what changed and what to do.
     pub fn check(&self, skill: &Skill) -> Result<(), String> {
-        let Some(stamped) = self.0.get(&skill.name) else {
+        let Some(stamped) = self.stamps.get(&skill.name) else {
             return Ok(());
         };
+        // Watched with no event since its stamp was last read, not long ago: as verified.
+        if stamped.is_ok() && self.watch.unchanged(&skill.name) {
+            return Ok(());
+        }
+        let began = std::time::Instant::now();
         let what = match (stamped, FolderStamp::read(&skill.dir)) {
             (Ok(then), Ok(now)) => match then.first_change(&now) {
-                None => return Ok(()),
+                None => {
+                    self.watch.verified(&skill.name, began);
+                    return Ok(());
+                }
                 Some(what) => what,
             },
             (Err(e), _) => format!("its files could not be stamped when it was verified ({e})"),
@@ -174,140 +206,5 @@ impl InstalledStamps {
 }
 
 #[cfg(test)]
-mod tests {
-    use serde_json::json;
-    use skillbox_protocol::result::ErrorKind;
-    use skillbox_protocol::skill::{discover, DiscoveryOptions, LockedSkill, Trust};
-
-    use super::*;
-    use crate::state::Workspace;
-
-    /// A workspace with the installed skill `echo` (in the lock) and the local skill
-    /// `draft`; the catalogue and its stamps.
-    fn installed(ws: &Path) -> (Catalog, InstalledStamps) {
-        let skills = ws.join("skills");
-        for name in ["echo", "draft"] {
-            let d = skills.join(name);
-            std::fs::create_dir_all(d.join("scripts")).unwrap();
-            std::fs::write(
-                d.join("skill.yaml"),
-                format!("name: {name}\ndescription: d\ntools:\n  - name: run\n    description: r\n    command: [\"sh\", \"scripts/run.sh\"]\n"),
-            )
-            .unwrap();
-            std::fs::write(d.join("scripts/run.sh"), "echo '{}'\n").unwrap();
-        }
-        let mut lock = InstallLock::default();
-        lock.skills.insert(
-            "echo".into(),
-            LockedSkill {
-                version: None,
-                digest: format!("sha256:{}", "0".repeat(64)),
-                trust: Trust::Local,
-                publisher: None,
-                leaf_fingerprint: None,
-                publisher_key: None,
-                root_fingerprint: None,
-                installed_at: "2026-01-01T00:00:00Z".into(),
-                origin: None,
-            },
-        );
-        std::fs::write(
-            InstallLock::path(&skills),
-            serde_json::to_vec(&lock).unwrap(),
-        )
-        .unwrap();
-        let catalog = discover(std::slice::from_ref(&skills), DiscoveryOptions::default());
-        let policy = TrustPolicy::for_workspace(&Workspace::new(ws), false);
-        let stamps = InstalledStamps::read(&catalog, &policy);
-        (catalog, stamps)
-    }
-
-    #[tokio::test]
-    async fn call_of_an_installed_skill_edited_after_verification_is_refused_at_admission() {
-        let dir = tempfile::tempdir().unwrap();
-        let (catalog, stamps) = installed(dir.path());
-        let dispatcher = crate::calls::test_dispatcher(dir.path(), Catalog::default());
-        dispatcher.load().swap(catalog, None, stamps);
-        // Unchanged: admitted (it then finds no executor here).
-        let r = dispatcher.call_named("echo:run", json!({})).await;
-        assert!(
-            !r.error
-                .clone()
-                .unwrap_or_default()
-                .contains("files changed"),
-            "{r:?}"
-        );
-        // Edited in place, as an attacker with write access to the skills folder would.
-        let script = dir.path().join("skills/echo/scripts/run.sh");
-        std::fs::write(&script, "cat /etc/passwd\n").unwrap();
-        let r = dispatcher.call_named("echo:run", json!({})).await;
-        assert!(!r.success);
-        assert_eq!(r.error_kind, Some(ErrorKind::PermissionDenied), "{r:?}");
-        let error = r.error.unwrap();
-        assert!(error.contains("files changed since install"), "{error}");
-        assert!(error.contains("\"scripts/run.sh\" changed"), "{error}");
-        assert!(error.contains("reinstall it"), "{error}");
-        // A file added is seen too.
-        std::fs::write(dir.path().join("skills/echo/extra.sh"), "x").unwrap();
-        let e = dispatcher
-            .call_named("echo:run", json!({}))
-            .await
-            .error
-            .unwrap();
-        assert!(e.contains("files changed since install"), "{e}");
-        // A folder that cannot be read any more is refused too, saying so.
-        std::fs::rename(
-            dir.path().join("skills/echo"),
-            dir.path().join("echo-moved"),
-        )
-        .unwrap();
-        let e = dispatcher
-            .call_named("echo:run", json!({}))
-            .await
-            .error
-            .unwrap();
-        assert!(e.contains("its files cannot be read now"), "{e}");
-        // A local skill (not in the lock) may be edited while it runs.
-        std::fs::write(dir.path().join("skills/draft/scripts/run.sh"), "echo 1\n").unwrap();
-        let r = dispatcher.call_named("draft:run", json!({})).await;
-        assert!(
-            !r.error
-                .clone()
-                .unwrap_or_default()
-                .contains("files changed"),
-            "{r:?}"
-        );
-    }
-
-    #[test]
-    fn stamp_names_what_changed_a_file_removed_or_added() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("a"), "1").unwrap();
-        std::fs::write(dir.path().join("b"), "1").unwrap();
-        let then = FolderStamp::read(dir.path()).unwrap();
-        assert_eq!(
-            then.first_change(&FolderStamp::read(dir.path()).unwrap()),
-            None
-        );
-        std::fs::remove_file(dir.path().join("a")).unwrap();
-        let now = FolderStamp::read(dir.path()).unwrap();
-        let what = then.first_change(&now).unwrap();
-        // Removing a file changes the folder first (its times), then names the file.
-        assert!(
-            what.contains("changed") || what.contains("removed"),
-            "{what}"
-        );
-        let mut only_files = then.clone();
-        only_files.0.retain(|e| !e.path.as_os_str().is_empty());
-        let mut now_files = now.clone();
-        now_files.0.retain(|e| !e.path.as_os_str().is_empty());
-        assert_eq!(
-            only_files.first_change(&now_files).unwrap(),
-            "\"a\" was removed"
-        );
-        assert_eq!(
-            now_files.first_change(&only_files).unwrap(),
-            "\"a\" was added"
-        );
-    }
-}
+#[path = "stamp_tests.rs"]
+pub(crate) mod tests;

@@ -328,6 +328,34 @@ fn file_changed_after_install_is_refused_at_load() {
     );
 }
 
+/// The call right after a write to an installed skill is refused by admission itself
+/// (the stamp, named), not by the reload the write causes a little later: the watch that
+/// spares admission its read of the files while nothing changes (docs/signing-runbook.md)
+/// does not spare it after a change, whichever path the write took.
+#[test]
+fn an_installed_skill_written_between_two_calls_is_refused_by_the_next_call() {
+    let sb = Skillbox::start(Options::default());
+    succeeded("certs init-root", &sb.cli(&["certs", "init-root"]));
+    let (cert, key) = issue(&sb, "acme");
+    install(&sb, &signed_package(&sb, "stamp", "1.0.0", &cert, &key));
+    for _ in 0..5 {
+        sb.call_ok("stamp:run", json!({}));
+    }
+    // Through a hard link outside the skills folder: no watched folder is on its path.
+    let script = sb.ws.join("skills/stamp/scripts/run.sh");
+    let link = sb.root.path().join("outside-link");
+    fs::hard_link(&script, &link).unwrap();
+    let mut text = fs::read_to_string(&link).unwrap();
+    text.push_str("echo tampered\n");
+    fs::write(&link, text).unwrap();
+    let error = refused_call(&sb, "stamp:run");
+    assert!(error.contains("files changed since install"), "{error}");
+    assert!(
+        error.contains("\"scripts/run.sh\" changed after the skill was verified"),
+        "not refused by admission's stamp: {error}"
+    );
+}
+
 #[test]
 fn root_rotation_end_to_end_old_and_new_root_skills_run_until_the_old_root_is_retired() {
     let sb = Skillbox::start(Options::default());
