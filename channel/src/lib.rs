@@ -2,9 +2,10 @@
 //! `POST /rpc` over HTTPS, TLS 1.3 only, no session resumption, client certificate
 //! required, and each side's identity (a DNS name in the certificate, issued by the
 //! internal CA) checked, not just its chain. `POST /egress` upgrades a connection to a
-//! raw byte stream of one call ([`stream`]).
+//! raw byte stream of one call ([`stream`]), or upgrades it before the call ([`ahead`]).
 #![forbid(unsafe_code)]
 
+pub mod ahead;
 pub mod client;
 pub mod server;
 pub mod stream;

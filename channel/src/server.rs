@@ -1,7 +1,8 @@
 //! Channel server: accepts TLS connections, checks the client's identity, and serves
 //! JSON-RPC requests on `POST /rpc` with a body-size limit, and, when a
-//! [`StreamHandler`] is registered, upgraded byte streams on `POST /egress`
-//! ([`crate::stream`]).
+//! [`StreamHandler`] is registered, upgraded byte streams on `POST /egress` and `POST
+//! /file` ([`crate::stream`]) and on `POST /stream`, upgraded before their call
+//! ([`crate::ahead`]).
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -20,6 +21,7 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
+use super::ahead::AHEAD_PATH;
 use super::stream::{self, StreamHandler, StreamKind};
 use super::tls::{self, TlsError};
 use super::{TlsFiles, RPC_PATH};
@@ -170,8 +172,10 @@ pub async fn serve_with_streams(
                 let options = Arc::clone(&options);
                 let streams = streams.clone();
                 async move {
-                    let kind = StreamKind::at(req.uri().path());
+                    let path = req.uri().path();
+                    let (ahead, kind) = (path == AHEAD_PATH, StreamKind::at(path));
                     let answer = match (streams, kind) {
+                        (Some(streams), _) if ahead => crate::ahead::upgrade(req, streams),
                         (Some(streams), Some(kind)) => stream::upgrade(req, streams, kind),
                         _ => respond(req, &*handler, &options).await,
                     };

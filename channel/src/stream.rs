@@ -29,6 +29,9 @@
 //! `POST /file` (`Upgrade: skillbox-file`) is the same upgrade for a call's context file
 //! coming to the executor as raw bytes rather than base64 chunks inside JSON-RPC
 //! ([`StreamHandler::serve_file`]; what travels on it is `skillbox_protocol::workdir`'s).
+//!
+//! Either can also travel on a stream upgraded before its call ([`crate::ahead`]), the call
+//! named in the stream's first bytes instead of headers: that spares the round trip.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -154,6 +157,11 @@ pub(crate) fn upgrade(
             Err(e) => tracing::debug!(error = %e, %path, "stream upgrade failed"),
         }
     });
+    switching(protocol)
+}
+
+/// The `101` answer of an upgrade to `protocol`.
+pub(crate) fn switching(protocol: &'static str) -> Response<Full<Bytes>> {
     let mut r = Response::new(Full::new(Bytes::new()));
     *r.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     r.headers_mut()
@@ -164,7 +172,7 @@ pub(crate) fn upgrade(
 }
 
 /// Whether the request asks for an upgrade to `protocol`.
-fn names_upgrade(headers: &HeaderMap, protocol: &str) -> bool {
+pub(crate) fn names_upgrade(headers: &HeaderMap, protocol: &str) -> bool {
     let connection = headers.get_all(header::CONNECTION).iter().any(|v| {
         v.to_str().is_ok_and(|v| {
             v.split(',')

@@ -1,18 +1,22 @@
 //! [`StreamClient`]: the executor's side of the channel's byte streams (`POST /egress`,
 //! `POST /file`, [`crate::stream`]), each upgraded on a mutual-TLS connection of its own,
-//! with a few connections made ahead of the next streams ([`super::warm`]).
+//! with a few upgraded ahead of the next calls ([`crate::ahead`], [`super::warm`]).
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::rt::TokioIo;
 use rustls::pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::{error_chain, warm, ClientError, CONNECT_TIMEOUT};
+use crate::ahead::{self, AHEAD_PATH, AHEAD_PROTOCOL};
 use crate::stream::{StreamKind, CALL_ID_HEADER, TOKEN_HEADER};
 use crate::tls;
 use crate::TlsFiles;
@@ -23,16 +27,19 @@ pub type ChannelStream = TokioIo<hyper::upgrade::Upgraded>;
 /// Longest wait for a stream's TLS handshake and `101` answer after the TCP connect.
 pub const STREAM_OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Connections a [`StreamClient`] keeps made ahead for its next streams.
+/// Streams a [`StreamClient`] keeps upgraded ahead for its next calls.
 pub const WARM_STREAMS: usize = warm::READY;
+
+/// A connection with its TLS handshake done and no request sent.
+type Connected = tokio_rustls::client::TlsStream<TcpStream>;
 
 /// Largest refusal text read from a server that did not upgrade.
 const MAX_REFUSAL_BYTES: usize = 4096;
 
 /// Opens byte streams to one channel server (the executor's side of the egress proxy):
 /// each on a connection of its own (mutual TLS, the server's identity checked as its
-/// certificate name), upgraded from `POST /egress`. A few connections are made ahead of
-/// the next streams ([`warm`]); clones share them.
+/// certificate name), upgraded from `POST /egress`, or taken from the few upgraded ahead
+/// of the next calls ([`warm`]); clones share them.
 #[derive(Clone)]
 pub struct StreamClient {
     /// `host:port` to connect to.
@@ -41,7 +48,7 @@ pub struct StreamClient {
     url: String,
     name: ServerName<'static>,
     tls: TlsConnector,
-    warm: Arc<warm::WarmPool>,
+    warm: Arc<warm::WarmPool<ChannelStream>>,
 }
 
 impl std::fmt::Debug for StreamClient {
@@ -95,7 +102,7 @@ impl StreamClient {
         })
     }
 
-    /// Connections made ahead and ready for the next streams now (at most
+    /// Streams upgraded ahead and ready for the next calls now (at most
     /// [`WARM_STREAMS`]).
     pub fn warm_ready(&self) -> usize {
         self.warm.ready()
@@ -145,18 +152,26 @@ impl StreamClient {
             url: url.clone(),
             timeout_ms: u64::try_from(STREAM_OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
         };
-        // The next connection is started once this stream is upgraded (and a moment later,
-        // [`warm::REFILL_AFTER`]), not beside its upgrade.
-        if let Some(tls) = self.warm.take() {
-            let upgraded = self.upgrade(&url, tls, kind, (call_id, token));
-            let opened = tokio::time::timeout(STREAM_OPEN_TIMEOUT, upgraded).await;
+        // A stream upgraded ahead: the call named in its first bytes, no round trip. The
+        // next one is started [`warm::REFILL_AFTER`] later.
+        let preamble = ahead::preamble(kind, call_id, token).map_err(|e| ClientError::BadUrl {
+            url: url.clone(),
+            reason: e.to_string(),
+        })?;
+        while let Some(mut stream) = self.warm.take() {
+            if !still_open(&mut stream) {
+                tracing::debug!("a stream upgraded ahead was closed; taking another");
+                continue;
+            }
+            let written = async {
+                stream.write_all(&preamble).await?;
+                stream.flush().await
+            };
+            let named = tokio::time::timeout(STREAM_OPEN_TIMEOUT, written).await;
             self.fill_warm();
-            match opened {
-                // The server closed it while it waited: a fresh connection below.
-                Ok(Err(ClientError::Unreachable { reason, .. })) => {
-                    tracing::debug!(%reason, "a connection made ahead was closed; opening a fresh one");
-                }
-                Ok(opened) => return opened,
+            match named {
+                Ok(Ok(())) => return Ok(stream),
+                Ok(Err(e)) => tracing::debug!(error = %e, "a stream upgraded ahead broke"),
                 Err(_) => return Err(timed_out()),
             }
         }
@@ -168,7 +183,8 @@ impl StreamClient {
                     url: url.clone(),
                     reason,
                 })?;
-            let opened = self.upgrade(&url, tls, kind, (call_id, token)).await;
+            let (path, protocol) = (kind.path(), kind.protocol());
+            let opened = (self.upgrade(&url, tls, path, protocol, Some((call_id, token)))).await;
             self.fill_warm();
             opened
         };
@@ -179,7 +195,7 @@ impl StreamClient {
 
     /// A TCP connection to the server with the mutual-TLS handshake done (the TCP connect
     /// within [`CONNECT_TIMEOUT`]); why not.
-    async fn connect(&self) -> Result<warm::Connected, String> {
+    async fn connect(&self) -> Result<Connected, String> {
         let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.addr))
             .await
             .map_err(|_| format!("no connection within {CONNECT_TIMEOUT:?}"))?
@@ -191,16 +207,28 @@ impl StreamClient {
             .map_err(|e| format!("TLS handshake: {e}"))
     }
 
-    /// Starts making connections for the next streams ([`warm`]).
+    /// Starts making streams upgraded ahead for the next calls ([`warm`]).
     fn fill_warm(&self) {
         self.warm.fill(|| {
             let client = self.clone();
             async move {
-                let made = tokio::time::timeout(STREAM_OPEN_TIMEOUT, client.connect()).await;
-                match made {
-                    Ok(Ok(conn)) => Some(conn),
-                    Ok(Err(reason)) => {
-                        tracing::debug!(%reason, "a connection ahead of the next stream failed");
+                let made = async {
+                    let url = format!("{}{AHEAD_PATH}", client.url);
+                    let tls = client
+                        .connect()
+                        .await
+                        .map_err(|reason| ClientError::Connect {
+                            url: url.clone(),
+                            reason,
+                        })?;
+                    client
+                        .upgrade(&url, tls, AHEAD_PATH, AHEAD_PROTOCOL, None)
+                        .await
+                };
+                match tokio::time::timeout(STREAM_OPEN_TIMEOUT, made).await {
+                    Ok(Ok(stream)) => Some(stream),
+                    Ok(Err(e)) => {
+                        tracing::debug!(error = %e, "a stream ahead of the next call failed");
                         None
                     }
                     Err(_) => None,
@@ -209,12 +237,15 @@ impl StreamClient {
         });
     }
 
+    /// Upgrades `tls` at `path` to `protocol`, naming the call `(call id, token)` in
+    /// headers when given.
     async fn upgrade(
         &self,
         url: &str,
-        tls: tokio_rustls::client::TlsStream<TcpStream>,
-        kind: StreamKind,
-        (call_id, token): (&str, &str),
+        tls: Connected,
+        path: &str,
+        protocol: &'static str,
+        call: Option<(&str, &str)>,
     ) -> Result<ChannelStream, ClientError> {
         let broke = |e: hyper::Error| ClientError::Unreachable {
             url: url.to_string(),
@@ -228,12 +259,16 @@ impl StreamClient {
                 tracing::debug!(error = %e, "channel stream connection ended");
             }
         });
-        let req = http::Request::post(kind.path())
+        let mut req = http::Request::post(path)
             .header(http::header::HOST, self.name.to_str().as_ref())
             .header(http::header::CONNECTION, "Upgrade")
-            .header(http::header::UPGRADE, kind.protocol())
-            .header(CALL_ID_HEADER, call_id)
-            .header(TOKEN_HEADER, token)
+            .header(http::header::UPGRADE, protocol);
+        if let Some((call_id, token)) = call {
+            req = req
+                .header(CALL_ID_HEADER, call_id)
+                .header(TOKEN_HEADER, token);
+        }
+        let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| ClientError::BadUrl {
                 url: url.to_string(),
@@ -256,4 +291,13 @@ impl StreamClient {
         let upgraded = hyper::upgrade::on(resp).await.map_err(broke)?;
         Ok(TokioIo::new(upgraded))
     }
+}
+
+/// Whether a stream kept ready is still open: the server never writes first on one, so
+/// anything readable (its end, or bytes) means it cannot carry a call.
+fn still_open(stream: &mut ChannelStream) -> bool {
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut byte = [0u8; 1];
+    let mut buf = ReadBuf::new(&mut byte);
+    matches!(Pin::new(stream).poll_read(&mut cx, &mut buf), Poll::Pending)
 }

@@ -11,11 +11,12 @@ use skillbox_protocol::jsonrpc::ErrorObject;
 use super::*;
 use crate::state::pki;
 
-/// Answers no method (the streams are what is tested).
-struct NoMethods;
+/// Answers no method (the streams are what is tested), counting the requests it got.
+struct NoMethods(Arc<std::sync::atomic::AtomicUsize>);
 
 impl RpcHandler for NoMethods {
     fn handle<'a>(&'a self, method: &'a str, _: Option<Value>) -> RpcFuture<'a> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Box::pin(async move { Err(ErrorObject::new(-32601, format!("no {method}"))) })
     }
 }
@@ -25,6 +26,8 @@ struct Channel {
     _pki: tempfile::TempDir,
     url: String,
     client: StreamClient,
+    /// JSON-RPC requests the server's handler got.
+    rpc_calls: Arc<std::sync::atomic::AtomicUsize>,
     task: JoinHandle<()>,
 }
 
@@ -40,6 +43,7 @@ async fn channel(streams: Option<Arc<dyn StreamHandler>>) -> Channel {
     let tls = Arc::new(ReloadingServerConfig::new(pki::core_files(state.path())).unwrap());
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("https://{}", listener.local_addr().unwrap());
+    let rpc_calls = Arc::default();
     let task = tokio::spawn(server::serve_with_streams(
         listener,
         tls,
@@ -47,7 +51,7 @@ async fn channel(streams: Option<Arc<dyn StreamHandler>>) -> Channel {
             expected_peer: EXECUTOR_IDENTITY.to_string(),
             max_body_bytes: 1024,
         },
-        Arc::new(NoMethods),
+        Arc::new(NoMethods(Arc::clone(&rpc_calls))),
         streams,
     ));
     let files = TlsFiles::in_dir(&pki::pki_dir(state.path()), EXECUTOR_IDENTITY);
@@ -57,6 +61,7 @@ async fn channel(streams: Option<Arc<dyn StreamHandler>>) -> Channel {
         _pki: state,
         url,
         client,
+        rpc_calls,
         task,
     }
 }
@@ -173,6 +178,30 @@ async fn later_streams_go_on_connections_made_ahead() {
         open_and_check_refused(&channel.client).await;
         until_warm(&channel.client, WARM_STREAMS).await;
     }
+}
+
+/// A program's bytes behind a refused call, on a stream upgraded ahead of its call (the
+/// call named in its first bytes), are the proxy's to refuse: a JSON-RPC request written
+/// there never reaches the channel's handler as the executor's own request would.
+#[tokio::test]
+async fn a_channel_request_behind_a_refused_call_on_a_stream_made_ahead_is_never_served() {
+    let rig = Rig::new(&["api.test".into()], pinned(), &[]);
+    let channel = channel(Some(Arc::clone(&rig.proxy) as Arc<dyn StreamHandler>)).await;
+    open_and_check_refused(&channel.client).await;
+    until_warm(&channel.client, WARM_STREAMS).await;
+    let mut stream = channel.client.open_egress(CALL, "stolen").await.unwrap();
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"core.fetch","params":{}}"#;
+    let request = format!(
+        "POST /rpc HTTP/1.1\r\nHost: skillbox-core\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let answer = ask_all(&mut stream, &request).await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    assert!(!refused_header(&answer).is_empty(), "{answer}");
+    assert!(!answer.contains("jsonrpc"), "{answer}");
+    let served = channel.rpc_calls.load(std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(served, 0, "the channel served a request a program wrote");
 }
 
 /// A TCP forwarder to `to`; sending on the returned channel cuts every connection it
