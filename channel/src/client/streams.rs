@@ -176,15 +176,8 @@ impl StreamClient {
             }
         }
         let opening = async {
-            let tls = self
-                .connect()
-                .await
-                .map_err(|reason| ClientError::Connect {
-                    url: url.clone(),
-                    reason,
-                })?;
-            let (path, protocol) = (kind.path(), kind.protocol());
-            let opened = (self.upgrade(&url, tls, path, protocol, Some((call_id, token)))).await;
+            let call = Some((call_id, token));
+            let opened = self.open_fresh(kind.path(), kind.protocol(), call).await;
             self.fill_warm();
             opened
         };
@@ -212,19 +205,7 @@ impl StreamClient {
         self.warm.fill(|| {
             let client = self.clone();
             async move {
-                let made = async {
-                    let url = format!("{}{AHEAD_PATH}", client.url);
-                    let tls = client
-                        .connect()
-                        .await
-                        .map_err(|reason| ClientError::Connect {
-                            url: url.clone(),
-                            reason,
-                        })?;
-                    client
-                        .upgrade(&url, tls, AHEAD_PATH, AHEAD_PROTOCOL, None)
-                        .await
-                };
+                let made = client.open_fresh(AHEAD_PATH, AHEAD_PROTOCOL, None);
                 match tokio::time::timeout(STREAM_OPEN_TIMEOUT, made).await {
                     Ok(Ok(stream)) => Some(stream),
                     Ok(Err(e)) => {
@@ -235,6 +216,22 @@ impl StreamClient {
                 }
             }
         });
+    }
+
+    /// A stream on a fresh connection: connected, then upgraded at `path` to `protocol`
+    /// ([`StreamClient::upgrade`]).
+    async fn open_fresh(
+        &self,
+        path: &str,
+        protocol: &'static str,
+        call: Option<(&str, &str)>,
+    ) -> Result<ChannelStream, ClientError> {
+        let url = format!("{}{path}", self.url);
+        let tls = (self.connect().await).map_err(|reason| ClientError::Connect {
+            url: url.clone(),
+            reason,
+        })?;
+        self.upgrade(&url, tls, path, protocol, call).await
     }
 
     /// Upgrades `tls` at `path` to `protocol`, naming the call `(call id, token)` in

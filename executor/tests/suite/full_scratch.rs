@@ -8,13 +8,10 @@
 use std::path::Path;
 
 use serde_json::{json, Value};
-use skillbox_executor::broker::OneShotBroker;
-use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::{self, Sandbox, SandboxConfig};
-use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 
-use super::harness::{running_as_root, SkillRoot};
+use super::harness::{in_process, running_as_root, SkillRoot};
 
 /// A `plain` tool (so each call has an arguments file to write) that reads its
 /// arguments (from stdin first: a prestarted one waits there), then writes 1 MiB files
@@ -58,26 +55,15 @@ impl Drop for Tmpfs<'_> {
 }
 
 async fn fill(sandbox: &Sandbox, registry: &Registry, skill: &str, round: usize) -> Value {
-    let params = ToolExecuteParams {
-        call_id: format!("{skill}-{round}"),
-        capability_token: SecretValue(String::new()),
-        skill: skill.to_string(),
-        tool: "run".to_string(),
-        args: json!({"round": round}),
-        envelope: Envelope::default(),
-        traceparent: None,
-        workdir: None,
-        script: None,
-    };
-    let result = call::execute(
+    let call_id = format!("{skill}-{round}");
+    in_process::execute(
         sandbox,
         registry,
-        &OneShotBroker,
-        params,
-        std::time::Instant::now(),
+        (skill, "run"),
+        &call_id,
+        json!({"round": round}),
     )
-    .await;
-    serde_json::to_value(&result).unwrap()
+    .await
 }
 
 /// Waits until a prestarted process of `skill:run` is ready.

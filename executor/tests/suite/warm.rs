@@ -11,13 +11,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use skillbox_executor::broker::OneShotBroker;
-use skillbox_executor::call;
 use skillbox_executor::registry::Registry;
 use skillbox_executor::sandbox::{self, ArgsFile, LaunchSpec, Sandbox, SandboxConfig};
-use skillbox_protocol::methods::{Envelope, SecretValue, ToolExecuteParams};
 
-use super::harness::{is_dead, scratch_root, SkillRoot, Start};
+use super::harness::{in_process, is_dead, scratch_root, SkillRoot, Start};
 
 /// Longest a test waits for the pool to have its processes blocked on stdin.
 const SETTLE: Duration = Duration::from_secs(10);
@@ -102,26 +99,7 @@ fn runtime() -> tokio::runtime::Runtime {
 }
 
 async fn run_call(sandbox: &Sandbox, registry: &Registry, skill: &str, call_id: &str) -> Value {
-    let params = ToolExecuteParams {
-        call_id: call_id.to_string(),
-        capability_token: SecretValue(String::new()),
-        skill: skill.to_string(),
-        tool: "run".to_string(),
-        args: json!({}),
-        envelope: Envelope::default(),
-        traceparent: None,
-        workdir: None,
-        script: None,
-    };
-    let result = call::execute(
-        sandbox,
-        registry,
-        &OneShotBroker,
-        params,
-        std::time::Instant::now(),
-    )
-    .await;
-    let result = serde_json::to_value(&result).unwrap();
+    let result = in_process::execute(sandbox, registry, (skill, "run"), call_id, json!({})).await;
     assert_eq!(result["success"], true, "{result}");
     result["data"].clone()
 }

@@ -32,6 +32,7 @@ use serde_json::Value;
 mod call;
 pub mod fake_core;
 pub mod fake_proxy;
+pub mod in_process;
 pub use call::{Call, Outcome};
 
 /// The binary under test.
