@@ -45,19 +45,23 @@ impl Dispatcher {
                 )
             }
         };
-        let tool = skill
-            .tool(tool_name)
-            .cloned()
-            .ok_or_else(|| CallError::NoSuchTool {
-                skill: skill_name.to_string(),
-                tool: tool_name.to_string(),
-            })?;
+        // Only what the call needs of its tool is taken, not a copy of the whole tool (its
+        // schemas and command) on every call.
+        let (timeout_ms, security) = match skill.tool(tool_name) {
+            Some(tool) => (skill.timeout_ms(tool), tool.security),
+            None => {
+                return Err(CallError::NoSuchTool {
+                    skill: skill_name.to_string(),
+                    tool: tool_name.to_string(),
+                })
+            }
+        };
         self.admit_skill(loaded, &skill)?;
         Ok(Admitted {
-            timeout_ms: skill.timeout_ms(&tool),
+            timeout_ms,
             skill,
-            tool: tool.name,
-            security: tool.security,
+            tool: tool_name.to_string(),
+            security,
         })
     }
 
