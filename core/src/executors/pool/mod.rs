@@ -14,6 +14,7 @@
 pub mod discovery;
 mod endpoint;
 mod listed;
+mod merged_facts;
 mod resend;
 
 pub use endpoint::{network_mode, Endpoint, EndpointStatus};
@@ -56,6 +57,8 @@ pub struct ExecutorPool {
     /// Counts the health rounds after which an executor takes calls that did not before
     /// (new, back from down, or a new process in a restarted one's place).
     arrivals: tokio::sync::watch::Sender<u64>,
+    /// The healthy executors' sandbox facts, merged once per change.
+    merged_facts: merged_facts::MergedFacts,
 }
 
 impl ExecutorPool {
@@ -75,6 +78,7 @@ impl ExecutorPool {
             endpoints: RwLock::new(Vec::new()),
             next: AtomicUsize::new(0),
             arrivals: tokio::sync::watch::Sender::new(0),
+            merged_facts: merged_facts::MergedFacts::default(),
         })
     }
 
@@ -410,17 +414,12 @@ impl ExecutorPool {
     /// present only when every healthy executor that reported has it (a call may go to any
     /// of them). `None` until a healthy executor has reported.
     pub fn sandbox_facts(&self) -> Option<Arc<SandboxFacts>> {
-        let mut merged: Option<Arc<SandboxFacts>> = None;
-        for endpoint in self.snapshot() {
-            let Some(facts) = endpoint.healthy_facts() else {
-                continue;
-            };
-            match &mut merged {
-                None => merged = Some(facts),
-                Some(all) => Arc::make_mut(all).merge(&facts),
-            }
-        }
-        merged
+        let parts = self
+            .snapshot()
+            .iter()
+            .filter_map(|e| e.healthy_facts())
+            .collect();
+        self.merged_facts.of(parts)
     }
 
     /// Every endpoint as `/healthz` shows it.
