@@ -4,12 +4,14 @@
 //! come from the [`BlobCache`] or from the core, over a file stream as raw bytes when the
 //! file is large (`fetch_stream.rs`) or in chunks of
 //! [`MAX_CHUNK_BYTES`](skillbox_protocol::workdir::MAX_CHUNK_BYTES), checked against the
-//! file's size and SHA-256 before use.
+//! file's size and SHA-256 before use. Files are taken by content, a few contents at a
+//! time, and each content's files are written on a blocking thread (`place.rs`) as soon
+//! as it is here, while the next ones are fetched.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
 use ring::digest;
@@ -19,7 +21,8 @@ use skillbox_protocol::workdir::{
 };
 
 use super::fetch_stream::fetch_streamed;
-use super::{hex, path, Baseline, Known, Shelved, Stamp, WorkDirError};
+use super::place::{place_all, ToPlace};
+use super::{hex, path, Baseline, Known, Shelved, WorkDirError};
 use crate::blobs::BlobCache;
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
 use crate::sandbox::scratch::make_owned_dirs;
@@ -62,8 +65,6 @@ pub async fn lay_out<B: CapabilityBroker>(
         files = files.len(),
         "laying out the files not kept"
     );
-    let missing = to_prefetch(cache, files, |path| kept.contains_key(path));
-    prefetch(broker, call, cache, missing).await?;
     // What was kept (only files of `files`, unchanged) is in place already.
     let mut baseline = Baseline {
         files: kept,
@@ -71,56 +72,10 @@ pub async fn lay_out<B: CapabilityBroker>(
         tracked,
         ..Baseline::default()
     };
-    for file in files {
-        if baseline.files.contains_key(&file.path) {
-            continue;
-        }
-        let parts = path::segments(&file.path).map_err(|reason| WorkDirError::BadPath {
-            path: file.path.clone(),
-            reason,
-        })?;
-        let write_error = |source| WorkDirError::Write {
-            path: file.path.clone(),
-            source,
-        };
-        let target = parts.iter().fold(work.to_path_buf(), |p, s| p.join(s));
-        if let Some(parent) = target.parent() {
-            make_owned_dirs(work, parent, uid).map_err(write_error)?;
-        }
-        let mut source = match cache.open(&file.sha256) {
-            Some(f) => f,
-            None => fetch_either(broker, call, cache, file).await?,
-        };
-        let mut out = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&target)
-            .map_err(write_error)?;
-        let copied = std::io::copy(&mut source, &mut out).map_err(write_error)?;
-        if copied != file.size {
-            return Err(WorkDirError::Mismatch {
-                path: file.path.clone(),
-                what: "size",
-            });
-        }
-        let mode = if file.executable { 0o755 } else { 0o644 };
-        out.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(write_error)?;
-        if let Some(uid) = uid {
-            std::os::unix::fs::fchown(&out, Some(uid), Some(uid)).map_err(write_error)?;
-        }
-        let st = nix::sys::stat::fstat(&out).map_err(|e| write_error(e.into()))?;
-        baseline.files.insert(
-            file.path.clone(),
-            Known {
-                stamp: Stamp::of(&st),
-                sha256: file.sha256.clone(),
-                executable: file.executable,
-            },
-        );
-    }
+    let groups = by_content(work, files, |path| baseline.files.contains_key(path))?;
+    make_folders(work, &groups, uid).await?;
+    let placed = fetch_and_place_all(broker, call, cache, groups, uid).await?;
+    baseline.files.extend(placed);
     if exact {
         watch_again(&mut baseline, work);
     }
@@ -135,58 +90,142 @@ fn watch_again(baseline: &mut Baseline, work: &Path) {
     baseline.tracked = super::watch::arm(baseline.tracked.take(), work, &baseline.files);
 }
 
-/// Files fetched from the core at once by [`prefetch`].
-const PREFETCH_AT_ONCE: usize = 4;
+/// Contents fetched (or taken from the cache) and written at once by
+/// [`fetch_and_place_all`].
+const AT_ONCE: usize = 4;
 
-/// The files of `files` to fetch ahead ([`prefetch`]): those that neither the cache nor
-/// the kept folder (`is_kept`) holds, each content once, and only as many bytes as half
-/// the cache holds (more would push out what was fetched before it is laid out; the rest
-/// come one by one in [`lay_out`]).
-fn to_prefetch<'a>(
-    cache: &BlobCache,
-    files: &'a [WorkFile],
-    is_kept: impl Fn(&str) -> bool,
-) -> Vec<&'a WorkFile> {
-    let mut seen = std::collections::HashSet::new();
-    let mut budget = cache.cap_bytes() / 2;
-    (files.iter())
-        .filter(|f| !is_kept(&f.path) && seen.insert(f.sha256.as_str()))
-        .filter(|f| cache.open(&f.sha256).is_none())
-        .take_while(|f| match budget.checked_sub(f.size) {
-            Some(left) => {
-                budget = left;
-                true
-            }
-            None => false,
-        })
-        .collect()
+/// The files of one content: the first as listed (what is fetched), and where each goes.
+struct Group<'a> {
+    file: &'a WorkFile,
+    places: Vec<ToPlace>,
 }
 
-/// Fetches `missing` into the cache, [`PREFETCH_AT_ONCE`] at a time, so that a context
-/// of many files does not wait for each file's round trips in turn. Fails as the first
-/// failed fetch.
-async fn prefetch<B: CapabilityBroker>(
+/// The files of `files` not yet in place (`is_placed`), by content in the order listed,
+/// each with where it goes under `work`; a path that breaks the folder's rule fails them
+/// all before anything is fetched.
+fn by_content<'a>(
+    work: &Path,
+    files: &'a [WorkFile],
+    is_placed: impl Fn(&str) -> bool,
+) -> Result<Vec<Group<'a>>, WorkDirError> {
+    let mut groups: Vec<Group<'a>> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
+    for file in files.iter().filter(|f| !is_placed(&f.path)) {
+        let parts = path::segments(&file.path).map_err(|reason| WorkDirError::BadPath {
+            path: file.path.clone(),
+            reason,
+        })?;
+        let place = ToPlace {
+            path: file.path.clone(),
+            target: parts.iter().fold(work.to_path_buf(), |p, s| p.join(s)),
+            size: file.size,
+            sha256: file.sha256.clone(),
+            executable: file.executable,
+        };
+        match at.get(file.sha256.as_str()) {
+            Some(&i) => groups[i].places.push(place),
+            None => {
+                at.insert(&file.sha256, groups.len());
+                groups.push(Group {
+                    file,
+                    places: vec![place],
+                });
+            }
+        }
+    }
+    Ok(groups)
+}
+
+/// Makes the folders the files of `groups` go in (0700, owned by `uid`), on a blocking
+/// thread.
+async fn make_folders(
+    work: &Path,
+    groups: &[Group<'_>],
+    uid: Option<u32>,
+) -> Result<(), WorkDirError> {
+    let mut folders: Vec<(PathBuf, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for place in groups.iter().flat_map(|g| &g.places) {
+        if let Some(parent) = place.target.parent() {
+            if parent != work && seen.insert(parent.to_path_buf()) {
+                folders.push((parent.to_path_buf(), place.path.clone()));
+            }
+        }
+    }
+    if folders.is_empty() {
+        return Ok(());
+    }
+    let work = work.to_path_buf();
+    let made = tokio::task::spawn_blocking(move || {
+        for (folder, path) in folders {
+            make_owned_dirs(&work, &folder, uid)
+                .map_err(|source| WorkDirError::Write { path, source })?;
+        }
+        Ok(())
+    });
+    made.await.map_err(|e| WorkDirError::Write {
+        path: String::new(),
+        source: std::io::Error::other(e.to_string()),
+    })?
+}
+
+/// Fetches each content of `groups` the cache lacks and writes its files,
+/// [`AT_ONCE`] contents at a time, each content's files written on a blocking thread as
+/// soon as it is here, while the next ones are fetched. On a failure no more are begun,
+/// those under way are let finish (nothing writes into the folder after this returns),
+/// and the first failure is returned.
+async fn fetch_and_place_all<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
     cache: &BlobCache,
-    missing: Vec<&WorkFile>,
-) -> Result<(), WorkDirError> {
+    groups: Vec<Group<'_>>,
+    uid: Option<u32>,
+) -> Result<Vec<(String, Known)>, WorkDirError> {
     use futures_util::stream::{FuturesUnordered, StreamExt};
-    if missing.len() < 2 {
-        return Ok(());
-    }
-    let mut waiting = missing.into_iter();
+    let mut waiting = groups.into_iter();
     let mut running = FuturesUnordered::new();
+    let mut placed = Vec::new();
+    let mut failed = None;
     loop {
-        while running.len() < PREFETCH_AT_ONCE {
-            let Some(file) = waiting.next() else { break };
-            running.push(fetch_either(broker, call, cache, file));
+        while failed.is_none() && running.len() < AT_ONCE {
+            let Some(group) = waiting.next() else { break };
+            running.push(fetch_and_place(broker, call, cache, group, uid));
         }
         match running.next().await {
-            Some(fetched) => drop(fetched?),
-            None => return Ok(()),
+            Some(Ok(files)) => placed.extend(files),
+            Some(Err(e)) => {
+                failed.get_or_insert(e);
+            }
+            None => break,
         }
     }
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(placed),
+    }
+}
+
+/// One content: from the cache, else fetched into it, then its files written on a
+/// blocking thread.
+async fn fetch_and_place<B: CapabilityBroker>(
+    broker: &B,
+    call: &CallInfo,
+    cache: &BlobCache,
+    group: Group<'_>,
+    uid: Option<u32>,
+) -> Result<Vec<(String, Known)>, WorkDirError> {
+    let source = match cache.open(&group.file.sha256) {
+        Some(f) => f,
+        None => fetch_either(broker, call, cache, group.file).await?,
+    };
+    let path = group.file.path.clone();
+    let places = group.places;
+    tokio::task::spawn_blocking(move || place_all(source, places, uid))
+        .await
+        .map_err(|e| WorkDirError::Write {
+            path,
+            source: std::io::Error::other(e.to_string()),
+        })?
 }
 
 /// Fetches `file` from the core into the cache, over a file stream when it is large

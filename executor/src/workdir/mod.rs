@@ -11,6 +11,7 @@ mod fetch_stream;
 mod layout;
 mod lists;
 mod path;
+mod place;
 pub mod shelf;
 mod sync;
 mod watch;

@@ -324,6 +324,48 @@ fn a_context_of_many_files_is_laid_out_whole_each_fetched_once() {
 }
 
 #[test]
+fn files_of_one_content_are_laid_out_each_with_its_mode_from_one_fetch() {
+    let root = SkillRoot::new();
+    shell_skill(
+        &root,
+        "for f in $(ls -d */* | sort); do printf '%s %s ' \"$f\" \"$(cat $f)\"; \
+         if [ -x \"$f\" ]; then echo x; else echo -; fi; done\n",
+    );
+    // Twelve files, three contents, in six folders; one copy of each content executable.
+    let files: Vec<(String, Vec<u8>)> = (0..12)
+        .map(|i| {
+            (
+                format!("d{}/f{i:02}", i % 6),
+                format!("c{}", i % 3).into_bytes(),
+            )
+        })
+        .collect();
+    let core = core_holding(&files);
+    {
+        let mut executable = core.executable.lock().unwrap();
+        for i in 0..3 {
+            executable.insert(format!("d{}/f{i:02}", i % 6));
+        }
+    }
+    let out = stdout(&run(&root, &core, "shell", None));
+    let mut expected: Vec<String> = (0..12)
+        .map(|i| {
+            let mode = if i < 3 { "x" } else { "-" };
+            format!("d{}/f{i:02} c{} {mode}", i % 6, i % 3)
+        })
+        .collect();
+    expected.sort();
+    let got: Vec<&str> = out.lines().collect();
+    assert_eq!(got, expected, "{out}");
+    assert_eq!(
+        core.calls().len(),
+        3,
+        "one read per content: {:?}",
+        core.calls()
+    );
+}
+
+#[test]
 fn a_file_the_core_cannot_give_fails_the_call_naming_it() {
     let root = SkillRoot::new();
     shell_skill(&root, "echo ran\n");

@@ -159,6 +159,8 @@ impl CapabilityBroker for FakeCore {
         core_method: &'static str,
         params: Value,
     ) -> Result<Value, ErrorObject> {
+        // A real core answers over the network: the caller's other work runs meanwhile.
+        tokio::task::yield_now().await;
         let refused = self.refuse_writes.lock().unwrap().clone();
         self.serve(core_method, params).map_err(|m| {
             let code = match (&refused, core_method) {
