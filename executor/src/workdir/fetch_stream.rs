@@ -1,19 +1,22 @@
 //! A context file fetched over a file stream of the channel (`POST /file`): the request
 //! line, the core's head line, then the raw bytes, written into the blob cache and hashed
 //! by a blocking task while the next bytes arrive, so that neither the disk nor the hash
-//! runs on the async threads. Used for files of
+//! runs on the async threads; given a file of the call's folder too, a second blocking
+//! task writes the same bytes there as they come (the lay-out then has nothing to copy
+//! for it). Used for files of
 //! [`STREAM_MIN_BYTES`](skillbox_protocol::workdir::STREAM_MIN_BYTES) and up when the
 //! broker has streams; a core that does not serve them closes the stream before its head,
 //! and the file then comes in chunks (`layout.rs`).
 
 use std::fs::File;
 use std::io::Write;
+use std::sync::Arc;
 
 use ring::digest;
 use skillbox_protocol::workdir::{
     FileStreamHead, FileStreamRequest, WorkFile, MAX_STREAM_LINE_BYTES,
 };
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use super::{hex, WorkDirError};
@@ -27,12 +30,16 @@ const PIECE_BYTES: usize = 1024 * 1024;
 const PIECES_IN_FLIGHT: usize = 4;
 
 /// `file` fetched over a file stream into `cache`, checked, and returned open; `None`
-/// when no stream could be had (the caller fetches it in chunks).
+/// when no stream could be had (the caller fetches it in chunks, and nothing was written
+/// to `copy_to`). With `copy_to` (a new, empty file of the call's folder), the bytes are
+/// written there too as they come: when this returns the cache's file, `copy_to` holds
+/// them all.
 pub(super) async fn fetch_streamed<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
     cache: &BlobCache,
     file: &WorkFile,
+    copy_to: Option<&File>,
 ) -> Result<Option<File>, WorkDirError> {
     let Some(mut io) = broker.file_stream(call).await else {
         return Ok(None);
@@ -76,33 +83,41 @@ pub(super) async fn fetch_streamed<B: CapabilityBroker>(
         source,
     };
     let incoming = cache.incoming().map_err(write_error)?;
-    let (pieces, received) = mpsc::channel::<Vec<u8>>(PIECES_IN_FLIGHT);
+    let (pieces, received) = mpsc::channel::<Arc<Vec<u8>>>(PIECES_IN_FLIGHT);
     let writer = tokio::task::spawn_blocking(move || write_pieces(incoming, received));
+    let mut copier = Copier::start(copy_to).map_err(write_error)?;
     let mut total = 0u64;
-    loop {
-        let mut piece = vec![0u8; PIECE_BYTES];
-        let mut filled = 0;
-        while filled < piece.len() {
-            match io.read(&mut piece[filled..]).await {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(_) => return Err(mismatch("size")),
-            }
+    let received_all = loop {
+        let piece = match next_piece(&mut io).await {
+            Ok(Some(piece)) => Arc::new(piece),
+            Ok(None) => break true,
+            Err(_) => break false,
+        };
+        total += piece.len() as u64;
+        if let Some(copier) = &copier {
+            copier.send(&piece).await;
         }
-        if filled == 0 {
-            break;
-        }
-        piece.truncate(filled);
-        total += filled as u64;
         if total > file.size || pieces.send(piece).await.is_err() {
-            break;
+            break true;
         }
-    }
+    };
     drop(pieces);
+    // The copy into the call's folder has ended before anything returns: nothing writes
+    // there afterwards.
+    let copied = match copier.take() {
+        Some(copier) => Some(copier.finish().await.map_err(write_error)?),
+        None => None,
+    };
+    if !received_all {
+        return Err(mismatch("size"));
+    }
     let (incoming, sha256, written) = writer
         .await
         .map_err(|e| write_error(std::io::Error::other(e.to_string())))?
         .map_err(write_error)?;
+    if copied.is_some_and(|copied| copied != total) {
+        return Err(mismatch("size"));
+    }
     if total != file.size || written != file.size {
         return Err(mismatch("size"));
     }
@@ -119,7 +134,7 @@ pub(super) async fn fetch_streamed<B: CapabilityBroker>(
 /// bytes written once the sender is gone.
 fn write_pieces(
     mut incoming: Incoming,
-    mut pieces: mpsc::Receiver<Vec<u8>>,
+    mut pieces: mpsc::Receiver<Arc<Vec<u8>>>,
 ) -> std::io::Result<(Incoming, String, u64)> {
     let mut hash = digest::Context::new(&digest::SHA256);
     let mut written = 0u64;
@@ -129,4 +144,60 @@ fn write_pieces(
         written += piece.len() as u64;
     }
     Ok((incoming, hex(hash.finish().as_ref()), written))
+}
+
+/// Writes the pieces into `out` (a file of the call's folder) as they come; the bytes
+/// written once the sender is gone. Stops at the first failed write.
+fn copy_pieces(mut out: File, mut pieces: mpsc::Receiver<Arc<Vec<u8>>>) -> std::io::Result<u64> {
+    let mut written = 0u64;
+    while let Some(piece) = pieces.blocking_recv() {
+        out.write_all(&piece)?;
+        written += piece.len() as u64;
+    }
+    Ok(written)
+}
+
+/// The next piece of the stream, up to [`PIECE_BYTES`]; `None` at its end.
+async fn next_piece<R: AsyncRead + Unpin>(io: &mut R) -> std::io::Result<Option<Vec<u8>>> {
+    let mut piece = vec![0u8; PIECE_BYTES];
+    let mut filled = 0;
+    while filled < piece.len() {
+        match io.read(&mut piece[filled..]).await? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    piece.truncate(filled);
+    Ok((filled > 0).then_some(piece))
+}
+
+/// The blocking task that writes the pieces into a file of the call's folder too.
+struct Copier {
+    pieces: mpsc::Sender<Arc<Vec<u8>>>,
+    task: tokio::task::JoinHandle<std::io::Result<u64>>,
+}
+
+impl Copier {
+    /// Starts copying into (a duplicate of) `copy_to`, if given.
+    fn start(copy_to: Option<&File>) -> std::io::Result<Option<Self>> {
+        let Some(out) = copy_to.map(File::try_clone).transpose()? else {
+            return Ok(None);
+        };
+        let (pieces, received) = mpsc::channel::<Arc<Vec<u8>>>(PIECES_IN_FLIGHT);
+        let task = tokio::task::spawn_blocking(move || copy_pieces(out, received));
+        Ok(Some(Self { pieces, task }))
+    }
+
+    /// Hands it `piece`; a copy that failed has ended its task, and says so in [`Copier::finish`].
+    async fn send(&self, piece: &Arc<Vec<u8>>) {
+        let _ = self.pieces.send(Arc::clone(piece)).await;
+    }
+
+    /// Waits for the task to end: the bytes it wrote, or its failure.
+    async fn finish(self) -> std::io::Result<u64> {
+        drop(self.pieces);
+        self.task
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))?
+    }
 }

@@ -21,7 +21,7 @@ use skillbox_protocol::workdir::{
 };
 
 use super::fetch_stream::fetch_streamed;
-use super::place::{place_all, ToPlace};
+use super::place::{self, place_all, ToPlace};
 use super::{hex, path, Baseline, Known, Shelved, WorkDirError};
 use crate::blobs::BlobCache;
 use crate::broker::{core_call, CallInfo, CapabilityBroker};
@@ -205,43 +205,69 @@ async fn fetch_and_place_all<B: CapabilityBroker>(
     }
 }
 
-/// One content: from the cache, else fetched into it, then its files written on a
-/// blocking thread.
+/// One content: from the cache, else fetched into it (a large one written into its first
+/// file as it comes), then its files written on a blocking thread.
 async fn fetch_and_place<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
     cache: &BlobCache,
-    group: Group<'_>,
+    mut group: Group<'_>,
     uid: Option<u32>,
 ) -> Result<Vec<(String, Known)>, WorkDirError> {
-    let source = match cache.open(&group.file.sha256) {
-        Some(f) => f,
-        None => fetch_either(broker, call, cache, group.file).await?,
-    };
     let path = group.file.path.clone();
+    let joined = |e: tokio::task::JoinError| WorkDirError::Write {
+        path: path.clone(),
+        source: std::io::Error::other(e.to_string()),
+    };
+    let (source, first) = match cache.open(&group.file.sha256) {
+        Some(f) => (f, None),
+        None if group.file.size >= STREAM_MIN_BYTES && !group.places.is_empty() => {
+            let first = group.places.remove(0);
+            let (first, out) = tokio::task::spawn_blocking(move || {
+                let out = place::create(&first);
+                (first, out)
+            })
+            .await
+            .map_err(joined)?;
+            let out = out?;
+            let (source, written) =
+                fetch_either(broker, call, cache, group.file, Some(&out)).await?;
+            (
+                source,
+                Some(place::Started {
+                    place: first,
+                    out,
+                    written,
+                }),
+            )
+        }
+        None => (
+            fetch_either(broker, call, cache, group.file, None).await?.0,
+            None,
+        ),
+    };
     let places = group.places;
-    tokio::task::spawn_blocking(move || place_all(source, places, uid))
+    tokio::task::spawn_blocking(move || place_all(source, first, places, uid))
         .await
-        .map_err(|e| WorkDirError::Write {
-            path,
-            source: std::io::Error::other(e.to_string()),
-        })?
+        .map_err(joined)?
 }
 
 /// Fetches `file` from the core into the cache, over a file stream when it is large
-/// enough and the broker has one (`fetch_stream.rs`), else in chunks.
+/// enough and the broker has one (`fetch_stream.rs`), else in chunks. With `copy_to`,
+/// a stream writes the bytes there too: the flag says whether it did.
 async fn fetch_either<B: CapabilityBroker>(
     broker: &B,
     call: &CallInfo,
     cache: &BlobCache,
     file: &WorkFile,
-) -> Result<File, WorkDirError> {
+    copy_to: Option<&File>,
+) -> Result<(File, bool), WorkDirError> {
     if file.size >= STREAM_MIN_BYTES {
-        if let Some(fetched) = fetch_streamed(broker, call, cache, file).await? {
-            return Ok(fetched);
+        if let Some(fetched) = fetch_streamed(broker, call, cache, file, copy_to).await? {
+            return Ok((fetched, copy_to.is_some()));
         }
     }
-    fetch(broker, call, cache, file).await
+    Ok((fetch(broker, call, cache, file).await?, false))
 }
 
 /// Fetches `file` from the core into the cache in chunks, checks it, and returns it open.

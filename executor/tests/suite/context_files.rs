@@ -365,6 +365,88 @@ fn files_of_one_content_are_laid_out_each_with_its_mode_from_one_fetch() {
     );
 }
 
+/// `n` bytes of a pattern that `seed` shifts.
+fn pattern(seed: u8, n: usize) -> Vec<u8> {
+    (0..n)
+        .map(|i| {
+            u8::try_from(i % 251)
+                .unwrap()
+                .wrapping_mul(31)
+                .wrapping_add(seed)
+        })
+        .collect()
+}
+
+/// A tool that prints each file of the context's folders: its path, SHA-256 and `x` when
+/// executable, `-` when not.
+const LIST_FILES: &str = "for f in $(ls -d */* | sort); do s=$(sha256sum < \"$f\"); \
+     if [ -x \"$f\" ]; then m=x; else m=-; fi; echo \"$f ${s%% *} $m\"; done\n";
+
+#[test]
+fn large_files_come_over_a_stream_into_their_folder_each_content_once() {
+    let root = SkillRoot::new();
+    shell_skill(&root, LIST_FILES);
+    let (a, b) = (pattern(1, 5 << 19), pattern(7, (3 << 19) + 5));
+    let files = vec![
+        ("d0/a1".to_string(), a.clone()),
+        ("d1/a2".to_string(), a.clone()),
+        ("d1/b".to_string(), b.clone()),
+        ("d2/small".to_string(), b"tiny".to_vec()),
+    ];
+    let core = core_holding(&files);
+    core.streams
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    // The second file of a content is executable, the first not: each keeps its own.
+    core.executable.lock().unwrap().insert("d1/a2".into());
+    let out = stdout(&run(&root, &core, "shell", None));
+    let sha = super::harness::fake_core::sha256;
+    let expected = [
+        format!("d0/a1 {} -", sha(&a)),
+        format!("d1/a2 {} x", sha(&a)),
+        format!("d1/b {} -", sha(&b)),
+        format!("d2/small {} -", sha(b"tiny")),
+    ];
+    assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{out}");
+    let mut streamed = core.stream_log.lock().unwrap().clone();
+    streamed.sort();
+    assert_eq!(
+        streamed,
+        ["stream d0/a1", "stream d1/b"],
+        "one stream per content"
+    );
+    assert_eq!(
+        core.calls(),
+        ["read d2/small"],
+        "a small file comes in chunks"
+    );
+}
+
+#[test]
+fn a_stream_cut_off_fails_the_call_naming_the_file_before_the_tool_runs() {
+    let root = SkillRoot::new();
+    shell_skill(&root, "echo ran\n");
+    let files = vec![
+        ("d0/big".to_string(), pattern(3, 3 << 20)),
+        ("d0/other".to_string(), pattern(5, 2 << 20)),
+    ];
+    let core = core_holding(&files);
+    core.streams
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    *core.cut_streams_after.lock().unwrap() = Some(1 << 20);
+    let r = run(&root, &core, "shell", None);
+    assert!(!r.success, "{r:?}");
+    let error = r.error.as_deref().unwrap();
+    assert_mentions(error, "does not match its size");
+    assert!(
+        error.contains("d0/big") || error.contains("d0/other"),
+        "{error}"
+    );
+    assert!(
+        !r.data.as_ref().is_some_and(|d| d["stdout"] == "ran\n"),
+        "the tool never ran: {r:?}"
+    );
+}
+
 #[test]
 fn a_file_the_core_cannot_give_fails_the_call_naming_it() {
     let root = SkillRoot::new();

@@ -15,7 +15,7 @@ use skillbox_protocol::jsonrpc::{code, ErrorObject};
 use skillbox_protocol::methods::{
     CoreContextFileDeleteParams, CoreContextFileReadParams, CoreContextFileWriteParams,
 };
-use skillbox_protocol::workdir::{FileList, WorkDir, WorkFile};
+use skillbox_protocol::workdir::{FileList, FileStreamHead, FileStreamRequest, WorkDir, WorkFile};
 
 use super::fake_proxy::FakeProxy;
 
@@ -33,12 +33,19 @@ pub struct FakeCore {
     uploads: Mutex<BTreeMap<String, Vec<u8>>>,
     /// Every method called, with its path.
     pub log: Mutex<Vec<String>>,
+    /// Every file stream served (`stream <path>`).
+    pub stream_log: Arc<Mutex<Vec<String>>>,
     /// Refuse writes with this code and message (a quota).
     pub refuse_writes: Mutex<Option<(i64, String)>>,
     /// The egress proxy behind [`CapabilityBroker::egress`].
     pub proxy: Arc<FakeProxy>,
     /// The files held executable (as the last chunk of their write said).
     pub executable: Mutex<std::collections::BTreeSet<String>>,
+    /// Serve file streams (`CapabilityBroker::file_stream`) as the core's `/file` does;
+    /// off, files come in chunks.
+    pub streams: std::sync::atomic::AtomicBool,
+    /// End every file stream after this many bytes of the file.
+    pub cut_streams_after: Mutex<Option<usize>>,
 }
 
 impl FakeCore {
@@ -169,6 +176,41 @@ impl CapabilityBroker for FakeCore {
             };
             ErrorObject::new(code, m)
         })
+    }
+
+    /// A file stream as the core's `/file` serves one (when [`FakeCore::streams`] is on):
+    /// the request line read, the head line, the file's bytes (cut off where
+    /// [`FakeCore::cut_streams_after`] says), the end; `stream <path>` logged.
+    async fn file_stream(&self, _call: &CallInfo) -> Option<BoxedStream> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        if !self.streams.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        let (ours, theirs) = tokio::io::duplex(256 * 1024);
+        let files = self.files.lock().unwrap().clone();
+        let cut = *self.cut_streams_after.lock().unwrap();
+        let log = Arc::clone(&self.stream_log);
+        tokio::spawn(async move {
+            let mut io = tokio::io::BufReader::new(theirs);
+            let mut line = String::new();
+            if io.read_line(&mut line).await.is_err() {
+                return;
+            }
+            let request: FileStreamRequest = serde_json::from_str(&line).unwrap();
+            log.lock().unwrap().push(format!("stream {}", request.path));
+            let bytes = files.get(&request.path).cloned().unwrap_or_default();
+            let head = FileStreamHead::Bytes {
+                size: bytes.len() as u64,
+            };
+            let mut head = serde_json::to_vec(&head).unwrap();
+            head.push(b'\n');
+            let sent = &bytes[..cut.unwrap_or(bytes.len()).min(bytes.len())];
+            let io = io.get_mut();
+            let _ = io.write_all(&head).await;
+            let _ = io.write_all(sent).await;
+            let _ = io.shutdown().await;
+        });
+        Some(Box::new(ours))
     }
 
     /// A stream into [`FakeCore::proxy`], as the core's `/egress` gives one, with the
