@@ -648,6 +648,19 @@ expect "a session's writes reach the executor that holds it, four times of four"
   'r == ["line1", "line2", "line3", "line4"]'
 r=$(ctx_call job-c close_context '{}')
 expect "close_context ends the session" "$r" 'r["data"]["closed"] == 1'
+# A file of 3 MiB comes to the executors over a file stream (1 MiB and up), written into
+# the call's folder as it arrives; a second file of the same content is copied from it.
+head -c 3145728 /dev/urandom >"$work/big.bin"
+big_sha=$(sha256sum "$work/big.bin" | cut -d' ' -f1)
+for name in big.bin copy.bin; do
+  curl -sS --max-time 60 -X PUT --data-binary @"$work/big.bin" \
+    -H "Authorization: Bearer $token" "$gateway/v1/contexts/job-big/files/data/$name" >/dev/null
+done
+for i in 1 2; do
+  r=$(ctx_call job-big exec_command '{"cmd":"sha256sum data/big.bin data/copy.bin"}')
+  expect "a 3 MiB context file and its copy reach the call whole, call $i of 2" "$r" \
+    "[l.split()[0] for l in r['data']['output'].split('\\n') if l] == ['$big_sha', '$big_sha']"
+done
 
 # --- network for skills' programs, two executors -------------------------------------------
 # form-filler is granted fetchtarget and PROBE_SECRET bound to it (the suite's config). As
