@@ -1,6 +1,11 @@
 //! Random ids and capability tokens from the operating system. A failed draw is an error,
 //! never a buffer of zeros: a token of zeros would be the same, guessable token for every
-//! call, and an id of zeros would collide.
+//! call, and an id of zeros would collide. A call draws several (its id, a session's id,
+//! its capability token, its secrets' placeholders): [`BufferedSource`] reads the
+//! operating system's bytes a page at a time and hands each out once, so a call makes no
+//! `getrandom(2)` of its own.
+
+use std::sync::{Mutex, PoisonError};
 
 use base64::Engine;
 use ring::error::Unspecified;
@@ -39,13 +44,88 @@ impl RandomSource for SystemSource {
     }
 }
 
+/// Bytes read from the operating system at once by [`BufferedSource`].
+const POOL_BYTES: usize = 4096;
+
+/// A draw this large or larger goes to the source underneath directly.
+const DIRECT_BYTES: usize = POOL_BYTES / 4;
+
+/// A source's bytes read [`POOL_BYTES`] at a time and handed out in order, each once (and
+/// zeroed in the pool as it goes): the bytes are the operating system's, only the number
+/// of system calls changes. A failed read hands out nothing of it.
+pub struct BufferedSource<S: RandomSource = SystemSource> {
+    source: S,
+    pool: Mutex<Pool>,
+}
+
+struct Pool {
+    bytes: Box<[u8; POOL_BYTES]>,
+    /// Bytes of `bytes` handed out (or never filled): the next draw starts here.
+    used: usize,
+}
+
+impl<S: RandomSource + Default> Default for BufferedSource<S> {
+    fn default() -> Self {
+        Self::over(S::default())
+    }
+}
+
+impl<S: RandomSource> BufferedSource<S> {
+    /// Bytes of `source`, read a pool at a time.
+    pub fn over(source: S) -> Self {
+        Self {
+            source,
+            pool: Mutex::new(Pool {
+                bytes: Box::new([0; POOL_BYTES]),
+                used: POOL_BYTES,
+            }),
+        }
+    }
+}
+
+impl<S: RandomSource> std::fmt::Debug for BufferedSource<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the pool's bytes: they are the next ids and tokens.
+        f.debug_struct("BufferedSource")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: RandomSource> RandomSource for BufferedSource<S> {
+    fn fill(&self, dest: &mut [u8]) -> Result<(), Unspecified> {
+        if dest.len() >= DIRECT_BYTES {
+            return self.source.fill(dest);
+        }
+        let mut pool = self.pool.lock().unwrap_or_else(PoisonError::into_inner);
+        if POOL_BYTES - pool.used < dest.len() {
+            // Marked used until the read succeeds: a failed read leaves nothing to hand out.
+            pool.used = POOL_BYTES;
+            self.source.fill(&mut pool.bytes[..])?;
+            pool.used = 0;
+        }
+        let start = pool.used;
+        let taken = &mut pool.bytes[start..start + dest.len()];
+        dest.copy_from_slice(taken);
+        taken.fill(0);
+        pool.used += dest.len();
+        Ok(())
+    }
+}
+
 /// `n` random bytes as lowercase hex, for ids; `what` names the id in the error.
 pub fn hex(source: &dyn RandomSource, n: usize, what: &'static str) -> Result<String, RandomError> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut bytes = vec![0u8; n];
     source
         .fill(&mut bytes)
         .map_err(|Unspecified| RandomError { what })?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    let mut out = String::with_capacity(2 * n);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    Ok(out)
 }
 
 /// A new route id (`rt_` and 16 hex digits): a routing plan's, or a delegation's record.
@@ -122,6 +202,59 @@ mod tests {
             err.to_string().contains("no call id could be made"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn buffered_draws_are_each_handed_out_once_across_refills() {
+        let source = BufferedSource::<SystemSource>::default();
+        let mut seen = std::collections::HashSet::new();
+        // Over three pools' worth, in draws that do not divide the pool evenly.
+        for _ in 0..(3 * POOL_BYTES / 24) {
+            let mut draw = [0u8; 24];
+            source.fill(&mut draw).unwrap();
+            assert!(seen.insert(draw), "a draw came out twice");
+        }
+        let mut large = vec![0u8; DIRECT_BYTES];
+        source.fill(&mut large).unwrap();
+        assert!(large.iter().any(|b| *b != 0));
+    }
+
+    #[test]
+    fn a_buffered_source_fails_instead_of_handing_out_zeros_when_its_refill_fails() {
+        // The first pool is read; every read after fails.
+        let source = BufferedSource::over(FailingAfter::new(1));
+        let mut handed = 0;
+        let err = loop {
+            match token(&source, "capability token") {
+                Ok(t) => {
+                    assert_ne!(t, token_of_zeros());
+                    handed += 1;
+                }
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(handed, POOL_BYTES / 32, "the pool is used up, then refused");
+        assert_eq!(err.what, "capability token");
+        assert!(hex(&source, 6, "call id").is_err(), "and stays refused");
+    }
+
+    fn token_of_zeros() -> String {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0u8; 32])
+    }
+
+    #[test]
+    fn hex_digits_are_the_bytes_in_order() {
+        #[derive(Debug)]
+        struct Counting;
+        impl RandomSource for Counting {
+            fn fill(&self, dest: &mut [u8]) -> Result<(), Unspecified> {
+                for (i, b) in dest.iter_mut().enumerate() {
+                    *b = [0x00, 0x0f, 0xa5, 0xff][i % 4];
+                }
+                Ok(())
+            }
+        }
+        assert_eq!(hex(&Counting, 4, "id").unwrap(), "000fa5ff");
     }
 
     #[test]

@@ -44,7 +44,7 @@ use crate::executors::availability::SkillAvailability;
 use crate::executors::ExecutorPool;
 use crate::observe::Metrics;
 pub use crate::proxy::CallbackAuthError;
-use crate::random::{self, RandomSource, SystemSource};
+use crate::random::{self, BufferedSource, RandomSource, SystemSource};
 use crate::state::store::Store;
 use skillbox_protocol::skill::Skill;
 
@@ -132,7 +132,7 @@ impl Dispatcher {
             store: parts.store,
             in_flight: parts.in_flight,
             call_timeout: parts.call_timeout,
-            rng: Arc::new(SystemSource::default()),
+            rng: Arc::new(BufferedSource::<SystemSource>::default()),
             metrics: parts.metrics,
             files: parts.files,
             sessions: session_table::Sessions::default(),

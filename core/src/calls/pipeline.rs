@@ -99,12 +99,17 @@ impl Dispatcher {
     pub async fn call(&self, call: ToolCall) -> ToolResult {
         // At error level: the span and its fields exist under any filter that lets the
         // call's warnings through.
+        // The trace context only when the caller sent one: the fields are formatted when
+        // the span is made, on every call.
         let span = tracing::error_span!(
             "call",
             tool = %call.target,
             caller = %call.origin.caller.name(),
-            traceparent = %call.trace.as_ref().map(TraceParent::as_str).unwrap_or_default()
+            traceparent = tracing::field::Empty
         );
+        if let Some(trace) = &call.trace {
+            span.record("traceparent", trace.as_str());
+        }
         self.call_in_span(call).instrument(span).await
     }
 

@@ -8,6 +8,7 @@ use std::sync::{MutexGuard, TryLockError};
 
 use rusqlite::Connection;
 
+use super::cached_tx::CachedTx;
 use super::{contexts, files, tokens, Pin, Store, StoreError};
 
 /// The store's connection, taken without waiting: reads only.
@@ -30,12 +31,10 @@ impl FreeConn<'_> {
     /// Runs `reads` in one read transaction: one snapshot, and the file locks of one read
     /// (two `fcntl`s on the shared-memory file), not of each statement.
     pub fn in_one_read<T>(&self, reads: impl FnOnce(&Self) -> T) -> Result<T, StoreError> {
-        let read = (self.0)
-            .unchecked_transaction()
-            .map_err(|source| StoreError::Files {
-                step: "begin a read",
-                source,
-            })?;
+        let read = CachedTx::deferred(&self.0).map_err(|source| StoreError::Files {
+            step: "begin a read",
+            source,
+        })?;
         let out = reads(self);
         // A read changed nothing: its end is the same whether committed or rolled back.
         drop(read);

@@ -51,6 +51,9 @@ struct LogState {
     written: u64,
     /// Whether the writer thread runs.
     writer: bool,
+    /// Whether the writer waits for a first record: only then does queuing one wake it
+    /// (a condition variable's signal is a system call even when nobody waits).
+    writer_idle: bool,
     /// Readers waiting for the queue to be written.
     flushers: usize,
     /// Batches written.
@@ -107,7 +110,7 @@ impl Store {
             log.changed.notify_all();
             return;
         }
-        if first {
+        if first && state.writer_idle {
             // The writer waits for a first record; after it, it lingers without being woken.
             log.changed.notify_all();
         } else if state.queue.len() >= LINGER_BATCH {
@@ -146,8 +149,10 @@ impl Store {
             let batch = {
                 let mut state = log.lock();
                 while state.queue.is_empty() {
+                    state.writer_idle = true;
                     state = log.wait(state);
                 }
+                state.writer_idle = false;
                 let until = Instant::now() + log.linger;
                 while state.flushers == 0 && state.queue.len() < LINGER_BATCH {
                     let Some(left) = until.checked_duration_since(Instant::now()) else {
@@ -293,6 +298,32 @@ mod tests {
             state = log.wait(state);
         }
         assert_eq!((state.batches, state.lingered_out), (1, 1));
+    }
+
+    #[test]
+    fn a_writer_gone_idle_is_woken_by_the_next_record_and_only_then() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = lingering(dir.path(), Duration::from_millis(1));
+        let log = &store.inner.call_log;
+        for n in 1..=3u64 {
+            // Wait until the writer is idle again, then queue: only the wake can start it.
+            let mut state = log.lock();
+            while n > 1 && !state.writer_idle {
+                drop(state);
+                std::thread::sleep(Duration::from_millis(1));
+                state = log.lock();
+            }
+            drop(state);
+            store.queue_call(record(usize::try_from(n).unwrap(), true));
+            let deadline = Instant::now() + Duration::from_secs(10);
+            let mut state = log.lock();
+            while state.written < n {
+                let left = deadline.checked_duration_since(Instant::now());
+                let left = left.expect("the idle writer was not woken by the record");
+                state = log.changed.wait_timeout(state, left).unwrap().0;
+            }
+            assert_eq!(state.batches, n, "one batch per record, each after a wake");
+        }
     }
 
     #[test]

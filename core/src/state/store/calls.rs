@@ -1,10 +1,11 @@
 //! The `calls` and `skill_stats` tables: one row per finished tool call, and per skill the
 //! running success and failure counts that the router's scoring reads.
 
-use rusqlite::{params, OptionalExtension, Row, TransactionBehavior};
+use rusqlite::{params, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
 use skillbox_protocol::result::ErrorKind;
 
+use super::cached_tx::CachedTx;
 use super::egress::{CallEgress, EgressEntry};
 use super::{Store, StoreError};
 
@@ -99,9 +100,9 @@ impl Store {
     /// and each call is written in a transaction of its own, so the others still land.
     /// One result per call, in order.
     pub fn record_calls(&self, calls: &[CallRecord]) -> Vec<Result<(), StoreError>> {
-        let mut conn = self.conn();
+        let conn = self.conn();
         let batch = (|| -> rusqlite::Result<()> {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let tx = CachedTx::immediate(&conn)?;
             for call in calls {
                 insert_call(&tx, call)?;
             }
@@ -114,7 +115,7 @@ impl Store {
             .iter()
             .map(|call| {
                 (|| -> rusqlite::Result<()> {
-                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let tx = CachedTx::immediate(&conn)?;
                     insert_call(&tx, call)?;
                     tx.commit()
                 })()
@@ -186,7 +187,7 @@ impl Store {
 }
 
 /// The skill's stats and the call row of `call`, inside the caller's transaction.
-fn insert_call(tx: &rusqlite::Transaction<'_>, call: &CallRecord) -> rusqlite::Result<()> {
+fn insert_call(tx: &rusqlite::Connection, call: &CallRecord) -> rusqlite::Result<()> {
     let (successes, failures) = if call.success { (1, 0) } else { (0, 1) };
     tx.prepare_cached(
         "INSERT INTO skill_stats (skill, successes, failures, last_called_at) \

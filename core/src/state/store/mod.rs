@@ -11,6 +11,7 @@
 
 mod approvals;
 mod at_once;
+mod cached_tx;
 mod call_log;
 mod calls;
 mod contexts;
