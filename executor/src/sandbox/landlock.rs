@@ -196,7 +196,30 @@ pub fn build(
     runtime: &RuntimeRules,
     net: NetAccess,
 ) -> Result<Option<OwnProcRule>, LandlockError> {
-    let read_exec = AccessFs::from_read(TARGET_ABI);
+    begin(scratch_dir, runtime, net)?
+        .map(|begun| begun.finish(skill_dir, deps_dir))
+        .transpose()
+}
+
+/// A call's ruleset begun before the call is known (by the slot filler, with the scratch
+/// dir made ahead; slots.rs): every rule of [`build`] but the skill folder's and its
+/// dependencies', which [`Begun::finish`] adds. Landlock's rules are a union, so the
+/// order they go in does not matter; nothing is enforced before the child's
+/// [`restrict_self`].
+#[derive(Debug)]
+pub struct Begun {
+    ruleset: RulesetCreated,
+    child: OwnProcRule,
+    net: NetAccess,
+}
+
+/// [`build`]'s ruleset without the skill's folders: `None` when the kernel enforces no
+/// Landlock.
+pub fn begin(
+    scratch_dir: &Path,
+    runtime: &RuntimeRules,
+    net: NetAccess,
+) -> Result<Option<Begun>, LandlockError> {
     let all = AccessFs::from_all(TARGET_ABI);
     let ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
@@ -208,7 +231,7 @@ pub fn build(
     // A call with a loopback of its own names it `localhost`: glibc reads the name from
     // /etc/hosts, in the order /etc/nsswitch.conf gives (without it, DNS first, which
     // the namespace cannot reach, and the lookup fails before the file is read).
-    let name_files = match net {
+    let name_files: Vec<&Path> = match net {
         NetAccess::OwnNamespace => NAME_FILES
             .iter()
             .map(Path::new)
@@ -219,8 +242,6 @@ pub fn build(
     let ruleset = ruleset
         .scope(Scope::from_all(TARGET_ABI))?
         .create()?
-        .add_rules(path_beneath_rules(skill_dir, read_exec))?
-        .add_rules(path_beneath_rules(deps_dir, read_exec))?
         .add_rules(path_beneath_rules([scratch_dir], all))?
         .add_rules(path_beneath_rules(
             name_files,
@@ -228,12 +249,41 @@ pub fn build(
         ))?;
     let child =
         OwnProcRule::for_ruleset(&ruleset).map_err(|source| LandlockError::Duplicate { source })?;
-    if let Some(child) = &child {
-        runtime
-            .add_to(child)
-            .map_err(|source| LandlockError::Rule { source })?;
+    let Some(child) = child else {
+        return Ok(None);
+    };
+    runtime
+        .add_to(&child)
+        .map_err(|source| LandlockError::Rule { source })?;
+    Ok(Some(Begun {
+        ruleset,
+        child,
+        net,
+    }))
+}
+
+impl Begun {
+    /// What the ruleset says about TCP (a call in a namespace of its own needs
+    /// [`NetAccess::OwnNamespace`]).
+    pub fn net(&self) -> NetAccess {
+        self.net
     }
-    Ok(child)
+
+    /// Adds the skill folder and its dependencies (read and execute): the call's ruleset,
+    /// ready for its child.
+    pub fn finish(
+        self,
+        skill_dir: Option<&Path>,
+        deps_dir: Option<&Path>,
+    ) -> Result<OwnProcRule, LandlockError> {
+        let read_exec = AccessFs::from_read(TARGET_ABI);
+        // The rules go into the kernel object that `child` holds a duplicate of.
+        let _ruleset = self
+            .ruleset
+            .add_rules(path_beneath_rules(skill_dir, read_exec))?
+            .add_rules(path_beneath_rules(deps_dir, read_exec))?;
+        Ok(self.child)
+    }
 }
 
 /// A call's ruleset as its child process uses it, by fd. The rule that lets a tool read

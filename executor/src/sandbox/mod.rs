@@ -217,10 +217,16 @@ impl Sandbox {
             old.stop();
         }
         if n > 0 {
+            // Under the sandbox each slot's Landlock ruleset is begun ahead too.
+            let rules = self
+                .filters
+                .is_some()
+                .then(|| Arc::clone(&self.runtime_rules));
             self.slots = Some(ReadySlots::start(
                 n,
                 self.users.clone(),
                 self.config.scratch_root.clone(),
+                rules,
             ));
         }
     }

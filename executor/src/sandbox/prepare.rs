@@ -14,9 +14,14 @@ use super::limits::{Limits, MemoryLimit};
 use super::memcg::CallCgroup;
 use super::reaper::{CallUser, Releaser, UserPool};
 use super::scratch::{self, Scratch};
+use super::slots::Slot;
 use super::{env, landlock, mntns, netns, room, trust};
 use super::{ArgsFile, CallGuard, Launch, LaunchSpec, PrepareTimings, PreparedCall, Sandbox};
 use super::{SandboxError, ARGS_FILE_NAME, WORK_DIR};
+
+/// What a call takes to run in: its user, its scratch dir made ahead and the Landlock
+/// ruleset begun on it (each `None` when not made ahead, or not used).
+type Taken = (Option<CallUser>, Option<Scratch>, Option<landlock::Begun>);
 
 /// Longest a call waits for a user id that an ended call is still releasing.
 const RELEASE_WAIT: Duration = Duration::from_secs(2);
@@ -42,7 +47,7 @@ impl Sandbox {
             *d = now - step;
             step = now;
         };
-        let (user, ready_scratch) = self.take_user(prefer)?;
+        let (user, ready_scratch, begun) = self.take_user(prefer)?;
         lap(&mut timings.user);
         if let Some(skill_dir) = spec.skill_dir {
             if user.is_some() && !self.reachable_by_others(skill_dir) {
@@ -64,7 +69,8 @@ impl Sandbox {
         self.args_file(spec.args_file, &scratch, uid, &mut env)?;
         lap(&mut timings.args_file);
         let network = spec.network.is_some();
-        let landlock = self.landlock_ruleset(spec.skill_dir, spec.deps, network, &scratch)?;
+        let landlock =
+            self.landlock_ruleset(spec.skill_dir, spec.deps, (network, begun), &scratch)?;
         lap(&mut timings.landlock);
         let (mut cgroup, memory) = self.memory_limit(spec.memory_mb, &mut env)?;
         let mut setup = ChildSetup {
@@ -128,25 +134,24 @@ impl Sandbox {
 }
 
 impl Sandbox {
-    /// A user id and its scratch dir made ahead of calls, or a user id now (its scratch
-    /// dir made next), or neither without user switching; `prefer` first when it is free.
-    fn take_user(
-        &self,
-        prefer: Option<u32>,
-    ) -> Result<(Option<CallUser>, Option<Scratch>), SandboxError> {
+    /// A user id and its scratch dir made ahead of calls (with the Landlock ruleset begun
+    /// on it, under the sandbox), or a user id now (its scratch dir made next), or neither
+    /// without user switching; `prefer` first when it is free.
+    fn take_user(&self, prefer: Option<u32>) -> Result<Taken, SandboxError> {
+        let of_slot = |slot: Slot| (slot.user, Some(slot.scratch), slot.landlock);
         if let (Some(uid), Some(pool)) = (prefer, &self.users) {
             if let Some(slot) = self.slots.as_ref().and_then(|s| s.take_user(uid)) {
-                return Ok((slot.user, Some(slot.scratch)));
+                return Ok(of_slot(slot));
             }
             if let Some(user) = pool.acquire_idle(uid) {
-                return Ok((Some(user), None));
+                return Ok((Some(user), None, None));
             }
         }
         Ok(match self.slots.as_ref().and_then(|s| s.take()) {
-            Some(slot) => (slot.user, Some(slot.scratch)),
+            Some(slot) => of_slot(slot),
             None => match &self.users {
-                Some(pool) => (Some(self.acquire_user(pool)?), None),
-                None => (None, None),
+                Some(pool) => (Some(self.acquire_user(pool)?), None, None),
+                None => (None, None, None),
             },
         })
     }
@@ -227,12 +232,13 @@ impl Sandbox {
 
     /// The call's Landlock ruleset: the skill folder, its dependencies and the scratch
     /// dir, with the network of its own namespace for a `network` call; none without the
-    /// sandbox.
+    /// sandbox. A ruleset `begun` ahead on this scratch dir is finished when its network
+    /// is the call's; else the ruleset is built here.
     fn landlock_ruleset(
         &self,
         skill_dir: Option<&Path>,
         deps: Option<&Path>,
-        network: bool,
+        (network, begun): (bool, Option<landlock::Begun>),
         scratch: &Scratch,
     ) -> Result<Option<landlock::OwnProcRule>, SandboxError> {
         // The ruleset is handed to the child by fd; a sandboxed call without one would run
@@ -245,8 +251,10 @@ impl Sandbox {
         } else {
             landlock::NetAccess::None
         };
-        let rules = &self.runtime_rules;
-        let child = landlock::build(skill_dir, deps, scratch.path(), rules, net)?;
+        let child = match begun.filter(|b| b.net() == net) {
+            Some(begun) => Some(begun.finish(skill_dir, deps)?),
+            None => landlock::build(skill_dir, deps, scratch.path(), &self.runtime_rules, net)?,
+        };
         Ok(Some(child.ok_or_else(|| SandboxError::Unenforceable {
             problems: vec!["the kernel did not enforce the call's Landlock ruleset".into()],
         })?))

@@ -1,6 +1,7 @@
 //! Per-call user ids and scratch dirs made ahead of calls, off their critical path: a
 //! thread keeps a few [`Slot`]s ready (user id locked, leftovers of a crashed holder
-//! killed, empty scratch dir owned by it); `prepare` takes one when there is one and
+//! killed, empty scratch dir owned by it, and under the sandbox the Landlock ruleset of a
+//! call without a network begun on that dir); `prepare` takes one when there is one and
 //! makes its own otherwise. A slot goes to one call only and ends with it, like one made
 //! in line: nothing is reused.
 
@@ -8,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
+use super::landlock::{self, RuntimeRules};
 use super::reaper::{CallUser, UserPool};
 use super::scratch::Scratch;
 
@@ -21,6 +23,10 @@ pub struct Slot {
     pub user: Option<CallUser>,
     /// The call's scratch dir, owned by `user`.
     pub scratch: Scratch,
+    /// The Landlock ruleset of a call without a network, begun on `scratch`
+    /// ([`landlock::begin`]); none without the sandbox, or when it could not be begun
+    /// (the call builds its own then).
+    pub landlock: Option<landlock::Begun>,
 }
 
 /// The slots made ahead, and the thread that makes them.
@@ -39,8 +45,14 @@ struct State {
 
 impl ReadySlots {
     /// Keeps `want` slots ready from now on, taking ids from `users` and making scratch
-    /// dirs under `root`.
-    pub fn start(want: usize, users: Option<Arc<UserPool>>, root: PathBuf) -> Arc<Self> {
+    /// dirs under `root`, each with its ruleset begun from `rules` when given (under the
+    /// sandbox).
+    pub fn start(
+        want: usize,
+        users: Option<Arc<UserPool>>,
+        root: PathBuf,
+        rules: Option<Arc<RuntimeRules>>,
+    ) -> Arc<Self> {
         let slots = Arc::new(Self {
             state: Mutex::new(State {
                 ready: Vec::with_capacity(want),
@@ -52,14 +64,19 @@ impl ReadySlots {
         let filler = Arc::clone(&slots);
         let spawned = std::thread::Builder::new()
             .name("slot-filler".into())
-            .spawn(move || filler.fill(users.as_ref(), &root));
+            .spawn(move || filler.fill(users.as_ref(), &root, rules.as_deref()));
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "cannot start the slot filler; calls make their own");
         }
         slots
     }
 
-    fn fill(&self, users: Option<&Arc<UserPool>>, root: &std::path::Path) {
+    fn fill(
+        &self,
+        users: Option<&Arc<UserPool>>,
+        root: &std::path::Path,
+        rules: Option<&RuntimeRules>,
+    ) {
         loop {
             {
                 let Ok(mut state) = self.state.lock() else {
@@ -98,7 +115,12 @@ impl ReadySlots {
                     return;
                 }
             };
-            let slot = Slot { user, scratch };
+            let landlock = rules.and_then(|rules| begin(rules, &scratch));
+            let slot = Slot {
+                user,
+                scratch,
+                landlock,
+            };
             match self.state.lock() {
                 Ok(mut state) if !state.stopped => state.ready.push(slot),
                 _ => return,
@@ -139,6 +161,18 @@ impl ReadySlots {
     }
 }
 
+/// The ruleset of a call without a network on `scratch`, or none (logged: the call then
+/// builds its own, and fails if the kernel refuses it there too).
+fn begin(rules: &RuntimeRules, scratch: &Scratch) -> Option<landlock::Begun> {
+    match landlock::begin(scratch.path(), rules, landlock::NetAccess::None) {
+        Ok(begun) => begun,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot begin a Landlock ruleset ahead; the call builds its own");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,7 +188,7 @@ mod tests {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let pool = UserPool::new(4_190_000_300, 4, dir.path().join("locks")).unwrap();
-        let slots = ReadySlots::start(2, Some(pool), dir.path().join("scratch"));
+        let slots = ReadySlots::start(2, Some(pool), dir.path().join("scratch"), None);
         let ready = |slots: &ReadySlots| {
             let state = slots.state.lock().unwrap();
             (state.ready.iter())

@@ -145,7 +145,11 @@ fn prepare(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> sandbox::Prepa
 
 /// Runs `argv` in the sandbox; its stdout (it must exit 0).
 async fn run(sandbox: &Sandbox, skill_dir: &Path, argv: &[&str]) -> String {
-    let prepared = prepare(sandbox, skill_dir, argv);
+    run_prepared(sandbox, prepare(sandbox, skill_dir, argv), argv).await
+}
+
+/// Runs a call prepared of `argv`; its stdout (it must exit 0).
+async fn run_prepared(sandbox: &Sandbox, prepared: sandbox::PreparedCall, argv: &[&str]) -> String {
     let mut child = sandbox.spawn(prepared.launch).unwrap();
     let mut out = String::new();
     child
@@ -320,4 +324,59 @@ fn an_exited_tool_keeps_its_pid_until_the_call_reaps_it() {
         prepared.guard.release();
     });
     sandbox::wait_idle();
+}
+
+/// What the confinement probe prints: its skill folder read, its scratch dir written, and
+/// each path of the host and of another skill it must not read, refused or not.
+const PROBE: &str = r#"
+cat "$1/marker" || echo "skill folder refused"
+echo written > "$HOME/w" && cat "$HOME/w"
+for p in /etc/passwd "$2/marker"; do
+  if cat "$p" >/dev/null 2>&1; then echo "read $p"; else echo "refused $p"; fi
+done
+"#;
+
+/// A call that takes a slot made ahead runs under the Landlock ruleset begun there with
+/// the slot's scratch dir (slots.rs) and finished with its skill folder: it reads its
+/// skill folder and writes its scratch dir, and is refused a file of the host and another
+/// skill's folder, exactly as a call that builds its ruleset in line.
+#[test]
+fn a_call_on_a_slot_made_ahead_is_confined_as_one_made_in_line() {
+    let (root, skill_dir, mut sandbox) = skill_and_sandbox("ahead");
+    root.python_skill_as(Start::Cold, "other", "print('x')");
+    let other = root.skills().join("other");
+    std::fs::write(skill_dir.join("marker"), "own skill\n").unwrap();
+    std::fs::write(other.join("marker"), "another skill\n").unwrap();
+    super::harness::open_up(&skill_dir.join("marker"));
+    super::harness::open_up(&other.join("marker"));
+    let (skill, other) = (skill_dir.to_str().unwrap(), other.to_str().unwrap());
+    let argv = ["/bin/sh", "-c", PROBE, "probe", skill, other];
+    let runtime = current_thread();
+
+    sandbox.keep_ready(1);
+    let prefix = format!("call-{}-", std::process::id());
+    let made_ahead = || -> Vec<std::path::PathBuf> {
+        (std::fs::read_dir(scratch_root()).unwrap().flatten())
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+            .map(|e| e.path())
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while made_ahead().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no slot was made");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let ahead = made_ahead();
+    let prepared = prepare(&sandbox, &skill_dir, &argv);
+    assert!(
+        ahead.iter().any(|p| p == prepared.guard.scratch()),
+        "the call did not take the slot made ahead"
+    );
+    let on_slot = runtime.block_on(run_prepared(&sandbox, prepared, &argv));
+    sandbox.keep_ready(0);
+    let in_line = runtime.block_on(run(&sandbox, &skill_dir, &argv));
+
+    let expected = format!("own skill\nwritten\nrefused /etc/passwd\nrefused {other}/marker\n");
+    assert_eq!(in_line, expected, "a call made in line");
+    assert_eq!(on_slot, expected, "a call on a slot made ahead");
 }
