@@ -44,11 +44,16 @@ pub async fn execute<B: CapabilityBroker>(
     // Every log line of the call carries its id and the bot's trace context, if it sent one.
     // At error level so that the span (and its fields) exists under any log filter that
     // lets the call's warnings through.
+    // The trace context only when the bot sent one: the fields are formatted when the
+    // span is made, on every call.
     let span = tracing::error_span!(
         "call",
         call_id = %call_id,
-        traceparent = %params.traceparent.as_deref().unwrap_or_default()
+        traceparent = tracing::field::Empty
     );
+    if let Some(trace) = params.traceparent.as_deref() {
+        span.record("traceparent", trace);
+    }
     let mut clock = CallClock::default();
     let outcome = run(sandbox, registry, broker, params, &mut clock)
         .instrument(span.clone())
