@@ -41,6 +41,9 @@ struct State {
     ready: Vec<Slot>,
     want: usize,
     stopped: bool,
+    /// Whether the filler waits for a slot to be taken: only then does a take wake it (a
+    /// condition variable's signal is a system call even when nobody waits).
+    filler_idle: bool,
 }
 
 impl ReadySlots {
@@ -58,6 +61,7 @@ impl ReadySlots {
                 ready: Vec::with_capacity(want),
                 want,
                 stopped: false,
+                filler_idle: false,
             }),
             wake: Condvar::new(),
         });
@@ -83,11 +87,13 @@ impl ReadySlots {
                     return;
                 };
                 while !state.stopped && state.ready.len() >= state.want {
+                    state.filler_idle = true;
                     state = match self.wake.wait(state) {
                         Ok(s) => s,
                         Err(_) => return,
                     };
                 }
+                state.filler_idle = false;
                 if state.stopped {
                     return;
                 }
@@ -130,20 +136,27 @@ impl ReadySlots {
 
     /// A ready slot, if there is one; the filler makes its replacement.
     pub fn take(&self) -> Option<Slot> {
-        let slot = self.state.lock().ok()?.ready.pop();
-        self.wake.notify_one();
+        let (slot, idle) = {
+            let mut state = self.state.lock().ok()?;
+            (state.ready.pop(), state.filler_idle)
+        };
+        if idle {
+            self.wake.notify_one();
+        }
         slot
     }
 
     /// The ready slot of user `uid`, if one is; the filler makes its replacement.
     pub fn take_user(&self, uid: u32) -> Option<Slot> {
-        let slot = {
+        let (slot, idle) = {
             let mut state = self.state.lock().ok()?;
             let at =
                 (state.ready.iter()).position(|s| s.user.as_ref().is_some_and(|u| u.uid == uid))?;
-            state.ready.swap_remove(at)
+            (state.ready.swap_remove(at), state.filler_idle)
         };
-        self.wake.notify_one();
+        if idle {
+            self.wake.notify_one();
+        }
         Some(slot)
     }
 
@@ -206,6 +219,16 @@ mod tests {
         let owner = std::fs::metadata(slot.scratch.path()).unwrap().uid();
         assert_eq!(owner, uids[0], "its scratch is that user's");
         assert!(slots.take_user(4_190_000_399).is_none(), "no slot holds it");
+        // The filler, idle with every slot made, is woken by the take and makes another.
+        drop(slot);
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while ready(&slots).len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the taken slot was not replaced"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         slots.stop();
     }
 }
