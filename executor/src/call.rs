@@ -52,7 +52,7 @@ pub async fn execute<B: CapabilityBroker>(
         traceparent = tracing::field::Empty
     );
     if let Some(trace) = params.traceparent.as_deref() {
-        span.record("traceparent", trace);
+        span.record("traceparent", tracing::field::display(trace));
     }
     let mut clock = CallClock::default();
     let outcome = run(sandbox, registry, broker, params, &mut clock)

@@ -108,7 +108,7 @@ impl Dispatcher {
             traceparent = tracing::field::Empty
         );
         if let Some(trace) = &call.trace {
-            span.record("traceparent", trace.as_str());
+            span.record("traceparent", tracing::field::display(trace.as_str()));
         }
         self.call_in_span(call).instrument(span).await
     }
