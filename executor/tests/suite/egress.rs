@@ -202,6 +202,23 @@ fn open_fds() -> usize {
         .count()
 }
 
+/// [`open_fds`] once the calls so far are released and the count holds still for 100 ms:
+/// under load the release threads run late, and a count taken while the first call's
+/// release still held a descriptor was one above what the later calls settle to.
+fn settled_fds() -> usize {
+    skillbox_executor::sandbox::wait_idle();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut last = open_fds();
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = open_fds();
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 #[test]
 fn a_network_calls_namespace_and_listener_are_gone_after_the_call() {
     if !namespaces_available("a_network_calls_namespace_and_listener_are_gone") {
@@ -223,7 +240,7 @@ fn a_network_calls_namespace_and_listener_are_gone_after_the_call() {
     let args = json!({"port": server.port});
     // The first call starts what stays (the spawner threads' kept descriptors).
     data(&run_in(&sandbox, &root, &core, "fetcher", args.clone()));
-    let before = open_fds();
+    let before = settled_fds();
     let started = Instant::now();
     for _ in 0..3 {
         data(&run_in(&sandbox, &root, &core, "fetcher", args.clone()));
